@@ -1,0 +1,34 @@
+/* Monotonic time helpers shared by comm/ and rpc/. */
+#ifndef FR_COMM_CLOCK_H
+#define FR_COMM_CLOCK_H
+
+#include <stdint.h>
+#include <time.h>
+
+/* Nanoseconds on CLOCK_MONOTONIC. */
+static inline uint64_t fr_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Deadline timeout_ms from now; UINT64_MAX when timeout_ms <= 0 (none). */
+static inline uint64_t fr_deadline_ms(int timeout_ms)
+{
+    if (timeout_ms <= 0)
+        return UINT64_MAX;
+    return fr_now_ns() + (uint64_t)timeout_ms * 1000000ull;
+}
+
+/* The deadline as a CLOCK_REALTIME timespec for pthread_cond_timedwait
+ * (callers using a CLOCK_MONOTONIC condattr pass the monotonic value). */
+static inline struct timespec fr_ns_to_timespec(uint64_t ns)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ns / 1000000000ull);
+    ts.tv_nsec = (long)(ns % 1000000000ull);
+    return ts;
+}
+
+#endif /* FR_COMM_CLOCK_H */

@@ -1,0 +1,536 @@
+/*
+ * Endpoint set-up, the eager send path and CQ progress. See fabric.h for
+ * the design notes; the invariant kept here is that every posted operation
+ * has an fr_op context and every completion, good or bad, is routed by it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm/clock.h"
+#include "comm/fabric_internal.h"
+
+#define FR_CQ_BATCH 16
+#define FR_MAX_SEND_SLOTS 256
+
+static void set_err(char *errbuf, size_t errlen, const char *what, int ret)
+{
+    if (errbuf && errlen)
+        snprintf(errbuf, errlen, "%s failed: %s (%d)", what,
+                 fi_strerror(ret < 0 ? -ret : ret), ret);
+}
+
+static int post_recv(fr_fabric *f, fr_recv_buf *r)
+{
+    for (;;) {
+        ssize_t ret = fi_recv(f->ep, r->buf, f->opts.eager_max, NULL,
+                              FI_ADDR_UNSPEC, &r->op.fictx);
+        if (ret == 0)
+            return 0;
+        if (ret != -FI_EAGAIN)
+            return FRPC_ETRANSPORT;
+        /* The receive queue is momentarily full: let the provider drain. */
+        fi_cq_read(f->cq, NULL, 0);
+    }
+}
+
+static int open_cq(fr_fabric *f, char *errbuf, size_t errlen)
+{
+    struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_MSG,
+                              .size = 0,
+                              .wait_obj = FI_WAIT_FD};
+    int ret = fi_cq_open(f->domain, &attr, &f->cq, NULL);
+    if (ret == 0) {
+        if (fi_control(&f->cq->fid, FI_GETWAIT, &f->wait_fd) != 0)
+            f->wait_fd = -1;
+        if (f->wait_fd >= 0)
+            return 0;
+        fi_close(&f->cq->fid);
+    }
+    /* No fd wait object (shm): poll, and sleep by back-off instead. */
+    attr.wait_obj = FI_WAIT_NONE;
+    f->wait_fd = -1;
+    ret = fi_cq_open(f->domain, &attr, &f->cq, NULL);
+    if (ret) {
+        set_err(errbuf, errlen, "fi_cq_open", ret);
+        return FRPC_ETRANSPORT;
+    }
+    return 0;
+}
+
+static int open_endpoint(fr_fabric *f, char *errbuf, size_t errlen)
+{
+    struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+    int ret;
+
+    if ((ret = fi_fabric(f->info->fabric_attr, &f->fabric, NULL))) {
+        set_err(errbuf, errlen, "fi_fabric", ret);
+        return FRPC_ETRANSPORT;
+    }
+    if ((ret = fi_domain(f->fabric, f->info, &f->domain, NULL))) {
+        set_err(errbuf, errlen, "fi_domain", ret);
+        return FRPC_ETRANSPORT;
+    }
+    if ((ret = open_cq(f, errbuf, errlen)))
+        return ret;
+    if ((ret = fi_av_open(f->domain, &av_attr, &f->av, NULL))) {
+        set_err(errbuf, errlen, "fi_av_open", ret);
+        return FRPC_ETRANSPORT;
+    }
+    if ((ret = fi_endpoint(f->domain, f->info, &f->ep, NULL))) {
+        set_err(errbuf, errlen, "fi_endpoint", ret);
+        return FRPC_ETRANSPORT;
+    }
+    if ((ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) ||
+        (ret = fi_ep_bind(f->ep, &f->av->fid, 0))) {
+        set_err(errbuf, errlen, "fi_ep_bind", ret);
+        return FRPC_ETRANSPORT;
+    }
+    if ((ret = fi_enable(f->ep))) {
+        set_err(errbuf, errlen, "fi_enable", ret);
+        return FRPC_ETRANSPORT;
+    }
+    return 0;
+}
+
+int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
+                   fr_fabric **out, char *errbuf, size_t errlen)
+{
+    fr_fabric *f;
+    int ret;
+
+    if (!info || !opts || !out || opts->eager_max <= FR_ENV_HDR_SIZE ||
+        opts->recv_count == 0 || !opts->cb.on_msg)
+        return FRPC_EINVAL;
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        return FRPC_ENOMEM;
+    f->wait_fd = -1;
+    f->opts = *opts;
+    pthread_mutex_init(&f->slot_lock, NULL);
+    pthread_mutex_init(&f->poll_lock, NULL);
+    pthread_mutex_init(&f->rndv_lock, NULL);
+    atomic_init(&f->poll_owned, 0);
+    atomic_init(&f->next_key, 1);
+    f->next_cookie = 1;
+    f->max_slots = FR_MAX_SEND_SLOTS;
+    f->info = fi_dupinfo(info);
+    if (!f->info) {
+        ret = FRPC_ENOMEM;
+        goto fail;
+    }
+    f->inject_max = f->info->tx_attr->inject_size;
+    if (f->inject_max > 4096)
+        f->inject_max = 4096; /* inject frames are built on the stack */
+    f->rma_chunk = 4u << 20;
+    if (f->info->ep_attr->max_msg_size &&
+        f->info->ep_attr->max_msg_size < f->rma_chunk)
+        f->rma_chunk = f->info->ep_attr->max_msg_size;
+    f->mr_virt_addr = !!(f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
+    f->mr_prov_key = !!(f->info->domain_attr->mr_mode & FI_MR_PROV_KEY);
+    f->mr_local = !!(f->info->domain_attr->mr_mode & FI_MR_LOCAL);
+    f->all_slots = calloc(f->max_slots, sizeof(*f->all_slots));
+    f->recv = calloc(opts->recv_count, sizeof(*f->recv));
+    if (!f->all_slots || !f->recv) {
+        ret = FRPC_ENOMEM;
+        goto fail;
+    }
+    if ((ret = open_endpoint(f, errbuf, errlen)))
+        goto fail;
+    for (unsigned i = 0; i < opts->recv_count; i++) {
+        fr_recv_buf *r = &f->recv[i];
+        r->op.type = FR_OP_RECV;
+        r->buf = malloc(opts->eager_max);
+        if (!r->buf) {
+            ret = FRPC_ENOMEM;
+            goto fail;
+        }
+        if ((ret = post_recv(f, r))) {
+            set_err(errbuf, errlen, "fi_recv", ret);
+            goto fail;
+        }
+    }
+    *out = f;
+    return 0;
+fail:
+    fr_fabric_close(f);
+    return ret;
+}
+
+int fr_fabric_getname(fr_fabric *f, void *addr, size_t *len)
+{
+    if (!f || !addr || !len)
+        return FRPC_EINVAL;
+    int ret = fi_getname(&f->ep->fid, addr, len);
+    if (ret == -FI_ETOOSMALL)
+        return FRPC_EINVAL;
+    return ret ? FRPC_ETRANSPORT : 0;
+}
+
+int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
+                           uint64_t token)
+{
+    if (!f || world == 0 || rank >= world || f->peer)
+        return FRPC_EINVAL;
+    f->peer = malloc(sizeof(*f->peer) * world);
+    if (!f->peer)
+        return FRPC_ENOMEM;
+    for (uint32_t i = 0; i < world; i++)
+        f->peer[i] = FI_ADDR_NOTAVAIL;
+    f->rank = rank;
+    f->world = world;
+    f->token = token;
+    return 0;
+}
+
+int fr_fabric_set_peer(fr_fabric *f, uint32_t rank, const void *addr,
+                       size_t len)
+{
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    if (!f || !f->peer || rank >= f->world || !addr || !len)
+        return FRPC_EINVAL;
+    if (fi_av_insert(f->av, addr, 1, &fa, 0, NULL) != 1)
+        return FRPC_ETRANSPORT;
+    f->peer[rank] = fa;
+    return 0;
+}
+
+int fr_fabric_can_block(const fr_fabric *f) { return f->wait_fd >= 0; }
+
+/* ---- sending ------------------------------------------------------- */
+
+static fr_send_slot *get_slot(fr_fabric *f)
+{
+    fr_send_slot *s = NULL;
+    pthread_mutex_lock(&f->slot_lock);
+    if (f->free_slots) {
+        s = f->free_slots;
+        f->free_slots = s->next_free;
+    } else if (f->nslots < f->max_slots) {
+        s = calloc(1, sizeof(*s));
+        if (s && !(s->buf = malloc(f->opts.eager_max))) {
+            free(s);
+            s = NULL;
+        }
+        if (s) {
+            s->op.type = FR_OP_SEND;
+            f->all_slots[f->nslots++] = s;
+        }
+    }
+    pthread_mutex_unlock(&f->slot_lock);
+    return s;
+}
+
+static void put_slot(fr_fabric *f, fr_send_slot *s)
+{
+    pthread_mutex_lock(&f->slot_lock);
+    s->next_free = f->free_slots;
+    f->free_slots = s;
+    pthread_mutex_unlock(&f->slot_lock);
+}
+
+/* Waits a moment for the provider to free resources: drives progress when
+ * this thread may, else yields. Returns FRPC_ETIMEDOUT past the deadline. */
+static int backoff(fr_fabric *f, uint64_t deadline_ns)
+{
+    if (fr_now_ns() >= deadline_ns)
+        return FRPC_ETIMEDOUT;
+    if (fr_fabric_progress(f) == FRPC_EAGAIN)
+        sched_yield();
+    return 0;
+}
+
+int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
+                          const void *payload, size_t len,
+                          uint64_t deadline_ns)
+{
+    size_t frame = FR_ENV_HDR_SIZE + len;
+    fr_env e = *env;
+    ssize_t ret;
+    int rc;
+
+    e.src_rank = f->rank;
+    e.token = f->token;
+    e.payload_len = len;
+    if (frame <= f->inject_max) {
+        uint8_t buf[4096];
+        if ((rc = fr_env_encode(&e, buf, sizeof(buf))))
+            return rc;
+        if (len)
+            memcpy(buf + FR_ENV_HDR_SIZE, payload, len);
+        while ((ret = fi_inject(f->ep, buf, frame, f->peer[dst])) ==
+               -FI_EAGAIN)
+            if ((rc = backoff(f, deadline_ns)))
+                return rc;
+    } else {
+        fr_send_slot *s;
+        while (!(s = get_slot(f)))
+            if ((rc = backoff(f, deadline_ns)))
+                return rc;
+        if ((rc = fr_env_encode(&e, s->buf, f->opts.eager_max))) {
+            put_slot(f, s);
+            return rc;
+        }
+        if (len)
+            memcpy(s->buf + FR_ENV_HDR_SIZE, payload, len);
+        s->dst = dst;
+        s->env = e;
+        while ((ret = fi_send(f->ep, s->buf, frame, NULL, f->peer[dst],
+                              &s->op.fictx)) == -FI_EAGAIN)
+            if ((rc = backoff(f, deadline_ns))) {
+                put_slot(f, s);
+                return rc;
+            }
+        if (ret)
+            put_slot(f, s);
+    }
+    if (ret)
+        return FRPC_ETRANSPORT;
+    atomic_fetch_add(&f->st.sent, 1);
+    atomic_fetch_add(&f->st.bytes_sent, frame);
+    return 0;
+}
+
+int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                   const void *payload, size_t len, uint64_t deadline_ns)
+{
+    if (!f || !env || (len && !payload))
+        return FRPC_EINVAL;
+    if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
+        return FRPC_ENORANK;
+    if (len > f->opts.max_msg)
+        return FRPC_ETOOBIG;
+    if (FR_ENV_HDR_SIZE + len <= f->opts.eager_max)
+        return fr__fabric_send_frame(f, dst, env, payload, len, deadline_ns);
+    return fr__rndv_send(f, dst, env, payload, len, deadline_ns);
+}
+
+/* ---- receiving and progress ---------------------------------------- */
+
+void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg)
+{
+    f->opts.cb.on_msg(f->opts.cb.ctx, msg);
+}
+
+/* Hands the upper layer an error that happened here, shaped as the error
+ * frame the peer would have sent: a response that could not be received
+ * ends its call instead of vanishing. */
+void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
+                            int code, const char *text)
+{
+    fr_fabric_msg m = {0};
+    m.env = *env;
+    m.env.kind = FR_ENV_ERROR;
+    m.env.flags = 0;
+    m.env.status = code;
+    m.env.src_rank = peer;
+    m.payload = (const uint8_t *)text;
+    m.len = strlen(text);
+    m.env.payload_len = m.len;
+    fr__fabric_deliver(f, &m);
+}
+
+/* Answers a request we cannot accept with an error frame. */
+static void refuse_request(fr_fabric *f, const fr_env *env, int code,
+                           const char *text)
+{
+    fr_env e = {.kind = FR_ENV_ERROR, .req_id = env->req_id,
+                .func_id = env->func_id, .status = code};
+    fr__fabric_send_frame(f, env->src_rank, &e, text, strlen(text),
+                          fr_deadline_ms(1000));
+}
+
+static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
+{
+    fr_env env;
+    const uint8_t *payload;
+    int rc;
+
+    if (fr_env_decode_header(buf, len, UINT64_MAX, &env) ||
+        env.src_rank >= f->world) {
+        atomic_fetch_add(&f->st.dropped_malformed, 1);
+        return;
+    }
+    if (env.token != f->token) {
+        atomic_fetch_add(&f->st.dropped_token, 1);
+        return;
+    }
+    rc = fr_env_decode(buf, len, f->opts.max_msg, &env, &payload);
+    if (rc == FRPC_ETOOBIG) {
+        if (env.kind == FR_ENV_REQUEST)
+            refuse_request(f, &env, FRPC_ETOOBIG,
+                           "request larger than the callee's limit");
+        else if (env.kind == FR_ENV_RESPONSE)
+            fr__fabric_local_error(f, &env, env.src_rank, FRPC_ETOOBIG,
+                                   "reply larger than this rank's limit");
+        return;
+    }
+    if (rc) {
+        atomic_fetch_add(&f->st.dropped_malformed, 1);
+        return;
+    }
+    atomic_fetch_add(&f->st.received, 1);
+    atomic_fetch_add(&f->st.bytes_received, len);
+    if (env.kind == FR_ENV_RNDV_DONE) {
+        fr__rndv_on_done(f, env.src_rank, env.req_id);
+    } else if (env.flags & FR_ENV_F_RNDV) {
+        fr__rndv_on_desc(f, &env, payload, env.payload_len);
+    } else {
+        fr_fabric_msg m = {.env = env, .payload = payload,
+                           .len = env.payload_len, .owned = NULL};
+        fr__fabric_deliver(f, &m);
+    }
+}
+
+static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
+{
+    if (err) {
+        atomic_fetch_add(&f->st.send_errors, 1);
+        if (f->opts.cb.on_send_error)
+            f->opts.cb.on_send_error(f->opts.cb.ctx, s->dst, &s->env,
+                                     err == -FI_ECONNREFUSED ||
+                                             err == -FI_ECONNRESET ||
+                                             err == -FI_EHOSTUNREACH
+                                         ? FRPC_EPEERLOST
+                                         : FRPC_ETRANSPORT);
+    }
+    put_slot(f, s);
+}
+
+static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
+{
+    switch (op->type) {
+    case FR_OP_RECV: {
+        fr_recv_buf *r = (fr_recv_buf *)op;
+        if (!err)
+            handle_frame(f, r->buf, len);
+        if (err != -FI_ECANCELED)
+            post_recv(f, r);
+        break;
+    }
+    case FR_OP_SEND:
+        handle_send_done(f, (fr_send_slot *)op, err);
+        break;
+    case FR_OP_READ:
+        fr__rndv_on_read(f, (fr_read_chunk *)op, err);
+        break;
+    default:
+        break;
+    }
+}
+
+static int poll_cq(fr_fabric *f)
+{
+    struct fi_cq_msg_entry ent[FR_CQ_BATCH];
+    int handled = 0;
+    ssize_t n = fi_cq_read(f->cq, ent, FR_CQ_BATCH);
+
+    if (n > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            handle_completion(f, ent[i].op_context, ent[i].len, 0);
+        return (int)n;
+    }
+    if (n == -FI_EAGAIN)
+        return 0;
+    if (n == -FI_EAVAIL) {
+        struct fi_cq_err_entry ee = {0};
+        if (fi_cq_readerr(f->cq, &ee, 0) == 1 && ee.op_context) {
+            handle_completion(f, ee.op_context, ee.len,
+                              ee.err ? -(int)ee.err : -FI_EIO);
+            handled = 1;
+        }
+        return handled;
+    }
+    return FRPC_ETRANSPORT;
+}
+
+int fr_fabric_polling_here(fr_fabric *f)
+{
+    return atomic_load(&f->poll_owned) &&
+           pthread_equal(atomic_load(&f->poll_owner), pthread_self());
+}
+
+int fr_fabric_progress(fr_fabric *f)
+{
+    pthread_t self = pthread_self();
+    int rc;
+
+    if (fr_fabric_polling_here(f))
+        return poll_cq(f); /* nested: a handler of ours is waiting */
+    if (pthread_mutex_trylock(&f->poll_lock))
+        return FRPC_EAGAIN;
+    atomic_store(&f->poll_owner, self);
+    atomic_store(&f->poll_owned, 1);
+    rc = poll_cq(f);
+    atomic_store(&f->poll_owned, 0);
+    pthread_mutex_unlock(&f->poll_lock);
+    return rc;
+}
+
+void fr_fabric_wait(fr_fabric *f, unsigned timeout_us)
+{
+    if (f->wait_fd >= 0) {
+        struct fid *fids[1] = {&f->cq->fid};
+        if (fi_trywait(f->fabric, fids, 1) != 0)
+            return; /* completions are waiting: do not sleep */
+        struct pollfd p = {.fd = f->wait_fd, .events = POLLIN};
+        poll(&p, 1, (int)((timeout_us + 999) / 1000));
+        return;
+    }
+    struct timespec ts = {.tv_sec = timeout_us / 1000000,
+                          .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+}
+
+void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
+{
+    fr_fabric *m = (fr_fabric *)f;
+    o->sent = atomic_load(&m->st.sent);
+    o->received = atomic_load(&m->st.received);
+    o->bytes_sent = atomic_load(&m->st.bytes_sent);
+    o->bytes_received = atomic_load(&m->st.bytes_received);
+    o->dropped_malformed = atomic_load(&m->st.dropped_malformed);
+    o->dropped_token = atomic_load(&m->st.dropped_token);
+    o->send_errors = atomic_load(&m->st.send_errors);
+    o->rndv_sent = atomic_load(&m->st.rndv_sent);
+    o->rndv_received = atomic_load(&m->st.rndv_received);
+}
+
+void fr_fabric_close(fr_fabric *f)
+{
+    if (!f)
+        return;
+    if (f->ep)
+        fi_close(&f->ep->fid);
+    fr__rndv_free_all(f);
+    if (f->av)
+        fi_close(&f->av->fid);
+    if (f->cq)
+        fi_close(&f->cq->fid);
+    if (f->domain)
+        fi_close(&f->domain->fid);
+    if (f->fabric)
+        fi_close(&f->fabric->fid);
+    if (f->recv)
+        for (unsigned i = 0; i < f->opts.recv_count; i++)
+            free(f->recv[i].buf);
+    free(f->recv);
+    for (unsigned i = 0; i < f->nslots; i++) {
+        free(f->all_slots[i]->buf);
+        free(f->all_slots[i]);
+    }
+    free(f->all_slots);
+    free(f->peer);
+    if (f->info)
+        fi_freeinfo(f->info);
+    pthread_mutex_destroy(&f->slot_lock);
+    pthread_mutex_destroy(&f->poll_lock);
+    pthread_mutex_destroy(&f->rndv_lock);
+    free(f);
+}

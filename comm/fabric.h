@@ -1,0 +1,139 @@
+/*
+ * The libfabric transport: one RDM endpoint per agent, its completion queue,
+ * and the eager and rendezvous message protocols. It moves envelopes and
+ * their payloads between ranks; it knows nothing of functions or futures.
+ *
+ * Design notes
+ * - Small frames (header + payload <= the eager limit) travel in one
+ *   message: by fi_inject when they fit the provider's inject size, else
+ *   from a send slot that is reused once the send completes. Receive
+ *   buffers of the eager limit are pre-posted and reposted after use.
+ * - Larger payloads go by rendezvous: the sender copies them into a
+ *   registered block and sends the header with FR_ENV_F_RNDV and a
+ *   descriptor; the receiver pulls the bytes with fi_read into a block of
+ *   its own, answers FR_ENV_RNDV_DONE so the sender frees its block, then
+ *   delivers the message. The receiver's block is handed to the upper layer.
+ * - Progress: exactly one thread polls the CQ at a time (a try-lock). The
+ *   thread that holds it may poll again from inside a delivery callback
+ *   (a handler making a nested call): polling is re-entrant.
+ * - Every completion error is read and routed: a failed send of a request
+ *   comes back to the upper layer through on_send_error with the request's
+ *   envelope; a failed rendezvous read of a request is answered to its
+ *   sender as an FR_ENV_ERROR; a failed read of a response is delivered as
+ *   a local FR_ENV_ERROR with status FRPC_ETRANSPORT. Frames that fail to
+ *   decode or carry the wrong job token are dropped and counted.
+ */
+#ifndef FR_COMM_FABRIC_H
+#define FR_COMM_FABRIC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <rdma/fabric.h>
+
+#include "rpc/fabrpc_errors.h"
+#include "serialization/envelope.h"
+
+typedef struct fr_fabric fr_fabric;
+
+/* A received message, valid for the duration of the on_msg callback. */
+typedef struct fr_fabric_msg {
+    fr_env env;
+    const uint8_t *payload; /* NULL when len is 0 */
+    size_t len;
+    /* Non-NULL when payload lives in a malloc'ed block the callee may keep:
+     * set owned to NULL to take it (then free() it when done). Otherwise
+     * payload is a receive buffer reused after the callback returns. */
+    void *owned;
+} fr_fabric_msg;
+
+typedef struct fr_fabric_callbacks {
+    /* Each valid incoming request, response or error. May run on any thread
+     * that polls; may poll again (nested call). */
+    void (*on_msg)(void *ctx, fr_fabric_msg *msg);
+    /* A posted send of env to dst failed after fr_fabric_send returned 0;
+     * err is FRPC_ETRANSPORT or FRPC_EPEERLOST. */
+    void (*on_send_error)(void *ctx, uint32_t dst, const fr_env *env, int err);
+    void *ctx;
+} fr_fabric_callbacks;
+
+typedef struct fr_fabric_opts {
+    size_t max_msg;       /* largest payload accepted or sent */
+    size_t eager_max;     /* largest eager frame, header included */
+    unsigned recv_count;  /* pre-posted receive buffers */
+    fr_fabric_callbacks cb;
+} fr_fabric_opts;
+
+/* Counters, read without locking (approximate while traffic flows). */
+typedef struct fr_fabric_stats {
+    uint64_t sent, received, bytes_sent, bytes_received;
+    uint64_t dropped_malformed, dropped_token, send_errors, rndv_sent,
+        rndv_received;
+} fr_fabric_stats;
+
+/*
+ * Opens fabric, domain, CQ (with an fd wait object when the provider has
+ * one), AV and endpoint for info (borrowed: duplicated inside), and posts
+ * the receive buffers. Errors: FRPC_ETRANSPORT with the call that failed
+ * and libfabric's text in errbuf, FRPC_ENOMEM, FRPC_EINVAL.
+ */
+int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
+                   fr_fabric **out, char *errbuf, size_t errlen);
+
+/* This endpoint's address (for the store). *len: in, the buffer size; out,
+ * the address length. FRPC_EINVAL if the buffer is too small. */
+int fr_fabric_getname(fr_fabric *f, void *addr, size_t *len);
+
+/* Inserts peer `rank`'s address; ranks must be inserted before any send to
+ * them. Errors: FRPC_EINVAL (rank out of range), FRPC_ETRANSPORT. */
+int fr_fabric_set_peer(fr_fabric *f, uint32_t rank, const void *addr,
+                       size_t len);
+
+/* Sets this rank, the world size (allocates the peer table) and the job
+ * token stamped on and checked against every frame. Call once, before
+ * fr_fabric_set_peer. FRPC_EINVAL, FRPC_ENOMEM. */
+int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
+                           uint64_t token);
+
+/*
+ * Sends env (kind, flags, ids, status; src_rank, token and lengths are
+ * filled in here) with len bytes of payload to rank dst. The payload is
+ * copied or sent before return: the caller may reuse it at once. When the
+ * provider has no room (FI_EAGAIN) this drives progress and retries until
+ * deadline_ns (fr_now_ns clock; UINT64_MAX: no limit).
+ * Errors: FRPC_ENORANK, FRPC_ETOOBIG (len > max_msg), FRPC_ETIMEDOUT,
+ * FRPC_ETRANSPORT, FRPC_ENOMEM. May block only in that retry loop.
+ */
+int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                   const void *payload, size_t len, uint64_t deadline_ns);
+
+/*
+ * Polls the CQ if no other thread is polling (or this thread already is),
+ * delivering what it finds. Returns the number of completions handled
+ * (>= 0), or FRPC_EAGAIN if another thread holds the poll, or
+ * FRPC_ETRANSPORT on a CQ failure.
+ */
+int fr_fabric_progress(fr_fabric *f);
+
+/*
+ * Sleeps until the CQ may have work or timeout_us passes. With an fd wait
+ * object this is poll(2) after fi_trywait; otherwise a plain sleep of
+ * timeout_us (the caller backs off). Returns at once if work is already
+ * pending. Any thread; takes no lock.
+ */
+void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
+
+/* 1 if the calling thread is the one polling right now (it is inside a
+ * delivery callback): it must not sleep waiting for another poller. */
+int fr_fabric_polling_here(fr_fabric *f);
+
+/* 1 if the CQ has an fd wait object (the thread can sleep on it). */
+int fr_fabric_can_block(const fr_fabric *f);
+
+void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
+
+/* Closes the endpoint and everything under it; frees rendezvous blocks
+ * still held. No other thread may use f. NULL is a no-op. */
+void fr_fabric_close(fr_fabric *f);
+
+#endif /* FR_COMM_FABRIC_H */

@@ -1,0 +1,131 @@
+/*
+ * fr_fabric internals shared by fabric.c (endpoint, eager path, progress)
+ * and rndv.c (rendezvous). Not for use outside comm/.
+ */
+#ifndef FR_COMM_FABRIC_INTERNAL_H
+#define FR_COMM_FABRIC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_errno.h>
+
+#include "comm/fabric.h"
+
+/* Every operation posted to libfabric carries one of these as its context,
+ * so a completion, successful or not, names what it finished. The
+ * fi_context2 comes first for providers that need FI_CONTEXT(2) mode. */
+enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ };
+
+typedef struct fr_op {
+    struct fi_context2 fictx;
+    int type;
+} fr_op;
+
+typedef struct fr_recv_buf {
+    fr_op op;
+    uint8_t *buf;
+} fr_recv_buf;
+
+typedef struct fr_send_slot {
+    fr_op op;
+    struct fr_send_slot *next_free;
+    uint32_t dst;
+    fr_env env; /* what was sent, to route an asynchronous failure */
+    uint8_t *buf;
+} fr_send_slot;
+
+/* An outgoing rendezvous block waiting for the receiver's RNDV_DONE. */
+typedef struct fr_rndv_out {
+    struct fr_rndv_out *next;
+    uint64_t cookie;
+    uint32_t dst;
+    struct fid_mr *mr;
+    void *buf;
+} fr_rndv_out;
+
+struct fr_rndv_in;
+typedef struct fr_read_chunk {
+    fr_op op;
+    struct fr_rndv_in *parent;
+} fr_read_chunk;
+
+/* An incoming rendezvous payload being pulled with fi_read. */
+typedef struct fr_rndv_in {
+    struct fr_rndv_in *next, *prev;
+    fr_env env;
+    fr_rndv_desc desc;
+    uint32_t src;
+    uint8_t *buf;
+    struct fid_mr *mr; /* only when the provider wants local registration */
+    unsigned chunks, chunks_done;
+    int err;
+    fr_read_chunk *chunk;
+} fr_rndv_in;
+
+struct fr_fabric {
+    struct fi_info *info;
+    struct fid_fabric *fabric;
+    struct fid_domain *domain;
+    struct fid_cq *cq;
+    struct fid_av *av;
+    struct fid_ep *ep;
+    int wait_fd; /* -1 when the CQ has no fd wait object */
+
+    fr_fabric_opts opts;
+    size_t inject_max;
+    size_t rma_chunk;
+    int mr_virt_addr, mr_prov_key, mr_local;
+
+    uint32_t rank, world;
+    uint64_t token;
+    fi_addr_t *peer; /* rank -> fi_addr, FI_ADDR_NOTAVAIL until set */
+
+    fr_recv_buf *recv;
+
+    pthread_mutex_t slot_lock;
+    fr_send_slot *free_slots;
+    fr_send_slot **all_slots;
+    unsigned nslots, max_slots;
+
+    /* Progress: one poller at a time; the owner may re-enter. */
+    pthread_mutex_t poll_lock;
+    _Atomic(pthread_t) poll_owner;
+    atomic_int poll_owned;
+
+    pthread_mutex_t rndv_lock;
+    fr_rndv_out *rndv_out;
+    fr_rndv_in *rndv_in;
+    uint64_t next_cookie;
+    atomic_uint_fast64_t next_key;
+
+    struct {
+        atomic_uint_fast64_t sent, received, bytes_sent, bytes_received,
+            dropped_malformed, dropped_token, send_errors, rndv_sent,
+            rndv_received;
+    } st;
+};
+
+/* fabric.c */
+int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
+                          const void *payload, size_t len,
+                          uint64_t deadline_ns);
+void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
+void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
+                            int code, const char *text);
+
+/* rndv.c */
+int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                  const void *payload, size_t len, uint64_t deadline_ns);
+void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
+                      size_t len);
+void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie);
+void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err);
+void fr__rndv_free_all(fr_fabric *f);
+
+#endif /* FR_COMM_FABRIC_INTERNAL_H */

@@ -1,0 +1,245 @@
+/*
+ * Provider discovery and choice. See providers.h.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rdma/fi_errno.h>
+
+#include "comm/providers.h"
+
+static int has_name(char names[][FR_BACKEND_NAME], int n, const char *s)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
+                      int max)
+{
+    int n = 0;
+    const char *p = list;
+
+    if (!list || !names || max <= 0)
+        return FRPC_EINVAL;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *s = p, *e = p + len;
+        p = end ? end + 1 : p + len;
+        while (s < e && isspace((unsigned char)*s))
+            s++;
+        while (e > s && isspace((unsigned char)e[-1]))
+            e--;
+        const char *semi = memchr(s, ';', (size_t)(e - s));
+        if (semi)
+            e = semi; /* "tcp;ofi_rxm" names the core provider "tcp" */
+        if (e == s || *s == '^')
+            continue;
+        if ((size_t)(e - s) >= FR_BACKEND_NAME)
+            return FRPC_EINVAL;
+        char name[FR_BACKEND_NAME];
+        memcpy(name, s, (size_t)(e - s));
+        name[e - s] = '\0';
+        if (has_name(names, n, name) || n == max)
+            continue;
+        strcpy(names[n++], name);
+    }
+    return n > 0 ? n : FRPC_EINVAL;
+}
+
+static struct fi_info *hints_for(const char *name)
+{
+    struct fi_info *h = fi_allocinfo();
+    if (!h)
+        return NULL;
+    h->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
+    h->mode = FI_CONTEXT | FI_CONTEXT2;
+    h->ep_attr->type = FI_EP_RDM;
+    h->domain_attr->threading = FI_THREAD_SAFE;
+    /* Registration modes rndv.c handles; FI_MR_LOCAL is not among them
+     * (eager buffers are posted without descriptors). */
+    h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                              FI_MR_PROV_KEY | FI_MR_ENDPOINT;
+    h->fabric_attr->prov_name = strdup(name);
+    if (!h->fabric_attr->prov_name) {
+        fi_freeinfo(h);
+        return NULL;
+    }
+    return h;
+}
+
+static void discover_one(fr_backend *b)
+{
+    struct fi_info *h = hints_for(b->name), *info = NULL;
+    int ret;
+
+    if (!h) {
+        snprintf(b->reason, sizeof(b->reason), "out of memory");
+        return;
+    }
+    ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
+    fi_freeinfo(h);
+    if (ret || !info) {
+        snprintf(b->reason, sizeof(b->reason),
+                 "libfabric has no usable RDM endpoint for it here "
+                 "(fi_getinfo: %s)",
+                 fi_strerror(ret < 0 ? -ret : FI_ENODATA));
+        return;
+    }
+    /* Keep only the first (preferred) match. */
+    if (info->next) {
+        fi_freeinfo(info->next);
+        info->next = NULL;
+    }
+    b->info = info;
+    b->up = 1;
+}
+
+int fr_backends_discover(fr_backends *bs, const char *list)
+{
+    char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
+    int n;
+
+    if (!bs)
+        return FRPC_EINVAL;
+    memset(bs, 0, sizeof(*bs));
+    bs->from_user = list != NULL;
+    n = fr_backends_parse(list ? list : FR_BACKENDS_DEFAULT, names,
+                          FR_BACKEND_MAX);
+    if (n < 0)
+        return n;
+    for (int i = 0; i < n; i++) {
+        strcpy(bs->b[i].name, names[i]);
+        discover_one(&bs->b[i]);
+    }
+    bs->n = n;
+    return 0;
+}
+
+void fr_backends_free(fr_backends *bs)
+{
+    if (!bs)
+        return;
+    for (int i = 0; i < bs->n; i++)
+        if (bs->b[i].info)
+            fi_freeinfo(bs->b[i].info);
+    memset(bs, 0, sizeof(*bs));
+}
+
+const fr_backend *fr_backends_find(const fr_backends *bs, const char *name)
+{
+    for (int i = 0; bs && name && i < bs->n; i++)
+        if (strcmp(bs->b[i].name, name) == 0)
+            return &bs->b[i];
+    return NULL;
+}
+
+int fr_backends_up_list(const fr_backends *bs, char *out, size_t len)
+{
+    size_t used = 0;
+    int count = 0;
+
+    if (len)
+        out[0] = '\0';
+    for (int i = 0; i < bs->n; i++) {
+        if (!bs->b[i].up)
+            continue;
+        int w = snprintf(out + used, len - used, "%s%s", count ? "," : "",
+                         bs->b[i].name);
+        if (w < 0 || (size_t)w >= len - used)
+            break;
+        used += (size_t)w;
+        count++;
+    }
+    return count;
+}
+
+int fr_backends_check_strict(const fr_backends *bs, char *errbuf,
+                             size_t errlen)
+{
+    size_t used = 0;
+    int missing = 0;
+
+    for (int i = 0; i < bs->n; i++) {
+        if (bs->b[i].up)
+            continue;
+        if (errbuf && used < errlen) {
+            int w = snprintf(errbuf + used, errlen - used,
+                             "%sstrict mode: required provider %s did not "
+                             "come up: %s",
+                             missing ? "; " : "", bs->b[i].name,
+                             bs->b[i].reason);
+            used += w > 0 ? (size_t)w : 0;
+        }
+        missing++;
+    }
+    return missing ? FRPC_ENOBACKEND : 0;
+}
+
+/* Is name an element of the comma list? */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0)
+            return 1;
+        p = end ? end + 1 : p + len;
+    }
+    return 0;
+}
+
+int fr_backends_choose(const char *order, const char *const *up_lists,
+                       int n, int same_host, char *out, size_t len)
+{
+    char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
+    int k = order ? fr_backends_parse(order, names, FR_BACKEND_MAX) : -1;
+
+    for (int i = 0; i < k; i++) {
+        int everywhere = 1;
+        if (!same_host && strcmp(names[i], "shm") == 0)
+            continue;
+        for (int r = 0; r < n && everywhere; r++)
+            everywhere = in_list(up_lists[r], names[i]);
+        if (everywhere) {
+            snprintf(out, len, "%s", names[i]);
+            return 0;
+        }
+    }
+    return FRPC_ENOBACKEND;
+}
+
+size_t fr_backends_report(const fr_backends *bs, const char *active,
+                          char *buf, size_t len)
+{
+    size_t need = 0;
+    for (int i = 0; i < bs->n; i++) {
+        const fr_backend *b = &bs->b[i];
+        char line[300];
+        int w;
+        if (b->up)
+            w = snprintf(line, sizeof(line), "%s: up%s\n", b->name,
+                         active && strcmp(active, b->name) == 0
+                             ? " (active)"
+                             : "");
+        else
+            w = snprintf(line, sizeof(line), "%s: not available: %s\n",
+                         b->name, b->reason);
+        if (w < 0)
+            continue;
+        if (buf && need + 1 < len)
+            snprintf(buf + need, len - need, "%s", line);
+        need += (size_t)w;
+    }
+    if (buf && len && need == 0)
+        buf[0] = '\0';
+    return need;
+}

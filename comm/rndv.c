@@ -1,0 +1,279 @@
+/*
+ * Rendezvous for payloads over the eager limit.
+ *
+ * Design notes
+ * - Sender: the payload is copied into a block registered for remote read,
+ *   remembered under a fresh cookie, and announced by an eager frame whose
+ *   payload is an fr_rndv_desc. The block is freed when the receiver's
+ *   RNDV_DONE names the cookie, or when the fabric closes. (Copying lets
+ *   the caller reuse its buffer at once; a zero-copy variant can register
+ *   the caller's buffer instead once calls have completion callbacks.)
+ * - Receiver: fi_read pulls the block in chunks of at most rma_chunk bytes
+ *   into a block of its own; when the last chunk completes it answers
+ *   RNDV_DONE first (so the sender's memory goes early), then delivers the
+ *   message with the block owned by the upper layer.
+ * - Every incoming transfer is on f->rndv_in until it ends, so a failure,
+ *   or close, frees it exactly once.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "comm/fabric_internal.h"
+
+#define FR_RNDV_POST_TIMEOUT_MS 5000
+
+static uint64_t next_requested_key(fr_fabric *f)
+{
+    return atomic_fetch_add(&f->next_key, 1);
+}
+
+static int reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
+                     struct fid_mr **mr)
+{
+    int ret = fi_mr_reg(f->domain, buf, len, access, 0,
+                        next_requested_key(f), 0, mr, NULL);
+    if (ret)
+        return FRPC_ETRANSPORT;
+    if (f->info->domain_attr->mr_mode & FI_MR_ENDPOINT) {
+        if (fi_mr_bind(*mr, &f->ep->fid, 0) || fi_mr_enable(*mr)) {
+            fi_close(&(*mr)->fid);
+            *mr = NULL;
+            return FRPC_ETRANSPORT;
+        }
+    }
+    return 0;
+}
+
+int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                  const void *payload, size_t len, uint64_t deadline_ns)
+{
+    fr_rndv_out *o = calloc(1, sizeof(*o));
+    uint8_t descbuf[FR_RNDV_DESC_SIZE];
+    fr_rndv_desc d;
+    fr_env e = *env;
+    int rc;
+
+    if (!o)
+        return FRPC_ENOMEM;
+    o->buf = malloc(len);
+    if (!o->buf) {
+        free(o);
+        return FRPC_ENOMEM;
+    }
+    memcpy(o->buf, payload, len);
+    if ((rc = reg_block(f, o->buf, len, FI_REMOTE_READ, &o->mr))) {
+        free(o->buf);
+        free(o);
+        return rc;
+    }
+    o->dst = dst;
+    pthread_mutex_lock(&f->rndv_lock);
+    o->cookie = f->next_cookie++;
+    o->next = f->rndv_out;
+    f->rndv_out = o;
+    pthread_mutex_unlock(&f->rndv_lock);
+
+    d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->buf : 0;
+    d.key = fi_mr_key(o->mr);
+    d.len = len;
+    d.cookie = o->cookie;
+    fr_rndv_encode(&d, descbuf, sizeof(descbuf));
+    e.flags |= FR_ENV_F_RNDV;
+    rc = fr__fabric_send_frame(f, dst, &e, descbuf, sizeof(descbuf),
+                               deadline_ns);
+    if (rc) {
+        fr__rndv_on_done(f, dst, o->cookie); /* nobody will read it */
+        return rc;
+    }
+    atomic_fetch_add(&f->st.rndv_sent, 1);
+    return 0;
+}
+
+void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
+{
+    fr_rndv_out **pp, *o = NULL;
+    pthread_mutex_lock(&f->rndv_lock);
+    for (pp = &f->rndv_out; *pp; pp = &(*pp)->next) {
+        /* Only the rank we sent the block to may release it. */
+        if ((*pp)->cookie == cookie && (*pp)->dst == src) {
+            o = *pp;
+            *pp = o->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&f->rndv_lock);
+    if (!o)
+        return;
+    fi_close(&o->mr->fid);
+    free(o->buf);
+    free(o);
+}
+
+static void unlink_in(fr_fabric *f, fr_rndv_in *in)
+{
+    pthread_mutex_lock(&f->rndv_lock);
+    if (in->prev)
+        in->prev->next = in->next;
+    else
+        f->rndv_in = in->next;
+    if (in->next)
+        in->next->prev = in->prev;
+    pthread_mutex_unlock(&f->rndv_lock);
+}
+
+static void free_in(fr_rndv_in *in)
+{
+    if (in->mr)
+        fi_close(&in->mr->fid);
+    free(in->buf);
+    free(in->chunk);
+    free(in);
+}
+
+/* Lets the sender free its block, whether or not we read it. */
+static void send_done(fr_fabric *f, const fr_rndv_in *in)
+{
+    fr_env done = {.kind = FR_ENV_RNDV_DONE, .req_id = in->desc.cookie};
+    if (in->desc.cookie)
+        fr__fabric_send_frame(f, in->src, &done, NULL, 0,
+                              fr_deadline_ms(1000));
+}
+
+/* The transfer could not be completed: tell whoever waits for it. */
+static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
+{
+    if (in->env.kind == FR_ENV_REQUEST) {
+        fr_env e = {.kind = FR_ENV_ERROR, .req_id = in->env.req_id,
+                    .func_id = in->env.func_id, .status = code};
+        fr__fabric_send_frame(f, in->src, &e, why, strlen(why),
+                              fr_deadline_ms(1000));
+    } else {
+        fr__fabric_local_error(f, &in->env, in->src, code, why);
+    }
+    send_done(f, in);
+}
+
+static void finish_in(fr_fabric *f, fr_rndv_in *in)
+{
+    fr_fabric_msg m;
+
+    unlink_in(f, in);
+    if (in->err) {
+        fail_in(f, in, FRPC_ETRANSPORT, "rendezvous read of the payload failed");
+        free_in(in);
+        return;
+    }
+    send_done(f, in);
+    atomic_fetch_add(&f->st.rndv_received, 1);
+    m.env = in->env;
+    m.env.flags &= (uint16_t)~FR_ENV_F_RNDV;
+    m.env.payload_len = in->desc.len;
+    m.payload = in->buf;
+    m.len = in->desc.len;
+    m.owned = in->buf;
+    fr__fabric_deliver(f, &m);
+    if (m.owned == NULL)
+        in->buf = NULL; /* the upper layer kept it */
+    free_in(in);
+}
+
+void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
+{
+    fr_rndv_in *in = c->parent;
+    if (err)
+        in->err = err;
+    if (++in->chunks_done == in->chunks)
+        finish_in(f, in);
+}
+
+static int post_reads(fr_fabric *f, fr_rndv_in *in)
+{
+    uint64_t deadline = fr_deadline_ms(FR_RNDV_POST_TIMEOUT_MS);
+    void *desc = in->mr ? fi_mr_desc(in->mr) : NULL;
+
+    for (unsigned i = 0; i < in->chunks; i++) {
+        size_t off = (size_t)i * f->rma_chunk;
+        size_t n = in->desc.len - off < f->rma_chunk ? in->desc.len - off
+                                                     : f->rma_chunk;
+        ssize_t ret;
+        in->chunk[i].op.type = FR_OP_READ;
+        in->chunk[i].parent = in;
+        while ((ret = fi_read(f->ep, in->buf + off, n, desc,
+                              f->peer[in->src], in->desc.addr + off,
+                              in->desc.key, &in->chunk[i].op.fictx)) ==
+               -FI_EAGAIN) {
+            if (fr_now_ns() >= deadline)
+                break;
+            fr_fabric_progress(f);
+        }
+        if (ret) {
+            /* Chunks already posted still complete; count the rest as
+             * done-with-error so the transfer ends exactly once. */
+            in->err = (int)ret;
+            in->chunks_done += in->chunks - i;
+            return in->chunks_done == in->chunks;
+        }
+    }
+    return 0;
+}
+
+void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
+                      size_t len)
+{
+    fr_rndv_in *in = calloc(1, sizeof(*in));
+    int rc;
+
+    if (!in) {
+        fr_rndv_in tmp = {.env = *env, .src = env->src_rank};
+        fail_in(f, &tmp, FRPC_ENOMEM, "out of memory for a rendezvous payload");
+        return;
+    }
+    in->env = *env;
+    in->src = env->src_rank;
+    rc = fr_rndv_decode(desc, len, f->opts.max_msg, &in->desc);
+    if (rc == 0) {
+        in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
+                                f->rma_chunk);
+        in->buf = malloc(in->desc.len);
+        in->chunk = calloc(in->chunks, sizeof(*in->chunk));
+        if (!in->buf || !in->chunk)
+            rc = FRPC_ENOMEM;
+    }
+    if (rc == 0 && f->mr_local)
+        rc = reg_block(f, in->buf, in->desc.len, FI_READ, &in->mr);
+    if (rc) {
+        fail_in(f, in, rc == FRPC_ETOOBIG ? FRPC_ETOOBIG : FRPC_ETRANSPORT,
+                rc == FRPC_ETOOBIG ? "payload larger than this rank's limit"
+                                   : "cannot receive a rendezvous payload");
+        free_in(in);
+        return;
+    }
+    pthread_mutex_lock(&f->rndv_lock);
+    in->next = f->rndv_in;
+    if (in->next)
+        in->next->prev = in;
+    f->rndv_in = in;
+    pthread_mutex_unlock(&f->rndv_lock);
+    if (post_reads(f, in))
+        finish_in(f, in);
+}
+
+void fr__rndv_free_all(fr_fabric *f)
+{
+    while (f->rndv_out) {
+        fr_rndv_out *o = f->rndv_out;
+        f->rndv_out = o->next;
+        fi_close(&o->mr->fid);
+        free(o->buf);
+        free(o);
+    }
+    while (f->rndv_in) {
+        fr_rndv_in *in = f->rndv_in;
+        f->rndv_in = in->next;
+        free_in(in);
+    }
+}

@@ -1,0 +1,635 @@
+/*
+ * Bootstrap store, server side (protocol in store.h, constants in
+ * store_proto.h).
+ *
+ * Design notes
+ * - One thread polls the listening socket, a self-pipe (the stop signal)
+ *   and every client connection. All sockets are non-blocking; each
+ *   connection has its own read buffer (one request at most: the header
+ *   names the size, checked against the limits before anything is
+ *   allocated) and write buffer (one reply).
+ * - Invariant: a connection has at most one request in progress. While its
+ *   request is parked (a GET of a missing key, a WAIT_GE not yet reached)
+ *   or its reply is not fully sent, no further request of that connection
+ *   is parsed. Replies therefore leave in request order and the buffers of
+ *   a connection never hold more than one request and one reply.
+ * - A SET or ADD of key K answers every connection parked on K that is now
+ *   ready; a parked request whose deadline passes is answered with
+ *   FRPC_ETIMEDOUT. Deadlines use the monotonic clock and set the poll
+ *   timeout.
+ * - A malformed request (unknown op, key of 0 or over FR_STORE_MAX_KEY bytes
+ *   or holding a NUL, value over FR_STORE_MAX_VALUE, a GET or ADD with a
+ *   value, a WAIT_GE whose value is not 8 bytes) closes that connection
+ *   only. Out of memory while serving one request answers FRPC_ENOMEM.
+ * - Counters are values holding a decimal integer ("42"), like torch's
+ *   TCPStore: GET of a counter returns that text, and ADD or WAIT_GE on a
+ *   value that is not one answers FRPC_EPROTO. A missing counter is 0.
+ * - Keys live in a chained hash table of NBUCKETS buckets; nothing is ever
+ *   deleted (a job has a few thousand keys at most).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* accept4, pipe2 */
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/store_proto.h"
+
+#define RBUF_MIN 4096u
+#define BUF_KEEP (64u * 1024u) /* larger buffers are freed once idle */
+#define NBUCKETS 1024u
+#define ACCEPT_PAUSE_MS 100
+
+struct entry {
+    struct entry *next;
+    uint32_t hash;
+    size_t len;
+    uint8_t *val; /* malloc'ed, never NULL */
+    char key[];   /* NUL-terminated */
+};
+
+struct conn {
+    int fd;
+    bool dead;
+    bool parked;
+    uint8_t *rbuf;
+    size_t rlen, rcap;
+    uint8_t *wbuf;
+    size_t wlen, woff, wcap;
+    /* The request in progress, while parked. */
+    uint8_t op;
+    int64_t target;   /* WAIT_GE */
+    int64_t deadline; /* monotonic ms; INT64_MAX: none */
+    char key[FR_STORE_MAX_KEY + 1];
+};
+
+struct fr_store_server {
+    int lfd;
+    int pipefd[2];
+    uint16_t port;
+    pthread_t thread;
+    struct conn **conns;
+    size_t nconns, capconns;
+    struct pollfd *pfds; /* capconns + 2 */
+    struct entry **buckets; /* NBUCKETS chains */
+    size_t nparked;
+    bool work;                  /* a woken conn waits for a pass */
+    int64_t accept_paused_until; /* out of fds: stop accepting a while */
+};
+
+/* ---- key table ---------------------------------------------------------- */
+
+static uint32_t hash_key(const char *k)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *k; k++)
+        h = (h ^ (uint8_t)*k) * 16777619u;
+    return h;
+}
+
+static struct entry *table_find(const struct fr_store_server *s,
+                                const char *key)
+{
+    uint32_t h = hash_key(key);
+    for (struct entry *e = s->buckets[h % NBUCKETS]; e; e = e->next)
+        if (e->hash == h && strcmp(e->key, key) == 0)
+            return e;
+    return NULL;
+}
+
+/* Stores a copy of val under key. Returns 0 or FRPC_ENOMEM (key unchanged). */
+static int table_set(struct fr_store_server *s, const char *key,
+                     const void *val, size_t len)
+{
+    uint8_t *copy = malloc(len ? len : 1);
+    if (!copy)
+        return FRPC_ENOMEM;
+    if (len)
+        memcpy(copy, val, len);
+    struct entry *e = table_find(s, key);
+    if (!e) {
+        size_t klen = strlen(key);
+        e = malloc(sizeof(*e) + klen + 1);
+        if (!e) {
+            free(copy);
+            return FRPC_ENOMEM;
+        }
+        memcpy(e->key, key, klen + 1);
+        e->hash = hash_key(key);
+        e->val = NULL;
+        e->next = s->buckets[e->hash % NBUCKETS];
+        s->buckets[e->hash % NBUCKETS] = e;
+    }
+    free(e->val);
+    e->val = copy;
+    e->len = len;
+    return 0;
+}
+
+/* A missing entry counts 0; false when e does not hold a decimal integer. */
+static bool parse_counter(const struct entry *e, int64_t *v)
+{
+    char buf[24], *end;
+    *v = 0;
+    if (!e)
+        return true;
+    if (e->len == 0 || e->len >= sizeof(buf))
+        return false;
+    memcpy(buf, e->val, e->len);
+    buf[e->len] = '\0';
+    const char *d = buf[0] == '-' ? buf + 1 : buf;
+    if (*d < '0' || *d > '9')
+        return false;
+    errno = 0;
+    long long x = strtoll(buf, &end, 10);
+    if (errno || end != buf + e->len)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* ---- connections -------------------------------------------------------- */
+
+/* Queues one reply. Returns 0, or -1 when it cannot be buffered. */
+static int conn_reply(struct conn *c, int32_t status, int64_t num,
+                      const void *val, size_t len)
+{
+    size_t need = FR_STORE_REP_HDR + len;
+    if (need > c->wcap) {
+        uint8_t *b = realloc(c->wbuf, need);
+        if (!b)
+            return -1;
+        c->wbuf = b;
+        c->wcap = need;
+    }
+    fr_store__put32(c->wbuf, (uint32_t)status);
+    fr_store__put64(c->wbuf + 4, (uint64_t)num);
+    fr_store__put32(c->wbuf + 12, (uint32_t)len);
+    if (len)
+        memcpy(c->wbuf + FR_STORE_REP_HDR, val, len);
+    c->wlen = need;
+    c->woff = 0;
+    return 0;
+}
+
+/* Answers c's GET/WAIT_GE if it is ready: 1 answered, 0 not ready,
+ * -1 the reply could not be buffered. */
+static int try_answer(struct fr_store_server *s, struct conn *c)
+{
+    const struct entry *e = table_find(s, c->key);
+    int64_t v;
+    int rc;
+    if (c->op == FR_STORE_OP_GET) {
+        if (!e)
+            return 0;
+        rc = conn_reply(c, 0, 0, e->val, e->len);
+    } else if (!parse_counter(e, &v)) {
+        rc = conn_reply(c, FRPC_EPROTO, 0, NULL, 0);
+    } else if (v < c->target) {
+        return 0;
+    } else {
+        rc = conn_reply(c, 0, v, NULL, 0);
+    }
+    return rc < 0 ? -1 : 1;
+}
+
+static void unpark(struct fr_store_server *s, struct conn *c)
+{
+    c->parked = false;
+    s->nparked--;
+    s->work = true;
+}
+
+/* key changed: answer the connections parked on it that are now ready. */
+static void wake(struct fr_store_server *s, const char *key)
+{
+    for (size_t i = 0; i < s->nconns && s->nparked; i++) {
+        struct conn *c = s->conns[i];
+        if (!c->parked || strcmp(c->key, key) != 0)
+            continue;
+        int r = try_answer(s, c);
+        if (r != 0)
+            unpark(s, c);
+        if (r < 0)
+            c->dead = true;
+    }
+}
+
+/* Handles one well-formed request. Returns 0, or -1 to close c. */
+static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
+                  const char *key, const uint8_t *val, uint32_t vlen,
+                  int64_t arg)
+{
+    int64_t v, timeout;
+    char txt[24];
+    int rc;
+
+    switch (op) {
+    case FR_STORE_OP_SET:
+        rc = table_set(s, key, val, vlen);
+        if (rc == 0)
+            wake(s, key);
+        return conn_reply(c, rc, 0, NULL, 0);
+    case FR_STORE_OP_ADD:
+        if (!parse_counter(table_find(s, key), &v))
+            return conn_reply(c, FRPC_EPROTO, 0, NULL, 0);
+        if (__builtin_add_overflow(v, arg, &v))
+            return conn_reply(c, FRPC_EINVAL, 0, NULL, 0);
+        snprintf(txt, sizeof(txt), "%" PRId64, v);
+        rc = table_set(s, key, txt, strlen(txt));
+        if (rc == 0)
+            wake(s, key);
+        return conn_reply(c, rc, v, NULL, 0);
+    default: /* GET, WAIT_GE */
+        c->op = op;
+        memcpy(c->key, key, strlen(key) + 1);
+        c->target = op == FR_STORE_OP_GET ? 0 : arg;
+        timeout = op == FR_STORE_OP_GET ? arg : (int64_t)fr_store__get64(val);
+        int64_t now = fr_store__now_ms();
+        c->deadline = (timeout <= 0 || timeout > INT64_MAX - now)
+                          ? INT64_MAX : now + timeout;
+        rc = try_answer(s, c);
+        if (rc == 0) {
+            c->parked = true;
+            s->nparked++;
+        }
+        return rc < 0 ? -1 : 0;
+    }
+}
+
+/* Sends what is queued. Errors mark c dead. */
+static void conn_flush(struct conn *c)
+{
+    while (c->woff < c->wlen) {
+        ssize_t n = send(c->fd, c->wbuf + c->woff, c->wlen - c->woff,
+                         MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n > 0) {
+            c->woff += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+                c->dead = true;
+            return;
+        }
+    }
+    c->wlen = c->woff = 0;
+    if (c->wcap > BUF_KEEP) {
+        free(c->wbuf);
+        c->wbuf = NULL;
+        c->wcap = 0;
+    }
+}
+
+static void conn_read(struct conn *c)
+{
+    while (c->rlen < c->rcap) {
+        ssize_t n = recv(c->fd, c->rbuf + c->rlen, c->rcap - c->rlen,
+                         MSG_DONTWAIT);
+        if (n > 0)
+            c->rlen += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else {
+            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
+                c->dead = true;
+            return;
+        }
+    }
+}
+
+/* Parses and serves c's buffered requests while it is neither parked nor
+ * sending. A malformed request marks c dead. */
+static void conn_process(struct fr_store_server *s, struct conn *c)
+{
+    while (!c->dead) {
+        if (c->woff < c->wlen) {
+            conn_flush(c);
+            if (c->woff < c->wlen)
+                return;
+        }
+        if (c->parked || c->rlen < FR_STORE_REQ_HDR)
+            return;
+        const uint8_t *p = c->rbuf;
+        uint8_t op = p[0];
+        uint16_t klen = fr_store__get16(p + 1);
+        uint32_t vlen = fr_store__get32(p + 3);
+        int64_t arg = (int64_t)fr_store__get64(p + 7);
+        bool ok = klen >= 1 && klen <= FR_STORE_MAX_KEY &&
+                  vlen <= FR_STORE_MAX_VALUE &&
+                  (op == FR_STORE_OP_SET ||
+                   ((op == FR_STORE_OP_GET || op == FR_STORE_OP_ADD) && vlen == 0) ||
+                   (op == FR_STORE_OP_WAIT_GE && vlen == 8));
+        if (!ok) {
+            c->dead = true;
+            return;
+        }
+        size_t total = FR_STORE_REQ_HDR + klen + vlen;
+        if (c->rlen < total) {
+            if (total > c->rcap) {
+                uint8_t *b = realloc(c->rbuf, total);
+                if (!b) {
+                    c->dead = true;
+                    return;
+                }
+                c->rbuf = b;
+                c->rcap = total;
+            }
+            return;
+        }
+        char key[FR_STORE_MAX_KEY + 1];
+        memcpy(key, p + FR_STORE_REQ_HDR, klen);
+        key[klen] = '\0';
+        if (strlen(key) != klen ||
+            handle(s, c, op, key, p + FR_STORE_REQ_HDR + klen, vlen, arg) < 0) {
+            c->dead = true;
+            return;
+        }
+        c->rlen -= total;
+        memmove(c->rbuf, c->rbuf + total, c->rlen);
+        if (c->rlen == 0 && c->rcap > BUF_KEEP) {
+            uint8_t *b = realloc(c->rbuf, RBUF_MIN);
+            if (b) {
+                c->rbuf = b;
+                c->rcap = RBUF_MIN;
+            }
+        }
+    }
+}
+
+static void conn_free(struct conn *c)
+{
+    close(c->fd);
+    free(c->rbuf);
+    free(c->wbuf);
+    free(c);
+}
+
+/* Makes room for one more connection; false when out of memory. */
+static bool room_for_conn(struct fr_store_server *s)
+{
+    if (s->nconns < s->capconns)
+        return true;
+    size_t n = s->capconns ? 2 * s->capconns : 16;
+    struct conn **cs = realloc(s->conns, n * sizeof(*cs));
+    if (!cs)
+        return false;
+    s->conns = cs;
+    struct pollfd *pf = realloc(s->pfds, (n + 2) * sizeof(*pf));
+    if (!pf)
+        return false;
+    s->pfds = pf;
+    s->capconns = n;
+    return true;
+}
+
+/* Accepts every pending connection. */
+static void accept_all(struct fr_store_server *s)
+{
+    for (;;) {
+        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS ||
+                errno == ENOMEM)
+                s->accept_paused_until = fr_store__now_ms() + ACCEPT_PAUSE_MS;
+            return;
+        }
+        int one = 1;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        struct conn *c = room_for_conn(s) ? calloc(1, sizeof(*c)) : NULL;
+        uint8_t *rbuf = c ? malloc(RBUF_MIN) : NULL;
+        if (!rbuf) { /* out of memory: this client sees EOF */
+            free(c);
+            close(fd);
+            continue;
+        }
+        c->fd = fd;
+        c->rbuf = rbuf;
+        c->rcap = RBUF_MIN;
+        s->conns[s->nconns++] = c;
+    }
+}
+
+/* ---- the serving thread ------------------------------------------------- */
+
+static int poll_timeout(const struct fr_store_server *s, int64_t now)
+{
+    if (s->work)
+        return 0;
+    int64_t t = INT64_MAX;
+    for (size_t i = 0; i < s->nconns && s->nparked; i++)
+        if (s->conns[i]->parked && s->conns[i]->deadline < t)
+            t = s->conns[i]->deadline;
+    if (s->accept_paused_until > now && s->accept_paused_until < t)
+        t = s->accept_paused_until;
+    if (t == INT64_MAX)
+        return -1;
+    if (t <= now)
+        return 0;
+    return t - now > INT_MAX ? INT_MAX : (int)(t - now);
+}
+
+static void *serve(void *arg)
+{
+    struct fr_store_server *s = arg;
+
+    for (;;) {
+        int64_t now = fr_store__now_ms();
+        size_t n = s->nconns;
+        s->pfds[0] = (struct pollfd){.fd = s->pipefd[0], .events = POLLIN};
+        s->pfds[1] = (struct pollfd){
+            .fd = s->accept_paused_until > now ? -1 : s->lfd,
+            .events = POLLIN};
+        for (size_t i = 0; i < n; i++) {
+            struct conn *c = s->conns[i];
+            short ev = c->rlen < c->rcap ? POLLIN : 0;
+            if (c->woff < c->wlen)
+                ev |= POLLOUT;
+            s->pfds[i + 2] = (struct pollfd){.fd = c->fd, .events = ev};
+        }
+        int rc = poll(s->pfds, n + 2, poll_timeout(s, now));
+        if (rc < 0 && errno != EINTR)
+            break;
+        if (rc > 0 && s->pfds[0].revents)
+            break;
+        for (size_t i = 0; rc > 0 && i < n; i++) {
+            short re = s->pfds[i + 2].revents;
+            if (re & (POLLERR | POLLHUP | POLLNVAL))
+                s->conns[i]->dead = true;
+            else if (re & POLLIN)
+                conn_read(s->conns[i]);
+        }
+        if (rc > 0 && s->pfds[1].revents)
+            accept_all(s);
+
+        now = fr_store__now_ms();
+        s->work = false;
+        for (size_t i = 0; i < s->nconns && s->nparked; i++) {
+            struct conn *c = s->conns[i];
+            if (c->parked && !c->dead && c->deadline <= now) {
+                unpark(s, c);
+                if (conn_reply(c, FRPC_ETIMEDOUT, 0, NULL, 0) < 0)
+                    c->dead = true;
+            }
+        }
+        for (size_t i = 0; i < s->nconns; i++)
+            conn_process(s, s->conns[i]);
+        for (size_t i = 0; i < s->nconns;) {
+            struct conn *c = s->conns[i];
+            if (!c->dead) {
+                i++;
+                continue;
+            }
+            if (c->parked)
+                s->nparked--;
+            conn_free(c);
+            s->conns[i] = s->conns[--s->nconns];
+        }
+    }
+    /* Closing every connection ends the clients' waits with EOF. */
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_free(s->conns[i]);
+    s->nconns = 0;
+    return NULL;
+}
+
+/* ---- start / stop ------------------------------------------------------- */
+
+static int open_listener(struct fr_store_server *s, const char *host,
+                         uint16_t port, char *errbuf, size_t errlen)
+{
+    char portstr[8], addr[300];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+
+    fr_store__fmt_addr(addr, sizeof(addr), host, port);
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    int gai = getaddrinfo(host, portstr, &hints, &res);
+    if (gai != 0) {
+        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
+                       gai_strerror(gai));
+        return FRPC_EBOOTSTRAP;
+    }
+    int err = EADDRNOTAVAIL;
+    struct sockaddr_storage ss;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family,
+                        ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+        int one = 1;
+        socklen_t sl = sizeof(ss);
+        if (fd >= 0 &&
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, 1024) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            s->lfd = fd;
+            break;
+        }
+        err = errno;
+        if (fd >= 0)
+            close(fd);
+    }
+    freeaddrinfo(res);
+    if (s->lfd < 0) {
+        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
+                       strerror(err));
+        return FRPC_EBOOTSTRAP;
+    }
+    s->port = ntohs(ss.ss_family == AF_INET6
+                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                        : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+static void server_free(struct fr_store_server *s)
+{
+    for (size_t i = 0; i < s->nconns; i++)
+        conn_free(s->conns[i]);
+    for (size_t i = 0; s->buckets && i < NBUCKETS; i++) {
+        struct entry *e = s->buckets[i], *next;
+        for (; e; e = next) {
+            next = e->next;
+            free(e->val);
+            free(e);
+        }
+    }
+    if (s->lfd >= 0)
+        close(s->lfd);
+    for (int i = 0; i < 2; i++)
+        if (s->pipefd[i] >= 0)
+            close(s->pipefd[i]);
+    free(s->buckets);
+    free(s->conns);
+    free(s->pfds);
+    free(s);
+}
+
+int fr_store_server_start(const char *host, uint16_t port,
+                          fr_store_server **out, char *errbuf, size_t errlen)
+{
+    if (!out) {
+        fr_store__errf(errbuf, errlen, "store server: out is NULL");
+        return FRPC_EINVAL;
+    }
+    *out = NULL;
+    struct fr_store_server *s = calloc(1, sizeof(*s));
+    if (!s)
+        return FRPC_ENOMEM;
+    s->lfd = s->pipefd[0] = s->pipefd[1] = -1;
+    s->buckets = calloc(NBUCKETS, sizeof(*s->buckets));
+    s->pfds = malloc(2 * sizeof(*s->pfds));
+    if (!s->buckets || !s->pfds) {
+        server_free(s);
+        return FRPC_ENOMEM;
+    }
+    int rc = open_listener(s, (host && *host) ? host : "0.0.0.0", port,
+                           errbuf, errlen);
+    if (rc == 0 && pipe2(s->pipefd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fr_store__errf(errbuf, errlen, "store server: pipe: %s",
+                       strerror(errno));
+        rc = FRPC_EBOOTSTRAP;
+    }
+    if (rc == 0 && (errno = pthread_create(&s->thread, NULL, serve, s)) != 0) {
+        fr_store__errf(errbuf, errlen, "store server: thread: %s",
+                       strerror(errno));
+        rc = FRPC_EBOOTSTRAP;
+    }
+    if (rc != 0) {
+        server_free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+uint16_t fr_store_server_port(const fr_store_server *s)
+{
+    return s ? s->port : 0;
+}
+
+void fr_store_server_stop(fr_store_server *s)
+{
+    if (!s)
+        return;
+    char b = 1;
+    while (write(s->pipefd[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    pthread_join(s->thread, NULL);
+    server_free(s);
+}

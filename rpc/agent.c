@@ -1,0 +1,414 @@
+/*
+ * The agent's life: init (settings, providers, bootstrap through the
+ * store, endpoint, address exchange, progress thread), barrier, shutdown,
+ * and the small accessors.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+
+#define FR_EAGER_MAX (64u << 10)
+#define FR_RECV_COUNT 64
+#define FR_ADDR_MAX 512
+#define FR_LEAVE_TIMEOUT_MS 5000
+
+static void say(char *err, size_t errlen, const char *f, ...)
+{
+    va_list ap;
+    if (!err || !errlen)
+        return;
+    va_start(ap, f);
+    vsnprintf(err, errlen, f, ap);
+    va_end(ap);
+}
+
+/* Remaining milliseconds until deadline, at least 1. */
+static int left_ms(uint64_t deadline)
+{
+    uint64_t now = fr_now_ns();
+    if (deadline == UINT64_MAX)
+        return 0;
+    return now >= deadline ? 1 : (int)((deadline - now) / 1000000) + 1;
+}
+
+static int store_get_str(frpc_agent *a, const char *key, uint64_t deadline,
+                         char **out, size_t *len)
+{
+    void *v = NULL;
+    size_t n = 0;
+    int rc = fr_store_get(a->store, key, left_ms(deadline), &v, &n);
+    if (rc)
+        return rc;
+    char *s = realloc(v, n + 1);
+    if (!s) {
+        free(v);
+        return FRPC_ENOMEM;
+    }
+    s[n] = '\0';
+    *out = s;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+static int connect_store(frpc_agent *a, char *err, size_t errlen)
+{
+    const fr_settings *s = &a->set;
+    int rc;
+    if (s->rank == 0) {
+        rc = fr_store_server_start(s->store_host, s->store_port,
+                                   &a->store_srv, err, errlen);
+        if (rc)
+            return rc;
+    }
+    return fr_store_connect(s->store_host, s->store_port, s->init_timeout_ms,
+                            &a->store, err, errlen);
+}
+
+/* Every rank publishes the providers that came up and its host; all pick
+ * the same one from rank 0's order. */
+static int agree_provider(frpc_agent *a, uint64_t deadline, char *err,
+                          size_t errlen)
+{
+    char key[64], mine[512], host[256] = "";
+    char **lists = calloc((size_t)a->set.world, sizeof(char *));
+    char *host0 = NULL;
+    int same_host = 1, rc;
+
+    if (!lists)
+        return FRPC_ENOMEM;
+    fr_backends_up_list(&a->backends, mine, sizeof(mine));
+    gethostname(host, sizeof(host) - 1);
+    snprintf(key, sizeof(key), "up/%d", a->set.rank);
+    rc = fr_store_set(a->store, key, mine, strlen(mine));
+    snprintf(key, sizeof(key), "host/%d", a->set.rank);
+    if (!rc)
+        rc = fr_store_set(a->store, key, host, strlen(host));
+    for (int r = 0; !rc && r < a->set.world; r++) {
+        char *h = NULL;
+        snprintf(key, sizeof(key), "up/%d", r);
+        rc = store_get_str(a, key, deadline, &lists[r], NULL);
+        snprintf(key, sizeof(key), "host/%d", r);
+        if (!rc)
+            rc = store_get_str(a, key, deadline, &h, NULL);
+        if (!rc && r == 0)
+            host0 = h;
+        else if (!rc) {
+            same_host &= strcmp(h, host0) == 0;
+            free(h);
+        }
+    }
+    if (rc) {
+        say(err, errlen,
+            "bootstrap: rank %d did not get the other ranks' providers from "
+            "the store at %s:%u: %s",
+            a->set.rank, a->set.store_host, a->set.store_port,
+            frpc_strerror(rc));
+        rc = rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
+    } else {
+        rc = fr_backends_choose(lists[0], (const char *const *)lists,
+                                a->set.world, same_host, a->provider,
+                                sizeof(a->provider));
+        if (rc)
+            say(err, errlen,
+                "no provider is common to all %d ranks (rank 0 has \"%s\", "
+                "this rank has \"%s\"%s)",
+                a->set.world, lists[0], mine,
+                same_host ? "" : "; shm needs one host");
+    }
+    for (int r = 0; r < a->set.world; r++)
+        free(lists[r]);
+    free(lists);
+    free(host0);
+    return rc;
+}
+
+static int exchange_token(frpc_agent *a, uint64_t deadline)
+{
+    char *v = NULL;
+    size_t n = 0;
+    int rc;
+    if (a->set.rank == 0) {
+        if (getrandom(&a->token, sizeof(a->token), 0) !=
+            (ssize_t)sizeof(a->token))
+            a->token = fr_now_ns() ^ ((uint64_t)getpid() << 32);
+        return fr_store_set(a->store, "token", &a->token, sizeof(a->token));
+    }
+    rc = store_get_str(a, "token", deadline, &v, &n);
+    if (!rc && n != sizeof(a->token))
+        rc = FRPC_EPROTO;
+    if (!rc)
+        memcpy(&a->token, v, sizeof(a->token));
+    free(v);
+    return rc;
+}
+
+static int exchange_addresses(frpc_agent *a, uint64_t deadline)
+{
+    char addr[FR_ADDR_MAX], key[64];
+    size_t len = sizeof(addr);
+    int rc = fr_fabric_getname(a->fab, addr, &len);
+    if (rc)
+        return rc;
+    if (a->set.world == 1)
+        return fr_fabric_set_peer(a->fab, 0, addr, len);
+    snprintf(key, sizeof(key), "addr/%d", a->set.rank);
+    if ((rc = fr_store_set(a->store, key, addr, len)))
+        return rc;
+    for (int r = 0; r < a->set.world && !rc; r++) {
+        char *v = NULL;
+        size_t n = 0;
+        snprintf(key, sizeof(key), "addr/%d", r);
+        rc = store_get_str(a, key, deadline, &v, &n);
+        if (!rc)
+            rc = fr_fabric_set_peer(a->fab, (uint32_t)r, v, n);
+        free(v);
+    }
+    return rc;
+}
+
+static int open_transport(frpc_agent *a, char *err, size_t errlen)
+{
+    const fr_backend *b = fr_backends_find(&a->backends, a->provider);
+    fr_fabric_opts o = {.max_msg = a->set.max_msg,
+                        .eager_max = FR_EAGER_MAX,
+                        .recv_count = FR_RECV_COUNT,
+                        .cb = {.on_msg = fr_agent_on_msg,
+                               .on_send_error = fr_agent_on_send_error,
+                               .ctx = a}};
+    int rc;
+    if (!b || !b->up)
+        return FRPC_ENOBACKEND;
+    snprintf(a->provider_full, sizeof(a->provider_full), "%s",
+             b->info->fabric_attr->prov_name);
+    rc = fr_fabric_open(b->info, &o, &a->fab, err, errlen);
+    if (!rc)
+        rc = fr_fabric_set_identity(a->fab, (uint32_t)a->set.rank,
+                                    (uint32_t)a->set.world, a->token);
+    return rc;
+}
+
+static int bootstrap(frpc_agent *a, char *err, size_t errlen)
+{
+    uint64_t deadline = fr_deadline_ms(a->set.init_timeout_ms);
+    int rc;
+
+    if (a->set.world == 1) {
+        /* Alone: no store; the first provider that came up will do. */
+        for (int i = 0; i < a->backends.n && !a->provider[0]; i++)
+            if (a->backends.b[i].up)
+                snprintf(a->provider, sizeof(a->provider), "%s",
+                         a->backends.b[i].name);
+        if (getrandom(&a->token, sizeof(a->token), 0) != sizeof(a->token))
+            a->token = fr_now_ns();
+        if ((rc = open_transport(a, err, errlen)))
+            return rc;
+        return exchange_addresses(a, deadline);
+    }
+    if ((rc = connect_store(a, err, errlen)) ||
+        (rc = agree_provider(a, deadline, err, errlen)))
+        return rc;
+    if ((rc = exchange_token(a, deadline)) ||
+        (rc = open_transport(a, err, errlen)) ||
+        (rc = exchange_addresses(a, deadline))) {
+        if (err && !err[0])
+            say(err, errlen,
+                "bootstrap through the store at %s:%u failed on rank %d: %s",
+                a->set.store_host, a->set.store_port, a->set.rank,
+                frpc_strerror(rc));
+        return rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
+    }
+    return 0;
+}
+
+static void destroy(frpc_agent *a)
+{
+    fr_progress_stop(a);
+    fr_agent_release_requests(a);
+    fr_fabric_close(a->fab);
+    fr_store_close(a->store);
+    fr_store_server_stop(a->store_srv);
+    fr_backends_free(&a->backends);
+    fr_registry_destroy(&a->reg);
+    fr_pending_destroy(&a->pend);
+    pthread_mutex_destroy(&a->store_lock);
+    pthread_mutex_destroy(&a->req_lock);
+    free(a);
+}
+
+int frpc_init(const frpc_config *cfg, frpc_agent **out)
+{
+    frpc_config defaults;
+    char local_err[1024] = "";
+    char *err = local_err;
+    size_t errlen = sizeof(local_err);
+    frpc_agent *a;
+    int rc;
+
+    if (!out)
+        return FRPC_EINVAL;
+    *out = NULL;
+    if (!cfg) {
+        frpc_config_init(&defaults);
+        cfg = &defaults;
+    }
+    if (cfg->errbuf && cfg->errbuf_len) {
+        err = cfg->errbuf;
+        errlen = cfg->errbuf_len;
+        err[0] = '\0';
+    }
+    a = calloc(1, sizeof(*a));
+    if (!a)
+        return FRPC_ENOMEM;
+    pthread_mutex_init(&a->store_lock, NULL);
+    pthread_mutex_init(&a->req_lock, NULL);
+    if ((rc = fr_registry_init(&a->reg)) || (rc = fr_pending_init(&a->pend)))
+        goto fail;
+    if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
+        goto fail;
+    rc = fr_backends_discover(&a->backends,
+                              a->set.providers[0] ? a->set.providers : NULL);
+    if (rc) {
+        say(err, errlen, "malformed provider list \"%s\"", a->set.providers);
+        goto fail;
+    }
+    if (a->set.strict &&
+        (rc = fr_backends_check_strict(&a->backends, err, errlen)))
+        goto fail;
+    char up[512];
+    if (fr_backends_up_list(&a->backends, up, sizeof(up)) == 0) {
+        char rep[768];
+        fr_backends_report(&a->backends, NULL, rep, sizeof(rep));
+        say(err, errlen, "no usable libfabric provider on this rank:\n%s",
+            rep);
+        rc = FRPC_ENOBACKEND;
+        goto fail;
+    }
+    if ((rc = bootstrap(a, err, errlen)) || (rc = fr_progress_start(a)))
+        goto fail;
+    if (a->set.world > 1 && (rc = frpc_barrier(a, a->set.init_timeout_ms))) {
+        say(err, errlen, "rank %d: not every rank joined within %d ms",
+            a->set.rank, a->set.init_timeout_ms);
+        rc = FRPC_EBOOTSTRAP;
+        goto fail;
+    }
+    *out = a;
+    return 0;
+fail:
+    destroy(a);
+    return rc;
+}
+
+int frpc_barrier(frpc_agent *a, int timeout_ms)
+{
+    char key[64];
+    int rc;
+    if (!a)
+        return FRPC_EINVAL;
+    if (a->set.world == 1)
+        return 0;
+    pthread_mutex_lock(&a->store_lock);
+    snprintf(key, sizeof(key), "barrier/%llu",
+             (unsigned long long)a->barrier_gen++);
+    rc = fr_store_barrier(a->store, key, a->set.world, timeout_ms);
+    pthread_mutex_unlock(&a->store_lock);
+    return rc;
+}
+
+/* Rank 0 serves the store: it leaves only once every rank has left it, so
+ * no rank loses the store in the middle of its last barrier. */
+static void leave_store(frpc_agent *a)
+{
+    if (!a->store)
+        return;
+    pthread_mutex_lock(&a->store_lock);
+    fr_store_add(a->store, "shutdown/left", 1, NULL);
+    if (a->set.rank == 0)
+        fr_store_wait_ge(a->store, "shutdown/left", a->set.world,
+                         FR_LEAVE_TIMEOUT_MS);
+    pthread_mutex_unlock(&a->store_lock);
+}
+
+int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
+{
+    int rc = 0;
+    if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))
+        return FRPC_EINVAL;
+    if (timeout_ms <= 0)
+        timeout_ms = 60000;
+    atomic_store(&a->shutting_down, how + 1);
+    if (how == FRPC_SHUTDOWN_IMMEDIATE) {
+        fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
+                        "agent shut down immediately");
+    } else {
+        /* Our own calls finish first (other threads' calls in flight),
+         * then we keep serving until every rank is here. */
+        uint64_t deadline = fr_deadline_ms(timeout_ms);
+        while (atomic_load(&a->pend.inflight) && fr_now_ns() < deadline) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (a->set.world > 1)
+            rc = frpc_barrier(a, left_ms(deadline));
+        if (rc == FRPC_ETIMEDOUT || rc == FRPC_EBOOTSTRAP)
+            rc = FRPC_ETIMEDOUT;
+    }
+    fr_progress_stop(a);
+    if (how == FRPC_SHUTDOWN_GRACEFUL)
+        leave_store(a);
+    destroy(a);
+    return rc;
+}
+
+int frpc_rank(const frpc_agent *a) { return a ? a->set.rank : FRPC_EINVAL; }
+
+int frpc_world_size(const frpc_agent *a)
+{
+    return a ? a->set.world : FRPC_EINVAL;
+}
+
+const char *frpc_provider(const frpc_agent *a) { return a ? a->provider : ""; }
+
+const char *frpc_provider_full(const frpc_agent *a)
+{
+    return a ? a->provider_full : "";
+}
+
+int frpc_has_backend(const frpc_agent *a, const char *name)
+{
+    const fr_backend *b = a ? fr_backends_find(&a->backends, name) : NULL;
+    return b && b->up;
+}
+
+int frpc_require_backend(const frpc_agent *a, const char *name)
+{
+    if (!a || !name)
+        return FRPC_EINVAL;
+    return strcmp(a->provider, name) == 0 ? 0 : FRPC_ENOBACKEND;
+}
+
+size_t frpc_backend_report(const frpc_agent *a, char *buf, size_t len)
+{
+    if (!a)
+        return 0;
+    return fr_backends_report(&a->backends, a->provider, buf, len);
+}
+
+int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
+                  void *user, unsigned flags)
+{
+    if (!a || !name || flags != 0)
+        return FRPC_EINVAL;
+    if (atomic_load(&a->shutting_down))
+        return FRPC_ESHUTDOWN;
+    return fr_registry_add(&a->reg, fr_func_id(name), name, handler, user,
+                           flags);
+}

@@ -1,0 +1,88 @@
+/*
+ * The agent's internals, shared by the files of rpc/. One agent per rank;
+ * no global state: everything the library keeps lives here.
+ */
+#ifndef FR_RPC_AGENT_H
+#define FR_RPC_AGENT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "comm/fabric.h"
+#include "comm/providers.h"
+#include "comm/store.h"
+#include "rpc/fabrpc.h"
+#include "rpc/pending.h"
+#include "rpc/registry.h"
+
+/* Settings after the config, the environment and the defaults are merged. */
+typedef struct fr_settings {
+    int rank, world;
+    char store_host[256];
+    uint16_t store_port;
+    char providers[256]; /* "" = automatic */
+    int strict;
+    size_t max_msg;
+    int init_timeout_ms;
+    frpc_progress_mode progress;
+    unsigned spin_us;
+} fr_settings;
+
+struct frpc_request {
+    struct frpc_request *next, *prev; /* agent's list of unanswered ones */
+    frpc_agent *agent;
+    const fr_func *func;
+    uint64_t req_id;
+    uint32_t src;
+    void *args; /* owned */
+    size_t len;
+};
+
+struct frpc_agent {
+    fr_settings set;
+    fr_backends backends;
+    char provider[FR_BACKEND_NAME];
+    char provider_full[64];
+    uint64_t token;
+
+    fr_fabric *fab;
+    fr_store_server *store_srv; /* rank 0 only */
+    fr_store_client *store;
+    pthread_mutex_t store_lock; /* a store client is single-threaded */
+    uint64_t barrier_gen;
+
+    fr_registry reg;
+    fr_pending_table pend;
+
+    pthread_mutex_t req_lock;
+    frpc_request *requests; /* handed to handlers, not yet answered */
+
+    pthread_t progress_thread;
+    int progress_started;
+    atomic_int stop;
+    atomic_int shutting_down; /* 0, FRPC_SHUTDOWN_GRACEFUL+1, or ..._IMMEDIATE+1 */
+
+    atomic_uint_fast64_t calls, calls_failed, requests_served;
+};
+
+/* config.c: merges cfg, environment and defaults. FRPC_EINVAL with a
+ * message naming the bad value. */
+int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
+                        size_t errlen);
+
+/* request.c: the fabric's delivery callbacks. */
+void fr_agent_on_msg(void *ctx, fr_fabric_msg *msg);
+void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
+                            int err);
+/* Frees every request never answered (shutdown). */
+void fr_agent_release_requests(frpc_agent *a);
+
+/* progress.c */
+int fr_progress_start(frpc_agent *a);
+void fr_progress_stop(frpc_agent *a);
+/* Drives progress until p completes or deadline_ns passes (then completes
+ * it with FRPC_ETIMEDOUT). Spins for the spin window, then sleeps. */
+void fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t deadline_ns);
+
+#endif /* FR_RPC_AGENT_H */

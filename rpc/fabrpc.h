@@ -1,0 +1,293 @@
+/*
+ * fabrpc — remote procedure calls between the ranks of a distributed job,
+ * over libfabric. This is the one public header.
+ *
+ * Objects and lifetimes
+ *   frpc_agent    long-lived handle, one per rank (per process, usually):
+ *                 made by frpc_init, ended by frpc_shutdown.
+ *   frpc_request  one-shot: an incoming call, handed to a handler. It stays
+ *                 valid until it is answered exactly once with frpc_respond
+ *                 or frpc_respond_error, from any thread, now or later
+ *                 (deferred response). Answering frees it.
+ *   frpc_result   the outcome of a call, owned by the caller, emptied with
+ *                 frpc_result_clear.
+ *
+ * Errors: every fallible function returns 0 or a negative FRPC_E* code
+ * (fabrpc_errors.h); frpc_strerror gives its text. When a function fails,
+ * it has not taken ownership of anything passed to it.
+ *
+ * Threads: every function may be called from any thread unless its comment
+ * says otherwise. Handlers run on the thread that drives progress (the
+ * agent's progress thread or a caller waiting in frpc_call); a handler may
+ * itself call frpc_call, to any rank including its own.
+ */
+#ifndef FABRPC_H
+#define FABRPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <msgpack.h>
+
+#include "fabrpc_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct frpc_agent frpc_agent;
+typedef struct frpc_request frpc_request;
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef enum frpc_progress_mode {
+    FRPC_PROGRESS_ADAPTIVE = 0, /* spin for spin_us, then sleep (default) */
+    FRPC_PROGRESS_BUSY = 1,     /* never sleep: lowest latency, burns a core */
+    FRPC_PROGRESS_BLOCKING = 2  /* sleep at once when there is nothing to do */
+} frpc_progress_mode;
+
+/*
+ * Settings for frpc_init. Fill with frpc_config_init, then change fields.
+ * A field left at its "unset" value is taken from the environment, then
+ * from the default:
+ *
+ *  rank, world_size  -1: FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
+ *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),
+ *                    PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS (srun);
+ *                    with none set, a single rank (0 of 1).
+ *  store_addr        NULL: FABRPC_STORE_ADDR ("host:port"), else
+ *                    MASTER_ADDR/MASTER_PORT, else "127.0.0.1:29500". Rank 0
+ *                    serves the bootstrap store there; the others connect.
+ *  providers         NULL: FABRPC_PROVIDER, else FI_PROVIDER, else automatic
+ *                    (shm when all ranks share a host, otherwise the first of
+ *                    verbs, efa, psm3, tcp, sockets that every rank has).
+ *                    A comma list such as "shm,tcp" is a preference order.
+ *  strict            -1: FABRPC_STRICT (1 = on). When on, every provider in
+ *                    the list must come up, or frpc_init fails with
+ *                    FRPC_ENOBACKEND naming each missing one and why.
+ *  max_msg_size      0: FABRPC_MAX_MSG, else 64 MiB. Larger args or replies
+ *                    are refused with FRPC_ETOOBIG, on both sides.
+ *  init_timeout_ms   0: FABRPC_INIT_TIMEOUT_MS, else 60000. Bound on the
+ *                    bootstrap (store connection, address exchange).
+ *  progress, spin_us FABRPC_PROGRESS (busy|adaptive|blocking) and
+ *                    FABRPC_SPIN_US override the defaults (adaptive, 50 us)
+ *                    only when the fields are left at their defaults.
+ *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
+ *                    explanation when it fails (owned by the caller).
+ *
+ * Strings are borrowed: frpc_init copies what it keeps.
+ */
+typedef struct frpc_config {
+    int rank;
+    int world_size;
+    const char *store_addr;
+    const char *providers;
+    int strict;
+    size_t max_msg_size;
+    int init_timeout_ms;
+    frpc_progress_mode progress;
+    unsigned spin_us;
+    char *errbuf;
+    size_t errbuf_len;
+} frpc_config;
+
+/* Fills *cfg with the "unset" values above. Never fails; cfg must not be
+ * NULL. */
+void frpc_config_init(frpc_config *cfg);
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Creates this rank's agent: resolves rank and world size, brings up the
+ * transport, meets the other ranks through the bootstrap store, and starts
+ * the progress thread. Blocks until every rank has joined or the init
+ * timeout passes. On success *out owns the agent until frpc_shutdown.
+ *
+ * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
+ * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
+ * unreachable or a rank did not join in time; the message names the
+ * address), FRPC_ETRANSPORT (libfabric failed; the message has its text),
+ * FRPC_ENOMEM. The details go to cfg->errbuf when given.
+ */
+int frpc_init(const frpc_config *cfg, frpc_agent **out);
+
+enum {
+    FRPC_SHUTDOWN_GRACEFUL = 0,  /* drain, then meet every rank at a barrier */
+    FRPC_SHUTDOWN_IMMEDIATE = 1  /* fail what is in flight, leave at once */
+};
+
+/*
+ * Ends the agent. Graceful: new calls from this rank fail with
+ * FRPC_ESHUTDOWN, calls already in flight finish, and this rank keeps
+ * serving the others' requests until every rank has reached shutdown (a
+ * barrier bounded by timeout_ms, <= 0 meaning 60 s). Immediate: in-flight
+ * calls end with FRPC_ESHUTDOWN and no barrier is held. Either way, requests
+ * that were never answered are released, all threads are joined and the
+ * agent is freed: it must not be used again, and no other thread may be
+ * using it. Returns 0, or FRPC_ETIMEDOUT if the barrier did not complete (the
+ * agent is freed all the same). Blocks.
+ */
+int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
+
+int frpc_rank(const frpc_agent *agent);
+int frpc_world_size(const frpc_agent *agent);
+
+/*
+ * Waits until every rank has entered frpc_barrier (the same number of times)
+ * or timeout_ms passes (<= 0: no limit). Requests keep being served while
+ * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EBOOTSTRAP (store lost),
+ * FRPC_ESHUTDOWN. Blocks.
+ */
+int frpc_barrier(frpc_agent *agent, int timeout_ms);
+
+/* The active provider's short name ("shm", "tcp", "verbs", ...), and its
+ * libfabric name ("tcp;ofi_rxm"). Static for the agent's life. */
+const char *frpc_provider(const frpc_agent *agent);
+const char *frpc_provider_full(const frpc_agent *agent);
+
+/* 1 if the named provider came up on this rank (it is usable here, active or
+ * not), else 0. */
+int frpc_has_backend(const frpc_agent *agent, const char *name);
+
+/* 0 if the named provider is the active one; FRPC_ENOBACKEND otherwise. */
+int frpc_require_backend(const frpc_agent *agent, const char *name);
+
+/* Writes a report of every provider tried ("shm: up (active)", "verbs: not
+ * available: ...", one per line) to buf, NUL-terminated and truncated to
+ * len. Returns the length the full report needs (like snprintf). */
+size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Registry and handlers                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A handler answers req exactly once with frpc_respond or
+ * frpc_respond_error, before returning or later from any thread. It must not
+ * block for long: it runs on the thread driving progress.
+ */
+typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
+
+/*
+ * Registers handler under name (1..255 bytes). Functions are found by a
+ * 64-bit hash of the name, so every rank must register the same names; a
+ * call that arrives before registration fails with FRPC_ENOFUNC. flags must
+ * be 0. user is passed to the handler as is (not owned).
+ * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
+ * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.
+ */
+int frpc_register(frpc_agent *agent, const char *name, frpc_handler_fn handler,
+                  void *user, unsigned flags);
+
+/* The call's argument bytes (owned by req, valid until it is answered) and
+ * their length; len may be NULL. Returns NULL when there are none. */
+const void *frpc_request_args(const frpc_request *req, size_t *len);
+
+/* The calling rank. */
+int frpc_request_source(const frpc_request *req);
+
+/* The registered name of the function called (owned by the agent). */
+const char *frpc_request_function(const frpc_request *req);
+
+/*
+ * Answers req with len bytes of data (copied before return; NULL when len
+ * is 0) and frees req. Errors: FRPC_EINVAL (req NULL, or data NULL with
+ * len > 0: req is not freed), FRPC_ETOOBIG (req is answered with that error
+ * instead, and freed), FRPC_ETRANSPORT / FRPC_EPEERLOST / FRPC_ESHUTDOWN
+ * (the answer could not be sent; req is freed; the caller's call ends by its
+ * own timeout or peer loss). Does not wait for the caller. Any thread.
+ */
+int frpc_respond(frpc_request *req, const void *data, size_t len);
+
+/*
+ * Answers req with an error: the caller's call ends with FRPC_EREMOTE,
+ * result.remote_code = code and result.error = message (copied; NULL gives
+ * an empty message; longer than 1024 bytes is cut). Frees req. Errors as
+ * frpc_respond.
+ */
+int frpc_respond_error(frpc_request *req, int code, const char *message);
+
+/* ------------------------------------------------------------------ */
+/* Calls                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The outcome of a call. Owned by the caller; frpc_result_clear frees what
+ * it holds and zeroes it. A zeroed struct is a valid empty result. */
+typedef struct frpc_result {
+    int status;       /* 0 or FRPC_E* (the same as the call's return) */
+    void *data;       /* reply bytes when status is 0 (NULL when empty) */
+    size_t len;
+    int remote_code;  /* FRPC_EREMOTE: the code given to frpc_respond_error */
+    char *error;      /* status != 0: NUL-terminated explanation (the remote
+                         message, the unknown function's name, the
+                         provider's text, ...) */
+} frpc_result;
+
+void frpc_result_clear(frpc_result *res);
+
+/*
+ * Calls function name on rank dst (any rank, its own included) with len
+ * bytes of args and waits for the answer, at most timeout_ms (<= 0: no
+ * limit). args is only read, and only until the call returns. The waiting
+ * thread drives progress itself (and so may run handlers for other ranks'
+ * requests meanwhile).
+ *
+ * On return res (if not NULL) holds the outcome; clear it with
+ * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
+ * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
+ * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
+ * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
+ * FRPC_EPEERLOST, FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM.
+ * Blocks; any thread, including handlers.
+ */
+int frpc_call(frpc_agent *agent, int dst, const char *name, const void *args,
+              size_t len, int timeout_ms, frpc_result *res);
+
+/* ------------------------------------------------------------------ */
+/* msgpack helpers                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A parsed view of msgpack bytes. Strings and binaries in obj point into the
+ * parsed buffer (no copy), so the buffer must outlive the view; arrays and
+ * maps live in the view's zone. Free with frpc_mp_view_free.
+ */
+typedef struct frpc_mp_view {
+    msgpack_object obj;
+    msgpack_zone zone;
+} frpc_mp_view;
+
+/* Parses exactly one msgpack object filling all of buf[0..len). Errors:
+ * FRPC_EINVAL (NULL view or buf with len > 0), FRPC_EPROTO (malformed,
+ * truncated, empty, trailing bytes, or arrays/maps nested deeper than 64),
+ * FRPC_ENOMEM. On error the view is left empty and needs no freeing
+ * (freeing it is harmless). Memory used is bounded by a small multiple of
+ * len, whatever sizes the bytes claim, so untrusted input is safe. */
+int frpc_mp_parse(const void *buf, size_t len, frpc_mp_view *view);
+/* Frees the view's zone and leaves it empty; NULL and an empty view are
+ * no-ops, so freeing twice is harmless. */
+void frpc_mp_view_free(frpc_mp_view *view);
+
+/* frpc_mp_parse on a request's args. */
+int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view);
+
+/* A growable buffer with a packer writing into it: init, pack with the
+ * msgpack_pack_* functions on &p->pk, use p->sbuf.data / p->sbuf.size, then
+ * destroy (which frees the data and leaves p empty and reusable; NULL is a
+ * no-op). The msgpack_pack_* functions return -1 when memory runs out. */
+typedef struct frpc_mp_buf {
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+} frpc_mp_buf;
+
+void frpc_mp_buf_init(frpc_mp_buf *p);
+void frpc_mp_buf_destroy(frpc_mp_buf *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FABRPC_H */

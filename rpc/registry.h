@@ -1,0 +1,49 @@
+/*
+ * The function registry: name -> 64-bit id -> handler. Entries are added,
+ * never removed, so a looked-up entry stays valid for the registry's life.
+ * Ids are fr_func_id(name); a second name with the same id is refused, so
+ * an id on the wire names exactly one function.
+ */
+#ifndef FR_RPC_REGISTRY_H
+#define FR_RPC_REGISTRY_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "rpc/fabrpc.h"
+
+#define FR_FUNC_NAME_MAX 255
+
+typedef struct fr_func {
+    struct fr_func *next;
+    uint64_t id;
+    frpc_handler_fn handler;
+    void *user;
+    unsigned flags;
+    char name[]; /* NUL-terminated */
+} fr_func;
+
+typedef struct fr_registry {
+    pthread_rwlock_t lock;
+    fr_func **bucket;
+    unsigned nbuckets; /* power of two */
+    unsigned count;
+} fr_registry;
+
+/* FRPC_ENOMEM or 0. */
+int fr_registry_init(fr_registry *r);
+void fr_registry_destroy(fr_registry *r);
+
+/*
+ * Adds name with the given id (callers pass fr_func_id(name); tests force
+ * collisions). Errors: FRPC_EINVAL (name empty or longer than
+ * FR_FUNC_NAME_MAX, handler NULL, id 0), FRPC_EEXIST (name or id taken),
+ * FRPC_ENOMEM. Any thread.
+ */
+int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
+                    frpc_handler_fn handler, void *user, unsigned flags);
+
+/* The entry for id, or NULL. The pointer stays valid until destroy. */
+const fr_func *fr_registry_find(fr_registry *r, uint64_t id);
+
+#endif /* FR_RPC_REGISTRY_H */

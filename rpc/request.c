@@ -1,0 +1,264 @@
+/*
+ * The callee's side: incoming frames are dispatched here. Requests go to
+ * their handler as an frpc_request that lives until it is answered (now or
+ * later, from any thread); responses and errors go to the pending table,
+ * which completes the matching call exactly once or drops the answer.
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+#include "serialization/mp.h"
+
+/* A respond that cannot get its frame out within this bound gives up; the
+ * caller's call then ends by its own timeout. */
+#define FR_RESPOND_TIMEOUT_MS 10000
+
+static void send_error(frpc_agent *a, uint32_t dst, const fr_env *req,
+                       int code, const char *msg)
+{
+    fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
+                .func_id = req->func_id, .status = code};
+    fr_fabric_send(a->fab, dst, &e, msg, strlen(msg),
+                   fr_deadline_ms(FR_RESPOND_TIMEOUT_MS));
+}
+
+static void track(frpc_agent *a, frpc_request *r)
+{
+    pthread_mutex_lock(&a->req_lock);
+    r->prev = NULL;
+    r->next = a->requests;
+    if (r->next)
+        r->next->prev = r;
+    a->requests = r;
+    pthread_mutex_unlock(&a->req_lock);
+}
+
+static void untrack(frpc_agent *a, frpc_request *r)
+{
+    pthread_mutex_lock(&a->req_lock);
+    if (r->prev)
+        r->prev->next = r->next;
+    else
+        a->requests = r->next;
+    if (r->next)
+        r->next->prev = r->prev;
+    pthread_mutex_unlock(&a->req_lock);
+}
+
+static void free_request(frpc_request *r)
+{
+    free(r->args);
+    free(r);
+}
+
+static void on_request(frpc_agent *a, fr_fabric_msg *m)
+{
+    const fr_func *fn = fr_registry_find(&a->reg, m->env.func_id);
+    frpc_request *r;
+
+    if (!fn) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "no function with id %016llx on rank %d",
+                 (unsigned long long)m->env.func_id, a->set.rank);
+        send_error(a, m->env.src_rank, &m->env, FRPC_ENOFUNC, msg);
+        return;
+    }
+    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
+        send_error(a, m->env.src_rank, &m->env, FRPC_ESHUTDOWN,
+                   "callee is shutting down");
+        return;
+    }
+    r = calloc(1, sizeof(*r));
+    if (!r)
+        goto nomem;
+    r->agent = a;
+    r->func = fn;
+    r->req_id = m->env.req_id;
+    r->src = m->env.src_rank;
+    r->len = m->len;
+    if (m->owned) {
+        r->args = m->owned; /* a rendezvous block: keep it, no copy */
+        m->owned = NULL;
+    } else if (m->len) {
+        r->args = malloc(m->len);
+        if (!r->args) {
+            free(r);
+            goto nomem;
+        }
+        memcpy(r->args, m->payload, m->len);
+    }
+    track(a, r);
+    atomic_fetch_add(&a->requests_served, 1);
+    fn->handler(r, fn->user);
+    return;
+nomem:
+    send_error(a, m->env.src_rank, &m->env, FRPC_ENOMEM,
+               "callee out of memory for the request");
+}
+
+static char *copy_text(const uint8_t *p, size_t len)
+{
+    char *s = malloc(len + 1);
+    if (s) {
+        if (len)
+            memcpy(s, p, len);
+        s[len] = '\0';
+    }
+    return s;
+}
+
+static void on_answer(frpc_agent *a, fr_fabric_msg *m)
+{
+    void *data = NULL;
+    char *err = NULL;
+    int status = 0, remote_code = 0;
+
+    if (m->env.kind == FR_ENV_RESPONSE) {
+        if (m->owned) {
+            data = m->owned;
+            m->owned = NULL;
+        } else if (m->len) {
+            data = malloc(m->len);
+            if (!data) {
+                status = FRPC_ENOMEM;
+                err = NULL;
+            } else {
+                memcpy(data, m->payload, m->len);
+            }
+        }
+    } else {
+        err = copy_text(m->payload, m->len);
+        if (m->env.flags & FR_ENV_F_REMOTE) {
+            status = FRPC_EREMOTE;
+            remote_code = m->env.status;
+        } else {
+            status = m->env.status;
+            if (!frpc_err_name(status) ||
+                strcmp(frpc_err_name(status), "FRPC_EUNKNOWN") == 0)
+                status = FRPC_EPROTO;
+        }
+    }
+    fr_pending_complete(&a->pend, m->env.req_id, m->env.src_rank, status,
+                        remote_code, status ? NULL : data,
+                        status ? 0 : m->len, err);
+    if (status)
+        free(data);
+}
+
+void fr_agent_on_msg(void *ctx, fr_fabric_msg *m)
+{
+    frpc_agent *a = ctx;
+    if (m->env.kind == FR_ENV_REQUEST)
+        on_request(a, m);
+    else
+        on_answer(a, m);
+}
+
+void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
+                            int err)
+{
+    frpc_agent *a = ctx;
+    if (env->kind != FR_ENV_REQUEST)
+        return; /* a lost answer ends by the caller's own timeout */
+    char msg[128];
+    snprintf(msg, sizeof(msg), "sending the request to rank %u failed: %s",
+             dst, frpc_strerror(err));
+    fr_pending_complete(&a->pend, env->req_id, dst, err, 0, NULL, 0,
+                        strdup(msg));
+}
+
+void fr_agent_release_requests(frpc_agent *a)
+{
+    pthread_mutex_lock(&a->req_lock);
+    frpc_request *r = a->requests;
+    a->requests = NULL;
+    pthread_mutex_unlock(&a->req_lock);
+    while (r) {
+        frpc_request *next = r->next;
+        free_request(r);
+        r = next;
+    }
+}
+
+/* ---- the handler's API --------------------------------------------- */
+
+const void *frpc_request_args(const frpc_request *req, size_t *len)
+{
+    if (len)
+        *len = req ? req->len : 0;
+    return req && req->len ? req->args : NULL;
+}
+
+int frpc_request_source(const frpc_request *req)
+{
+    return req ? (int)req->src : FRPC_EINVAL;
+}
+
+const char *frpc_request_function(const frpc_request *req)
+{
+    return req ? req->func->name : NULL;
+}
+
+int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
+{
+    if (!req)
+        return FRPC_EINVAL;
+    return frpc_mp_parse(req->args, req->len, view);
+}
+
+/* Sends the answer frame and frees req, whatever the outcome. */
+static int answer(frpc_request *req, const fr_env *e, const void *data,
+                  size_t len)
+{
+    frpc_agent *a = req->agent;
+    int rc;
+
+    untrack(a, req);
+    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1)
+        rc = FRPC_ESHUTDOWN;
+    else
+        rc = fr_fabric_send(a->fab, req->src, e, data, len,
+                            fr_deadline_ms(FR_RESPOND_TIMEOUT_MS));
+    free_request(req);
+    return rc;
+}
+
+int frpc_respond(frpc_request *req, const void *data, size_t len)
+{
+    if (!req || (len && !data))
+        return FRPC_EINVAL;
+    if (len > req->agent->set.max_msg) {
+        char msg[128];
+        snprintf(msg, sizeof(msg),
+                 "reply of %zu bytes exceeds the callee's limit of %zu",
+                 len, req->agent->set.max_msg);
+        fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
+                    .func_id = req->func->id, .status = FRPC_ETOOBIG};
+        answer(req, &e, msg, strlen(msg));
+        return FRPC_ETOOBIG;
+    }
+    fr_env e = {.kind = FR_ENV_RESPONSE, .req_id = req->req_id,
+                .func_id = req->func->id};
+    return answer(req, &e, data, len);
+}
+
+int frpc_respond_error(frpc_request *req, int code, const char *message)
+{
+    size_t len;
+    if (!req)
+        return FRPC_EINVAL;
+    if (!message)
+        message = "";
+    len = strlen(message);
+    if (len > FR_ENV_MAX_ERRMSG)
+        len = FR_ENV_MAX_ERRMSG;
+    fr_env e = {.kind = FR_ENV_ERROR, .flags = FR_ENV_F_REMOTE,
+                .req_id = req->req_id, .func_id = req->func->id,
+                .status = code};
+    return answer(req, &e, message, len);
+}

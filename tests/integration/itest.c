@@ -1,0 +1,327 @@
+/*
+ * itest: the multi-rank integration test program, run by the scripts in
+ * this directory through fabrpc-run. Usage: itest MODE
+ *
+ *   calls    every rank calls every rank (itself included) with payloads of
+ *            0 B, 1 B, 4 KiB, 1 MiB and 16 MiB; both directions' bytes are
+ *            checked against a pattern derived from (caller, callee, size).
+ *   errors   remote error code and message, unknown function (its name in
+ *            the error), invalid rank, bad arguments, args and replies over
+ *            the limit, timeout with the late answer dropped, duplicate
+ *            registration; a normal call still works after each.
+ *   strict   frpc_init must fail with FRPC_ENOBACKEND naming every provider
+ *            in FABRPC_PROVIDER that did not come up (EXPECT_MISSING).
+ *   backend  the active provider is EXPECT_PROVIDER.
+ *
+ * Prints "ok: ..." per check; exits 1 at the first failure.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <fabrpc.h>
+
+#define CALL_TIMEOUT_MS 120000
+
+static int me = -1;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);          \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+static uint8_t pattern(uint32_t seed, size_t i)
+{
+    return (uint8_t)(seed * 131u + i * 7u + (i >> 9));
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pattern(seed, i);
+}
+
+/* Index of the first wrong byte, or n. */
+static size_t verify(const uint8_t *b, size_t n, uint32_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != pattern(seed, i))
+            return i;
+    return n;
+}
+
+static uint32_t seed_of(int caller, int callee, size_t size, int reply)
+{
+    return (uint32_t)(caller * 7919 + callee * 104729 + size * 13 + reply);
+}
+
+/* echo: checks the args against the caller's pattern, answers with the
+ * reply pattern of the same size, or an error naming the bad byte. */
+static void echo(frpc_request *req, void *user)
+{
+    size_t len;
+    const uint8_t *args = frpc_request_args(req, &len);
+    int src = frpc_request_source(req);
+    size_t bad = verify(args, len, seed_of(src, me, len, 0));
+    if (bad != len) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "args byte %zu of %zu is wrong", bad, len);
+        frpc_respond_error(req, 99, msg);
+        return;
+    }
+    uint8_t *out = len ? malloc(len) : NULL;
+    if (len && !out) {
+        frpc_respond_error(req, 98, "out of memory");
+        return;
+    }
+    fill(out, len, seed_of(src, me, len, 1));
+    frpc_respond(req, out, len);
+    free(out);
+}
+
+static frpc_agent *start(void)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_agent *a;
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    me = frpc_rank(a);
+    return a;
+}
+
+static void finish(frpc_agent *a)
+{
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    printf("ok: rank %d done\n", me);
+}
+
+static int mode_calls(void)
+{
+    static const size_t sizes[] = {0, 1, 4096, 1u << 20, 16u << 20};
+    frpc_agent *a = start();
+    int n = frpc_world_size(a);
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register echo");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    uint8_t *buf = malloc(16u << 20);
+    CHECK(buf, "malloc");
+    for (int k = 0; k < n; k++) {
+        int dst = (me + k) % n; /* spread the load: not all at rank 0 */
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            size_t len = sizes[s];
+            frpc_result res;
+            fill(buf, len, seed_of(me, dst, len, 0));
+            int rc = frpc_call(a, dst, "echo", buf, len, CALL_TIMEOUT_MS,
+                               &res);
+            CHECK(rc == 0, "call %d -> %d, %zu B: %s", me, dst, len,
+                  res.error ? res.error : frpc_strerror(rc));
+            CHECK(res.len == len, "reply length %zu, want %zu", res.len, len);
+            CHECK(verify(res.data, len, seed_of(me, dst, len, 1)) == len,
+                  "reply bytes from %d (%zu B) are wrong", dst, len);
+            frpc_result_clear(&res);
+        }
+        printf("ok: rank %d -> rank %d, all sizes\n", me, dst);
+    }
+    free(buf);
+    finish(a);
+    return 0;
+}
+
+/* ---- errors --------------------------------------------------------- */
+
+static frpc_request *parked; /* a request answered late, on purpose */
+
+static void fail_handler(frpc_request *req, void *user)
+{
+    char msg[64];
+    snprintf(msg, sizeof(msg), "boom from rank %d", me);
+    frpc_respond_error(req, 42, msg);
+}
+
+static void park_handler(frpc_request *req, void *user)
+{
+    parked = req; /* answered by "unpark" after the caller gave up */
+}
+
+static void unpark_handler(frpc_request *req, void *user)
+{
+    if (parked) {
+        frpc_respond(parked, "late", 4);
+        parked = NULL;
+    }
+    frpc_respond(req, "unparked", 8);
+}
+
+static void big_reply_handler(frpc_request *req, void *user)
+{
+    size_t max = (size_t)(uintptr_t)user;
+    char *b = calloc(1, max + 1);
+    int rc = frpc_respond(req, b, max + 1);
+    free(b);
+    if (rc != FRPC_ETOOBIG)
+        fprintf(stderr, "FAIL: respond over the limit gave %d\n", rc);
+}
+
+static void expect_call(frpc_agent *a, int dst, const char *fn,
+                        const void *args, size_t len, int timeout, int want,
+                        const char *want_text)
+{
+    frpc_result res;
+    int rc = frpc_call(a, dst, fn, args, len, timeout, &res);
+    CHECK(rc == want, "call %s on %d: got %s (%s), want %s", fn, dst,
+          frpc_err_name(rc), res.error ? res.error : "", frpc_err_name(want));
+    CHECK(res.status == rc, "result status %d != return %d", res.status, rc);
+    if (want_text)
+        CHECK(res.error && strstr(res.error, want_text),
+              "error text \"%s\" lacks \"%s\"", res.error ? res.error : "",
+              want_text);
+    frpc_result_clear(&res);
+}
+
+static int mode_errors(void)
+{
+    frpc_agent *a = start();
+    int n = frpc_world_size(a), peer = (me + 1) % n;
+    size_t max = (size_t)strtoull(getenv("FABRPC_MAX_MSG") ?
+                                  getenv("FABRPC_MAX_MSG") : "0", NULL, 10);
+    CHECK(max > 0, "the errors test needs FABRPC_MAX_MSG");
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "fail", fail_handler, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "park", park_handler, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "unpark", unpark_handler, NULL, 0) == 0, "reg");
+    CHECK(frpc_register(a, "bigreply", big_reply_handler,
+                        (void *)(uintptr_t)max, 0) == 0, "register");
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == FRPC_EEXIST,
+          "duplicate registration refused");
+    CHECK(frpc_register(a, "", echo, NULL, 0) == FRPC_EINVAL, "empty name");
+    CHECK(frpc_register(a, "x", NULL, NULL, 0) == FRPC_EINVAL, "no handler");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    printf("ok: registry errors\n");
+
+    char msg[64];
+    snprintf(msg, sizeof(msg), "boom from rank %d", peer);
+    frpc_result res;
+    int rc = frpc_call(a, peer, "fail", NULL, 0, CALL_TIMEOUT_MS, &res);
+    CHECK(rc == FRPC_EREMOTE && res.remote_code == 42 && res.error &&
+              strcmp(res.error, msg) == 0,
+          "remote error: rc %d code %d msg %s", rc, res.remote_code,
+          res.error ? res.error : "(null)");
+    frpc_result_clear(&res);
+    printf("ok: remote error code and message\n");
+
+    expect_call(a, peer, "no_such_fn", NULL, 0, CALL_TIMEOUT_MS,
+                FRPC_ENOFUNC, "no_such_fn");
+    expect_call(a, me, "no_such_fn", NULL, 0, CALL_TIMEOUT_MS, FRPC_ENOFUNC,
+                "no_such_fn");
+    printf("ok: unknown function names the function\n");
+
+    expect_call(a, n, "echo", NULL, 0, 1000, FRPC_ENORANK, NULL);
+    expect_call(a, -1, "echo", NULL, 0, 1000, FRPC_ENORANK, NULL);
+    expect_call(a, peer, NULL, NULL, 0, 1000, FRPC_EINVAL, NULL);
+    expect_call(a, peer, "echo", NULL, 5, 1000, FRPC_EINVAL, NULL);
+    CHECK(frpc_call(NULL, 0, "echo", NULL, 0, 1000, NULL) == FRPC_EINVAL,
+          "NULL agent");
+    printf("ok: invalid rank and arguments\n");
+
+    char *big = calloc(1, max + 1);
+    CHECK(big, "calloc");
+    expect_call(a, peer, "echo", big, max + 1, CALL_TIMEOUT_MS, FRPC_ETOOBIG,
+                NULL);
+    free(big);
+    expect_call(a, peer, "bigreply", NULL, 0, CALL_TIMEOUT_MS, FRPC_ETOOBIG,
+                "limit");
+    printf("ok: too large args and reply\n");
+
+    expect_call(a, peer, "park", NULL, 0, 300, FRPC_ETIMEDOUT, "timed out");
+    /* The late answer to "park" arrives now and must be dropped, not taken
+     * as the answer to "unpark". */
+    frpc_result ures;
+    rc = frpc_call(a, peer, "unpark", NULL, 0, CALL_TIMEOUT_MS, &ures);
+    CHECK(rc == 0 && ures.len == 8 && memcmp(ures.data, "unparked", 8) == 0,
+          "unpark: %s", frpc_strerror(rc));
+    frpc_result_clear(&ures);
+    printf("ok: timeout, late answer dropped\n");
+
+    uint8_t b[3];
+    fill(b, 3, seed_of(me, me, 3, 0));
+    rc = frpc_call(a, me, "echo", b, 3, CALL_TIMEOUT_MS, &res);
+    CHECK(rc == 0 && res.len == 3, "call to self");
+    frpc_result_clear(&res);
+    printf("ok: call to self\n");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    finish(a);
+    return 0;
+}
+
+static int mode_strict(void)
+{
+    char err[2048] = "";
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    const char *missing = getenv("EXPECT_MISSING");
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == FRPC_ENOBACKEND, "strict init gave %s, want FRPC_ENOBACKEND",
+          frpc_err_name(rc));
+    CHECK(a == NULL, "no agent on failure");
+    for (const char *p = missing; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t l = c ? (size_t)(c - p) : strlen(p);
+        char name[64];
+        snprintf(name, sizeof(name), "provider %.*s did not come up", (int)l,
+                 p);
+        CHECK(strstr(err, name), "message \"%s\" lacks \"%s\"", err, name);
+        p = c ? c + 1 : p + l;
+    }
+    printf("ok: strict init failed: %s\n", err);
+    return 0;
+}
+
+static int mode_backend(void)
+{
+    frpc_agent *a = start();
+    const char *want = getenv("EXPECT_PROVIDER");
+    char rep[1024];
+    frpc_backend_report(a, rep, sizeof(rep));
+    CHECK(want && strcmp(frpc_provider(a), want) == 0,
+          "active provider %s, want %s", frpc_provider(a), want ? want : "?");
+    CHECK(frpc_require_backend(a, want) == 0, "require_backend(%s)", want);
+    CHECK(frpc_require_backend(a, "no-such") == FRPC_ENOBACKEND,
+          "require_backend of a missing provider");
+    CHECK(frpc_has_backend(a, want) == 1, "has_backend(%s)", want);
+    CHECK(strstr(rep, "(active)"), "report marks the active one: %s", rep);
+    printf("ok: provider %s (%s)\n", frpc_provider(a), frpc_provider_full(a));
+    finish(a);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc != 2) {
+        fprintf(stderr, "usage: itest calls|errors|strict|backend\n");
+        return 2;
+    }
+    if (strcmp(argv[1], "calls") == 0)
+        return mode_calls();
+    if (strcmp(argv[1], "errors") == 0)
+        return mode_errors();
+    if (strcmp(argv[1], "strict") == 0)
+        return mode_strict();
+    if (strcmp(argv[1], "backend") == 0)
+        return mode_backend();
+    fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
+    return 2;
+}

@@ -1,0 +1,100 @@
+#!/bin/bash
+# Shared helpers for the integration tests; source it, do not run it.
+#
+#   need_var NAME...        each variable must be set and non-empty (make
+#                           check sets FABRPC_RUN, ITEST, HELLO), else fail
+#   run_bounded SECS CMD... run CMD, killed after SECS (KILL 5 s later);
+#                           returns its status (124: it timed out)
+#   fail MSG...             print "FAIL: MSG" to stderr and exit 1
+#   skip REASON...          print "SKIP: REASON" and exit 77 (automake skip)
+#   expect_grep PAT FILE    fail unless FILE has a line matching PAT (ERE)
+#   pid_alive PID           true while PID is a live process (not a zombie)
+#   make_tmpdir             set TMPD to a new directory, removed at exit;
+#                           the pids in any TMPD/*.pid file are killed then
+#   run_case NAME FUNC      run FUNC in a subshell (so fail ends only that
+#                           case), print "PASS: NAME" or "FAIL: NAME"
+#   finish_cases            print "N passed, M failed"; exit 1 if M > 0
+#
+# Scripts run under bash with set -u. Exit 77 is automake's "skipped".
+
+set -u
+
+# Single host: keep libfabric's tcp provider on loopback.
+export FI_TCP_IFACE=lo
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+skip() {
+    echo "SKIP: $*"
+    exit 77
+}
+
+need_var() {
+    local name
+    for name in "$@"; do
+        [ -n "${!name:-}" ] ||
+            fail "$name is not set (make check sets it; export it to run by hand)"
+    done
+}
+
+run_bounded() {
+    local secs=$1
+    shift
+    timeout -k 5 "$secs" "$@"
+}
+
+expect_grep() {
+    local pat=$1 file=$2
+    if ! grep -Eq -e "$pat" "$file"; then
+        echo "--- $file:" >&2
+        head -c 4000 "$file" >&2
+        fail "expected /$pat/ in $file"
+    fi
+}
+
+pid_alive() {
+    local st
+    [ -r "/proc/$1/stat" ] || return 1
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -c1)
+    [ -n "$st" ] && [ "$st" != Z ]
+}
+
+make_tmpdir() {
+    TMPD=$(mktemp -d "${TMPDIR:-/tmp}/fabrpc-itest.XXXXXX") ||
+        fail "mktemp -d failed"
+    trap _cleanup_tmpdir EXIT
+}
+
+_cleanup_tmpdir() {
+    local f pid
+    for f in "$TMPD"/*.pid; do
+        [ -f "$f" ] || continue
+        for pid in $(cat "$f"); do
+            kill -KILL "$pid" 2>/dev/null
+        done
+    done
+    rm -rf "$TMPD"
+}
+
+CASES_PASSED=0
+CASES_FAILED=0
+
+run_case() {
+    local name=$1 fn=$2
+    if ( "$fn" ); then
+        echo "PASS: $name"
+        CASES_PASSED=$((CASES_PASSED + 1))
+    else
+        echo "FAIL: $name"
+        CASES_FAILED=$((CASES_FAILED + 1))
+    fi
+}
+
+finish_cases() {
+    echo "$CASES_PASSED passed, $CASES_FAILED failed"
+    [ "$CASES_FAILED" -eq 0 ]
+    exit $?
+}

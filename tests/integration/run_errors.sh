@@ -1,0 +1,13 @@
+#!/bin/bash
+# Errors reach the caller and can be told apart, over shm and tcp: remote
+# handler error, unknown function, invalid rank and arguments, too large
+# args and reply, timeout with the late answer dropped, call to self.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_RUN ITEST
+export FABRPC_MAX_MSG=1048576
+
+errors() { run_bounded 240 "$FABRPC_RUN" -n "$1" --provider "$2" --timeout 200 "$ITEST" errors; }
+run_case "shm: 2 ranks, errors" errors 2 shm
+run_case "tcp: 2 ranks, errors" errors 2 tcp
+run_case "tcp: 4 ranks, errors" errors 4 tcp
+finish_cases

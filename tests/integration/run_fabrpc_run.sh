@@ -1,0 +1,296 @@
+#!/bin/bash
+# Tests of fabrpc-run itself, with small shell scripts as the ranks:
+# environment, output prefixes, exit statuses, signals, timeouts, cleanup.
+# Uses FABRPC_RUN (make check sets it), else ../../tools/fabrpc-run.
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+
+: "${FABRPC_RUN:=$here/../../tools/fabrpc-run}"
+[ -x "$FABRPC_RUN" ] || fail "fabrpc-run not found at $FABRPC_RUN (build it)"
+make_tmpdir
+
+# prog NAME <<'EOF' ... EOF: writes an executable sh script $TMPD/NAME.
+prog() {
+    { echo '#!/bin/sh'; cat; } >"$TMPD/$1"
+    chmod +x "$TMPD/$1"
+}
+
+# frun SECS ARGS...: fabrpc-run bounded by SECS, output in $TMPD/out, err.
+frun() {
+    local secs=$1
+    shift
+    run_bounded "$secs" "$FABRPC_RUN" "$@" >"$TMPD/out" 2>"$TMPD/err"
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+# expect_status GOT WANT: fail (showing stderr) unless equal.
+expect_status() {
+    [ "$1" -eq "$2" ] && return 0
+    head -c 2000 "$TMPD/err" >&2
+    fail "exit status $1, expected $2"
+}
+
+# expect_gone FILE...: every pid in the files is gone within 2 s.
+expect_gone() {
+    local f pid tries
+    for f in "$@"; do
+        [ -s "$f" ] || fail "no pid in $f"
+        pid=$(cat "$f")
+        for tries in $(seq 20); do
+            pid_alive "$pid" || continue 2
+            sleep 0.1
+        done
+        fail "process $pid (from $f) is still running"
+    done
+}
+
+# wait_files N PATTERN: wait up to 10 s until N files match PATTERN.
+wait_files() {
+    local n=$1 pat=$2 tries
+    for tries in $(seq 100); do
+        # shellcheck disable=SC2086  # PATTERN is a glob
+        [ "$(ls $pat 2>/dev/null | wc -l)" -ge "$n" ] && return 0
+        sleep 0.1
+    done
+    fail "only $(ls $pat 2>/dev/null | wc -l) of $n files $pat appeared"
+}
+
+prog env.sh <<'EOF'
+echo "rank=$FABRPC_RANK local=$FABRPC_LOCAL_RANK size=$FABRPC_WORLD_SIZE store=$FABRPC_STORE_ADDR job=$FABRPC_JOB_ID iface=$FI_TCP_IFACE prov=${FABRPC_PROVIDER:-none}"
+echo "err from $FABRPC_RANK" >&2
+EOF
+
+t_prefix_and_env() {
+    frun 30 -n 4 "$TMPD/env.sh"
+    expect_status $? 0
+    local i
+    for i in 0 1 2 3; do
+        expect_grep "^\[$i\] rank=$i local=$i size=4 store=127\.0\.0\.1:[0-9]+ job=[^ ]+ iface=lo prov=none\$" "$TMPD/out"
+        expect_grep "^\[$i\] err from $i\$" "$TMPD/err"
+    done
+    [ "$(wc -l <"$TMPD/out")" -eq 4 ] || fail "expected 4 stdout lines"
+    grep -q "err from" "$TMPD/out" && fail "stderr lines reached stdout"
+    [ "$(grep -o 'store=[^ ]*' "$TMPD/out" | sort -u | wc -l)" -eq 1 ] ||
+        fail "ranks got different store addresses"
+    [ "$(grep -o 'job=[^ ]*' "$TMPD/out" | sort -u | wc -l)" -eq 1 ] ||
+        fail "ranks got different job ids"
+}
+
+t_provider_port_iface() {
+    FI_TCP_IFACE=eth9 frun 30 -n 2 --provider tcp --port 41234 "$TMPD/env.sh"
+    expect_status $? 0
+    expect_grep '^\[1\] rank=1 .* store=127\.0\.0\.1:41234 .* iface=eth9 prov=tcp$' "$TMPD/out"
+}
+
+t_all_zero_exit_0() {
+    frun 30 -n 3 true
+    expect_status $? 0
+    [ -s "$TMPD/err" ] && fail "unexpected stderr: $(cat "$TMPD/err")"
+    return 0
+}
+
+t_failing_rank_stops_others() {
+    # Ranks 0 and 1 wait for a background sleep; rank 3 runs it in the
+    # foreground, where only a signal to its process group ends it at once.
+    prog fail3.sh <<EOF
+echo \$\$ >"$TMPD/rank.\$FABRPC_RANK.pid"
+case \$FABRPC_RANK in
+2) sleep 0.5; exit 3 ;;
+3) trap 'exit 0' TERM; sleep 60 ;;
+*) sleep 60 & echo \$! >"$TMPD/child.\$FABRPC_RANK.pid"; wait ;;
+esac
+EOF
+    local t0 rc
+    t0=$(now_ms)
+    frun 30 -n 4 "$TMPD/fail3.sh"
+    rc=$?
+    [ "$rc" -ne 0 ] || fail "exit status 0 after a rank failed"
+    expect_status "$rc" 3
+    expect_grep '^fabrpc-run: rank 2 exited with status 3$' "$TMPD/err"
+    grep -q SIGKILL "$TMPD/err" && fail "SIGTERM was not enough: $(cat "$TMPD/err")"
+    [ $(($(now_ms) - t0)) -lt 2500 ] || fail "the other ranks took too long to stop"
+    expect_gone "$TMPD"/rank.[013].pid "$TMPD"/child.[01].pid
+}
+
+t_leftover_process_killed() {
+    # The rank exits 0 at once; its background sleep holds the output pipe.
+    prog leave.sh <<EOF
+sleep 60 &
+echo \$! >"$TMPD/left.pid"
+EOF
+    local t0
+    t0=$(now_ms)
+    frun 30 -n 1 "$TMPD/leave.sh"
+    expect_status $? 0
+    [ $(($(now_ms) - t0)) -lt 900 ] || fail "waited for the leftover process"
+    expect_gone "$TMPD/left.pid"
+}
+
+t_rank_killed_by_signal() {
+    prog killed.sh <<'EOF'
+if [ "$FABRPC_RANK" = 1 ]; then sleep 0.3; kill -KILL $$; fi
+sleep 60
+EOF
+    frun 30 -n 3 "$TMPD/killed.sh"
+    expect_status $? 137
+    expect_grep '^fabrpc-run: rank 1 killed by signal SIGKILL$' "$TMPD/err"
+}
+
+t_term_ignored_gets_kill() {
+    prog stubborn.sh <<EOF
+if [ "\$FABRPC_RANK" = 1 ]; then sleep 0.3; exit 1; fi
+trap '' TERM
+echo \$\$ >"$TMPD/stubborn.pid"
+sleep 60
+EOF
+    local t0 dt
+    t0=$(now_ms)
+    frun 30 -n 2 "$TMPD/stubborn.sh"
+    expect_status $? 1
+    dt=$(($(now_ms) - t0))
+    expect_grep '^fabrpc-run: rank 0 still running; sending SIGKILL$' "$TMPD/err"
+    [ "$dt" -ge 3000 ] && [ "$dt" -lt 10000 ] || fail "took $dt ms, expected 3 to 10 s"
+    expect_gone "$TMPD/stubborn.pid"
+}
+
+t_timeout() {
+    local t0
+    t0=$(now_ms)
+    frun 30 -n 2 --timeout 0.5 sleep 60
+    expect_status $? 124
+    expect_grep '^fabrpc-run: timeout after 0\.5 s; ranks still running: 0 1$' "$TMPD/err"
+    [ $(($(now_ms) - t0)) -lt 10000 ] || fail "timeout took too long"
+}
+
+t_sigterm_forwarded() {
+    prog trap.sh <<EOF
+trap 'echo term >"$TMPD/term.\$FABRPC_RANK"; exit 0' TERM
+echo \$PPID >"$TMPD/ready.\$FABRPC_RANK"
+sleep 60 &
+wait
+EOF
+    run_bounded 30 "$FABRPC_RUN" -n 3 "$TMPD/trap.sh" >"$TMPD/out" 2>"$TMPD/err" &
+    local bg=$! rc
+    wait_files 3 "$TMPD/ready.*"
+    kill -TERM "$(cat "$TMPD/ready.0")"
+    wait "$bg"
+    rc=$?
+    expect_status "$rc" 143
+    wait_files 3 "$TMPD/term.*"
+}
+
+t_sigint_forwarded() {
+    # A background job starts with SIGINT ignored, and fabrpc-run keeps an
+    # ignored signal ignored; env gives it back its default first.
+    env --default-signal=INT true 2>/dev/null || return 0
+    prog int.sh <<EOF
+trap 'echo int >"$TMPD/int.\$FABRPC_RANK"; exit 0' INT
+echo \$PPID >"$TMPD/up.\$FABRPC_RANK"
+sleep 60 &
+wait
+EOF
+    run_bounded 30 env --default-signal=INT "$FABRPC_RUN" -n 2 "$TMPD/int.sh" \
+        >"$TMPD/out" 2>"$TMPD/err" &
+    local bg=$!
+    wait_files 2 "$TMPD/up.*"
+    kill -INT "$(cat "$TMPD/up.0")"
+    wait "$bg"
+    expect_status $? 130
+    wait_files 2 "$TMPD/int.*"
+}
+
+t_help() {
+    frun 10 --help
+    expect_status $? 0
+    expect_grep '--timeout' "$TMPD/out"
+    expect_grep 'FABRPC_STORE_ADDR' "$TMPD/out"
+    expect_grep '124' "$TMPD/out"
+}
+
+t_bad_usage() {
+    local args
+    for args in "" "-n" "-n 0 true" "-n 1025 true" "-n x true" "-n 2" \
+        "--bogus -n 2 true" "-n 2 --timeout abc true" "-n 2 --timeout -1 true" \
+        "-n 2 --port 70000 true"; do
+        # shellcheck disable=SC2086  # split the argument list
+        frun 10 $args
+        expect_status $? 2
+        expect_grep '^usage: fabrpc-run' "$TMPD/err"
+    done
+}
+
+t_cannot_execute() {
+    frun 10 -n 2 "$TMPD/no/such/prog"
+    expect_status $? 127
+    expect_grep "^fabrpc-run: rank [01]: cannot execute $TMPD/no/such/prog: No such file or directory\$" "$TMPD/err"
+    frun 10 -n 1 fabrpc-no-such-program-in-path
+    expect_status $? 127
+    expect_grep '^fabrpc-run: rank 0: cannot execute fabrpc-no-such-program-in-path: ' "$TMPD/err"
+}
+
+t_partial_last_line() {
+    frun 10 -n 2 sh -c 'printf "line\npartial-$FABRPC_RANK"; printf "e-partial" >&2'
+    expect_status $? 0
+    expect_grep '^\[0\] line$' "$TMPD/out"
+    expect_grep '^\[0\] partial-0$' "$TMPD/out"
+    expect_grep '^\[1\] partial-1$' "$TMPD/out"
+    expect_grep '^\[1\] e-partial$' "$TMPD/err"
+}
+
+t_no_prefix_passes_bytes() {
+    head -c 100000 /dev/urandom >"$TMPD/bin"
+    frun 10 -n 1 --no-prefix cat "$TMPD/bin"
+    expect_status $? 0
+    cmp -s "$TMPD/bin" "$TMPD/out" || fail "--no-prefix changed the bytes"
+}
+
+t_long_and_binary_lines() {
+    frun 20 -n 2 sh -c 'head -c 300000 /dev/zero | tr "\0" x; echo; head -c 100000 /dev/urandom'
+    expect_status $? 0
+    [ "$(LC_ALL=C awk 'length($0) == 300004 && /^\[[01]\] xx*$/ { c++ }
+        END { print c + 0 }' "$TMPD/out")" -eq 2 ] ||
+        fail "the 300000-byte lines did not come out whole with a prefix"
+    [ "$(wc -c <"$TMPD/out")" -ge 800000 ] || fail "output was lost"
+}
+
+t_stdin_to_rank_0() {
+    echo hello | run_bounded 10 "$FABRPC_RUN" -n 2 cat >"$TMPD/out" 2>"$TMPD/err"
+    expect_status $? 0
+    [ "$(cat "$TMPD/out")" = "[0] hello" ] || fail "stdin: got '$(cat "$TMPD/out")'"
+}
+
+t_idle_uses_no_cpu() {
+    local TIMEFORMAT='%U %S' t
+    t=$( { time "$FABRPC_RUN" -n 4 sleep 2 >/dev/null 2>&1; } 2>&1 )
+    awk -v t="$t" 'BEGIN { split(t, a, " "); exit !(a[1] + a[2] < 0.3) }' ||
+        fail "used $t s of CPU (user sys) while the ranks slept 2 s"
+}
+
+t_many_ranks() {
+    frun 60 -n 64 sh -c 'echo "r$FABRPC_RANK"'
+    expect_status $? 0
+    [ "$(grep -c '^\[[0-9]*\] r[0-9]*$' "$TMPD/out")" -eq 64 ] || fail "expected 64 lines"
+    expect_grep '^\[63\] r63$' "$TMPD/out"
+}
+
+run_case "output of 4 ranks is prefixed; env and store address agree" t_prefix_and_env
+run_case "--provider, --port and a set FI_TCP_IFACE reach the ranks" t_provider_port_iface
+run_case "all ranks exit 0 -> exit 0" t_all_zero_exit_0
+run_case "a rank exiting 3 -> status 3, the others stopped" t_failing_rank_stops_others
+run_case "what a rank leaves running is killed when it exits" t_leftover_process_killed
+run_case "a rank killed by SIGKILL is named, status 137" t_rank_killed_by_signal
+run_case "a rank ignoring SIGTERM gets SIGKILL after the grace" t_term_ignored_gets_kill
+run_case "--timeout -> exit 124 with a message" t_timeout
+run_case "SIGTERM to fabrpc-run reaches every rank" t_sigterm_forwarded
+run_case "SIGINT to fabrpc-run reaches every rank" t_sigint_forwarded
+run_case "--help exits 0 and documents the options" t_help
+run_case "bad usage exits 2 with usage" t_bad_usage
+run_case "a program that cannot run -> cannot execute, 127" t_cannot_execute
+run_case "a partial last line is printed with its prefix" t_partial_last_line
+run_case "--no-prefix passes binary output unchanged" t_no_prefix_passes_bytes
+run_case "long lines and binary output survive" t_long_and_binary_lines
+run_case "rank 0 reads stdin" t_stdin_to_rank_0
+run_case "no CPU is used while ranks run" t_idle_uses_no_cpu
+run_case "64 ranks" t_many_ranks
+finish_cases

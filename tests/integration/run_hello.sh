@@ -1,0 +1,22 @@
+#!/bin/bash
+# The README's demo: 4 ranks say hello to each other, over shm and tcp.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_RUN HELLO
+make_tmpdir
+
+hello() {
+    local prov=$1 out="$TMPD/hello-$1.out"
+    run_bounded 120 "$FABRPC_RUN" -n 4 --provider "$prov" --timeout 100 \
+        "$HELLO" >"$out" 2>&1 || { cat "$out"; return 1; }
+    expect_grep "over provider $prov" "$out"
+    local a b
+    for a in 0 1 2 3; do
+        for b in 0 1 2 3; do
+            [ $a = $b ] && continue
+            expect_grep "^\[$a\] rank $a called rank $b: hello from rank $b to rank $a\$" "$out"
+        done
+    done
+}
+run_case "hello, 4 ranks, shm" hello shm
+run_case "hello, 4 ranks, tcp" hello tcp
+finish_cases

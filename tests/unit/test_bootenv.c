@@ -1,0 +1,351 @@
+/*
+ * Unit tests of rank/world/store-address resolution (comm/bootenv.h). Each
+ * test is its own case (Check forks it, so setenv stays in that process),
+ * and a fixture clears every variable the resolver reads before each test.
+ */
+#include <check.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/bootenv.h"
+
+static const char *const all_vars[] = {
+    "FABRPC_RANK", "FABRPC_WORLD_SIZE", "RANK", "WORLD_SIZE",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
+    "SLURM_PROCID", "SLURM_NTASKS", "FABRPC_STORE_ADDR", "MASTER_ADDR",
+    "MASTER_PORT"};
+
+/* The rank/world pairs in priority order, each set to a distinct value. */
+static const struct {
+    const char *rank, *world, *rval, *wval, *source;
+    int r, w;
+} pairs[] = {
+    {"FABRPC_RANK", "FABRPC_WORLD_SIZE", "1", "2", "FABRPC", 1, 2},
+    {"RANK", "WORLD_SIZE", "2", "3", "torchrun", 2, 3},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "3", "4", "mpirun", 3, 4},
+    {"PMI_RANK", "PMI_SIZE", "4", "5", "pmi", 4, 5},
+    {"SLURM_PROCID", "SLURM_NTASKS", "5", "6", "slurm", 5, 6},
+};
+#define NPAIRS (sizeof(pairs) / sizeof(pairs[0]))
+
+static void clear_env(void)
+{
+    for (size_t i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
+        unsetenv(all_vars[i]);
+}
+
+/* Sets pairs[from..] so that every lower-priority source is present too. */
+static void set_pairs_from(size_t from)
+{
+    for (size_t i = from; i < NPAIRS; i++) {
+        setenv(pairs[i].rank, pairs[i].rval, 1);
+        setenv(pairs[i].world, pairs[i].wval, 1);
+    }
+}
+
+static fr_bootenv resolve_ok(int cfg_rank, int cfg_world, const char *addr)
+{
+    fr_bootenv be;
+    char err[256] = "";
+    int rc = fr_bootenv_resolve(cfg_rank, cfg_world, addr, &be, err, sizeof(err));
+    ck_assert_msg(rc == 0, "resolve: %d %s", rc, err);
+    return be;
+}
+
+/* Resolving fails with FRPC_EINVAL and a message holding both needles. */
+static void resolve_fails(int cfg_rank, int cfg_world, const char *addr,
+                          const char *needle1, const char *needle2)
+{
+    fr_bootenv be;
+    char err[256] = "";
+    ck_assert_int_eq(fr_bootenv_resolve(cfg_rank, cfg_world, addr, &be, err,
+                                        sizeof(err)), FRPC_EINVAL);
+    ck_assert_msg(strstr(err, needle1), "'%s' not in: %s", needle1, err);
+    ck_assert_msg(strstr(err, needle2), "'%s' not in: %s", needle2, err);
+}
+
+START_TEST(test_default)
+{
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    ck_assert_int_eq(be.rank, 0);
+    ck_assert_int_eq(be.world_size, 1);
+    ck_assert_str_eq(be.source, "default");
+    ck_assert_str_eq(be.store_host, "127.0.0.1");
+    ck_assert_uint_eq(be.store_port, 29500);
+    ck_assert_str_eq(be.store_source, "default");
+    be = resolve_ok(-1, -1, ""); /* "" is "not given" */
+    ck_assert_str_eq(be.store_source, "default");
+}
+END_TEST
+
+START_TEST(test_config_wins)
+{
+    set_pairs_from(0);
+    setenv("FABRPC_STORE_ADDR", "envhost:1", 1);
+    fr_bootenv be = resolve_ok(6, 8, "cfghost:4242");
+    ck_assert_int_eq(be.rank, 6);
+    ck_assert_int_eq(be.world_size, 8);
+    ck_assert_str_eq(be.source, "config");
+    ck_assert_str_eq(be.store_host, "cfghost");
+    ck_assert_uint_eq(be.store_port, 4242);
+    ck_assert_str_eq(be.store_source, "config");
+}
+END_TEST
+
+/* Source _i wins over all the sources after it in the list. */
+START_TEST(test_env_priority)
+{
+    set_pairs_from((size_t)_i);
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.source, pairs[_i].source);
+    ck_assert_int_eq(be.rank, pairs[_i].r);
+    ck_assert_int_eq(be.world_size, pairs[_i].w);
+}
+END_TEST
+
+START_TEST(test_empty_is_unset)
+{
+    set_pairs_from(4);
+    setenv("RANK", "", 1);
+    setenv("WORLD_SIZE", "", 1);
+    setenv("FABRPC_STORE_ADDR", "", 1);
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.source, "slurm");
+    ck_assert_str_eq(be.store_source, "default");
+}
+END_TEST
+
+START_TEST(test_store_addr_sources)
+{
+    setenv("MASTER_ADDR", "master0", 1);
+    setenv("MASTER_PORT", "29400", 1);
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.store_source, "MASTER_ADDR");
+    ck_assert_str_eq(be.store_host, "master0");
+    ck_assert_uint_eq(be.store_port, 29400);
+
+    setenv("MASTER_ADDR", "[fd00::7]", 1); /* brackets optional there */
+    be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.store_host, "fd00::7");
+    setenv("MASTER_ADDR", "fd00::8", 1);
+    be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.store_host, "fd00::8");
+
+    setenv("FABRPC_STORE_ADDR", "[::1]:29501", 1); /* wins over MASTER_* */
+    be = resolve_ok(-1, -1, NULL);
+    ck_assert_str_eq(be.store_source, "FABRPC_STORE_ADDR");
+    ck_assert_str_eq(be.store_host, "::1");
+    ck_assert_uint_eq(be.store_port, 29501);
+}
+END_TEST
+
+START_TEST(test_bad_values)
+{
+    static const struct {
+        const char *var, *val, *expect;
+    } bad[] = {
+        {"FABRPC_RANK", "abc", "FABRPC_RANK='abc' is not a decimal integer"},
+        {"FABRPC_RANK", "-1", "FABRPC_RANK=-1 is out of range"},
+        {"FABRPC_RANK", " 1", "FABRPC_RANK=' 1'"},
+        {"FABRPC_RANK", "1 ", "FABRPC_RANK='1 '"},
+        {"FABRPC_RANK", "+1", "FABRPC_RANK='+1'"},
+        {"FABRPC_RANK", "-", "FABRPC_RANK='-'"},
+        {"FABRPC_RANK", "0x1", "FABRPC_RANK='0x1'"},
+        {"FABRPC_RANK", "4", "FABRPC_RANK=4 is not below FABRPC_WORLD_SIZE=4"},
+        {"FABRPC_WORLD_SIZE", "0", "FABRPC_WORLD_SIZE=0 is out of range"},
+        {"FABRPC_WORLD_SIZE", "65537", "FABRPC_WORLD_SIZE=65537 is out of range"},
+        {"FABRPC_WORLD_SIZE", "99999999999999999999999",
+         "FABRPC_WORLD_SIZE=99999999999999999999999 is out of range"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("FABRPC_RANK", "0", 1);
+        setenv("FABRPC_WORLD_SIZE", "4", 1);
+        setenv(bad[i].var, bad[i].val, 1);
+        resolve_fails(-1, -1, NULL, bad[i].expect, bad[i].var);
+    }
+    clear_env();
+    /* The largest world is fine. */
+    setenv("SLURM_PROCID", "65535", 1);
+    setenv("SLURM_NTASKS", "65536", 1);
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    ck_assert_int_eq(be.rank, 65535);
+    setenv("MASTER_ADDR", "h", 1);
+    setenv("MASTER_PORT", "0", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_PORT=0", "out of range");
+    setenv("MASTER_PORT", "65536", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_PORT=65536", "out of range");
+    setenv("MASTER_PORT", "http", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_PORT='http'", "decimal");
+}
+END_TEST
+
+START_TEST(test_bad_config)
+{
+    resolve_fails(4, 4, NULL, "config rank=4", "config world_size=4");
+    resolve_fails(0, 0, NULL, "config world_size=0", "out of range");
+    resolve_fails(0, 65537, NULL, "config world_size=65537", "out of range");
+    resolve_fails(2, -1, NULL, "config rank=2 is set", "config world_size");
+    resolve_fails(-1, 3, NULL, "config world_size=3 is set", "config rank");
+    resolve_fails(0, 1, "nohostport", "config store_addr", "nohostport");
+}
+END_TEST
+
+/* Only one half of pair _i is set: the rank half on even runs (_i / 2). */
+START_TEST(test_half_set_pair)
+{
+    size_t p = (size_t)_i / 2;
+    bool rank_half = _i % 2 == 0;
+    set_pairs_from(p + 1); /* complete lower-priority sources do not help */
+    setenv(rank_half ? pairs[p].rank : pairs[p].world,
+           rank_half ? pairs[p].rval : pairs[p].wval, 1);
+    resolve_fails(-1, -1, NULL, pairs[p].rank, pairs[p].world);
+    resolve_fails(-1, -1, NULL, "is set but", "is not");
+}
+END_TEST
+
+START_TEST(test_half_set_master)
+{
+    setenv("MASTER_ADDR", "node3", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_ADDR=node3 is set", "MASTER_PORT");
+    unsetenv("MASTER_ADDR");
+    setenv("MASTER_PORT", "29500", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_PORT=29500 is set", "MASTER_ADDR");
+}
+END_TEST
+
+START_TEST(test_addr_syntax)
+{
+    static const struct {
+        const char *text, *host;
+        unsigned port;
+    } good[] = {
+        {"node1:80", "node1", 80},
+        {"10.1.2.3:65535", "10.1.2.3", 65535},
+        {"[::1]:29500", "::1", 29500},
+        {"[fe80::1%eth0]:1", "fe80::1%eth0", 1},
+        {"[node2]:7", "node2", 7},
+    };
+    static const struct {
+        const char *text, *expect;
+    } bad[] = {
+        {"::1:29500", "needs brackets"},
+        {"fe80::1", "needs brackets"},
+        {"node1", "not host:port"},
+        {"node1:", "not host:port"},
+        {"node1:0", "port=0 is out of range"},
+        {"node1:65536", "port=65536 is out of range"},
+        {"node1:-5", "port=-5 is out of range"},
+        {"node1:x80", "port='x80'"},
+        {"[::1]", "not host:port"},
+        {"[::1]29500", "not host:port"},
+        {"[::1:29500", "not host:port"},
+        {":80", "host is empty"},
+        {"[]:80", "host is empty"},
+        {"a]b:80", "not host:port"},
+        {"", "not host:port"},
+    };
+    char host[FR_BOOTENV_MAX_HOST + 1], err[256];
+    uint16_t port;
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ck_assert_int_eq(fr_bootenv_parse_addr("A", good[i].text, host,
+                                               sizeof(host), &port, err,
+                                               sizeof(err)), 0);
+        ck_assert_str_eq(host, good[i].host);
+        ck_assert_uint_eq(port, good[i].port);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        ck_assert_int_eq(fr_bootenv_parse_addr("A", bad[i].text, host,
+                                               sizeof(host), &port, err,
+                                               sizeof(err)), FRPC_EINVAL);
+        ck_assert_msg(strstr(err, bad[i].expect) && strncmp(err, "A", 1) == 0,
+                      "'%s': %s", bad[i].text, err);
+    }
+    /* Hosts of 255 bytes fit, of 256 do not. */
+    char longaddr[400];
+    memset(longaddr, 'h', 255);
+    strcpy(longaddr + 255, ":80");
+    ck_assert_int_eq(fr_bootenv_parse_addr("A", longaddr, host, sizeof(host),
+                                           &port, NULL, 0), 0);
+    ck_assert_uint_eq(strlen(host), 255);
+    memset(longaddr, 'h', 256);
+    strcpy(longaddr + 256, ":80");
+    ck_assert_int_eq(fr_bootenv_parse_addr("A", longaddr, host, sizeof(host),
+                                           &port, err, sizeof(err)),
+                     FRPC_EINVAL);
+    ck_assert_msg(strstr(err, "longer than 255 bytes"), "%s", err);
+    /* Through the environment. */
+    setenv("FABRPC_STORE_ADDR", "::1:29500", 1);
+    resolve_fails(-1, -1, NULL, "FABRPC_STORE_ADDR='::1:29500'", "brackets");
+}
+END_TEST
+
+START_TEST(test_getenv_long)
+{
+    long v = 7;
+    int found = -1;
+    char err[128] = "";
+    ck_assert_int_eq(fr_bootenv_getenv_long("FABRPC_RANK", 0, 10, &v, &found,
+                                            err, sizeof(err)), 0);
+    ck_assert_int_eq(found, 0);
+    ck_assert_int_eq(v, 7);
+    setenv("FABRPC_RANK", "-3", 1);
+    ck_assert_int_eq(fr_bootenv_getenv_long("FABRPC_RANK", -5, 10, &v, &found,
+                                            err, sizeof(err)), 0);
+    ck_assert_int_eq(found, 1);
+    ck_assert_int_eq(v, -3);
+    ck_assert_int_eq(fr_bootenv_getenv_long("FABRPC_RANK", 0, 10, &v, &found,
+                                            err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_str_eq(err, "FABRPC_RANK=-3 is out of range (0..10)");
+    ck_assert_int_eq(fr_bootenv_parse_long("X", "-9223372036854775808",
+                                           -9223372036854775807L - 1, 0, &v,
+                                           NULL, 0), 0);
+    ck_assert(v == -9223372036854775807L - 1);
+    ck_assert_int_eq(fr_bootenv_parse_long("X", "9223372036854775808", 0,
+                                           9223372036854775807L, &v, NULL, 0),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(fr_bootenv_parse_long("X", NULL, 0, 1, &v, NULL, 0),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(fr_bootenv_resolve(0, 1, NULL, NULL, NULL, 0), FRPC_EINVAL);
+}
+END_TEST
+
+int main(void)
+{
+    const struct {
+        const char *name;
+        const TTest *test;
+        int loop_end; /* > 0: a loop test run for _i in [0, loop_end) */
+    } tests[] = {
+        {"nothing set: rank 0 of 1 at 127.0.0.1:29500", test_default, 0},
+        {"config values win over the environment", test_config_wins, 0},
+        {"each env source wins over the later ones", test_env_priority,
+         (int)NPAIRS},
+        {"an empty variable counts as unset", test_empty_is_unset, 0},
+        {"store address from MASTER_* and FABRPC_STORE_ADDR",
+         test_store_addr_sources, 0},
+        {"bad values are refused naming the variable", test_bad_values, 0},
+        {"bad config values are refused", test_bad_config, 0},
+        {"a half-set pair is refused", test_half_set_pair, 2 * (int)NPAIRS},
+        {"MASTER_ADDR without MASTER_PORT is refused", test_half_set_master, 0},
+        {"host:port and [v6addr]:port syntax", test_addr_syntax, 0},
+        {"integer helpers are strict", test_getenv_long, 0},
+    };
+    Suite *su = suite_create("bootenv");
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        TCase *tc = tcase_create(tests[i].name);
+        tcase_set_timeout(tc, 10);
+        tcase_add_checked_fixture(tc, clear_env, NULL);
+        if (tests[i].loop_end > 0)
+            tcase_add_loop_test(tc, tests[i].test, 0, tests[i].loop_end);
+        else
+            tcase_add_test(tc, tests[i].test);
+        suite_add_tcase(su, tc);
+    }
+    SRunner *sr = srunner_create(su);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,187 @@
+/*
+ * Unit tests of the function registry (rpc/registry.c) and of the
+ * provider choice (comm/providers.c), which need no network.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/providers.h"
+#include "rpc/registry.h"
+#include "serialization/envelope.h"
+
+static void h1(frpc_request *r, void *u) { (void)r; (void)u; }
+static void h2(frpc_request *r, void *u) { (void)r; (void)u; }
+
+START_TEST(add_then_find_returns_the_entry)
+{
+    fr_registry r;
+    int user;
+    ck_assert_int_eq(fr_registry_init(&r), 0);
+    ck_assert_int_eq(fr_registry_add(&r, fr_func_id("a"), "a", h1, &user, 0), 0);
+    const fr_func *f = fr_registry_find(&r, fr_func_id("a"));
+    ck_assert_ptr_nonnull(f);
+    ck_assert_str_eq(f->name, "a");
+    ck_assert(f->handler == h1);
+    ck_assert_ptr_eq(f->user, &user);
+    ck_assert_ptr_null(fr_registry_find(&r, fr_func_id("b")));
+    fr_registry_destroy(&r);
+}
+END_TEST
+
+START_TEST(duplicate_name_is_refused)
+{
+    fr_registry r;
+    fr_registry_init(&r);
+    ck_assert_int_eq(fr_registry_add(&r, fr_func_id("a"), "a", h1, NULL, 0), 0);
+    ck_assert_int_eq(fr_registry_add(&r, fr_func_id("a"), "a", h2, NULL, 0),
+                     FRPC_EEXIST);
+    /* the same name under another id is still the same name */
+    ck_assert_int_eq(fr_registry_add(&r, 12345, "a", h2, NULL, 0), FRPC_EEXIST);
+    ck_assert(fr_registry_find(&r, fr_func_id("a"))->handler == h1);
+    fr_registry_destroy(&r);
+}
+END_TEST
+
+START_TEST(id_collision_is_refused)
+{
+    fr_registry r;
+    fr_registry_init(&r);
+    ck_assert_int_eq(fr_registry_add(&r, 777, "first", h1, NULL, 0), 0);
+    ck_assert_int_eq(fr_registry_add(&r, 777, "second", h2, NULL, 0),
+                     FRPC_EEXIST);
+    ck_assert_str_eq(fr_registry_find(&r, 777)->name, "first");
+    fr_registry_destroy(&r);
+}
+END_TEST
+
+START_TEST(bad_arguments_are_refused)
+{
+    fr_registry r;
+    char longname[FR_FUNC_NAME_MAX + 2];
+    fr_registry_init(&r);
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    ck_assert_int_eq(fr_registry_add(&r, 1, "", h1, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_registry_add(&r, 1, NULL, h1, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_registry_add(&r, 1, "n", NULL, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_registry_add(&r, 0, "n", h1, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_registry_add(&r, 2, longname, h1, NULL, 0),
+                     FRPC_EINVAL);
+    longname[FR_FUNC_NAME_MAX] = '\0';
+    ck_assert_int_eq(fr_registry_add(&r, 2, longname, h1, NULL, 0), 0);
+    fr_registry_destroy(&r);
+}
+END_TEST
+
+START_TEST(many_functions_survive_growth)
+{
+    fr_registry r;
+    char name[32];
+    fr_registry_init(&r);
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof(name), "fn_%d", i);
+        ck_assert_int_eq(fr_registry_add(&r, fr_func_id(name), name, h1,
+                                         (void *)(intptr_t)i, 0), 0);
+    }
+    for (int i = 0; i < 5000; i++) {
+        snprintf(name, sizeof(name), "fn_%d", i);
+        const fr_func *f = fr_registry_find(&r, fr_func_id(name));
+        ck_assert_ptr_nonnull(f);
+        ck_assert_int_eq((int)(intptr_t)f->user, i);
+    }
+    fr_registry_destroy(&r);
+}
+END_TEST
+
+START_TEST(provider_list_parsing)
+{
+    char n[FR_BACKEND_MAX][FR_BACKEND_NAME];
+    ck_assert_int_eq(fr_backends_parse(" shm , tcp;ofi_rxm,shm,^udp", n,
+                                       FR_BACKEND_MAX), 2);
+    ck_assert_str_eq(n[0], "shm");
+    ck_assert_str_eq(n[1], "tcp");
+    ck_assert_int_eq(fr_backends_parse("", n, FR_BACKEND_MAX), FRPC_EINVAL);
+    ck_assert_int_eq(fr_backends_parse(",,", n, FR_BACKEND_MAX), FRPC_EINVAL);
+    ck_assert_int_eq(fr_backends_parse(
+                         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", n,
+                         FR_BACKEND_MAX), FRPC_EINVAL);
+}
+END_TEST
+
+START_TEST(choice_is_first_common_provider_in_rank0_order)
+{
+    const char *lists[] = {"shm,verbs,tcp", "shm,tcp", "tcp,shm"};
+    char out[32];
+    ck_assert_int_eq(fr_backends_choose(lists[0], lists, 3, 1, out,
+                                        sizeof(out)), 0);
+    ck_assert_str_eq(out, "shm");
+    /* shm only when every rank is on one host */
+    ck_assert_int_eq(fr_backends_choose(lists[0], lists, 3, 0, out,
+                                        sizeof(out)), 0);
+    ck_assert_str_eq(out, "tcp");
+    const char *none[] = {"shm", "tcp"};
+    ck_assert_int_eq(fr_backends_choose(none[0], none, 2, 1, out,
+                                        sizeof(out)), FRPC_ENOBACKEND);
+    /* a name must match a whole list element, not a prefix */
+    const char *pre[] = {"tcpx", "tcp"};
+    ck_assert_int_eq(fr_backends_choose("tcp", pre, 2, 1, out, sizeof(out)),
+                     FRPC_ENOBACKEND);
+}
+END_TEST
+
+START_TEST(strict_check_names_each_missing_provider)
+{
+    fr_backends bs;
+    char err[1024];
+    ck_assert_int_eq(fr_backends_discover(&bs, "tcp,verbs,nosuchprov"), 0);
+    ck_assert_int_eq(bs.n, 3);
+    ck_assert_int_eq(fr_backends_check_strict(&bs, err, sizeof(err)),
+                     FRPC_ENOBACKEND);
+    ck_assert_ptr_nonnull(strstr(err, "verbs did not come up"));
+    ck_assert_ptr_nonnull(strstr(err, "nosuchprov did not come up"));
+    ck_assert_ptr_null(strstr(err, "tcp did not come up"));
+    char rep[1024];
+    size_t need = fr_backends_report(&bs, "tcp", rep, sizeof(rep));
+    ck_assert_uint_eq(need, strlen(rep));
+    ck_assert_ptr_nonnull(strstr(rep, "tcp: up (active)"));
+    ck_assert_ptr_nonnull(strstr(rep, "verbs: not available"));
+    fr_backends_free(&bs);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    const struct {
+        const char *name;
+        const TTest *test;
+    } tests[] = {
+        {"add then find returns the entry", add_then_find_returns_the_entry},
+        {"duplicate name is refused", duplicate_name_is_refused},
+        {"id collision is refused", id_collision_is_refused},
+        {"bad arguments are refused", bad_arguments_are_refused},
+        {"many functions survive growth", many_functions_survive_growth},
+        {"provider list parsing", provider_list_parsing},
+        {"choice is first common provider in rank 0 order",
+         choice_is_first_common_provider_in_rank0_order},
+        {"strict check names each missing provider",
+         strict_check_names_each_missing_provider},
+    };
+    Suite *s = suite_create("registry and providers");
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        TCase *tc = tcase_create(tests[i].name);
+        tcase_set_timeout(tc, 30);
+        tcase_add_test(tc, tests[i].test);
+        suite_add_tcase(s, tc);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

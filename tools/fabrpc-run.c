@@ -1,0 +1,698 @@
+/*
+ * fabrpc-run — start N ranks of a program on this host with the fabrpc
+ * bootstrap environment, tag their output, forward signals, and end the job
+ * as a whole when one rank fails.
+ *
+ * Design notes
+ * - One thread, one poll() loop. The handlers of SIGCHLD, SIGINT, SIGTERM
+ *   and SIGHUP only set a flag and write a byte to a self-pipe, so the loop
+ *   sleeps in poll() (no CPU) until a rank writes, exits or a deadline
+ *   (--timeout, the kill grace) comes.
+ * - Each rank leads its own process group and every signal we send goes to
+ *   the group, so what a rank started goes with it; a terminal's Ctrl-C
+ *   reaches fabrpc-run alone and is forwarded once.
+ * - A dead rank is seen with waitid(WNOWAIT) and what is left of its group
+ *   is SIGKILLed before the zombie is reaped, while the group id cannot be
+ *   reused. So no rank and nothing a rank started outlives the job (except
+ *   a process that left its group on purpose, e.g. with setsid).
+ * - The loop ends when every rank is reaped and every output pipe closed.
+ *   Stopping is always SIGTERM (or the forwarded signal) to every group
+ *   still running, then SIGKILL GRACE_S seconds later.
+ * - Output goes out line by line, each line in one write with its "[i] "
+ *   prefix, so lines of different ranks never mix. A partial line is held
+ *   until its newline, the pipe's end (then a newline is added) or
+ *   LINE_BYTES (1 MiB; then it goes out as is and the rest of that line
+ *   follows without a prefix, and may be mixed with other ranks' lines).
+ *   Apart from prefixes and that final newline, bytes are passed as read.
+ *
+ * Exit status (also in --help): 0 when every rank exits 0; the status of
+ * the first rank that failed (S for "exit S", 128+SIG for a signal, 127
+ * when PROG cannot be executed); 124 on --timeout; 128+SIG when
+ * fabrpc-run itself got SIGINT/SIGTERM/SIGHUP (it forwards it first);
+ * 1 on an internal error (fork, pipe); 2 on bad usage.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_RANKS 1024
+#define GRACE_S 3.0      /* SIGTERM -> SIGKILL */
+#define DRAIN_S 1.0      /* all ranks gone -> close pipes still open */
+#define LINE_BYTES (1 << 20) /* longest partial line held back */
+#define READ_BYTES 65536
+
+struct stream {
+    int rank;
+    int fd;      /* read end of the rank's pipe; -1 once closed */
+    int dst;     /* 1 (stdout) or 2 (stderr) */
+    int midline; /* what went out last did not end a line */
+    size_t len;  /* bytes of a partial line held in buf */
+    size_t cap;  /* bytes allocated at buf */
+    char *buf;
+};
+
+struct rank {
+    pid_t pid; /* 0 when not started or reaped */
+    struct stream out, err;
+};
+
+static struct {
+    int n, prefix;
+    struct rank *ranks;
+    int nalive, nopen;
+    double timeout, t_start, t_kill, t_drain; /* seconds; 0 = none */
+    int stopping, stop_sig, killed, timed_out, got_signal;
+    int fail_code;    /* exit status of the first failure; 0 = none */
+    int broken[3];    /* writing to fd 1 or 2 failed: drop that output */
+    struct rlimit nofile; /* restored in the ranks */
+} J;
+
+static int self_pipe[2] = {-1, -1};
+static volatile sig_atomic_t pending[NSIG];
+
+static const char usage_text[] =
+    "usage: fabrpc-run -n N [--provider P] [--timeout S] [--port PORT]\n"
+    "                  [--no-prefix] [--] PROG [ARGS...]\n"
+    "\n"
+    "Start N ranks of PROG on this host (PROG is looked up in PATH) and\n"
+    "wait for them. Each output line of rank i is printed with \"[i] \"\n"
+    "(its stdout to stdout, its stderr to stderr). If a rank fails, the\n"
+    "others are stopped: SIGTERM, then SIGKILL after 3 s.\n"
+    "\n"
+    "options:\n"
+    "  -n N            number of ranks, 1 to 1024 (required)\n"
+    "  --provider P    set FABRPC_PROVIDER=P (e.g. shm, tcp, \"shm,tcp\")\n"
+    "  --timeout S     stop all ranks after S seconds (may be fractional)\n"
+    "                  and exit 124; default: no limit\n"
+    "  --port PORT     port of the bootstrap store; default: a free port\n"
+    "  --no-prefix     pass the ranks' output through unchanged\n"
+    "  -h, --help      print this help and exit 0\n"
+    "\n"
+    "environment of rank i:\n"
+    "  FABRPC_RANK=i  FABRPC_LOCAL_RANK=i  FABRPC_WORLD_SIZE=N\n"
+    "  FABRPC_STORE_ADDR=127.0.0.1:PORT  (served by rank 0)\n"
+    "  FABRPC_JOB_ID=<pid>-<time>        (the same for all ranks of a job)\n"
+    "  FABRPC_PROVIDER=P                 (with --provider)\n"
+    "  FI_TCP_IFACE=lo                   (only if it was unset)\n"
+    "Rank 0 reads fabrpc-run's stdin unless it is a terminal; the other\n"
+    "ranks read /dev/null.\n"
+    "\n"
+    "signals: SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and\n"
+    "what it started); SIGKILL follows 3 s later. Signals that come while\n"
+    "the ranks are being stopped are not forwarded again; one that was\n"
+    "ignored when fabrpc-run started (nohup) stays ignored.\n"
+    "\n"
+    "exit status:\n"
+    "  0        every rank exited 0\n"
+    "  S        the first rank that failed exited with status S\n"
+    "           (127: PROG could not be executed)\n"
+    "  128+SIG  the first rank that failed was killed by signal SIG, or\n"
+    "           fabrpc-run itself got SIG (SIGINT: 130, SIGTERM: 143)\n"
+    "  124      --timeout passed\n"
+    "  1        internal error (fork, pipe)\n"
+    "  2        bad usage\n";
+
+static int usage_error(const char *msg)
+{
+    if (msg)
+        fprintf(stderr, "fabrpc-run: %s\n", msg);
+    fputs(usage_text, stderr);
+    return 2;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static const char *sig_name(int sig)
+{
+    static const struct { int sig; const char *name; } t[] = {
+        {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+        {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
+        {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+        {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+        {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+        {SIGXCPU, "SIGXCPU"}, {SIGSYS, "SIGSYS"},
+    };
+    static char other[24];
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (t[i].sig == sig)
+            return t[i].name;
+    snprintf(other, sizeof other, "signal %d", sig);
+    return other;
+}
+
+/* Parses all of s as an integer in [lo, hi]; 0 on success, -1 if not. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* A port that was free a moment ago: bind 127.0.0.1:0 and close. Another
+ * process may take it before rank 0 does; --port avoids the race. */
+static int pick_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t len = sizeof a;
+    int port = -1, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    close(fd);
+    return port;
+}
+
+/* ---- output ---------------------------------------------------------- */
+
+/* Writes all of iov to fd; on a write error (reader gone) that output is
+ * dropped from then on, so the ranks are still drained and never block. */
+static void write_all(int fd, struct iovec *iov, int cnt)
+{
+    while (cnt > 0 && !J.broken[fd]) {
+        ssize_t w = writev(fd, iov, cnt);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno == EAGAIN) { /* stdout was left non-blocking */
+                struct pollfd p = {.fd = fd, .events = POLLOUT};
+                poll(&p, 1, -1);
+                continue;
+            }
+            J.broken[fd] = 1;
+            return;
+        }
+        while (cnt > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++, cnt--;
+        }
+        if (cnt > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+}
+
+/* Writes a then b (either may be empty) for the stream's rank, with the
+ * prefix when a new line starts; remembers whether the line was left open. */
+static void emit(struct stream *s, const char *a, size_t alen, const char *b,
+                 size_t blen)
+{
+    char pre[16];
+    struct iovec iov[3];
+    int k = 0;
+    if (J.prefix && !s->midline) {
+        int n = snprintf(pre, sizeof pre, "[%d] ", s->rank);
+        iov[k++] = (struct iovec){pre, (size_t)n};
+    }
+    if (alen)
+        iov[k++] = (struct iovec){(void *)a, alen};
+    if (blen)
+        iov[k++] = (struct iovec){(void *)b, blen};
+    write_all(s->dst, iov, k);
+    const char *last = blen ? b + blen - 1 : alen ? a + alen - 1 : NULL;
+    if (last)
+        s->midline = *last != '\n';
+}
+
+static void drop_buf(struct stream *s)
+{
+    free(s->buf);
+    s->buf = NULL;
+    s->cap = 0;
+}
+
+static void stream_close(struct stream *s)
+{
+    if (s->fd < 0)
+        return;
+    if (J.prefix && (s->len || s->midline))
+        emit(s, s->buf, s->len, "\n", 1); /* end the partial line */
+    s->len = 0;
+    close(s->fd);
+    s->fd = -1;
+    J.nopen--;
+    drop_buf(s);
+}
+
+/* Makes room in s->buf for n more bytes; -1 if there is no memory. */
+static int hold(struct stream *s, size_t n)
+{
+    size_t cap = s->cap ? s->cap : 4096;
+    while (cap < s->len + n)
+        cap *= 2;
+    if (cap != s->cap) {
+        char *p = realloc(s->buf, cap);
+        if (!p)
+            return -1;
+        s->buf = p;
+        s->cap = cap;
+    }
+    return 0;
+}
+
+/* Hands n new bytes to the output: whole lines go out at once, with what
+ * was held; the rest is held until it ends or grows past LINE_BYTES. */
+static void feed(struct stream *s, const char *p, size_t n)
+{
+    while (n > 0) {
+        const char *nl = memchr(p, '\n', n);
+        size_t take = nl ? (size_t)(nl - p) + 1 : n;
+        if (!nl && s->len + n <= LINE_BYTES && hold(s, n) == 0) {
+            memcpy(s->buf + s->len, p, n);
+            s->len += n;
+            return;
+        }
+        emit(s, s->buf, s->len, p, take);
+        s->len = 0;
+        if (s->cap > READ_BYTES)
+            drop_buf(s); /* give back what a long line took */
+        p += take, n -= take;
+    }
+}
+
+static void stream_read(struct stream *s)
+{
+    static char buf[READ_BYTES];
+    ssize_t n = read(s->fd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0)
+        stream_close(s);
+    else if (!J.prefix)
+        emit(s, buf, (size_t)n, NULL, 0);
+    else
+        feed(s, buf, (size_t)n);
+}
+
+/* ---- ranks ----------------------------------------------------------- */
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    pending[sig] = 1;
+    if (write(self_pipe[1], "", 1) < 0) {
+        /* pipe full: a wakeup is already pending */
+    }
+    errno = saved;
+}
+
+/* SIGCHLD first; the others are forwarded to the ranks. */
+static const int caught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+
+static int setup_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal,
+                           .sa_flags = SA_RESTART | SA_NOCLDSTOP};
+    if (pipe2(self_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+        return -1;
+    sigemptyset(&sa.sa_mask);
+    for (size_t k = 0; k < sizeof caught / sizeof caught[0]; k++) {
+        struct sigaction old;
+        /* A signal ignored by whoever started us (nohup, a background
+         * job) stays ignored, here and in the ranks. */
+        if (k > 0 && sigaction(caught[k], NULL, &old) == 0 &&
+            old.sa_handler == SIG_IGN)
+            continue;
+        if (sigaction(caught[k], &sa, NULL) < 0)
+            return -1;
+    }
+    signal(SIGPIPE, SIG_IGN); /* a closed stdout must not kill us */
+    return 0;
+}
+
+/* In the child after fork: become rank i and exec argv; never returns. */
+static void exec_rank(int i, char **argv, int out, int err,
+                      const sigset_t *mask)
+{
+    char num[16];
+    int saved_err = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    for (size_t k = 0; k < sizeof caught / sizeof caught[0]; k++) {
+        struct sigaction cur;
+        if (sigaction(caught[k], NULL, &cur) == 0 &&
+            cur.sa_handler == on_signal)
+            signal(caught[k], SIG_DFL);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, mask, NULL);
+    setrlimit(RLIMIT_NOFILE, &J.nofile);
+    setpgid(0, 0);
+    if (i != 0 || isatty(0)) {
+        int fd = open("/dev/null", O_RDONLY);
+        if (fd > 0) {
+            dup2(fd, 0);
+            close(fd);
+        }
+    }
+    dup2(out, 1);
+    dup2(err, 2);
+    snprintf(num, sizeof num, "%d", i);
+    setenv("FABRPC_RANK", num, 1);
+    setenv("FABRPC_LOCAL_RANK", num, 1);
+    execvp(argv[0], argv);
+    int e = errno;
+    if (saved_err >= 0)
+        dprintf(saved_err, "fabrpc-run: rank %d: cannot execute %s: %s\n", i,
+                argv[0], strerror(e));
+    _exit(127);
+}
+
+static int spawn(int i, char **argv)
+{
+    int out[2], err[2];
+    sigset_t all, old;
+    if (pipe2(out, O_CLOEXEC) < 0)
+        return -1;
+    if (pipe2(err, O_CLOEXEC) < 0) {
+        close(out[0]), close(out[1]);
+        return -1;
+    }
+    /* No handler of ours may run in the child before exec. */
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, &old);
+    pid_t pid = fork();
+    if (pid == 0)
+        exec_rank(i, argv, out[1], err[1], &old);
+    int e = errno;
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    close(out[1]), close(err[1]);
+    if (pid < 0) {
+        close(out[0]), close(err[0]);
+        errno = e;
+        return -1;
+    }
+    setpgid(pid, pid); /* also here, so kill(-pid) works at once */
+    J.ranks[i].pid = pid;
+    J.ranks[i].out = (struct stream){.rank = i, .fd = out[0], .dst = 1};
+    J.ranks[i].err = (struct stream){.rank = i, .fd = err[0], .dst = 2};
+    J.nalive++, J.nopen += 2;
+    return 0;
+}
+
+static void signal_ranks(int sig)
+{
+    for (int i = 0; i < J.n; i++)
+        if (J.ranks[i].pid > 0)
+            kill(-J.ranks[i].pid, sig);
+}
+
+/* Sends sig to every rank still running; SIGKILL follows after GRACE_S. */
+static void stop(int sig)
+{
+    if (J.stopping)
+        return;
+    J.stopping = 1;
+    J.stop_sig = sig;
+    J.t_kill = now_s() + GRACE_S;
+    signal_ranks(sig);
+}
+
+static void kill_all(void)
+{
+    for (int i = 0; i < J.n; i++)
+        if (J.ranks[i].pid > 0)
+            fprintf(stderr, "fabrpc-run: rank %d still running; sending "
+                            "SIGKILL\n", i);
+    signal_ranks(SIGKILL);
+    J.killed = 1;
+}
+
+/* Reports how rank i ended. A failure while the job runs is reported and
+ * stops the job; once stopping, only deaths we did not cause are told. */
+static void rank_ended(int i, int st)
+{
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+    int code = sig ? 128 + sig : WEXITSTATUS(st);
+    if (code == 0)
+        return;
+    if (J.stopping && (!sig || sig == J.stop_sig || sig == SIGKILL))
+        return;
+    if (sig)
+        fprintf(stderr, "fabrpc-run: rank %d killed by signal %s%s\n", i,
+                sig_name(sig), WCOREDUMP(st) ? " (core dumped)" : "");
+    else
+        fprintf(stderr, "fabrpc-run: rank %d exited with status %d\n", i,
+                code);
+    if (!J.fail_code)
+        J.fail_code = code;
+    stop(SIGTERM);
+}
+
+static void reap(void)
+{
+    for (;;) {
+        siginfo_t si = {0};
+        int st;
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT) < 0 ||
+            si.si_pid == 0)
+            return;
+        pid_t pid = si.si_pid;
+        kill(-pid, SIGKILL); /* what the rank left in its group */
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        for (int i = 0; i < J.n; i++)
+            if (J.ranks[i].pid == pid) {
+                J.ranks[i].pid = 0;
+                J.nalive--;
+                rank_ended(i, st);
+            }
+    }
+}
+
+static void handle_signals(void)
+{
+    char buf[64];
+    while (read(self_pipe[0], buf, sizeof buf) > 0)
+        ;
+    if (pending[SIGCHLD]) {
+        pending[SIGCHLD] = 0;
+        reap();
+    }
+    for (size_t k = 1; k < sizeof caught / sizeof caught[0]; k++) {
+        int sig = caught[k]; /* caught[0] is SIGCHLD */
+        if (!pending[sig])
+            continue;
+        pending[sig] = 0;
+        if (!J.got_signal)
+            J.got_signal = sig;
+        stop(sig); /* once stopping, SIGKILL comes at its time anyway */
+    }
+}
+
+/* Keeps in *next the earliest deadline (0 = none yet). */
+static void earliest(double *next, double t)
+{
+    if (*next == 0 || t < *next)
+        *next = t;
+}
+
+/* Acts on the deadlines that have passed; returns the poll() timeout in
+ * ms until the next one, or -1 if there is none. */
+static int check_deadlines(void)
+{
+    double now = now_s(), next = 0;
+    if (J.timeout > 0 && !J.stopping) {
+        if (now >= J.t_start + J.timeout) {
+            fprintf(stderr, "fabrpc-run: timeout after %g s; ranks still "
+                            "running:", J.timeout);
+            for (int i = 0; i < J.n; i++)
+                if (J.ranks[i].pid > 0)
+                    fprintf(stderr, " %d", i);
+            fputc('\n', stderr);
+            J.timed_out = 1;
+            stop(SIGTERM);
+        } else {
+            earliest(&next, J.t_start + J.timeout);
+        }
+    }
+    if (J.stopping && !J.killed && J.nalive > 0) {
+        if (now >= J.t_kill)
+            kill_all();
+        else
+            earliest(&next, J.t_kill);
+    }
+    if (J.nalive == 0 && J.nopen > 0) { /* a process escaped its group */
+        if (J.t_drain == 0)
+            J.t_drain = now + DRAIN_S;
+        if (now >= J.t_drain) {
+            for (int i = 0; i < J.n; i++) {
+                stream_close(&J.ranks[i].out);
+                stream_close(&J.ranks[i].err);
+            }
+        } else {
+            earliest(&next, J.t_drain);
+        }
+    }
+    if (next == 0)
+        return -1;
+    return (int)((next - now) * 1000.0) + 1; /* +1: never wake too early */
+}
+
+/* Last resort when the loop cannot go on: SIGKILL every rank, reap all. */
+static int abort_job(const char *what)
+{
+    perror(what);
+    signal_ranks(SIGKILL);
+    while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+        ;
+    return -1;
+}
+
+static int run_loop(void)
+{
+    int rc = 0;
+    struct pollfd *pfd = calloc((size_t)(1 + 2 * J.n), sizeof *pfd);
+    struct stream **map = calloc((size_t)(1 + 2 * J.n), sizeof *map);
+    if (!pfd || !map)
+        rc = abort_job("fabrpc-run: calloc");
+    while (rc == 0 && (J.nalive > 0 || J.nopen > 0)) {
+        int ms = check_deadlines(), k = 1;
+        if (J.nalive == 0 && J.nopen == 0)
+            break;
+        pfd[0] = (struct pollfd){.fd = self_pipe[0], .events = POLLIN};
+        for (int i = 0; i < J.n; i++) {
+            struct stream *two[2] = {&J.ranks[i].out, &J.ranks[i].err};
+            for (int j = 0; j < 2; j++)
+                if (two[j]->fd >= 0) {
+                    map[k] = two[j];
+                    pfd[k++] = (struct pollfd){.fd = two[j]->fd,
+                                               .events = POLLIN};
+                }
+        }
+        if (poll(pfd, (nfds_t)k, ms) < 0 && errno != EINTR) {
+            rc = abort_job("fabrpc-run: poll");
+            break;
+        }
+        if (pfd[0].revents)
+            handle_signals();
+        for (int j = 1; j < k; j++)
+            if (pfd[j].revents)
+                stream_read(map[j]);
+    }
+    free(pfd), free(map);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"provider", required_argument, NULL, 'p'},
+        {"timeout", required_argument, NULL, 't'},
+        {"port", required_argument, NULL, 'P'},
+        {"no-prefix", no_argument, NULL, 'x'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *provider = NULL;
+    long n = 0, port = 0;
+    char *end, buf[64];
+    int c;
+    J.prefix = 1;
+    while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'n':
+            if (parse_int(optarg, 1, MAX_RANKS, &n) < 0)
+                return usage_error("-n must be a number from 1 to 1024");
+            break;
+        case 'p':
+            provider = optarg;
+            break;
+        case 't':
+            errno = 0;
+            J.timeout = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(J.timeout > 0) ||
+                J.timeout > 1e9)
+                return usage_error("--timeout must be a number of seconds > 0");
+            break;
+        case 'P':
+            if (parse_int(optarg, 1, 65535, &port) < 0)
+                return usage_error("--port must be a number from 1 to 65535");
+            break;
+        case 'x':
+            J.prefix = 0;
+            break;
+        case 'h':
+            fputs(usage_text, stdout);
+            return 0;
+        default:
+            return usage_error(NULL);
+        }
+    }
+    if (n == 0)
+        return usage_error("-n N is required");
+    if (optind >= argc)
+        return usage_error("no program given");
+    if (port == 0 && (port = pick_port()) < 0) {
+        perror("fabrpc-run: cannot find a free port");
+        return 1;
+    }
+
+    /* The environment every rank shares; rank numbers are set per child. */
+    snprintf(buf, sizeof buf, "%ld", n);
+    setenv("FABRPC_WORLD_SIZE", buf, 1);
+    snprintf(buf, sizeof buf, "127.0.0.1:%ld", port);
+    setenv("FABRPC_STORE_ADDR", buf, 1);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(buf, sizeof buf, "%ld-%lld.%09ld", (long)getpid(),
+             (long long)ts.tv_sec, (long)ts.tv_nsec);
+    setenv("FABRPC_JOB_ID", buf, 1);
+    if (provider)
+        setenv("FABRPC_PROVIDER", provider, 1);
+    setenv("FI_TCP_IFACE", "lo", 0);
+
+    /* 2 pipes a rank may pass the usual soft limit of 1024 descriptors. */
+    getrlimit(RLIMIT_NOFILE, &J.nofile);
+    struct rlimit raised = J.nofile;
+    raised.rlim_cur = raised.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &raised);
+
+    J.n = (int)n;
+    J.ranks = calloc((size_t)n, sizeof *J.ranks);
+    if (!J.ranks || setup_signals() < 0) {
+        perror("fabrpc-run");
+        return 1;
+    }
+    J.t_start = now_s();
+    for (int i = 0; i < J.n; i++)
+        J.ranks[i].out.fd = J.ranks[i].err.fd = -1;
+    for (int i = 0; i < J.n && !J.stopping; i++)
+        if (spawn(i, argv + optind) < 0) {
+            fprintf(stderr, "fabrpc-run: cannot start rank %d: %s\n", i,
+                    strerror(errno));
+            J.fail_code = 1;
+            stop(SIGTERM);
+        }
+    if (run_loop() < 0)
+        return 1;
+    if (J.timed_out)
+        return 124;
+    if (J.got_signal)
+        return 128 + J.got_signal;
+    return J.fail_code;
+}
