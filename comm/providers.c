@@ -54,7 +54,7 @@ int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
     return n > 0 ? n : FRPC_EINVAL;
 }
 
-static struct fi_info *hints_for(const char *name)
+static struct fi_info *make_hints(void)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
@@ -67,45 +67,45 @@ static struct fi_info *hints_for(const char *name)
      * (eager buffers are posted without descriptors). */
     h->domain_attr->mr_mode = FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
                               FI_MR_PROV_KEY | FI_MR_ENDPOINT;
-    h->fabric_attr->prov_name = strdup(name);
-    if (!h->fabric_attr->prov_name) {
-        fi_freeinfo(h);
-        return NULL;
-    }
     return h;
 }
 
-static void discover_one(fr_backend *b)
+/* Does libfabric's provider name ("tcp;ofi_rxm") have core provider name? */
+static int core_is(const char *prov_name, const char *name)
 {
-    struct fi_info *h = hints_for(b->name), *info = NULL;
-    int ret;
+    size_t n = strlen(name);
+    return prov_name && strncmp(prov_name, name, n) == 0 &&
+           (prov_name[n] == '\0' || prov_name[n] == ';');
+}
 
-    if (!h) {
-        snprintf(b->reason, sizeof(b->reason), "out of memory");
-        return;
+/* One fi_getinfo for all providers: each call rescans them all, which
+ * costs a noticeable part of a second. */
+static void match_all(fr_backends *bs, struct fi_info *all, int ret)
+{
+    for (int i = 0; i < bs->n; i++) {
+        fr_backend *b = &bs->b[i];
+        for (struct fi_info *fi = all; fi && !b->up; fi = fi->next) {
+            if (!core_is(fi->fabric_attr->prov_name, b->name))
+                continue;
+            struct fi_info *next = fi->next;
+            fi->next = NULL;
+            b->info = fi_dupinfo(fi);
+            fi->next = next;
+            b->up = b->info != NULL;
+        }
+        if (!b->up)
+            snprintf(b->reason, sizeof(b->reason),
+                     "libfabric has no usable RDM endpoint for it here "
+                     "(fi_getinfo: %s)",
+                     ret ? fi_strerror(-ret) : "no matching provider");
     }
-    ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, h, &info);
-    fi_freeinfo(h);
-    if (ret || !info) {
-        snprintf(b->reason, sizeof(b->reason),
-                 "libfabric has no usable RDM endpoint for it here "
-                 "(fi_getinfo: %s)",
-                 fi_strerror(ret < 0 ? -ret : FI_ENODATA));
-        return;
-    }
-    /* Keep only the first (preferred) match. */
-    if (info->next) {
-        fi_freeinfo(info->next);
-        info->next = NULL;
-    }
-    b->info = info;
-    b->up = 1;
 }
 
 int fr_backends_discover(fr_backends *bs, const char *list)
 {
     char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
-    int n;
+    struct fi_info *hints, *all = NULL;
+    int n, ret;
 
     if (!bs)
         return FRPC_EINVAL;
@@ -115,11 +115,16 @@ int fr_backends_discover(fr_backends *bs, const char *list)
                           FR_BACKEND_MAX);
     if (n < 0)
         return n;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         strcpy(bs->b[i].name, names[i]);
-        discover_one(&bs->b[i]);
-    }
     bs->n = n;
+    if (!(hints = make_hints()))
+        return FRPC_ENOMEM;
+    ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &all);
+    fi_freeinfo(hints);
+    match_all(bs, ret ? NULL : all, ret);
+    if (all)
+        fi_freeinfo(all);
     return 0;
 }
 

@@ -261,9 +261,9 @@ static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
     uint8_t hdr[FR_STORE_REQ_HDR], rep[FR_STORE_REP_HDR];
     size_t klen = strlen(key);
     hdr[0] = op;
-    fr_store__put16(hdr + 1, (uint16_t)klen);
-    fr_store__put32(hdr + 3, (uint32_t)len);
-    fr_store__put64(hdr + 7, (uint64_t)arg);
+    fr_store__put(hdr + 1, (uint16_t)klen, 2);
+    fr_store__put(hdr + 3, (uint32_t)len, 4);
+    fr_store__put(hdr + 7, (uint64_t)arg, 8);
     struct iovec iov[3] = {{hdr, sizeof(hdr)},
                            {(void *)key, klen},
                            {(void *)val, len}};
@@ -276,12 +276,12 @@ static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
                            : fr_store__now_ms() + wait_ms + FR_STORE_GRACE_MS;
     if (recv_all(c->fd, rep, sizeof(rep), deadline) != 0)
         return lost(c);
-    int32_t status = (int32_t)fr_store__get32(rep);
-    uint32_t rlen = fr_store__get32(rep + 12);
+    int32_t status = (int32_t)fr_store__get(rep, 4);
+    uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
     if (status > 0 || rlen > FR_STORE_MAX_VALUE || (rlen && !value) ||
         (rlen && status))
         return lost(c);
-    *num = (int64_t)fr_store__get64(rep + 4);
+    *num = (int64_t)fr_store__get(rep + 4, 8);
     if (status != 0 || !value)
         return status;
     uint8_t *buf = malloc(rlen ? rlen : 1);
@@ -343,7 +343,7 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
     uint8_t tmo[8];
     if (!c || !key_ok(key))
         return FRPC_EINVAL;
-    fr_store__put64(tmo, (uint64_t)(timeout_ms > 0 ? timeout_ms : 0));
+    fr_store__put(tmo, (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), 8);
     return roundtrip(c, FR_STORE_OP_WAIT_GE, key, target, tmo, sizeof(tmo),
                      timeout_ms > 0 ? timeout_ms : -1, &num, NULL, NULL);
 }

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
+#include "comm/clock.h"
 #include "comm/store.h"
 
 enum fr_store_op {
@@ -28,41 +28,17 @@ enum fr_store_op {
 /* The largest request the server accepts. */
 #define FR_STORE_MAX_REQ (FR_STORE_REQ_HDR + FR_STORE_MAX_KEY + FR_STORE_MAX_VALUE)
 
-static inline void fr_store__put16(uint8_t *p, uint16_t v)
+/* n-byte little-endian integers (n <= 8). */
+static inline void fr_store__put(uint8_t *p, uint64_t v, int n)
 {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-}
-
-static inline void fr_store__put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < n; i++)
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static inline void fr_store__put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static inline uint16_t fr_store__get16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static inline uint32_t fr_store__get32(const uint8_t *p)
-{
-    uint32_t v = 0;
-    for (int i = 3; i >= 0; i--)
-        v = (v << 8) | p[i];
-    return v;
-}
-
-static inline uint64_t fr_store__get64(const uint8_t *p)
+static inline uint64_t fr_store__get(const uint8_t *p, int n)
 {
     uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
+    for (int i = n - 1; i >= 0; i--)
         v = (v << 8) | p[i];
     return v;
 }
@@ -70,9 +46,7 @@ static inline uint64_t fr_store__get64(const uint8_t *p)
 /* Monotonic clock in milliseconds. */
 static inline int64_t fr_store__now_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (int64_t)(fr_now_ns() / 1000000u);
 }
 
 /* "host:port", or "[host]:port" when host is an IPv6 literal. */

@@ -173,9 +173,9 @@ static int conn_reply(struct conn *c, int32_t status, int64_t num,
         c->wbuf = b;
         c->wcap = need;
     }
-    fr_store__put32(c->wbuf, (uint32_t)status);
-    fr_store__put64(c->wbuf + 4, (uint64_t)num);
-    fr_store__put32(c->wbuf + 12, (uint32_t)len);
+    fr_store__put(c->wbuf, (uint32_t)status, 4);
+    fr_store__put(c->wbuf + 4, (uint64_t)num, 8);
+    fr_store__put(c->wbuf + 12, (uint32_t)len, 4);
     if (len)
         memcpy(c->wbuf + FR_STORE_REP_HDR, val, len);
     c->wlen = need;
@@ -255,7 +255,8 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
         c->op = op;
         memcpy(c->key, key, strlen(key) + 1);
         c->target = op == FR_STORE_OP_GET ? 0 : arg;
-        timeout = op == FR_STORE_OP_GET ? arg : (int64_t)fr_store__get64(val);
+        timeout = op == FR_STORE_OP_GET ? arg
+                                        : (int64_t)fr_store__get(val, 8);
         int64_t now = fr_store__now_ms();
         c->deadline = (timeout <= 0 || timeout > INT64_MAX - now)
                           ? INT64_MAX : now + timeout;
@@ -323,9 +324,9 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
             return;
         const uint8_t *p = c->rbuf;
         uint8_t op = p[0];
-        uint16_t klen = fr_store__get16(p + 1);
-        uint32_t vlen = fr_store__get32(p + 3);
-        int64_t arg = (int64_t)fr_store__get64(p + 7);
+        uint16_t klen = (uint16_t)fr_store__get(p + 1, 2);
+        uint32_t vlen = (uint32_t)fr_store__get(p + 3, 4);
+        int64_t arg = (int64_t)fr_store__get(p + 7, 8);
         bool ok = klen >= 1 && klen <= FR_STORE_MAX_KEY &&
                   vlen <= FR_STORE_MAX_VALUE &&
                   (op == FR_STORE_OP_SET ||

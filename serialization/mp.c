@@ -134,28 +134,28 @@ static int rd_container(struct rd *r, msgpack_object *o, int is_map,
         return FRPC_ENOMEM;
     size_t bytes = (size_t)n * esize;
 
-    msgpack_object *elems = NULL;
+    void *mem = NULL; /* the entries; stays NULL in the checking pass */
     if (r->zone == NULL) {
         if (r->zbytes > SIZE_MAX - bytes)
             return FRPC_ENOMEM;
         r->zbytes += bytes;
     } else if (n > 0) {
-        elems = msgpack_zone_malloc(r->zone, bytes);
-        if (elems == NULL)
+        mem = msgpack_zone_malloc(r->zone, bytes);
+        if (mem == NULL)
             return FRPC_ENOMEM;
     }
+    msgpack_object_kv *kv = is_map ? mem : NULL;
+    msgpack_object *arr = is_map ? NULL : mem;
 
     for (size_t i = 0; i < (size_t)n; i++) {
-        msgpack_object *k = NULL, *v = NULL;
-        if (elems != NULL && is_map) {
-            k = &((msgpack_object_kv *)(void *)elems)[i].key;
-            v = &((msgpack_object_kv *)(void *)elems)[i].val;
-        } else if (elems != NULL) {
-            v = &elems[i];
+        int rc;
+        if (is_map) {
+            rc = rd_value(r, kv ? &kv[i].key : NULL, depth + 1);
+            if (rc == 0)
+                rc = rd_value(r, kv ? &kv[i].val : NULL, depth + 1);
+        } else {
+            rc = rd_value(r, arr ? &arr[i] : NULL, depth + 1);
         }
-        int rc = is_map ? rd_value(r, k, depth + 1) : 0;
-        if (rc == 0)
-            rc = rd_value(r, v, depth + 1);
         if (rc != 0)
             return rc;
     }
@@ -163,11 +163,11 @@ static int rd_container(struct rd *r, msgpack_object *o, int is_map,
     if (is_map) {
         o->type = MSGPACK_OBJECT_MAP;
         o->via.map.size = (uint32_t)n;
-        o->via.map.ptr = (msgpack_object_kv *)(void *)elems;
+        o->via.map.ptr = kv;
     } else {
         o->type = MSGPACK_OBJECT_ARRAY;
         o->via.array.size = (uint32_t)n;
-        o->via.array.ptr = elems;
+        o->via.array.ptr = arr;
     }
     return 0;
 }
@@ -263,9 +263,10 @@ static int rd_value(struct rd *r, msgpack_object *o, unsigned depth)
 int fr_mp_parse(const void *buf, size_t len, msgpack_object *obj,
                 msgpack_zone *zone)
 {
+    if (zone != NULL)
+        memset(zone, 0, sizeof *zone);
     if (obj == NULL || zone == NULL || (buf == NULL && len > 0))
         return FRPC_EINVAL;
-    memset(zone, 0, sizeof *zone);
     if (len == 0)
         return FRPC_EPROTO;
 

@@ -18,12 +18,7 @@
  * - The loop ends when every rank is reaped and every output pipe closed.
  *   Stopping is always SIGTERM (or the forwarded signal) to every group
  *   still running, then SIGKILL GRACE_S seconds later.
- * - Output goes out line by line, each line in one write with its "[i] "
- *   prefix, so lines of different ranks never mix. A partial line is held
- *   until its newline, the pipe's end (then a newline is added) or
- *   LINE_BYTES (1 MiB; then it goes out as is and the rest of that line
- *   follows without a prefix, and may be mixed with other ranks' lines).
- *   Apart from prefixes and that final newline, bytes are passed as read.
+ * - The ranks' output is tagged line by line in run_output.c.
  *
  * Exit status (also in --help): 0 when every rank exits 0; the status of
  * the first rank that failed (S for "exit S", 128+SIG for a signal, 127
@@ -44,30 +39,18 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "run_output.h"
+
 #define MAX_RANKS 1024
 #define GRACE_S 3.0      /* SIGTERM -> SIGKILL */
 #define DRAIN_S 1.0      /* all ranks gone -> close pipes still open */
-#define LINE_BYTES (1 << 20) /* longest partial line held back */
-#define READ_BYTES 65536
-
-struct stream {
-    int rank;
-    int fd;      /* read end of the rank's pipe; -1 once closed */
-    int dst;     /* 1 (stdout) or 2 (stderr) */
-    int midline; /* what went out last did not end a line */
-    size_t len;  /* bytes of a partial line held in buf */
-    size_t cap;  /* bytes allocated at buf */
-    char *buf;
-};
-
 struct rank {
     pid_t pid; /* 0 when not started or reaped */
-    struct stream out, err;
+    struct run_stream out, err;
 };
 
 static struct {
@@ -77,7 +60,6 @@ static struct {
     double timeout, t_start, t_kill, t_drain; /* seconds; 0 = none */
     int stopping, stop_sig, killed, timed_out, got_signal;
     int fail_code;    /* exit status of the first failure; 0 = none */
-    int broken[3];    /* writing to fd 1 or 2 failed: drop that output */
     struct rlimit nofile; /* restored in the ranks */
 } J;
 
@@ -188,129 +170,14 @@ static int pick_port(void)
     return port;
 }
 
-/* ---- output ---------------------------------------------------------- */
-
-/* Writes all of iov to fd; on a write error (reader gone) that output is
- * dropped from then on, so the ranks are still drained and never block. */
-static void write_all(int fd, struct iovec *iov, int cnt)
+static void stream_close(struct run_stream *s)
 {
-    while (cnt > 0 && !J.broken[fd]) {
-        ssize_t w = writev(fd, iov, cnt);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            if (errno == EAGAIN) { /* stdout was left non-blocking */
-                struct pollfd p = {.fd = fd, .events = POLLOUT};
-                poll(&p, 1, -1);
-                continue;
-            }
-            J.broken[fd] = 1;
-            return;
-        }
-        while (cnt > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++, cnt--;
-        }
-        if (cnt > 0) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
+    if (s->fd >= 0) {
+        run_stream_close(s);
+        J.nopen--;
     }
 }
 
-/* Writes a then b (either may be empty) for the stream's rank, with the
- * prefix when a new line starts; remembers whether the line was left open. */
-static void emit(struct stream *s, const char *a, size_t alen, const char *b,
-                 size_t blen)
-{
-    char pre[16];
-    struct iovec iov[3];
-    int k = 0;
-    if (J.prefix && !s->midline) {
-        int n = snprintf(pre, sizeof pre, "[%d] ", s->rank);
-        iov[k++] = (struct iovec){pre, (size_t)n};
-    }
-    if (alen)
-        iov[k++] = (struct iovec){(void *)a, alen};
-    if (blen)
-        iov[k++] = (struct iovec){(void *)b, blen};
-    write_all(s->dst, iov, k);
-    const char *last = blen ? b + blen - 1 : alen ? a + alen - 1 : NULL;
-    if (last)
-        s->midline = *last != '\n';
-}
-
-static void drop_buf(struct stream *s)
-{
-    free(s->buf);
-    s->buf = NULL;
-    s->cap = 0;
-}
-
-static void stream_close(struct stream *s)
-{
-    if (s->fd < 0)
-        return;
-    if (J.prefix && (s->len || s->midline))
-        emit(s, s->buf, s->len, "\n", 1); /* end the partial line */
-    s->len = 0;
-    close(s->fd);
-    s->fd = -1;
-    J.nopen--;
-    drop_buf(s);
-}
-
-/* Makes room in s->buf for n more bytes; -1 if there is no memory. */
-static int hold(struct stream *s, size_t n)
-{
-    size_t cap = s->cap ? s->cap : 4096;
-    while (cap < s->len + n)
-        cap *= 2;
-    if (cap != s->cap) {
-        char *p = realloc(s->buf, cap);
-        if (!p)
-            return -1;
-        s->buf = p;
-        s->cap = cap;
-    }
-    return 0;
-}
-
-/* Hands n new bytes to the output: whole lines go out at once, with what
- * was held; the rest is held until it ends or grows past LINE_BYTES. */
-static void feed(struct stream *s, const char *p, size_t n)
-{
-    while (n > 0) {
-        const char *nl = memchr(p, '\n', n);
-        size_t take = nl ? (size_t)(nl - p) + 1 : n;
-        if (!nl && s->len + n <= LINE_BYTES && hold(s, n) == 0) {
-            memcpy(s->buf + s->len, p, n);
-            s->len += n;
-            return;
-        }
-        emit(s, s->buf, s->len, p, take);
-        s->len = 0;
-        if (s->cap > READ_BYTES)
-            drop_buf(s); /* give back what a long line took */
-        p += take, n -= take;
-    }
-}
-
-static void stream_read(struct stream *s)
-{
-    static char buf[READ_BYTES];
-    ssize_t n = read(s->fd, buf, sizeof buf);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
-    if (n <= 0)
-        stream_close(s);
-    else if (!J.prefix)
-        emit(s, buf, (size_t)n, NULL, 0);
-    else
-        feed(s, buf, (size_t)n);
-}
-
-/* ---- ranks ----------------------------------------------------------- */
 
 static void on_signal(int sig)
 {
@@ -408,8 +275,8 @@ static int spawn(int i, char **argv)
     }
     setpgid(pid, pid); /* also here, so kill(-pid) works at once */
     J.ranks[i].pid = pid;
-    J.ranks[i].out = (struct stream){.rank = i, .fd = out[0], .dst = 1};
-    J.ranks[i].err = (struct stream){.rank = i, .fd = err[0], .dst = 2};
+    run_stream_init(&J.ranks[i].out, i, out[0], 1, J.prefix);
+    run_stream_init(&J.ranks[i].err, i, err[0], 2, J.prefix);
     J.nalive++, J.nopen += 2;
     return 0;
 }
@@ -567,7 +434,7 @@ static int run_loop(void)
 {
     int rc = 0;
     struct pollfd *pfd = calloc((size_t)(1 + 2 * J.n), sizeof *pfd);
-    struct stream **map = calloc((size_t)(1 + 2 * J.n), sizeof *map);
+    struct run_stream **map = calloc((size_t)(1 + 2 * J.n), sizeof *map);
     if (!pfd || !map)
         rc = abort_job("fabrpc-run: calloc");
     while (rc == 0 && (J.nalive > 0 || J.nopen > 0)) {
@@ -576,7 +443,7 @@ static int run_loop(void)
             break;
         pfd[0] = (struct pollfd){.fd = self_pipe[0], .events = POLLIN};
         for (int i = 0; i < J.n; i++) {
-            struct stream *two[2] = {&J.ranks[i].out, &J.ranks[i].err};
+            struct run_stream *two[2] = {&J.ranks[i].out, &J.ranks[i].err};
             for (int j = 0; j < 2; j++)
                 if (two[j]->fd >= 0) {
                     map[k] = two[j];
@@ -591,8 +458,8 @@ static int run_loop(void)
         if (pfd[0].revents)
             handle_signals();
         for (int j = 1; j < k; j++)
-            if (pfd[j].revents)
-                stream_read(map[j]);
+            if (pfd[j].revents && run_stream_read(map[j]) == 1)
+                stream_close(map[j]);
     }
     free(pfd), free(map);
     return rc;

@@ -11,7 +11,7 @@
 #   pid_alive PID           true while PID is a live process (not a zombie)
 #   make_tmpdir             set TMPD to a new directory, removed at exit;
 #                           the pids in any TMPD/*.pid file are killed then
-#   run_case NAME FUNC      run FUNC in a subshell (so fail ends only that
+#   run_case NAME FUNC ARGS...  run FUNC ARGS in a subshell (so fail ends only that
 #                           case), print "PASS: NAME" or "FAIL: NAME"
 #   finish_cases            print "N passed, M failed"; exit 1 if M > 0
 #
@@ -84,7 +84,8 @@ CASES_FAILED=0
 
 run_case() {
     local name=$1 fn=$2
-    if ( "$fn" ); then
+    shift 2
+    if ( "$fn" "$@" ); then
         echo "PASS: $name"
         CASES_PASSED=$((CASES_PASSED + 1))
     else
