@@ -81,10 +81,11 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     d.key = fi_mr_key(o->mr);
     d.len = len;
     d.cookie = o->cookie;
-    fr_rndv_encode(&d, descbuf, sizeof(descbuf));
     e.flags |= FR_ENV_F_RNDV;
-    rc = fr__fabric_send_frame(f, dst, &e, descbuf, sizeof(descbuf),
-                               deadline_ns);
+    rc = fr_rndv_encode(&d, descbuf, sizeof(descbuf));
+    if (!rc)
+        rc = fr__fabric_send_frame(f, dst, &e, descbuf, sizeof(descbuf),
+                                   deadline_ns);
     if (rc) {
         fr__rndv_on_done(f, dst, o->cookie); /* nobody will read it */
         return rc;

@@ -48,6 +48,7 @@
 #define MAX_RANKS 1024
 #define GRACE_S 3.0      /* SIGTERM -> SIGKILL */
 #define DRAIN_S 1.0      /* all ranks gone -> close pipes still open */
+
 struct rank {
     pid_t pid; /* 0 when not started or reaped */
     struct run_stream out, err;
@@ -480,6 +481,9 @@ int main(int argc, char **argv)
     char *end, buf[64];
     int c;
     J.prefix = 1;
+    for (int fd = 0; fd < 3; fd++) /* a closed 0-2 would be reused */
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
+            return 1;
     while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':

@@ -66,8 +66,8 @@ static void write_all(int fd, struct iovec *iov, int cnt)
 
 /* Writes a then b (either may be empty) for the stream's rank, with the
  * prefix when a new line starts; remembers whether the line was left open. */
-static void emit(struct run_stream *s, const char *a, size_t alen, const char *b,
-                 size_t blen)
+static void emit(struct run_stream *s, const char *a, size_t alen,
+                 const char *b, size_t blen)
 {
     char pre[16];
     struct iovec iov[3];

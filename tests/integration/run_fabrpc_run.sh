@@ -2,6 +2,7 @@
 # Tests of fabrpc-run itself, with small shell scripts as the ranks:
 # environment, output prefixes, exit statuses, signals, timeouts, cleanup.
 # Uses FABRPC_RUN (make check sets it), else ../../tools/fabrpc-run.
+# shellcheck disable=SC2016  # rank scripts in '' expand in the rank
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
 
@@ -33,11 +34,11 @@ expect_status() {
 
 # expect_gone FILE...: every pid in the files is gone within 2 s.
 expect_gone() {
-    local f pid tries
+    local f pid
     for f in "$@"; do
         [ -s "$f" ] || fail "no pid in $f"
         pid=$(cat "$f")
-        for tries in $(seq 20); do
+        for _ in $(seq 20); do
             pid_alive "$pid" || continue 2
             sleep 0.1
         done
@@ -45,15 +46,15 @@ expect_gone() {
     done
 }
 
-# wait_files N PATTERN: wait up to 10 s until N files match PATTERN.
+# wait_files N GLOB: wait up to 10 s until N files match GLOB.
 wait_files() {
-    local n=$1 pat=$2 tries
-    for tries in $(seq 100); do
-        # shellcheck disable=SC2086  # PATTERN is a glob
-        [ "$(ls $pat 2>/dev/null | wc -l)" -ge "$n" ] && return 0
+    local n=$1 glob=$2 have=0
+    for _ in $(seq 100); do
+        have=$(compgen -G "$glob" | wc -l)
+        [ "$have" -ge "$n" ] && return 0
         sleep 0.1
     done
-    fail "only $(ls $pat 2>/dev/null | wc -l) of $n files $pat appeared"
+    fail "only $have of $n files $glob appeared"
 }
 
 prog env.sh <<'EOF'
@@ -150,7 +151,9 @@ EOF
     expect_status $? 1
     dt=$(($(now_ms) - t0))
     expect_grep '^fabrpc-run: rank 0 still running; sending SIGKILL$' "$TMPD/err"
-    [ "$dt" -ge 3000 ] && [ "$dt" -lt 10000 ] || fail "took $dt ms, expected 3 to 10 s"
+    if [ "$dt" -lt 3000 ] || [ "$dt" -ge 10000 ]; then
+        fail "took $dt ms, expected 3 to 10 s"
+    fi
     expect_gone "$TMPD/stubborn.pid"
 }
 

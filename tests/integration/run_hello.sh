@@ -1,7 +1,7 @@
 #!/bin/bash
 # The README's demo: 4 ranks say hello to each other, over shm and tcp.
 . "$(dirname "$0")/lib.sh"
-need_var FABRPC_RUN HELLO
+need_var FABRPC_RUN HELLO top_srcdir
 make_tmpdir
 
 hello() {
@@ -17,6 +17,19 @@ hello() {
         done
     done
 }
+add_example() {
+    local out="$TMPD/add.out"
+    run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$1" --timeout 100 \
+        "$(dirname "$HELLO")/add" >"$out" 2>&1 || { cat "$out"; return 1; }
+    expect_grep '^\[0\] 40 \+ 2 = 42$' "$out"
+}
+readme_matches_example() {
+    awk '/^```c$/{f=1;next} /^```$/{if(f){exit}} f' "$top_srcdir/README.md" |
+        diff -u - "$top_srcdir/examples/add.c"
+}
 run_case "hello, 4 ranks, shm" hello shm
 run_case "hello, 4 ranks, tcp" hello tcp
+run_case "README example runs (shm)" add_example shm
+run_case "README example runs (tcp)" add_example tcp
+run_case "README example is examples/add.c" readme_matches_example
 finish_cases
