@@ -17,22 +17,15 @@
  *   ready; a parked request whose deadline passes is answered with
  *   FRPC_ETIMEDOUT. Deadlines use the monotonic clock and set the poll
  *   timeout.
- * - A malformed request (unknown op, key of 0 or over FR_STORE_MAX_KEY bytes
- *   or holding a NUL, value over FR_STORE_MAX_VALUE, a GET or ADD with a
- *   value, a WAIT_GE whose value is not 8 bytes) closes that connection
- *   only. Out of memory while serving one request answers FRPC_ENOMEM.
- * - Counters are values holding a decimal integer ("42"), like torch's
- *   TCPStore: GET of a counter returns that text, and ADD or WAIT_GE on a
- *   value that is not one answers FRPC_EPROTO. A missing counter is 0.
- * - Keys live in a chained hash table of NBUCKETS buckets; nothing is ever
- *   deleted (a job has a few thousand keys at most).
+ * - A malformed request (see store.h) closes that connection only; out of
+ *   memory while serving a request answers it with FRPC_ENOMEM.
+ * - The keys and values are in an fr_store_table (store_table.c).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* accept4, pipe2 */
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -48,16 +41,7 @@
 
 #define RBUF_MIN 4096u
 #define BUF_KEEP (64u * 1024u) /* larger buffers are freed once idle */
-#define NBUCKETS 1024u
 #define ACCEPT_PAUSE_MS 100
-
-struct entry {
-    struct entry *next;
-    uint32_t hash;
-    size_t len;
-    uint8_t *val; /* malloc'ed, never NULL */
-    char key[];   /* NUL-terminated */
-};
 
 struct conn {
     int fd;
@@ -82,82 +66,11 @@ struct fr_store_server {
     struct conn **conns;
     size_t nconns, capconns;
     struct pollfd *pfds; /* capconns + 2 */
-    struct entry **buckets; /* NBUCKETS chains */
+    fr_store_table *table;
     size_t nparked;
     bool work;                  /* a woken conn waits for a pass */
     int64_t accept_paused_until; /* out of fds: stop accepting a while */
 };
-
-/* ---- key table ---------------------------------------------------------- */
-
-static uint32_t hash_key(const char *k)
-{
-    uint32_t h = 2166136261u; /* FNV-1a */
-    for (; *k; k++)
-        h = (h ^ (uint8_t)*k) * 16777619u;
-    return h;
-}
-
-static struct entry *table_find(const struct fr_store_server *s,
-                                const char *key)
-{
-    uint32_t h = hash_key(key);
-    for (struct entry *e = s->buckets[h % NBUCKETS]; e; e = e->next)
-        if (e->hash == h && strcmp(e->key, key) == 0)
-            return e;
-    return NULL;
-}
-
-/* Stores a copy of val under key. Returns 0 or FRPC_ENOMEM (key unchanged). */
-static int table_set(struct fr_store_server *s, const char *key,
-                     const void *val, size_t len)
-{
-    uint8_t *copy = malloc(len ? len : 1);
-    if (!copy)
-        return FRPC_ENOMEM;
-    if (len)
-        memcpy(copy, val, len);
-    struct entry *e = table_find(s, key);
-    if (!e) {
-        size_t klen = strlen(key);
-        e = malloc(sizeof(*e) + klen + 1);
-        if (!e) {
-            free(copy);
-            return FRPC_ENOMEM;
-        }
-        memcpy(e->key, key, klen + 1);
-        e->hash = hash_key(key);
-        e->val = NULL;
-        e->next = s->buckets[e->hash % NBUCKETS];
-        s->buckets[e->hash % NBUCKETS] = e;
-    }
-    free(e->val);
-    e->val = copy;
-    e->len = len;
-    return 0;
-}
-
-/* A missing entry counts 0; false when e does not hold a decimal integer. */
-static bool parse_counter(const struct entry *e, int64_t *v)
-{
-    char buf[24], *end;
-    *v = 0;
-    if (!e)
-        return true;
-    if (e->len == 0 || e->len >= sizeof(buf))
-        return false;
-    memcpy(buf, e->val, e->len);
-    buf[e->len] = '\0';
-    const char *d = buf[0] == '-' ? buf + 1 : buf;
-    if (*d < '0' || *d > '9')
-        return false;
-    errno = 0;
-    long long x = strtoll(buf, &end, 10);
-    if (errno || end != buf + e->len)
-        return false;
-    *v = x;
-    return true;
-}
 
 /* ---- connections -------------------------------------------------------- */
 
@@ -187,14 +100,15 @@ static int conn_reply(struct conn *c, int32_t status, int64_t num,
  * -1 the reply could not be buffered. */
 static int try_answer(struct fr_store_server *s, struct conn *c)
 {
-    const struct entry *e = table_find(s, c->key);
+    const uint8_t *val;
+    size_t len;
     int64_t v;
     int rc;
     if (c->op == FR_STORE_OP_GET) {
-        if (!e)
+        if (!fr_store_table_get(s->table, c->key, &val, &len))
             return 0;
-        rc = conn_reply(c, 0, 0, e->val, e->len);
-    } else if (!parse_counter(e, &v)) {
+        rc = conn_reply(c, 0, 0, val, len);
+    } else if (fr_store_table_counter(s->table, c->key, &v) != 0) {
         rc = conn_reply(c, FRPC_EPROTO, 0, NULL, 0);
     } else if (v < c->target) {
         return 0;
@@ -231,23 +145,15 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
                   const char *key, const uint8_t *val, uint32_t vlen,
                   int64_t arg)
 {
-    int64_t v, timeout;
-    char txt[24];
+    int64_t v = 0, timeout;
     int rc;
 
     switch (op) {
     case FR_STORE_OP_SET:
-        rc = table_set(s, key, val, vlen);
-        if (rc == 0)
-            wake(s, key);
-        return conn_reply(c, rc, 0, NULL, 0);
     case FR_STORE_OP_ADD:
-        if (!parse_counter(table_find(s, key), &v))
-            return conn_reply(c, FRPC_EPROTO, 0, NULL, 0);
-        if (__builtin_add_overflow(v, arg, &v))
-            return conn_reply(c, FRPC_EINVAL, 0, NULL, 0);
-        snprintf(txt, sizeof(txt), "%" PRId64, v);
-        rc = table_set(s, key, txt, strlen(txt));
+        rc = op == FR_STORE_OP_SET
+                 ? fr_store_table_set(s->table, key, val, vlen)
+                 : fr_store_table_add(s->table, key, arg, &v);
         if (rc == 0)
             wake(s, key);
         return conn_reply(c, rc, v, NULL, 0);
@@ -310,6 +216,24 @@ static void conn_read(struct conn *c)
     }
 }
 
+/* Whether a request header is well-formed (see store.h). */
+static bool header_ok(uint8_t op, uint16_t klen, uint32_t vlen)
+{
+    if (klen < 1 || klen > FR_STORE_MAX_KEY || vlen > FR_STORE_MAX_VALUE)
+        return false;
+    switch (op) {
+    case FR_STORE_OP_SET:
+        return true;
+    case FR_STORE_OP_GET:
+    case FR_STORE_OP_ADD:
+        return vlen == 0;
+    case FR_STORE_OP_WAIT_GE:
+        return vlen == 8;
+    default:
+        return false;
+    }
+}
+
 /* Parses and serves c's buffered requests while it is neither parked nor
  * sending. A malformed request marks c dead. */
 static void conn_process(struct fr_store_server *s, struct conn *c)
@@ -327,12 +251,7 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
         uint16_t klen = (uint16_t)fr_store__get(p + 1, 2);
         uint32_t vlen = (uint32_t)fr_store__get(p + 3, 4);
         int64_t arg = (int64_t)fr_store__get(p + 7, 8);
-        bool ok = klen >= 1 && klen <= FR_STORE_MAX_KEY &&
-                  vlen <= FR_STORE_MAX_VALUE &&
-                  (op == FR_STORE_OP_SET ||
-                   ((op == FR_STORE_OP_GET || op == FR_STORE_OP_ADD) && vlen == 0) ||
-                   (op == FR_STORE_OP_WAIT_GE && vlen == 8));
-        if (!ok) {
+        if (!header_ok(op, klen, vlen)) {
             c->dead = true;
             return;
         }
@@ -562,20 +481,12 @@ static void server_free(struct fr_store_server *s)
 {
     for (size_t i = 0; i < s->nconns; i++)
         conn_free(s->conns[i]);
-    for (size_t i = 0; s->buckets && i < NBUCKETS; i++) {
-        struct entry *e = s->buckets[i], *next;
-        for (; e; e = next) {
-            next = e->next;
-            free(e->val);
-            free(e);
-        }
-    }
+    fr_store_table_free(s->table);
     if (s->lfd >= 0)
         close(s->lfd);
     for (int i = 0; i < 2; i++)
         if (s->pipefd[i] >= 0)
             close(s->pipefd[i]);
-    free(s->buckets);
     free(s->conns);
     free(s->pfds);
     free(s);
@@ -593,9 +504,9 @@ int fr_store_server_start(const char *host, uint16_t port,
     if (!s)
         return FRPC_ENOMEM;
     s->lfd = s->pipefd[0] = s->pipefd[1] = -1;
-    s->buckets = calloc(NBUCKETS, sizeof(*s->buckets));
+    s->table = fr_store_table_new();
     s->pfds = malloc(2 * sizeof(*s->pfds));
-    if (!s->buckets || !s->pfds) {
+    if (!s->table || !s->pfds) {
         server_free(s);
         return FRPC_ENOMEM;
     }

@@ -11,6 +11,22 @@
 
 #include <fabrpc.h>
 
+/* The value stored under key in a msgpack map, or NULL. */
+static const msgpack_object *map_get(const msgpack_object *map,
+                                     const char *key)
+{
+    size_t n = strlen(key);
+    if (map->type != MSGPACK_OBJECT_MAP)
+        return NULL;
+    for (uint32_t i = 0; i < map->via.map.size; i++) {
+        const msgpack_object_kv *kv = &map->via.map.ptr[i];
+        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == n &&
+            memcmp(kv->key.via.str.ptr, key, n) == 0)
+            return &kv->val;
+    }
+    return NULL;
+}
+
 /* The handler: reads the caller's map without copying it and answers
  * with a map {"from": callee, "to": caller, "text": "hello ..."} */
 static void hello(frpc_request *req, void *user)
@@ -24,13 +40,9 @@ static void hello(frpc_request *req, void *user)
         frpc_respond_error(req, 1, "hello expects a msgpack map");
         return;
     }
-    for (uint32_t i = 0; i < args.obj.via.map.size; i++) {
-        msgpack_object_kv *kv = &args.obj.via.map.ptr[i];
-        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
-            memcmp(kv->key.via.str.ptr, "from", 4) == 0 &&
-            kv->val.type == MSGPACK_OBJECT_POSITIVE_INTEGER)
-            from = (int)kv->val.via.u64;
-    }
+    const msgpack_object *f = map_get(&args.obj, "from");
+    if (f && f->type == MSGPACK_OBJECT_POSITIVE_INTEGER)
+        from = (int)f->via.u64;
     frpc_mp_view_free(&args);
 
     char text[64];
@@ -56,14 +68,12 @@ static void print_reply(int me, int peer, const frpc_result *res)
         printf("rank %d: reply from rank %d is not a map\n", me, peer);
         return;
     }
-    for (uint32_t i = 0; i < v.obj.via.map.size; i++) {
-        msgpack_object_kv *kv = &v.obj.via.map.ptr[i];
-        if (kv->key.type == MSGPACK_OBJECT_STR && kv->key.via.str.size == 4 &&
-            memcmp(kv->key.via.str.ptr, "text", 4) == 0 &&
-            kv->val.type == MSGPACK_OBJECT_STR)
-            printf("rank %d called rank %d: %.*s\n", me, peer,
-                   (int)kv->val.via.str.size, kv->val.via.str.ptr);
-    }
+    const msgpack_object *t = map_get(&v.obj, "text");
+    if (t && t->type == MSGPACK_OBJECT_STR)
+        printf("rank %d called rank %d: %.*s\n", me, peer,
+               (int)t->via.str.size, t->via.str.ptr);
+    else
+        printf("rank %d: reply from rank %d has no text\n", me, peer);
     frpc_mp_view_free(&v);
 }
 

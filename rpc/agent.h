@@ -58,6 +58,12 @@ struct frpc_agent {
     pthread_mutex_t req_lock;
     frpc_request *requests; /* handed to handlers, not yet answered */
 
+    /* Callers spinning on the CQ: while there are any, the progress thread
+     * stands aside (on two cores, a third spinning thread costs ms). */
+    atomic_int spinning_callers;
+    pthread_mutex_t aside_lock;
+    pthread_cond_t aside_cond;
+
     pthread_t progress_thread;
     int progress_started;
     atomic_int stop;

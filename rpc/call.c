@@ -91,7 +91,11 @@ int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
                           fmt("call to '%s' on rank %d: args exceed the "
                               "message limit%s",
                               name, dst, ""));
-    if (atomic_load(&a->shutting_down))
+    /* While a graceful shutdown drains, handlers serving other ranks may
+     * still call out (they run on the polling thread); nobody else may. */
+    int closing = atomic_load(&a->shutting_down);
+    if (closing == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
+        (closing && !fr_fabric_polling_here(a->fab)))
         return set_result(res, FRPC_ESHUTDOWN,
                           fmt("call to '%s' on rank %d: agent is shutting "
                               "down%s",

@@ -14,7 +14,7 @@
 
 #define FR_DEFAULT_MAX_MSG (64u << 20)
 #define FR_DEFAULT_INIT_TIMEOUT_MS 60000
-#define FR_DEFAULT_SPIN_US 50
+#define FR_DEFAULT_SPIN_US 200
 
 void frpc_config_init(frpc_config *cfg)
 {

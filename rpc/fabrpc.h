@@ -71,7 +71,7 @@ typedef enum frpc_progress_mode {
  *  init_timeout_ms   0: FABRPC_INIT_TIMEOUT_MS, else 60000. Bound on the
  *                    bootstrap (store connection, address exchange).
  *  progress, spin_us FABRPC_PROGRESS (busy|adaptive|blocking) and
- *                    FABRPC_SPIN_US override the defaults (adaptive, 50 us)
+ *                    FABRPC_SPIN_US override the defaults (adaptive, 200 us)
  *                    only when the fields are left at their defaults.
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
@@ -120,10 +120,11 @@ enum {
 };
 
 /*
- * Ends the agent. Graceful: new calls from this rank fail with
+ * Ends the agent. Graceful: new calls from this rank's threads fail with
  * FRPC_ESHUTDOWN, calls already in flight finish, and this rank keeps
  * serving the others' requests until every rank has reached shutdown (a
- * barrier bounded by timeout_ms, <= 0 meaning 60 s). Immediate: in-flight
+ * barrier bounded by timeout_ms, <= 0 meaning 60 s); handlers serving them
+ * may still make nested calls until then. Immediate: in-flight
  * calls end with FRPC_ESHUTDOWN and no barrier is held. Either way, requests
  * that were never answered are released, all threads are joined and the
  * agent is freed: it must not be used again, and no other thread may be

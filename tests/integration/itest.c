@@ -9,6 +9,10 @@
  *            the error), invalid rank, bad arguments, args and replies over
  *            the limit, timeout with the late answer dropped, duplicate
  *            registration; a normal call still works after each.
+ *   nested   a handler calls the next rank and its own rank before it
+ *            answers; every rank calls every rank's such handler.
+ *   threads  4 threads per rank call random ranks (payloads up to 70 KB,
+ *            eager and rendezvous) at once; every reply is checked.
  *   strict   frpc_init must fail with FRPC_ENOBACKEND naming every provider
  *            in FABRPC_PROVIDER that did not come up (EXPECT_MISSING).
  *   backend  the active provider is EXPECT_PROVIDER.
@@ -18,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fabrpc.h>
@@ -263,6 +268,98 @@ static int mode_errors(void)
     return 0;
 }
 
+/* ---- nested calls and threads -------------------------------------- */
+
+static frpc_agent *g_agent;
+
+/* relay: a handler that calls the next rank and its own rank before it
+ * answers (a nested call from the progress path). */
+static void relay(frpc_request *req, void *user)
+{
+    int n = frpc_world_size(g_agent), next = (me + 1) % n;
+    uint8_t b[16];
+    int targets[2] = {next, me};
+    for (int i = 0; i < 2; i++) {
+        frpc_result res;
+        fill(b, sizeof(b), seed_of(me, targets[i], sizeof(b), 0));
+        int rc = frpc_call(g_agent, targets[i], "echo", b, sizeof(b),
+                           CALL_TIMEOUT_MS, &res);
+        if (rc || verify(res.data, res.len, seed_of(me, targets[i],
+                                                   sizeof(b), 1)) != 16) {
+            frpc_respond_error(req, 7, res.error ? res.error : "bad reply");
+            frpc_result_clear(&res);
+            return;
+        }
+        frpc_result_clear(&res);
+    }
+    frpc_respond(req, "relayed", 7);
+}
+
+static int mode_nested(void)
+{
+    frpc_agent *a = start();
+    g_agent = a;
+    int n = frpc_world_size(a);
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "relay", relay, NULL, 0) == 0, "register");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    for (int k = 0; k < n; k++) {
+        int dst = (me + k) % n;
+        frpc_result res;
+        int rc = frpc_call(a, dst, "relay", NULL, 0, CALL_TIMEOUT_MS, &res);
+        CHECK(rc == 0 && res.len == 7 && memcmp(res.data, "relayed", 7) == 0,
+              "relay via %d: %s", dst, res.error ? res.error : "");
+        frpc_result_clear(&res);
+    }
+    printf("ok: nested calls through every rank\n");
+    finish(a);
+    return 0;
+}
+
+#define THREADS 4
+#define THREAD_CALLS 300
+
+static void *caller_thread(void *arg)
+{
+    frpc_agent *a = g_agent;
+    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + (unsigned)me;
+    int n = frpc_world_size(a);
+    uint8_t *buf = malloc(70000);
+    for (int i = 0; i < THREAD_CALLS && buf; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int dst = (int)((seed >> 8) % (unsigned)n);
+        size_t len = (seed >> 4) % 3 == 0 ? (seed >> 12) % 70000
+                                          : (seed >> 12) % 512;
+        frpc_result res;
+        fill(buf, len, seed_of(me, dst, len, 0));
+        int rc = frpc_call(a, dst, "echo", buf, len, CALL_TIMEOUT_MS, &res);
+        CHECK(rc == 0 && res.len == len &&
+                  verify(res.data, len, seed_of(me, dst, len, 1)) == len,
+              "thread call %d -> %d (%zu B): %s", me, dst, len,
+              res.error ? res.error : frpc_strerror(rc));
+        frpc_result_clear(&res);
+    }
+    free(buf);
+    return NULL;
+}
+
+static int mode_threads(void)
+{
+    pthread_t t[THREADS];
+    frpc_agent *a = start();
+    g_agent = a;
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    for (int i = 0; i < THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, caller_thread,
+                             (void *)(uintptr_t)i) == 0, "pthread_create");
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    printf("ok: %d threads x %d calls\n", THREADS, THREAD_CALLS);
+    finish(a);
+    return 0;
+}
+
 static int mode_strict(void)
 {
     char err[2048] = "";
@@ -311,13 +408,17 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: itest calls|errors|strict|backend\n");
+        fprintf(stderr, "usage: itest calls|errors|nested|threads|strict|backend\n");
         return 2;
     }
     if (strcmp(argv[1], "calls") == 0)
         return mode_calls();
     if (strcmp(argv[1], "errors") == 0)
         return mode_errors();
+    if (strcmp(argv[1], "nested") == 0)
+        return mode_nested();
+    if (strcmp(argv[1], "threads") == 0)
+        return mode_threads();
     if (strcmp(argv[1], "strict") == 0)
         return mode_strict();
     if (strcmp(argv[1], "backend") == 0)

@@ -10,6 +10,8 @@
 
 #include "comm/bootenv.h"
 
+#include "check_main.h"
+
 static const char *const all_vars[] = {
     "FABRPC_RANK", "FABRPC_WORLD_SIZE", "RANK", "WORLD_SIZE",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
@@ -35,6 +37,9 @@ static void clear_env(void)
         unsetenv(all_vars[i]);
 }
 
+/* Every test starts from an environment without any of all_vars. */
+static const fr_fixture clean_env = {clear_env, NULL};
+
 /* Sets pairs[from..] so that every lower-priority source is present too. */
 static void set_pairs_from(size_t from)
 {
@@ -48,7 +53,8 @@ static fr_bootenv resolve_ok(int cfg_rank, int cfg_world, const char *addr)
 {
     fr_bootenv be;
     char err[256] = "";
-    int rc = fr_bootenv_resolve(cfg_rank, cfg_world, addr, &be, err, sizeof(err));
+    int rc = fr_bootenv_resolve(cfg_rank, cfg_world, addr, &be, err,
+                                sizeof(err));
     ck_assert_msg(rc == 0, "resolve: %d %s", rc, err);
     return be;
 }
@@ -65,15 +71,27 @@ static void resolve_fails(int cfg_rank, int cfg_world, const char *addr,
     ck_assert_msg(strstr(err, needle2), "'%s' not in: %s", needle2, err);
 }
 
+static void expect_rank(const fr_bootenv *be, int rank, int world,
+                        const char *source)
+{
+    ck_assert_int_eq(be->rank, rank);
+    ck_assert_int_eq(be->world_size, world);
+    ck_assert_str_eq(be->source, source);
+}
+
+static void expect_store(const fr_bootenv *be, const char *host,
+                         unsigned port, const char *source)
+{
+    ck_assert_str_eq(be->store_host, host);
+    ck_assert_uint_eq(be->store_port, port);
+    ck_assert_str_eq(be->store_source, source);
+}
+
 START_TEST(test_default)
 {
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    ck_assert_int_eq(be.rank, 0);
-    ck_assert_int_eq(be.world_size, 1);
-    ck_assert_str_eq(be.source, "default");
-    ck_assert_str_eq(be.store_host, "127.0.0.1");
-    ck_assert_uint_eq(be.store_port, 29500);
-    ck_assert_str_eq(be.store_source, "default");
+    expect_rank(&be, 0, 1, "default");
+    expect_store(&be, "127.0.0.1", 29500, "default");
     be = resolve_ok(-1, -1, ""); /* "" is "not given" */
     ck_assert_str_eq(be.store_source, "default");
 }
@@ -84,12 +102,8 @@ START_TEST(test_config_wins)
     set_pairs_from(0);
     setenv("FABRPC_STORE_ADDR", "envhost:1", 1);
     fr_bootenv be = resolve_ok(6, 8, "cfghost:4242");
-    ck_assert_int_eq(be.rank, 6);
-    ck_assert_int_eq(be.world_size, 8);
-    ck_assert_str_eq(be.source, "config");
-    ck_assert_str_eq(be.store_host, "cfghost");
-    ck_assert_uint_eq(be.store_port, 4242);
-    ck_assert_str_eq(be.store_source, "config");
+    expect_rank(&be, 6, 8, "config");
+    expect_store(&be, "cfghost", 4242, "config");
 }
 END_TEST
 
@@ -98,9 +112,8 @@ START_TEST(test_env_priority)
 {
     set_pairs_from((size_t)_i);
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.source, pairs[_i].source);
-    ck_assert_int_eq(be.rank, pairs[_i].r);
-    ck_assert_int_eq(be.world_size, pairs[_i].w);
+    expect_rank(&be, pairs[_i].r, pairs[_i].w, pairs[_i].source);
+    expect_store(&be, "127.0.0.1", 29500, "default");
 }
 END_TEST
 
@@ -111,8 +124,8 @@ START_TEST(test_empty_is_unset)
     setenv("WORLD_SIZE", "", 1);
     setenv("FABRPC_STORE_ADDR", "", 1);
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.source, "slurm");
-    ck_assert_str_eq(be.store_source, "default");
+    expect_rank(&be, 5, 6, "slurm");
+    expect_store(&be, "127.0.0.1", 29500, "default");
 }
 END_TEST
 
@@ -121,22 +134,18 @@ START_TEST(test_store_addr_sources)
     setenv("MASTER_ADDR", "master0", 1);
     setenv("MASTER_PORT", "29400", 1);
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.store_source, "MASTER_ADDR");
-    ck_assert_str_eq(be.store_host, "master0");
-    ck_assert_uint_eq(be.store_port, 29400);
+    expect_store(&be, "master0", 29400, "MASTER_ADDR");
 
     setenv("MASTER_ADDR", "[fd00::7]", 1); /* brackets optional there */
     be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.store_host, "fd00::7");
+    expect_store(&be, "fd00::7", 29400, "MASTER_ADDR");
     setenv("MASTER_ADDR", "fd00::8", 1);
     be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.store_host, "fd00::8");
+    expect_store(&be, "fd00::8", 29400, "MASTER_ADDR");
 
     setenv("FABRPC_STORE_ADDR", "[::1]:29501", 1); /* wins over MASTER_* */
     be = resolve_ok(-1, -1, NULL);
-    ck_assert_str_eq(be.store_source, "FABRPC_STORE_ADDR");
-    ck_assert_str_eq(be.store_host, "::1");
-    ck_assert_uint_eq(be.store_port, 29501);
+    expect_store(&be, "::1", 29501, "FABRPC_STORE_ADDR");
 }
 END_TEST
 
@@ -154,7 +163,8 @@ START_TEST(test_bad_values)
         {"FABRPC_RANK", "0x1", "FABRPC_RANK='0x1'"},
         {"FABRPC_RANK", "4", "FABRPC_RANK=4 is not below FABRPC_WORLD_SIZE=4"},
         {"FABRPC_WORLD_SIZE", "0", "FABRPC_WORLD_SIZE=0 is out of range"},
-        {"FABRPC_WORLD_SIZE", "65537", "FABRPC_WORLD_SIZE=65537 is out of range"},
+        {"FABRPC_WORLD_SIZE", "65537",
+         "FABRPC_WORLD_SIZE=65537 is out of range"},
         {"FABRPC_WORLD_SIZE", "99999999999999999999999",
          "FABRPC_WORLD_SIZE=99999999999999999999999 is out of range"},
     };
@@ -169,7 +179,7 @@ START_TEST(test_bad_values)
     setenv("SLURM_PROCID", "65535", 1);
     setenv("SLURM_NTASKS", "65536", 1);
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    ck_assert_int_eq(be.rank, 65535);
+    expect_rank(&be, 65535, 65536, "slurm");
     setenv("MASTER_ADDR", "h", 1);
     setenv("MASTER_PORT", "0", 1);
     resolve_fails(-1, -1, NULL, "MASTER_PORT=0", "out of range");
@@ -307,45 +317,30 @@ START_TEST(test_getenv_long)
                      FRPC_EINVAL);
     ck_assert_int_eq(fr_bootenv_parse_long("X", NULL, 0, 1, &v, NULL, 0),
                      FRPC_EINVAL);
-    ck_assert_int_eq(fr_bootenv_resolve(0, 1, NULL, NULL, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_bootenv_resolve(0, 1, NULL, NULL, NULL, 0),
+                     FRPC_EINVAL);
 }
 END_TEST
 
 int main(void)
 {
-    const struct {
-        const char *name;
-        const TTest *test;
-        int loop_end; /* > 0: a loop test run for _i in [0, loop_end) */
-    } tests[] = {
-        {"nothing set: rank 0 of 1 at 127.0.0.1:29500", test_default, 0},
-        {"config values win over the environment", test_config_wins, 0},
+    const fr_test_case tests[] = {
+        {"nothing set: rank 0 of 1 at 127.0.0.1:29500", test_default},
+        {"config values win over the environment", test_config_wins},
         {"each env source wins over the later ones", test_env_priority,
-         (int)NPAIRS},
-        {"an empty variable counts as unset", test_empty_is_unset, 0},
+         .loop_end = (int)NPAIRS},
+        {"an empty variable counts as unset", test_empty_is_unset},
         {"store address from MASTER_* and FABRPC_STORE_ADDR",
-         test_store_addr_sources, 0},
-        {"bad values are refused naming the variable", test_bad_values, 0},
-        {"bad config values are refused", test_bad_config, 0},
-        {"a half-set pair is refused", test_half_set_pair, 2 * (int)NPAIRS},
-        {"MASTER_ADDR without MASTER_PORT is refused", test_half_set_master, 0},
-        {"host:port and [v6addr]:port syntax", test_addr_syntax, 0},
-        {"integer helpers are strict", test_getenv_long, 0},
+         test_store_addr_sources},
+        {"bad values are refused naming the variable", test_bad_values},
+        {"bad config values are refused", test_bad_config},
+        {"a half-set pair is refused", test_half_set_pair,
+         .loop_end = 2 * (int)NPAIRS},
+        {"MASTER_ADDR without MASTER_PORT is refused", test_half_set_master},
+        {"host:port and [v6addr]:port syntax", test_addr_syntax},
+        {"integer helpers are strict", test_getenv_long},
     };
-    Suite *su = suite_create("bootenv");
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 10);
-        tcase_add_checked_fixture(tc, clear_env, NULL);
-        if (tests[i].loop_end > 0)
-            tcase_add_loop_test(tc, tests[i].test, 0, tests[i].loop_end);
-        else
-            tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(su, tc);
-    }
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return fr_run_tests_with_fixture("bootenv", tests,
+                                     sizeof(tests) / sizeof(tests[0]), 10,
+                                     &clean_env);
 }

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
+
 #define MAXP 4096u /* max_payload used unless a test says otherwise */
 
 /* Field offsets in the header (envelope.h). */
@@ -26,10 +28,7 @@ static void patch(uint8_t *p, unsigned off, unsigned size, uint64_t v)
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static uint64_t rnd(void)
 {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return rng_state;
+    return fr_xorshift64(&rng_state);
 }
 
 /* A valid envelope of that kind and flags, with distinctive field values
@@ -459,7 +458,7 @@ END_TEST
 
 int main(void)
 {
-    const struct { const char *name; const TTest *fn; } tests[] = {
+    const fr_test_case tests[] = {
         { "round trip of every kind and flag", roundtrip_every_kind_and_flag },
         { "header bytes are little-endian at documented offsets",
           header_bytes_are_little_endian_at_documented_offsets },
@@ -483,16 +482,6 @@ int main(void)
           function_id_is_fnv1a_stable_and_nonzero },
         { "random bytes never crash", random_bytes_never_crash },
     };
-    Suite *s = suite_create("envelope");
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return fr_run_tests("envelope", tests, sizeof(tests) / sizeof(tests[0]),
+                        60);
 }

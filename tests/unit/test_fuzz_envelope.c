@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static void feed(const uint8_t *buf, size_t n)
@@ -116,10 +118,7 @@ END_TEST
 static uint64_t xs = 0x2545f4914f6cdd1dull;
 static uint64_t xorshift(void)
 {
-    xs ^= xs << 13;
-    xs ^= xs >> 7;
-    xs ^= xs << 17;
-    return xs;
+    return fr_xorshift64(&xs);
 }
 
 START_TEST(random_buffers_keep_every_invariant)
@@ -160,7 +159,7 @@ END_TEST
 
 int main(void)
 {
-    const struct { const char *name; const TTest *fn; } tests[] = {
+    const fr_test_case tests[] = {
         { "valid frames keep every invariant",
           valid_frames_keep_every_invariant },
         { "every truncation keeps every invariant",
@@ -170,16 +169,6 @@ int main(void)
         { "200k random buffers keep every invariant",
           random_buffers_keep_every_invariant },
     };
-    Suite *s = suite_create("fuzz_envelope");
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 120);
-        tcase_add_test(tc, tests[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return fr_run_tests("fuzz_envelope", tests, sizeof(tests) / sizeof(tests[0]),
+                        120);
 }

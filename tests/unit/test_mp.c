@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
+
 static const char str_val[] = "hello, fabrpc";
 static const uint8_t bin_val[] = { 0, 1, 2, 0xff, 0xc1 };
 
@@ -364,7 +366,7 @@ END_TEST
 
 int main(void)
 {
-    const struct { const char *name; const TTest *fn; } tests[] = {
+    const fr_test_case tests[] = {
         { "nested maps, arrays, str and bin round trip", nested_round_trip },
         { "strings and binaries point into the input",
           strings_and_binaries_point_into_the_input },
@@ -384,16 +386,6 @@ int main(void)
         { "random objects round trip like msgpack",
           random_objects_round_trip_like_msgpack },
     };
-    Suite *s = suite_create("mp");
-    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 60);
-        tcase_add_test(tc, tests[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return fr_run_tests("mp", tests, sizeof(tests) / sizeof(tests[0]),
+                        60);
 }

@@ -10,6 +10,8 @@
 #include "rpc/registry.h"
 #include "serialization/envelope.h"
 
+#include "check_main.h"
+
 static void h1(frpc_request *r, void *u) { (void)r; (void)u; }
 static void h2(frpc_request *r, void *u) { (void)r; (void)u; }
 
@@ -150,12 +152,9 @@ START_TEST(strict_check_names_each_missing_provider)
 }
 END_TEST
 
-static Suite *suite(void)
+int main(void)
 {
-    const struct {
-        const char *name;
-        const TTest *test;
-    } tests[] = {
+    const fr_test_case tests[] = {
         {"add then find returns the entry", add_then_find_returns_the_entry},
         {"duplicate name is refused", duplicate_name_is_refused},
         {"id collision is refused", id_collision_is_refused},
@@ -167,21 +166,6 @@ static Suite *suite(void)
         {"strict check names each missing provider",
          strict_check_names_each_missing_provider},
     };
-    Suite *s = suite_create("registry and providers");
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, 30);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
-int main(void)
-{
-    SRunner *sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return fr_run_tests("registry and providers", tests,
+                        sizeof(tests) / sizeof(tests[0]), 30);
 }

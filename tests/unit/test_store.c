@@ -23,6 +23,8 @@
 #include "comm/clock.h"
 #include "comm/store.h"
 
+#include "check_main.h"
+
 #define HOST "127.0.0.1"
 #define LONG_MS 30000 /* a wait that must end by an event, not by time */
 #define NTHREADS 8
@@ -69,6 +71,9 @@ static void server_teardown(void)
     fr_store_server_stop(srv);
 }
 
+/* A server on a free port and a connected client before the test. */
+static const fr_fixture server = {server_setup, server_teardown};
+
 /* For a thread: a client of the fixture's server, or NULL with *rc set. */
 static fr_store_client *thread_client(int *rc)
 {
@@ -77,15 +82,20 @@ static fr_store_client *thread_client(int *rc)
     return c;
 }
 
+static pthread_t spawn(void *(*fn)(void *), void *arg)
+{
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, fn, arg), 0);
+    return th;
+}
+
 /* Runs fn on n threads at once, the i-th on base + i * size; joins all. */
 static void run_threads(void *(*fn)(void *), void *base, size_t size, int n)
 {
     pthread_t th[NCLIENTS];
     ck_assert_int_le(n, NCLIENTS);
     for (int i = 0; i < n; i++)
-        ck_assert_int_eq(
-            pthread_create(&th[i], NULL, fn, (char *)base + (size_t)i * size),
-            0);
+        th[i] = spawn(fn, (char *)base + (size_t)i * size);
     for (int i = 0; i < n; i++)
         pthread_join(th[i], NULL);
 }
@@ -142,8 +152,7 @@ static void *set_later(void *arg)
 START_TEST(test_get_waits_for_set)
 {
     int rc = -1;
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, set_later, &rc), 0);
+    pthread_t th = spawn(set_later, &rc);
     expect_value(cli, "later", "late"); /* parks up to 5 s */
     pthread_join(th, NULL);
     ck_assert_int_eq(rc, 0);
@@ -219,8 +228,7 @@ static void *wait_for_3(void *arg)
 START_TEST(test_wait_ge)
 {
     int rc = -1;
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, wait_for_3, &rc), 0);
+    pthread_t th = spawn(wait_for_3, &rc);
     for (int i = 0; i < 3; i++) {
         sleep_ms(50);
         ck_assert_int_eq(fr_store_add(cli, "w", 1, NULL), 0);
@@ -362,9 +370,8 @@ static void *start_late(void *arg)
 START_TEST(test_connect_retries)
 {
     int rc = -1;
-    pthread_t th;
     port = free_port();
-    ck_assert_int_eq(pthread_create(&th, NULL, start_late, &rc), 0);
+    pthread_t th = spawn(start_late, &rc);
     fr_store_client *c = NULL;
     char err[256] = "";
     int crc = fr_store_connect(HOST, port, 20000, &c, err, sizeof(err));
@@ -391,8 +398,7 @@ static void *get_forever(void *arg)
 START_TEST(test_stop_wakes_get)
 {
     int rc = 1;
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, get_forever, &rc), 0);
+    pthread_t th = spawn(get_forever, &rc);
     sleep_ms(300);
     int64_t t0 = now_ms();
     fr_store_server_stop(srv);
@@ -538,42 +544,27 @@ END_TEST
 
 int main(void)
 {
-    const struct {
-        const char *name;
-        const TTest *test;
-        int timeout_s;
-        bool fixture; /* a server and a client before the test */
-    } tests[] = {
-        {"set then get returns the value", test_set_get, 30, true},
-        {"get waits for a later set", test_get_waits_for_set, 30, true},
-        {"get of a missing key times out", test_get_times_out, 30, true},
-        {"add is atomic across 8 clients", test_add_atomic, 120, true},
-        {"wait_ge wakes when the counter is reached", test_wait_ge, 60, true},
-        {"barrier of 8 clients", test_barrier, 60, true},
-        {"empty and largest values", test_value_sizes, 60, true},
-        {"bad arguments are refused locally", test_bad_arguments, 30, true},
+    const fr_test_case tests[] = {
+        {"set then get returns the value", test_set_get, 30, &server},
+        {"get waits for a later set", test_get_waits_for_set, 30, &server},
+        {"get of a missing key times out", test_get_times_out, 30, &server},
+        {"add is atomic across 8 clients", test_add_atomic, 120, &server},
+        {"wait_ge wakes when the counter is reached", test_wait_ge, 60,
+         &server},
+        {"barrier of 8 clients", test_barrier, 60, &server},
+        {"empty and largest values", test_value_sizes, 60, &server},
+        {"bad arguments are refused locally", test_bad_arguments, 30,
+         &server},
         {"connect without a server fails naming it", test_connect_no_server,
-         30, false},
-        {"connect retries until the server starts", test_connect_retries, 60,
-         false},
-        {"server stop wakes a blocked get", test_stop_wakes_get, 60, true},
+         30},
+        {"connect retries until the server starts", test_connect_retries,
+         60},
+        {"server stop wakes a blocked get", test_stop_wakes_get, 60, &server},
         {"malformed requests close only that client",
-         test_garbage_disconnected, 60, true},
-        {"64 clients exchange keys and meet", test_many_clients, 120, true},
-        {"port 0 picks a free port", test_port_zero, 30, true},
+         test_garbage_disconnected, 60, &server},
+        {"64 clients exchange keys and meet", test_many_clients, 120,
+         &server},
+        {"port 0 picks a free port", test_port_zero, 30, &server},
     };
-    Suite *su = suite_create("store");
-    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
-        TCase *tc = tcase_create(tests[i].name);
-        tcase_set_timeout(tc, tests[i].timeout_s);
-        if (tests[i].fixture)
-            tcase_add_checked_fixture(tc, server_setup, server_teardown);
-        tcase_add_test(tc, tests[i].test);
-        suite_add_tcase(su, tc);
-    }
-    SRunner *sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? 0 : 1;
+    return fr_run_tests("store", tests, sizeof(tests) / sizeof(tests[0]), 30);
 }

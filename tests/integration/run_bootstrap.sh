@@ -1,0 +1,85 @@
+#!/bin/bash
+# Bootstrap: ranks started by other launchers' environments (torchrun,
+# mpirun, srun) find each other, and a store nobody serves or a rank that
+# never comes fails init with a clear error, in bounded time.
+. "$(dirname "$0")/lib.sh"
+need_var HELLO
+make_tmpdir
+unset FABRPC_RANK FABRPC_WORLD_SIZE FABRPC_STORE_ADDR RANK WORLD_SIZE \
+    MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
+    PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
+export FABRPC_PROVIDER=tcp
+
+free_port() { echo $((20000 + (RANDOM * 7 + $$) % 30000)); }
+
+# Starts 2 ranks by hand; $1 is a function that prints rank r's variables.
+two_ranks() {
+    local envfn=$1 r pids=() rc=0
+    for r in 0 1; do
+        # shellcheck disable=SC2046
+        env $($envfn $r) timeout -k 5 60 "$HELLO" >"$TMPD/r$r.out" 2>&1 &
+        pids+=($!)
+        echo "$!" >>"$TMPD/ranks.pid"
+    done
+    for r in 0 1; do wait "${pids[$r]}" || rc=1; done
+    cat "$TMPD/r0.out" "$TMPD/r1.out"
+    [ $rc = 0 ] || return 1
+    expect_grep "^rank 0 called rank 1: hello from rank 1 to rank 0$" "$TMPD/r0.out"
+    expect_grep "^rank 1 called rank 0: hello from rank 0 to rank 1$" "$TMPD/r1.out"
+}
+
+PORT=$(free_port)
+torchrun_env() { echo "RANK=$1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"; }
+mpirun_env() { echo "OMPI_COMM_WORLD_RANK=$1 OMPI_COMM_WORLD_SIZE=2 FABRPC_STORE_ADDR=127.0.0.1:$PORT"; }
+slurm_env() { echo "SLURM_PROCID=$1 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"; }
+pmi_env() { echo "PMI_RANK=$1 PMI_SIZE=2 FABRPC_STORE_ADDR=[::1]:$PORT"; }
+
+torchrun() { PORT=$(free_port); two_ranks torchrun_env; }
+mpirun() { PORT=$(free_port); two_ranks mpirun_env; }
+slurm() { PORT=$(free_port); two_ranks slurm_env; }
+pmi_ipv6() {
+    [ -e /proc/net/if_inet6 ] || skip "no IPv6"
+    PORT=$(free_port); two_ranks pmi_env
+}
+
+no_store() {
+    local port start end
+    port=$(free_port)
+    start=$(date +%s)
+    if FABRPC_RANK=1 FABRPC_WORLD_SIZE=2 FABRPC_STORE_ADDR=127.0.0.1:$port \
+        FABRPC_INIT_TIMEOUT_MS=1500 run_bounded 30 "$HELLO" >"$TMPD/ns.out" 2>&1; then
+        fail "init succeeded without a store"
+    fi
+    end=$(date +%s)
+    cat "$TMPD/ns.out"
+    expect_grep "127\.0\.0\.1:$port" "$TMPD/ns.out"
+    [ $((end - start)) -lt 20 ] || fail "took $((end - start)) s"
+}
+
+missing_rank() {
+    local port
+    port=$(free_port)
+    if FABRPC_RANK=0 FABRPC_WORLD_SIZE=2 FABRPC_STORE_ADDR=127.0.0.1:$port \
+        FABRPC_INIT_TIMEOUT_MS=1500 run_bounded 30 "$HELLO" >"$TMPD/mr.out" 2>&1; then
+        fail "init succeeded with a rank missing"
+    fi
+    cat "$TMPD/mr.out"
+    expect_grep "bootstrap" "$TMPD/mr.out"
+}
+
+bad_env() {
+    if FABRPC_RANK=2 FABRPC_WORLD_SIZE=2 run_bounded 30 "$HELLO" >"$TMPD/be.out" 2>&1; then
+        fail "init accepted rank 2 of 2"
+    fi
+    cat "$TMPD/be.out"
+    expect_grep "FABRPC_RANK" "$TMPD/be.out"
+}
+
+run_case "torchrun variables" torchrun
+run_case "mpirun variables" mpirun
+run_case "srun variables" slurm
+run_case "PMI variables, IPv6 store" pmi_ipv6
+run_case "unreachable store names its address" no_store
+run_case "a rank that never comes fails init" missing_rank
+run_case "invalid rank is refused" bad_env
+finish_cases
