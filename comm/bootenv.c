@@ -220,8 +220,18 @@ static int resolve_store(const char *cfg_store_addr, fr_bootenv *out,
     }
     int rc = copy_host("MASTER_ADDR", ma, h, len, out->store_host,
                        sizeof(out->store_host), errbuf, errlen);
-    return rc ? rc : parse_port("MASTER_PORT", mp, &out->store_port, errbuf,
-                                errlen);
+    if (!rc)
+        rc = parse_port("MASTER_PORT", mp, &out->store_port, errbuf, errlen);
+    /* torchrun's agent already serves its own store on MASTER_PORT: ours
+     * takes the next port. */
+    if (!rc && out->store_port == 65535) {
+        ERR("MASTER_PORT=65535 leaves no port for the fabrpc store "
+            "(it uses MASTER_PORT+1)");
+        return FRPC_EINVAL;
+    }
+    if (!rc)
+        out->store_port++;
+    return rc;
 }
 
 int fr_bootenv_resolve(int cfg_rank, int cfg_world, const char *cfg_store_addr,

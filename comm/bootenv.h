@@ -17,7 +17,8 @@
  *   "config"             cfg_store_addr, "host:port" or "[v6addr]:port"
  *   "FABRPC_STORE_ADDR"  same syntax
  *   "MASTER_ADDR"        MASTER_ADDR (a host, brackets optional) with
- *                        MASTER_PORT
+ *                        MASTER_PORT + 1 (torchrun's own store already
+ *                        listens on MASTER_PORT)
  *   "default"            127.0.0.1:29500
  *
  * Strict: a source that is set must be complete and valid, it is never

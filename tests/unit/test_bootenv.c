@@ -133,15 +133,19 @@ START_TEST(test_store_addr_sources)
 {
     setenv("MASTER_ADDR", "master0", 1);
     setenv("MASTER_PORT", "29400", 1);
+    /* torchrun's own store has MASTER_PORT: ours takes the next one */
     fr_bootenv be = resolve_ok(-1, -1, NULL);
-    expect_store(&be, "master0", 29400, "MASTER_ADDR");
+    expect_store(&be, "master0", 29401, "MASTER_ADDR");
 
     setenv("MASTER_ADDR", "[fd00::7]", 1); /* brackets optional there */
     be = resolve_ok(-1, -1, NULL);
-    expect_store(&be, "fd00::7", 29400, "MASTER_ADDR");
+    expect_store(&be, "fd00::7", 29401, "MASTER_ADDR");
     setenv("MASTER_ADDR", "fd00::8", 1);
     be = resolve_ok(-1, -1, NULL);
-    expect_store(&be, "fd00::8", 29400, "MASTER_ADDR");
+    expect_store(&be, "fd00::8", 29401, "MASTER_ADDR");
+    setenv("MASTER_PORT", "65535", 1);
+    resolve_fails(-1, -1, NULL, "MASTER_PORT=65535", "MASTER_PORT+1");
+    setenv("MASTER_PORT", "29400", 1);
 
     setenv("FABRPC_STORE_ADDR", "[::1]:29501", 1); /* wins over MASTER_* */
     be = resolve_ok(-1, -1, NULL);
