@@ -246,6 +246,37 @@ static int backoff(fr_fabric *f, uint64_t deadline_ns)
     return 0;
 }
 
+static int acquire_slot(fr_fabric *f, uint64_t deadline_ns,
+                        fr_send_slot **out)
+{
+    int rc;
+    while (!(*out = get_slot(f)))
+        if ((rc = backoff(f, deadline_ns)))
+            return rc;
+    return 0;
+}
+
+/* Sends len bytes of slot's buffer; the slot returns to the free list on
+ * completion, or now if the send cannot be posted. */
+static int post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
+                     uint64_t deadline_ns)
+{
+    ssize_t ret;
+    int rc;
+    sl->dst = dst;
+    while ((ret = fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
+                          &sl->op.fictx)) == -FI_EAGAIN)
+        if ((rc = backoff(f, deadline_ns))) {
+            put_slot(f, sl);
+            return rc;
+        }
+    if (ret) {
+        put_slot(f, sl);
+        return FRPC_ETRANSPORT;
+    }
+    return 0;
+}
+
 int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
                           const void *payload, size_t len,
                           uint64_t deadline_ns)
@@ -269,32 +300,42 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
             if ((rc = backoff(f, deadline_ns)))
                 return rc;
     } else {
-        fr_send_slot *s;
-        while (!(s = get_slot(f)))
-            if ((rc = backoff(f, deadline_ns)))
-                return rc;
-        if ((rc = fr_env_encode(&e, s->buf, f->opts.eager_max))) {
-            put_slot(f, s);
+        fr_send_slot *sl;
+        if ((rc = acquire_slot(f, deadline_ns, &sl)))
+            return rc;
+        if ((rc = fr_env_encode(&e, sl->buf, f->opts.eager_max))) {
+            put_slot(f, sl);
             return rc;
         }
         if (len)
-            memcpy(s->buf + FR_ENV_HDR_SIZE, payload, len);
-        s->dst = dst;
-        s->env = e;
-        while ((ret = fi_send(f->ep, s->buf, frame, NULL, f->peer[dst],
-                              &s->op.fictx)) == -FI_EAGAIN)
-            if ((rc = backoff(f, deadline_ns))) {
-                put_slot(f, s);
-                return rc;
-            }
-        if (ret)
-            put_slot(f, s);
+            memcpy(sl->buf + FR_ENV_HDR_SIZE, payload, len);
+        sl->env = e;
+        if ((rc = post_slot(f, sl, dst, frame, deadline_ns)))
+            return rc;
+        ret = 0;
     }
     if (ret)
         return FRPC_ETRANSPORT;
     atomic_fetch_add(&f->st.sent, 1);
     atomic_fetch_add(&f->st.bytes_sent, frame);
     return 0;
+}
+
+int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
+                       size_t len, uint64_t deadline_ns)
+{
+    fr_send_slot *sl;
+    int rc;
+
+    if (!f || !bytes || len == 0 || len > f->opts.eager_max)
+        return FRPC_EINVAL;
+    if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
+        return FRPC_ENORANK;
+    if ((rc = acquire_slot(f, deadline_ns, &sl)))
+        return rc;
+    memcpy(sl->buf, bytes, len);
+    memset(&sl->env, 0, sizeof(sl->env)); /* no call to route a failure to */
+    return post_slot(f, sl, dst, len, deadline_ns);
 }
 
 int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,

@@ -132,6 +132,12 @@ int fr_fabric_can_block(const fr_fabric *f);
 
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
 
+/* Sends len raw bytes (1..eager_max) to dst as one message, with no
+ * envelope: for fault tests that play a misbehaving peer. Errors as
+ * fr_fabric_send. */
+int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
+                       size_t len, uint64_t deadline_ns);
+
 /* Closes the endpoint and everything under it; frees rendezvous blocks
  * still held. No other thread may use f. NULL is a no-op. */
 void fr_fabric_close(fr_fabric *f);

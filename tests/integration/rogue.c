@@ -1,0 +1,172 @@
+/*
+ * rogue: rank 1 plays a misbehaving peer and sends rank 0 frames no honest
+ * agent sends: random bytes, truncated and inconsistent headers, unknown
+ * kinds, a wrong job token, answers to calls that do not exist, and
+ * rendezvous descriptors that are too large or point at nothing. Rank 0
+ * must drop or refuse each one, never crash or hang, count the drops, and
+ * keep serving: a normal call in each direction works afterwards.
+ *
+ * Run: fabrpc-run -n 2 [--provider P] rogue
+ * Links the layers' internals (it needs the raw fabric).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+#include "serialization/envelope.h"
+
+#define TIMEOUT_MS 60000
+
+static int me;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);          \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fprintf(stderr, "\n");                                            \
+            exit(1);                                                          \
+        }                                                                     \
+    } while (0)
+
+static void echo(frpc_request *req, void *user)
+{
+    size_t len;
+    const void *args = frpc_request_args(req, &len);
+    frpc_respond(req, args, len);
+}
+
+static void send_raw(frpc_agent *a, const void *b, size_t len)
+{
+    int rc = fr_fabric_send_raw(a->fab, 0, b, len, fr_deadline_ms(TIMEOUT_MS));
+    CHECK(rc == 0, "raw send of %zu bytes: %s", len, frpc_strerror(rc));
+}
+
+/* An encoded header for rank 0 from us, with the real token. */
+static size_t header(frpc_agent *a, uint8_t *buf, uint8_t kind,
+                     uint16_t flags, uint64_t req_id, uint64_t payload_len)
+{
+    fr_env e = {.kind = kind, .flags = flags, .req_id = req_id,
+                .func_id = fr_func_id("echo"), .src_rank = (uint32_t)me,
+                .token = a->token, .payload_len = payload_len};
+    CHECK(fr_env_encode(&e, buf, FR_ENV_HDR_SIZE) == 0, "encode");
+    return FR_ENV_HDR_SIZE;
+}
+
+/* Sends a rendezvous request whose descriptor is desc and returns what the
+ * callee answered (the status of our pending entry). */
+static int rndv_call(frpc_agent *a, const fr_rndv_desc *desc, int timeout)
+{
+    uint8_t buf[FR_ENV_HDR_SIZE + FR_RNDV_DESC_SIZE];
+    fr_pending p;
+    fr_pending_add(&a->pend, &p, 0, "echo");
+    header(a, buf, FR_ENV_REQUEST, FR_ENV_F_RNDV, p.id, FR_RNDV_DESC_SIZE);
+    CHECK(fr_rndv_encode(desc, buf + FR_ENV_HDR_SIZE, FR_RNDV_DESC_SIZE) == 0,
+          "rndv encode");
+    send_raw(a, buf, sizeof(buf));
+    fr_progress_wait_call(a, &p, fr_deadline_ms(timeout));
+    int status = p.res.status;
+    frpc_result_clear(&p.res);
+    fr_pending_release(&p);
+    return status;
+}
+
+static void misbehave(frpc_agent *a)
+{
+    uint8_t buf[512];
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+
+    for (int i = 0; i < 50; i++) { /* random bytes */
+        size_t len = 1 + (size_t)(x % sizeof(buf));
+        for (size_t j = 0; j < len; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            buf[j] = (uint8_t)x;
+        }
+        send_raw(a, buf, len);
+    }
+    header(a, buf, FR_ENV_REQUEST, 0, 1, 0);
+    send_raw(a, buf, 20); /* truncated header */
+    header(a, buf, FR_ENV_REQUEST, 0, 1, 1000);
+    send_raw(a, buf, FR_ENV_HDR_SIZE + 10); /* claims more than it has */
+    header(a, buf, FR_ENV_REQUEST, 0, 1, 0);
+    buf[5] = 9; /* unknown kind */
+    send_raw(a, buf, FR_ENV_HDR_SIZE);
+    header(a, buf, FR_ENV_REQUEST, 0, 1, 0);
+    buf[32] ^= 0xff; /* wrong job token */
+    send_raw(a, buf, FR_ENV_HDR_SIZE);
+    header(a, buf, FR_ENV_RESPONSE, 0, 0x7fffffffffffull, 4);
+    memcpy(buf + FR_ENV_HDR_SIZE, "lost", 4); /* answer to no call */
+    send_raw(a, buf, FR_ENV_HDR_SIZE + 4);
+    header(a, buf, FR_ENV_RNDV_DONE, 0, 12345, 0); /* release nothing */
+    send_raw(a, buf, FR_ENV_HDR_SIZE);
+    printf("ok: sent malformed frames\n");
+
+    fr_rndv_desc big = {.addr = 4096, .key = 1, .len = a->set.max_msg + 1,
+                        .cookie = 1};
+    int st = rndv_call(a, &big, TIMEOUT_MS);
+    CHECK(st == FRPC_ETOOBIG, "oversized rendezvous answered %s",
+          frpc_err_name(st));
+    printf("ok: oversized rendezvous refused with FRPC_ETOOBIG\n");
+
+    fr_rndv_desc bogus = {.addr = 4096, .key = 0xdeadbeef, .len = 1 << 20,
+                          .cookie = 2};
+    /* Providers differ: the read may fail at once (the callee answers
+     * FRPC_ETRANSPORT) or never complete (the target drops it); either way
+     * only this call suffers, and the callee keeps serving. */
+    st = rndv_call(a, &bogus, 3000);
+    CHECK(st == FRPC_ETRANSPORT || st == FRPC_ETIMEDOUT,
+          "bogus rendezvous answered %s", frpc_err_name(st));
+    printf("ok: unreadable rendezvous ended the call (%s)\n",
+           frpc_err_name(st));
+}
+
+static void call_ok(frpc_agent *a, int dst)
+{
+    frpc_result res;
+    int rc = frpc_call(a, dst, "echo", "still here", 10, TIMEOUT_MS, &res);
+    CHECK(rc == 0 && res.len == 10 && memcmp(res.data, "still here", 10) == 0,
+          "call to %d after the rogue frames: %s", dst,
+          res.error ? res.error : frpc_strerror(rc));
+    frpc_result_clear(&res);
+}
+
+int main(void)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_agent *a;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == 0, "init: %s", err);
+    me = frpc_rank(a);
+    CHECK(frpc_world_size(a) == 2, "run with 2 ranks");
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_barrier(a, TIMEOUT_MS) == 0, "barrier");
+    if (me == 1)
+        misbehave(a);
+    CHECK(frpc_barrier(a, TIMEOUT_MS) == 0, "barrier after");
+    call_ok(a, 1 - me);
+    if (me == 0) {
+        fr_fabric_stats st;
+        fr_fabric_get_stats(a->fab, &st);
+        CHECK(st.dropped_malformed >= 50 && st.dropped_token == 1,
+              "drops counted: malformed %llu, token %llu",
+              (unsigned long long)st.dropped_malformed,
+              (unsigned long long)st.dropped_token);
+        CHECK(atomic_load(&a->pend.dropped) >= 1,
+              "the answer to no call was dropped: %llu",
+              (unsigned long long)atomic_load(&a->pend.dropped));
+        printf("ok: rank 0 dropped %llu malformed frames, 1 with a wrong "
+               "token, 1 stray answer, and still serves\n",
+               (unsigned long long)st.dropped_malformed);
+    }
+    CHECK(frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, TIMEOUT_MS) == 0,
+          "shutdown");
+    return 0;
+}
