@@ -232,6 +232,10 @@ static int bootstrap(frpc_agent *a, char *err, size_t errlen)
 static void destroy(frpc_agent *a)
 {
     fr_progress_stop(a);
+    /* Every call ends exactly once: what is still in flight ends now. */
+    fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
+                    "the agent shut down before the answer came");
+    fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     fr_agent_release_requests(a);
     fr_fabric_close(a->fab);
     fr_store_close(a->store);
@@ -290,6 +294,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         say(err, errlen, "no usable libfabric provider on this rank:\n%s",
             rep);
         rc = FRPC_ENOBACKEND;
+        goto fail;
+    }
+    if ((rc = fr_pool_create(a->set.threads, a->set.queue_len, &a->pool))) {
+        say(err, errlen, "cannot start %u pool threads", a->set.threads);
         goto fail;
     }
     if ((rc = bootstrap(a, err, errlen)) || (rc = fr_progress_start(a)))
@@ -402,10 +410,36 @@ size_t frpc_backend_report(const frpc_agent *a, char *buf, size_t len)
     return fr_backends_report(&a->backends, a->provider, buf, len);
 }
 
+int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
+{
+    fr_fabric_stats fs = {0};
+    if (!a || !o)
+        return FRPC_EINVAL;
+    frpc_agent *m = (frpc_agent *)a;
+    memset(o, 0, sizeof(*o));
+    o->calls_started = atomic_load(&m->pend.st.started);
+    o->calls_ok = atomic_load(&m->pend.st.ok);
+    o->calls_remote_error = atomic_load(&m->pend.st.remote);
+    o->calls_timed_out = atomic_load(&m->pend.st.timed_out);
+    o->calls_cancelled = atomic_load(&m->pend.st.cancelled);
+    o->calls_failed = atomic_load(&m->pend.st.failed);
+    o->calls_in_flight = atomic_load(&m->pend.inflight);
+    o->answers_dropped = atomic_load(&m->pend.st.dropped);
+    o->requests_received = atomic_load(&m->requests_received);
+    o->requests_answered = atomic_load(&m->requests_answered);
+    if (m->fab)
+        fr_fabric_get_stats(m->fab, &fs);
+    o->frames_malformed = fs.dropped_malformed;
+    o->frames_bad_token = fs.dropped_token;
+    o->bytes_sent = fs.bytes_sent;
+    o->bytes_received = fs.bytes_received;
+    return 0;
+}
+
 int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
                   void *user, unsigned flags)
 {
-    if (!a || !name || flags != 0)
+    if (!a || !name || (flags & ~FRPC_INLINE))
         return FRPC_EINVAL;
     if (atomic_load(&a->shutting_down))
         return FRPC_ESHUTDOWN;

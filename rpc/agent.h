@@ -14,6 +14,7 @@
 #include "comm/store.h"
 #include "rpc/fabrpc.h"
 #include "rpc/pending.h"
+#include "rpc/pool.h"
 #include "rpc/registry.h"
 
 /* Settings after the config, the environment and the defaults are merged. */
@@ -27,6 +28,7 @@ typedef struct fr_settings {
     int init_timeout_ms;
     frpc_progress_mode progress;
     unsigned spin_us;
+    unsigned threads, queue_len;
 } fr_settings;
 
 struct frpc_request {
@@ -54,6 +56,9 @@ struct frpc_agent {
 
     fr_registry reg;
     fr_pending_table pend;
+    fr_pool *pool;
+    int inline_depth; /* nested waits on the polling thread (only it
+                         touches this) */
 
     pthread_mutex_t req_lock;
     frpc_request *requests; /* handed to handlers, not yet answered */
@@ -69,7 +74,7 @@ struct frpc_agent {
     atomic_int stop;
     atomic_int shutting_down; /* 0, FRPC_SHUTDOWN_GRACEFUL+1, or ..._IMMEDIATE+1 */
 
-    atomic_uint_fast64_t calls, calls_failed, requests_served;
+    atomic_uint_fast64_t requests_received, requests_answered;
 };
 
 /* config.c: merges cfg, environment and defaults. FRPC_EINVAL with a
@@ -84,11 +89,32 @@ void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
 /* Frees every request never answered (shutdown). */
 void fr_agent_release_requests(frpc_agent *a);
 
+/* call.c: the checks every call passes before it is sent (FRPC_EINVAL,
+ * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */
+int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
+                  size_t len, char **why);
+/* Sends the request of the pending entry p. */
+int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
+                 const void *args, size_t len);
+
 /* progress.c */
 int fr_progress_start(frpc_agent *a);
 void fr_progress_stop(frpc_agent *a);
-/* Drives progress until p completes or deadline_ns passes (then completes
- * it with FRPC_ETIMEDOUT). Spins for the spin window, then sleeps. */
-void fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t deadline_ns);
+
+/* Nesting guard (see frpc_call): 0 and the thread may wait (pair with
+ * fr_progress_end_wait), or FRPC_EAGAIN past the limit. */
+int fr_progress_begin_wait(frpc_agent *a);
+void fr_progress_end_wait(frpc_agent *a);
+
+/* Drives progress until p completes or until_ns passes; with give_up, p is
+ * then completed with FRPC_ETIMEDOUT. Spins for the spin window, then
+ * sleeps. Returns 1 if p is done. */
+int fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t until_ns,
+                          int give_up);
+
+/* Drives progress until done(arg) is true or until_ns passes. Returns 1 if
+ * done. Used by the multi-future waits. */
+int fr_progress_wait_until(frpc_agent *a, int (*done)(void *), void *arg,
+                           uint64_t until_ns);
 
 #endif /* FR_RPC_AGENT_H */

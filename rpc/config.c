@@ -15,6 +15,8 @@
 #define FR_DEFAULT_MAX_MSG (64u << 20)
 #define FR_DEFAULT_INIT_TIMEOUT_MS 60000
 #define FR_DEFAULT_SPIN_US 200
+#define FR_DEFAULT_THREADS 4
+#define FR_DEFAULT_QUEUE_LEN 1024
 
 void frpc_config_init(frpc_config *cfg)
 {
@@ -96,6 +98,23 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
             return rc;
         if (rc)
             s->max_msg = (size_t)x;
+    }
+    s->threads = cfg->threads;
+    if (!s->threads) {
+        s->threads = FR_DEFAULT_THREADS;
+        if ((rc = env_ullong("FABRPC_THREADS", 1, 256, &x, err, errlen)) < 0)
+            return rc;
+        if (rc)
+            s->threads = (unsigned)x;
+    } else if (s->threads > 256) {
+        snprintf(err, errlen, "config.threads=%u is over 256", cfg->threads);
+        return FRPC_EINVAL;
+    }
+    s->queue_len = cfg->queue_len ? cfg->queue_len : FR_DEFAULT_QUEUE_LEN;
+    if (s->queue_len > (1u << 20)) {
+        snprintf(err, errlen, "config.queue_len=%u is over %u",
+                 cfg->queue_len, 1u << 20);
+        return FRPC_EINVAL;
     }
     s->init_timeout_ms = cfg->init_timeout_ms;
     if (s->init_timeout_ms < 0) {

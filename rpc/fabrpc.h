@@ -11,15 +11,23 @@
  *                 (deferred response). Answering frees it.
  *   frpc_result   the outcome of a call, owned by the caller, emptied with
  *                 frpc_result_clear.
+ *   frpc_future   one-shot: an asynchronous call, owned by the caller until
+ *                 frpc_future_free. It completes exactly once, with a reply,
+ *                 a remote error, a timeout, a cancellation, a lost peer or
+ *                 shutdown.
  *
  * Errors: every fallible function returns 0 or a negative FRPC_E* code
  * (fabrpc_errors.h); frpc_strerror gives its text. When a function fails,
  * it has not taken ownership of anything passed to it.
  *
  * Threads: every function may be called from any thread unless its comment
- * says otherwise. Handlers run on the thread that drives progress (the
- * agent's progress thread or a caller waiting in frpc_call); a handler may
- * itself call frpc_call, to any rank including its own.
+ * says otherwise. Handlers run on the agent's thread pool, or, when
+ * registered FRPC_INLINE, on the thread that drives progress. Handlers may
+ * make calls, sync or async, to any rank including their own (nested
+ * calls); see frpc_call for the limit.
+ *
+ * Callbacks: when a function that takes a callback returns an error, the
+ * callback will never be called.
  */
 #ifndef FABRPC_H
 #define FABRPC_H
@@ -73,6 +81,12 @@ typedef enum frpc_progress_mode {
  *  progress, spin_us FABRPC_PROGRESS (busy|adaptive|blocking) and
  *                    FABRPC_SPIN_US override the defaults (adaptive, 200 us)
  *                    only when the fields are left at their defaults.
+ *  threads           0: FABRPC_THREADS, else 4. Size of the thread pool
+ *                    that runs handlers (all but FRPC_INLINE ones) and
+ *                    future callbacks; 1..256.
+ *  queue_len         0: 1024. Tasks the pool queues before back-pressure:
+ *                    when the queue is full, the thread that submits runs
+ *                    the task itself (and so stops polling meanwhile).
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
  *
@@ -88,6 +102,8 @@ typedef struct frpc_config {
     int init_timeout_ms;
     frpc_progress_mode progress;
     unsigned spin_us;
+    unsigned threads;
+    unsigned queue_len;
     char *errbuf;
     size_t errbuf_len;
 } frpc_config;
@@ -167,16 +183,22 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
 /*
  * A handler answers req exactly once with frpc_respond or
- * frpc_respond_error, before returning or later from any thread. It must not
- * block for long: it runs on the thread driving progress.
+ * frpc_respond_error, before returning or later from any thread (deferred
+ * response). A request never answered ends as a timeout on the caller's
+ * side and is released by frpc_shutdown.
  */
 typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
+
+/* Run the handler on the thread that polls, as soon as the request
+ * arrives: the fastest path, for short handlers that never block (they
+ * may still make calls). Without it handlers run on the thread pool. */
+#define FRPC_INLINE 0x1u
 
 /*
  * Registers handler under name (1..255 bytes). Functions are found by a
  * 64-bit hash of the name, so every rank must register the same names; a
- * call that arrives before registration fails with FRPC_ENOFUNC. flags must
- * be 0. user is passed to the handler as is (not owned).
+ * call that arrives before registration fails with FRPC_ENOFUNC. flags is
+ * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
  * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
  * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.
  */
@@ -241,11 +263,143 @@ void frpc_result_clear(frpc_result *res);
  * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
- * FRPC_EPEERLOST, FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM.
+ * FRPC_EPEERLOST, FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, and
+ * FRPC_EAGAIN when waiting would exceed the nesting limit (below).
  * Blocks; any thread, including handlers.
+ *
+ * Nesting limit: a pool thread may wait for a call (frpc_call,
+ * frpc_future_wait, frpc_wait_all/_any) only while at least one other pool
+ * thread is free to serve requests, so at most threads-1 pool threads wait
+ * at once; an inline handler may nest calls FRPC_MAX_INLINE_DEPTH deep. A
+ * wait past either limit fails at once with FRPC_EAGAIN instead of
+ * deadlocking (the call, if it was sent, is cancelled).
  */
+#define FRPC_MAX_INLINE_DEPTH 8
 int frpc_call(frpc_agent *agent, int dst, const char *name, const void *args,
               size_t len, int timeout_ms, frpc_result *res);
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous calls and futures                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct frpc_future frpc_future;
+
+/*
+ * Starts a call of name on rank dst and returns at once with *out, a
+ * future owned by the caller (free it with frpc_future_free). It never
+ * waits for the network and never creates a thread; args is copied before
+ * return, so the caller may reuse it at once. timeout_ms (<= 0: none)
+ * bounds the whole call: past it the future completes with FRPC_ETIMEDOUT,
+ * whether or not anyone waits. Errors (then *out is NULL and nothing was
+ * sent): as frpc_call's checks before sending, and FRPC_ETRANSPORT or
+ * FRPC_ETIMEDOUT if the provider has no room for the send for longer than
+ * the timeout.
+ */
+int frpc_call_async(frpc_agent *agent, int dst, const char *name,
+                    const void *args, size_t len, int timeout_ms,
+                    frpc_future **out);
+
+/*
+ * Waits until f completes or timeout_ms passes (<= 0: no limit), driving
+ * progress like frpc_call. Returns the call's status (0 or its FRPC_E*
+ * code) when it completed, FRPC_EAGAIN when it is still in flight, or
+ * FRPC_EAGAIN at once past the nesting limit (see frpc_call).
+ */
+int frpc_future_wait(frpc_future *f, int timeout_ms);
+
+/* 1 if f has completed, 0 if not. Never blocks; does not drive progress. */
+int frpc_future_test(const frpc_future *f);
+
+/* The reply when f completed with status 0 (owned by f, valid until
+ * frpc_future_free; NULL when empty or not completed); len may be NULL. */
+const void *frpc_future_data(const frpc_future *f, size_t *len);
+
+/*
+ * The status of a completed f (0 or FRPC_E*), FRPC_EAGAIN while in flight.
+ * remote_code (may be NULL) gets the handler's code for FRPC_EREMOTE;
+ * message (may be NULL) the explanation, owned by f (NULL when status is
+ * 0).
+ */
+int frpc_future_error(const frpc_future *f, int *remote_code,
+                      const char **message);
+
+/* Moves f's outcome into *res (the caller then owns it; clear it with
+ * frpc_result_clear) and returns its status; f keeps its status but no
+ * longer its data or message. FRPC_EAGAIN while in flight. */
+int frpc_future_take(frpc_future *f, frpc_result *res);
+
+typedef void (*frpc_future_fn)(frpc_future *f, void *user);
+
+/*
+ * Calls fn(f, user) exactly once when f completes: on the thread pool, or
+ * at once on this thread if f has completed already. fn may read f and
+ * may free it. One callback per future: FRPC_EEXIST for a second one.
+ * If f is cancelled, fn still runs and sees FRPC_ECANCELED. The caller
+ * must not hold any lock that fn takes.
+ */
+int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
+
+/*
+ * Cancels f if it is still in flight: it completes with FRPC_ECANCELED and
+ * a late answer is dropped (the callee may still run the handler). Returns
+ * 0 if this cancelled it, FRPC_EINVAL if f had completed already.
+ */
+int frpc_future_cancel(frpc_future *f);
+
+/*
+ * Frees f in any state: a future still in flight is cancelled first (its
+ * callback, if any, then runs with FRPC_ECANCELED). With a callback pending
+ * or running, f stays valid until the callback returns. Call it exactly
+ * once per future: from its owner, or from its callback when the owner
+ * hands ownership to it. NULL is a no-op. Futures may be freed after
+ * frpc_shutdown: all are complete by then.
+ */
+void frpc_future_free(frpc_future *f);
+
+/*
+ * Waits until every one of the n futures has completed, or timeout_ms
+ * passes (<= 0: no limit). Returns 0 when all completed (their own
+ * statuses are read with frpc_future_error), FRPC_EAGAIN if some are still
+ * in flight, FRPC_EINVAL for bad arguments. NULL entries are skipped.
+ */
+int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
+
+/*
+ * Waits until at least one of the n futures has completed, or timeout_ms
+ * passes. Returns 0 and sets *index to the lowest completed one, or
+ * FRPC_EAGAIN (none completed in time; *index untouched), FRPC_EINVAL.
+ */
+int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
+                  size_t *index);
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Counters since frpc_init. Invariant for the calling side:
+ * calls_started == calls_ok + calls_remote_error + calls_timed_out +
+ * calls_cancelled + calls_failed + calls_in_flight (read at a quiet
+ * moment; while calls run the fields are read one by one).
+ */
+typedef struct frpc_stats {
+    uint64_t calls_started;      /* calls sent (sync and async) */
+    uint64_t calls_ok;
+    uint64_t calls_remote_error; /* FRPC_EREMOTE */
+    uint64_t calls_timed_out;
+    uint64_t calls_cancelled;    /* cancelled, freed while in flight */
+    uint64_t calls_failed;       /* any other error after sending */
+    uint64_t calls_in_flight;
+    uint64_t answers_dropped;    /* late or unknown answers */
+    uint64_t requests_received;  /* handed to handlers */
+    uint64_t requests_answered;
+    uint64_t frames_malformed;   /* dropped: failed to decode */
+    uint64_t frames_bad_token;   /* dropped: another job's token */
+    uint64_t bytes_sent, bytes_received;
+} frpc_stats;
+
+/* Fills *out. FRPC_EINVAL for NULL arguments. */
+int frpc_get_stats(const frpc_agent *agent, frpc_stats *out);
 
 /* ------------------------------------------------------------------ */
 /* msgpack helpers                                                      */

@@ -1,11 +1,13 @@
 /*
  * The pending table. See pending.h for the invariant: an entry is
  * completed only by the thread that removes it, under t->lock, and its
- * waiter is signalled under the same lock, so a waiter that sees done
- * may free the entry at once.
+ * waiter is signalled under the same lock, so a waiter that sees done may
+ * free the entry at once. on_done hooks run after the lock is dropped; an
+ * entry with a hook is kept alive by its owner until the hook has run.
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,12 +19,18 @@
 
 int fr_pending_init(fr_pending_table *t)
 {
+    pthread_condattr_t ca;
     memset(t, 0, sizeof(*t));
     t->nbuckets = FR_PENDING_BUCKETS;
     t->bucket = calloc(t->nbuckets, sizeof(*t->bucket));
     if (!t->bucket)
         return FRPC_ENOMEM;
     pthread_mutex_init(&t->lock, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->any_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    atomic_init(&t->next_deadline, UINT64_MAX);
     t->next_id = 1;
     return 0;
 }
@@ -32,51 +40,210 @@ void fr_pending_destroy(fr_pending_table *t)
     if (!t->bucket)
         return;
     free(t->bucket);
+    free(t->heap);
     t->bucket = NULL;
+    pthread_cond_destroy(&t->any_cond);
     pthread_mutex_destroy(&t->lock);
 }
+
+/* ---- the deadline heap (all under t->lock) --------------------------- */
+
+static void heap_set(fr_pending_table *t, size_t i, fr_pending *p)
+{
+    t->heap[i] = p;
+    p->heap_idx = i;
+}
+
+static void heap_up(fr_pending_table *t, size_t i)
+{
+    fr_pending *p = t->heap[i];
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (t->heap[parent]->deadline <= p->deadline)
+            break;
+        heap_set(t, i, t->heap[parent]);
+        i = parent;
+    }
+    heap_set(t, i, p);
+}
+
+static void heap_down(fr_pending_table *t, size_t i)
+{
+    fr_pending *p = t->heap[i];
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= t->heap_len)
+            break;
+        if (c + 1 < t->heap_len &&
+            t->heap[c + 1]->deadline < t->heap[c]->deadline)
+            c++;
+        if (t->heap[c]->deadline >= p->deadline)
+            break;
+        heap_set(t, i, t->heap[c]);
+        i = c;
+    }
+    heap_set(t, i, p);
+}
+
+static void heap_publish_top(fr_pending_table *t)
+{
+    atomic_store(&t->next_deadline,
+                 t->heap_len ? t->heap[0]->deadline : UINT64_MAX);
+}
+
+static int heap_push(fr_pending_table *t, fr_pending *p)
+{
+    if (t->heap_len == t->heap_cap) {
+        size_t cap = t->heap_cap ? t->heap_cap * 2 : 256;
+        fr_pending **h = realloc(t->heap, cap * sizeof(*h));
+        if (!h)
+            return FRPC_ENOMEM;
+        t->heap = h;
+        t->heap_cap = cap;
+    }
+    heap_set(t, t->heap_len++, p);
+    heap_up(t, p->heap_idx);
+    heap_publish_top(t);
+    return 0;
+}
+
+static void heap_remove(fr_pending_table *t, fr_pending *p)
+{
+    size_t i = p->heap_idx;
+    if (i == SIZE_MAX)
+        return;
+    p->heap_idx = SIZE_MAX;
+    fr_pending *last = t->heap[--t->heap_len];
+    if (i < t->heap_len) {
+        heap_set(t, i, last);
+        heap_up(t, i);
+        heap_down(t, last->heap_idx);
+    }
+    heap_publish_top(t);
+}
+
+/* ---- table ----------------------------------------------------------- */
 
 static fr_pending **slot_of(fr_pending_table *t, uint64_t id)
 {
     return &t->bucket[id & (t->nbuckets - 1)];
 }
 
-/* Unlinks the entry with id (and, if p is given, that very entry). */
-static fr_pending *remove_locked(fr_pending_table *t, uint64_t id,
-                                 const fr_pending *p)
+/* Unlinks p (found by its id) from the chain and the heap. 1 if it was
+ * there. */
+static int remove_locked(fr_pending_table *t, fr_pending *p)
 {
-    for (fr_pending **pp = slot_of(t, id); *pp; pp = &(*pp)->next) {
-        fr_pending *e = *pp;
-        if (e->id == id && (!p || e == p)) {
-            *pp = e->next;
-            e->next = NULL;
+    for (fr_pending **pp = slot_of(t, p->id); *pp; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            p->next = NULL;
+            heap_remove(t, p);
             atomic_fetch_sub(&t->inflight, 1);
-            return e;
+            return 1;
         }
     }
+    return 0;
+}
+
+static fr_pending *find_locked(fr_pending_table *t, uint64_t id)
+{
+    for (fr_pending *c = *slot_of(t, id); c; c = c->next)
+        if (c->id == id)
+            return c;
     return NULL;
 }
 
-static void finish_locked(fr_pending *e, int status, int remote_code,
-                          void *data, size_t len, char *err)
+/* The message the caller reads: names the call for every local error and
+ * keeps the remote text as it came. Runs once, before done is set. */
+static void explain(fr_pending *p)
 {
-    e->res.status = status;
-    e->res.remote_code = remote_code;
-    e->res.data = data;
-    e->res.len = len;
-    e->res.error = err;
-    atomic_store(&e->done, 1);
-    pthread_cond_signal(&e->cond);
+    char buf[600];
+    const char *name = p->fname ? p->fname : "?";
+    char *old = p->res.error;
+    switch (p->res.status) {
+    case 0:
+    case FRPC_EREMOTE:
+        return;
+    case FRPC_ENOFUNC:
+        snprintf(buf, sizeof(buf), "no function '%s' on rank %u", name,
+                 p->dst);
+        break;
+    case FRPC_ETIMEDOUT:
+        snprintf(buf, sizeof(buf), "call to '%s' on rank %u timed out "
+                 "after %d ms", name, p->dst, p->timeout_ms);
+        break;
+    case FRPC_ECANCELED:
+        snprintf(buf, sizeof(buf), "call to '%s' on rank %u was cancelled",
+                 name, p->dst);
+        break;
+    default:
+        snprintf(buf, sizeof(buf), "call to '%s' on rank %u failed: %s%s%s",
+                 name, p->dst, frpc_strerror(p->res.status), old ? ": " : "",
+                 old ? old : "");
+        break;
+    }
+    p->res.error = strdup(buf);
+    free(old);
 }
 
-void fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
-                    const char *fname)
+static void count(fr_pending_table *t, int status)
+{
+    switch (status) {
+    case 0: atomic_fetch_add(&t->st.ok, 1); break;
+    case FRPC_EREMOTE: atomic_fetch_add(&t->st.remote, 1); break;
+    case FRPC_ETIMEDOUT: atomic_fetch_add(&t->st.timed_out, 1); break;
+    case FRPC_ECANCELED: atomic_fetch_add(&t->st.cancelled, 1); break;
+    default: atomic_fetch_add(&t->st.failed, 1); break;
+    }
+}
+
+/* Fills p's result, wakes its waiter and wait_any waiters, and chains p on
+ * *hooks if it has an on_done hook to run after unlock. */
+static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
+                          int remote_code, void *data, size_t len, char *err,
+                          fr_pending **hooks)
+{
+    p->res.status = status;
+    p->res.remote_code = remote_code;
+    p->res.data = data;
+    p->res.len = len;
+    p->res.error = err;
+    explain(p);
+    count(t, status);
+    atomic_store(&p->done, 1);
+    pthread_cond_signal(&p->cond);
+    atomic_fetch_add(&t->epoch, 1);
+    if (t->any_waiters)
+        pthread_cond_broadcast(&t->any_cond);
+    if (p->on_done) {
+        p->done_next = *hooks;
+        *hooks = p;
+    }
+}
+
+static void run_hooks(fr_pending *hooks)
+{
+    while (hooks) {
+        fr_pending *next = hooks->done_next;
+        hooks->on_done(hooks); /* may free hooks */
+        hooks = next;
+    }
+}
+
+int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                   const char *fname, int timeout_ms, uint64_t deadline,
+                   fr_pending_done_fn on_done)
 {
     pthread_condattr_t ca;
+    int rc = 0;
     memset(&p->res, 0, sizeof(p->res));
     p->dst = dst;
     p->fname = fname;
-    p->next = NULL;
+    p->timeout_ms = timeout_ms;
+    p->deadline = deadline;
+    p->heap_idx = SIZE_MAX;
+    p->on_done = on_done;
+    p->next = p->done_next = NULL;
     atomic_init(&p->done, 0);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -84,34 +251,37 @@ void fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&t->lock);
     p->id = t->next_id++;
-    fr_pending **s = slot_of(t, p->id);
-    p->next = *s;
-    *s = p;
-    atomic_fetch_add(&t->inflight, 1);
+    if (deadline != UINT64_MAX)
+        rc = heap_push(t, p);
+    if (!rc) {
+        fr_pending **s = slot_of(t, p->id);
+        p->next = *s;
+        *s = p;
+        atomic_fetch_add(&t->inflight, 1);
+        atomic_fetch_add(&t->st.started, 1);
+    }
     pthread_mutex_unlock(&t->lock);
+    if (rc)
+        pthread_cond_destroy(&p->cond);
+    return rc;
 }
 
 int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err)
 {
-    fr_pending *e = NULL;
+    fr_pending *hooks = NULL;
     pthread_mutex_lock(&t->lock);
-    for (fr_pending *c = *slot_of(t, id); c; c = c->next)
-        if (c->id == id) {
-            e = c;
-            break;
-        }
+    fr_pending *e = find_locked(t, id);
     /* An answer from a rank we did not call is not this call's answer. */
-    if (e && e->dst == src) {
-        remove_locked(t, id, e);
-        finish_locked(e, status, remote_code, data, len, err);
-    } else {
+    if (e && e->dst == src && remove_locked(t, e))
+        finish_locked(t, e, status, remote_code, data, len, err, &hooks);
+    else
         e = NULL;
-    }
     pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
     if (!e) {
-        atomic_fetch_add(&t->dropped, 1);
+        atomic_fetch_add(&t->st.dropped, 1);
         free(data);
         free(err);
         return 0;
@@ -122,6 +292,7 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
 int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
                     int give_up)
 {
+    fr_pending *hooks = NULL;
     int done;
     pthread_mutex_lock(&t->lock);
     while (!atomic_load(&p->done)) {
@@ -131,42 +302,76 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
         pthread_cond_timedwait(&p->cond, &t->lock, &ts);
     }
     done = atomic_load(&p->done);
-    if (!done && give_up && remove_locked(t, p->id, p)) {
-        finish_locked(p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL);
+    if (!done && give_up && remove_locked(t, p)) {
+        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
         done = 1;
     }
     pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
     return done;
 }
 
-void fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
-                      const char *msg)
+void fr_pending_wait_any(fr_pending_table *t, uint64_t *epoch,
+                         uint64_t until_ns)
 {
     pthread_mutex_lock(&t->lock);
-    if (remove_locked(t, p->id, p))
-        finish_locked(p, status, 0, NULL, 0, msg ? strdup(msg) : NULL);
+    t->any_waiters++;
+    while (atomic_load(&t->epoch) == *epoch && fr_now_ns() < until_ns) {
+        struct timespec ts = fr_ns_to_timespec(until_ns);
+        pthread_cond_timedwait(&t->any_cond, &t->lock, &ts);
+    }
+    t->any_waiters--;
+    *epoch = atomic_load(&t->epoch);
     pthread_mutex_unlock(&t->lock);
+}
+
+int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
+                     const char *msg)
+{
+    fr_pending *hooks = NULL;
+    int removed;
+    pthread_mutex_lock(&t->lock);
+    removed = remove_locked(t, p);
+    if (removed)
+        finish_locked(t, p, status, 0, NULL, 0, msg ? strdup(msg) : NULL,
+                      &hooks);
+    pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
+    return removed;
 }
 
 void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
                      const char *msg)
 {
+    fr_pending *hooks = NULL;
     pthread_mutex_lock(&t->lock);
     for (unsigned i = 0; i < t->nbuckets; i++) {
-        fr_pending **pp = &t->bucket[i];
-        while (*pp) {
-            fr_pending *e = *pp;
-            if (dst != UINT32_MAX && e->dst != dst) {
-                pp = &e->next;
-                continue;
-            }
-            *pp = e->next;
-            e->next = NULL;
-            atomic_fetch_sub(&t->inflight, 1);
-            finish_locked(e, status, 0, NULL, 0, msg ? strdup(msg) : NULL);
+        fr_pending *e = t->bucket[i];
+        while (e) {
+            fr_pending *next = e->next;
+            if ((dst == UINT32_MAX || e->dst == dst) && remove_locked(t, e))
+                finish_locked(t, e, status, 0, NULL, 0,
+                              msg ? strdup(msg) : NULL, &hooks);
+            e = next;
         }
     }
     pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
+}
+
+void fr_pending_expire(fr_pending_table *t, uint64_t now)
+{
+    fr_pending *hooks = NULL;
+    if (atomic_load(&t->next_deadline) > now)
+        return;
+    pthread_mutex_lock(&t->lock);
+    while (t->heap_len && t->heap[0]->deadline <= now) {
+        fr_pending *p = t->heap[0];
+        remove_locked(t, p);
+        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+    }
+    pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
 }
 
 void fr_pending_release(fr_pending *p)

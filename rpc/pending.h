@@ -3,12 +3,17 @@
  *
  * Design notes (the invariant): every call completes exactly once. A call
  * is completed by whoever removes its entry from the table, under the
- * table lock: the response path (fr_pending_complete), the waiter giving
- * up at its deadline (fr_pending_wait), or a failure that ends many calls
- * at once (fr_pending_fail_all / _fail_dst). Whoever removes it fills its
- * result; the others find no entry and drop what they hold, and a dropped
- * answer is counted, never delivered to another call. Request ids come from
- * a 64-bit counter and are never reused in the table's life.
+ * table lock: the response path (fr_pending_complete), its deadline
+ * (fr_pending_expire, or a sync waiter giving up in fr_pending_wait), a
+ * cancellation (fr_pending_abort), or a failure that ends many calls at
+ * once (fr_pending_fail). Whoever removes it fills its result, counts the
+ * outcome, and signals its waiter, all under the lock; then, after the
+ * lock is dropped, calls its on_done hook (futures: schedule callbacks,
+ * drop the table's reference). The others find no entry and drop what
+ * they hold; a dropped answer is counted, never delivered to another call.
+ * Request ids come from a 64-bit counter and are never reused in the
+ * table's life. Entries with a deadline also sit in a min-heap, so expiry
+ * costs O(log n) and memory stays bounded by the calls in flight.
  */
 #ifndef FR_RPC_PENDING_H
 #define FR_RPC_PENDING_H
@@ -19,32 +24,54 @@
 
 #include "rpc/fabrpc.h"
 
-typedef struct fr_pending {
-    struct fr_pending *next;
+typedef struct fr_pending fr_pending;
+typedef void (*fr_pending_done_fn)(fr_pending *p);
+
+struct fr_pending {
+    fr_pending *next;      /* hash chain */
+    fr_pending *done_next; /* private list while on_done hooks are run */
     uint64_t id;
     uint32_t dst;
-    const char *fname;   /* for error messages; borrowed */
-    pthread_cond_t cond; /* signalled under the table lock on completion */
+    int timeout_ms;        /* for the timeout message */
+    uint64_t deadline;     /* fr_now_ns clock; UINT64_MAX: none */
+    size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
+    const char *fname;     /* for error messages; must outlive the entry */
+    fr_pending_done_fn on_done; /* NULL for sync calls */
+    pthread_cond_t cond;   /* signalled under the table lock */
     atomic_int done;
-    frpc_result res;     /* filled by the completer */
-} fr_pending;
+    frpc_result res;       /* filled by the completer */
+};
 
 typedef struct fr_pending_table {
     pthread_mutex_t lock;
     fr_pending **bucket;
     unsigned nbuckets;
     uint64_t next_id;
-    atomic_uint_fast64_t dropped; /* answers with no waiting call */
+    fr_pending **heap;
+    size_t heap_len, heap_cap;
+    atomic_uint_fast64_t next_deadline; /* heap top, UINT64_MAX if empty */
+    /* wait_any: completions bump epoch and wake any_cond if anyone waits */
+    pthread_cond_t any_cond;
+    unsigned any_waiters;
+    atomic_uint_fast64_t epoch;
+    struct {
+        atomic_uint_fast64_t started, ok, remote, timed_out, cancelled,
+            failed, dropped;
+    } st;
     atomic_uint_fast64_t inflight;
 } fr_pending_table;
 
 int fr_pending_init(fr_pending_table *t);
 void fr_pending_destroy(fr_pending_table *t);
 
-/* Prepares p (zeroes its result) and inserts it under a fresh id, which is
- * returned in p->id. */
-void fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
-                    const char *fname);
+/*
+ * Prepares p (zeroes its result) and inserts it under a fresh id, returned
+ * in p->id, with the call's deadline (fr_now_ns clock, UINT64_MAX: none).
+ * fname and on_done as in the struct. FRPC_ENOMEM (p not added) or 0.
+ */
+int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                   const char *fname, int timeout_ms, uint64_t deadline,
+                   fr_pending_done_fn on_done);
 
 /*
  * Completes the call id if it is still waiting and was sent to src: takes
@@ -65,17 +92,26 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
 int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
                     int give_up);
 
+/* Sleeps until some call completes after *epoch was read, or until_ns.
+ * *epoch is updated to the current value. */
+void fr_pending_wait_any(fr_pending_table *t, uint64_t *epoch,
+                         uint64_t until_ns);
+
 /* Removes p if it is still in the table, completing it with status and a
- * copy of msg. */
-void fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
-                      const char *msg);
+ * copy of msg. Returns 1 if this completed it, 0 if it was done already. */
+int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
+                     const char *msg);
 
 /* Completes every waiting call (to dst, or to any rank when dst is
  * UINT32_MAX) with status and a copy of msg. */
 void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
                      const char *msg);
 
-/* Releases what p holds once its caller is done with it. */
+/* Completes with FRPC_ETIMEDOUT every call whose deadline is <= now.
+ * Cheap when none is due (one atomic load). Any thread. */
+void fr_pending_expire(fr_pending_table *t, uint64_t now);
+
+/* Releases what p holds once its caller is done with it (not its result). */
 void fr_pending_release(fr_pending *p);
 
 #endif /* FR_RPC_PENDING_H */

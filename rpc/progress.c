@@ -2,18 +2,24 @@
  * Progress: who polls the completion queue, and how idle threads sleep.
  *
  * Design notes
- * - A thread waiting for its call polls the CQ itself for the spin window
- *   (it handles whatever it finds, other calls' answers and incoming
- *   requests included), then sleeps on its call's condition variable while
- *   the progress thread takes over. The hand-over is the fabric's poll
- *   lock: whoever holds it polls; nobody sleeps holding it.
- * - A thread that is itself inside a handler (it holds the poll lock)
- *   never sleeps on its condition variable: nobody else could poll. It
+ * - A thread waiting for a call polls the CQ itself for the spin window
+ *   (it handles whatever it finds: other calls' answers, incoming requests,
+ *   expired deadlines), then sleeps on a condition variable while the
+ *   progress thread takes over. The hand-over is the fabric's poll lock:
+ *   whoever holds it polls; nobody sleeps holding it.
+ * - While callers spin, the progress thread stands aside: on two cores a
+ *   third spinning thread costs milliseconds of latency.
+ * - A thread that is itself inside an inline handler (it holds the poll
+ *   lock) never sleeps on a condition variable: nobody else could poll. It
  *   keeps polling, sleeping on the CQ's wait object between polls.
  * - The progress thread spins for the spin window after the last
  *   completion, then blocks: on the CQ's fd where the provider has one
- *   (tcp, sockets), else in a bounded back-off sleep (shm). Busy mode never
- *   sleeps; blocking mode has no spin window.
+ *   (tcp, sockets), else in a bounded back-off sleep (shm); never past the
+ *   next call deadline. Busy mode never sleeps; blocking mode has no spin
+ *   window.
+ * - Nesting guard: a pool thread may wait only while another pool thread
+ *   stays free, and an inline handler may nest FRPC_MAX_INLINE_DEPTH deep;
+ *   past either, the wait fails with FRPC_EAGAIN instead of deadlocking.
  */
 #include "config.h"
 
@@ -35,6 +41,26 @@ static void sleep_us(unsigned us)
                           .tv_nsec = (long)(us % 1000000) * 1000};
     nanosleep(&ts, NULL);
 }
+
+/* One poll of the CQ, then the deadlines that have passed. */
+static int poll_once(frpc_agent *a)
+{
+    int n = fr_fabric_progress(a->fab);
+    fr_pending_expire(&a->pend, fr_now_ns());
+    return n;
+}
+
+/* Microseconds the progress thread may sleep: up to max_us, but not past
+ * the next call deadline. */
+static unsigned sleep_budget_us(frpc_agent *a, unsigned max_us)
+{
+    uint64_t next = atomic_load(&a->pend.next_deadline), now = fr_now_ns();
+    if (next == UINT64_MAX || next >= now + (uint64_t)max_us * 1000)
+        return max_us;
+    return next <= now ? 0 : (unsigned)((next - now) / 1000) + 1;
+}
+
+/* ---- the progress thread ------------------------------------------- */
 
 /* Waits while callers are spinning on the CQ themselves. A caller that
  * gives up spinning to sleep wakes us at once (caller_stops_spinning); a
@@ -78,7 +104,7 @@ static void *progress_main(void *arg)
             last = fr_now_ns();
             continue;
         }
-        int n = fr_fabric_progress(a->fab);
+        int n = poll_once(a);
         if (n > 0) {
             last = fr_now_ns();
             backoff = FR_BACKOFF_MIN_US;
@@ -90,16 +116,16 @@ static void *progress_main(void *arg)
             continue;
         }
         if (n == FRPC_EAGAIN) {
-            /* A caller is polling; stay out of its way. */
+            /* A handler's nested wait is polling; stay out of its way. */
             sleep_us(FR_BACKOFF_MIN_US);
             continue;
         }
         if (fr_now_ns() - last < spin_ns)
             continue;
         if (fr_fabric_can_block(a->fab)) {
-            fr_fabric_wait(a->fab, FR_IDLE_BLOCK_US);
+            fr_fabric_wait(a->fab, sleep_budget_us(a, FR_IDLE_BLOCK_US));
         } else {
-            sleep_us(backoff);
+            sleep_us(sleep_budget_us(a, backoff));
             if (backoff < FR_BACKOFF_MAX_US)
                 backoff *= 2;
         }
@@ -116,8 +142,11 @@ int fr_progress_start(frpc_agent *a)
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&a->aside_lock, NULL);
     atomic_store(&a->stop, 0);
-    if (pthread_create(&a->progress_thread, NULL, progress_main, a))
+    if (pthread_create(&a->progress_thread, NULL, progress_main, a)) {
+        pthread_cond_destroy(&a->aside_cond);
+        pthread_mutex_destroy(&a->aside_lock);
         return FRPC_ENOMEM;
+    }
     a->progress_started = 1;
     return 0;
 }
@@ -136,24 +165,51 @@ void fr_progress_stop(frpc_agent *a)
     pthread_mutex_destroy(&a->aside_lock);
 }
 
-/* Polls until p is done (1), the deadline passes (0, p completed as timed
- * out), or the spin window ends with nothing to do (-1). */
-static int spin_on_call(frpc_agent *a, fr_pending *p, uint64_t deadline)
+/* ---- waiting threads ------------------------------------------------ */
+
+int fr_progress_begin_wait(frpc_agent *a)
+{
+    if (fr_fabric_polling_here(a->fab)) {
+        if (a->inline_depth >= FRPC_MAX_INLINE_DEPTH)
+            return FRPC_EAGAIN;
+        a->inline_depth++;
+        return 0;
+    }
+    return fr_pool_block(a->pool) ? FRPC_EAGAIN : 0;
+}
+
+void fr_progress_end_wait(frpc_agent *a)
+{
+    if (fr_fabric_polling_here(a->fab))
+        a->inline_depth--;
+    else if (fr_pool_is_worker(a->pool))
+        fr_pool_unblock(a->pool);
+}
+
+/* What a waiter waits for, and how it sleeps once its spin window ends. */
+typedef struct waiter {
+    int (*done)(void *arg);
+    void (*nap)(frpc_agent *a, struct waiter *w, uint64_t until);
+    void *arg;
+    uint64_t epoch; /* for nap_any */
+} waiter;
+
+/* Polls until w is done (1), until passes (0), or the spin window ends
+ * with nothing to do (-1). */
+static int spin(frpc_agent *a, waiter *w, uint64_t until)
 {
     uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
     uint64_t spin_end = fr_now_ns() + spin_ns;
 
     for (;;) {
-        if (atomic_load(&p->done))
+        if (w->done(w->arg))
             return 1;
-        int n = fr_fabric_progress(a->fab);
-        if (atomic_load(&p->done))
+        int n = poll_once(a);
+        if (w->done(w->arg))
             return 1;
         uint64_t now = fr_now_ns();
-        if (now >= deadline) {
-            fr_pending_wait(&a->pend, p, 0, 1); /* complete as timed out */
+        if (now >= until)
             return 0;
-        }
         if (n > 0) {
             spin_end = now + spin_ns;
             continue;
@@ -167,19 +223,18 @@ static int spin_on_call(frpc_agent *a, fr_pending *p, uint64_t deadline)
     }
 }
 
-void fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t deadline)
+static int wait_for(frpc_agent *a, waiter *w, uint64_t until)
 {
     unsigned backoff = FR_BACKOFF_MIN_US;
 
     for (;;) {
         caller_starts_spinning(a);
-        int r = spin_on_call(a, p, deadline);
+        int r = spin(a, w, until);
         caller_stops_spinning(a, r < 0);
         if (r >= 0)
-            return;
-        uint64_t now = fr_now_ns();
+            return r;
         if (fr_fabric_polling_here(a->fab)) {
-            /* Nested inside a handler: only we can poll. */
+            /* Nested inside an inline handler: only we can poll. */
             if (fr_fabric_can_block(a->fab))
                 fr_fabric_wait(a->fab, FR_BACKOFF_MAX_US);
             else {
@@ -189,9 +244,42 @@ void fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t deadline)
             }
             continue;
         }
-        uint64_t until = now + FR_CALLER_NAP_NS;
-        if (fr_pending_wait(&a->pend, p, until < deadline ? until : deadline,
-                            0))
-            return;
+        uint64_t nap = fr_now_ns() + FR_CALLER_NAP_NS;
+        w->nap(a, w, nap < until ? nap : until);
+        if (w->done(w->arg))
+            return 1;
     }
+}
+
+static int pending_done(void *arg)
+{
+    return atomic_load(&((fr_pending *)arg)->done);
+}
+
+static void nap_one(frpc_agent *a, waiter *w, uint64_t until)
+{
+    fr_pending_wait(&a->pend, w->arg, until, 0);
+}
+
+int fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t until,
+                          int give_up)
+{
+    waiter w = {.done = pending_done, .nap = nap_one, .arg = p};
+    if (wait_for(a, &w, until))
+        return 1;
+    return give_up ? fr_pending_wait(&a->pend, p, 0, 1) : 0;
+}
+
+/* The multi-future waits sleep until any call completes. */
+static void nap_any(frpc_agent *a, waiter *w, uint64_t until)
+{
+    fr_pending_wait_any(&a->pend, &w->epoch, until);
+}
+
+int fr_progress_wait_until(frpc_agent *a, int (*done)(void *), void *arg,
+                           uint64_t until)
+{
+    waiter w = {.done = done, .nap = nap_any, .arg = arg,
+                .epoch = atomic_load(&a->pend.epoch)};
+    return wait_for(a, &w, until);
 }

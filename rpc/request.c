@@ -56,6 +56,12 @@ static void free_request(frpc_request *r)
     free(r);
 }
 
+static void run_handler(void *arg)
+{
+    frpc_request *r = arg;
+    r->func->handler(r, r->func->user);
+}
+
 static void on_request(frpc_agent *a, fr_fabric_msg *m)
 {
     const fr_func *fn = fr_registry_find(&a->reg, m->env.func_id);
@@ -93,8 +99,13 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         memcpy(r->args, m->payload, m->len);
     }
     track(a, r);
-    atomic_fetch_add(&a->requests_served, 1);
-    fn->handler(r, fn->user);
+    atomic_fetch_add(&a->requests_received, 1);
+    if (fn->flags & FRPC_INLINE) {
+        fn->handler(r, fn->user);
+        return;
+    }
+    if (fr_pool_submit(a->pool, run_handler, r) < 0)
+        frpc_respond_error(r, FRPC_ESHUTDOWN, "callee is shutting down");
     return;
 nomem:
     send_error(a, m->env.src_rank, &m->env, FRPC_ENOMEM,
@@ -219,6 +230,7 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
     int rc;
 
     untrack(a, req);
+    atomic_fetch_add(&a->requests_answered, 1);
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1)
         rc = FRPC_ESHUTDOWN;
     else

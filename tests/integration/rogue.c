@@ -61,12 +61,14 @@ static int rndv_call(frpc_agent *a, const fr_rndv_desc *desc, int timeout)
 {
     uint8_t buf[FR_ENV_HDR_SIZE + FR_RNDV_DESC_SIZE];
     fr_pending p;
-    fr_pending_add(&a->pend, &p, 0, "echo");
+    uint64_t deadline = fr_deadline_ms(timeout);
+    CHECK(fr_pending_add(&a->pend, &p, 0, "echo", timeout, deadline, NULL) == 0,
+          "pending add");
     header(a, buf, FR_ENV_REQUEST, FR_ENV_F_RNDV, p.id, FR_RNDV_DESC_SIZE);
     CHECK(fr_rndv_encode(desc, buf + FR_ENV_HDR_SIZE, FR_RNDV_DESC_SIZE) == 0,
           "rndv encode");
     send_raw(a, buf, sizeof(buf));
-    fr_progress_wait_call(a, &p, fr_deadline_ms(timeout));
+    fr_progress_wait_call(a, &p, deadline, 1);
     int status = p.res.status;
     frpc_result_clear(&p.res);
     fr_pending_release(&p);
@@ -159,9 +161,9 @@ int main(void)
               "drops counted: malformed %llu, token %llu",
               (unsigned long long)st.dropped_malformed,
               (unsigned long long)st.dropped_token);
-        CHECK(atomic_load(&a->pend.dropped) >= 1,
+        CHECK(atomic_load(&a->pend.st.dropped) >= 1,
               "the answer to no call was dropped: %llu",
-              (unsigned long long)atomic_load(&a->pend.dropped));
+              (unsigned long long)atomic_load(&a->pend.st.dropped));
         printf("ok: rank 0 dropped %llu malformed frames, 1 with a wrong "
                "token, 1 stray answer, and still serves\n",
                (unsigned long long)st.dropped_malformed);

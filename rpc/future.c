@@ -1,0 +1,291 @@
+/*
+ * Futures: asynchronous calls.
+ *
+ * Design notes
+ * - A future is a pending entry (pending.c completes it, exactly once)
+ *   plus a reference count: one reference for its owner (dropped by
+ *   frpc_future_free), one for the pending table (dropped by the entry's
+ *   on_done hook, which runs once, after completion), and one while a
+ *   callback is scheduled or running. The last reference frees it.
+ * - The callback is fired by whichever comes second of "completed"
+ *   (on_done) and "callback registered" (frpc_future_then), decided under
+ *   the future's own lock: so it runs exactly once, on the pool when
+ *   completion comes second, at once on the registering thread otherwise.
+ * - Cancel and free-while-in-flight are fr_pending_abort: if it wins, the
+ *   call completes with FRPC_ECANCELED and a late answer finds no entry.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+
+enum { CB_NONE, CB_SET, CB_FIRED };
+
+struct frpc_future {
+    fr_pending p;
+    frpc_agent *agent;
+    atomic_int refs;
+    pthread_mutex_t lock; /* cb_state, completed */
+    int cb_state;
+    int completed; /* on_done has run */
+    frpc_future_fn cb;
+    void *cb_user;
+    char name[FR_FUNC_NAME_MAX + 1];
+};
+
+static void unref(frpc_future *f)
+{
+    if (atomic_fetch_sub(&f->refs, 1) != 1)
+        return;
+    frpc_result_clear(&f->p.res);
+    fr_pending_release(&f->p);
+    pthread_mutex_destroy(&f->lock);
+    free(f);
+}
+
+static void run_callback(void *arg)
+{
+    frpc_future *f = arg;
+    f->cb(f, f->cb_user);
+    unref(f);
+}
+
+static void fire(frpc_future *f)
+{
+    atomic_fetch_add(&f->refs, 1); /* the callback's reference */
+    if (fr_pool_submit(f->agent->pool, run_callback, f) < 0)
+        run_callback(f); /* the pool is draining: run it here */
+}
+
+/* The pending entry's on_done hook: runs once, after completion. */
+static void on_done(fr_pending *p)
+{
+    frpc_future *f = (frpc_future *)p;
+    int go = 0;
+    pthread_mutex_lock(&f->lock);
+    f->completed = 1;
+    if (f->cb_state == CB_SET) {
+        f->cb_state = CB_FIRED;
+        go = 1;
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (go)
+        fire(f);
+    unref(f); /* the table's reference */
+}
+
+int frpc_call_async(frpc_agent *a, int dst, const char *name,
+                    const void *args, size_t len, int timeout_ms,
+                    frpc_future **out)
+{
+    frpc_future *f;
+    char *why = NULL;
+    int rc;
+
+    if (!out)
+        return FRPC_EINVAL;
+    *out = NULL;
+    if ((rc = fr_call_check(a, dst, name, args, len, &why))) {
+        free(why);
+        return rc;
+    }
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        return FRPC_ENOMEM;
+    f->agent = a;
+    atomic_init(&f->refs, 2);
+    pthread_mutex_init(&f->lock, NULL);
+    strcpy(f->name, name);
+    rc = fr_pending_add(&a->pend, &f->p, (uint32_t)dst, f->name, timeout_ms,
+                        fr_deadline_ms(timeout_ms), on_done);
+    if (rc) {
+        pthread_mutex_destroy(&f->lock);
+        free(f);
+        return rc;
+    }
+    if ((rc = fr_call_send(a, &f->p, name, args, len))) {
+        /* The entry completed with rc and its hook dropped the table's
+         * reference; nothing was sent, so the caller gets no future. */
+        unref(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+int frpc_future_test(const frpc_future *f)
+{
+    return f && atomic_load(&f->p.done);
+}
+
+static int status_of(const frpc_future *f)
+{
+    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_EAGAIN;
+}
+
+int frpc_future_wait(frpc_future *f, int timeout_ms)
+{
+    if (!f)
+        return FRPC_EINVAL;
+    if (atomic_load(&f->p.done))
+        return f->p.res.status;
+    if (fr_progress_begin_wait(f->agent))
+        return FRPC_EAGAIN;
+    fr_progress_wait_call(f->agent, &f->p, fr_deadline_ms(timeout_ms), 0);
+    fr_progress_end_wait(f->agent);
+    return status_of(f);
+}
+
+const void *frpc_future_data(const frpc_future *f, size_t *len)
+{
+    int ok = f && atomic_load(&f->p.done) && f->p.res.status == 0;
+    if (len)
+        *len = ok ? f->p.res.len : 0;
+    return ok ? f->p.res.data : NULL;
+}
+
+int frpc_future_error(const frpc_future *f, int *remote_code,
+                      const char **message)
+{
+    if (!f)
+        return FRPC_EINVAL;
+    int st = status_of(f);
+    if (remote_code)
+        *remote_code = st == FRPC_EREMOTE ? f->p.res.remote_code : 0;
+    if (message)
+        *message = st != FRPC_EAGAIN ? f->p.res.error : NULL;
+    return st;
+}
+
+int frpc_future_take(frpc_future *f, frpc_result *res)
+{
+    if (!f || !res)
+        return FRPC_EINVAL;
+    int st = status_of(f);
+    if (st == FRPC_EAGAIN)
+        return st;
+    *res = f->p.res;
+    f->p.res.data = NULL;
+    f->p.res.len = 0;
+    f->p.res.error = NULL;
+    return st;
+}
+
+int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user)
+{
+    int now = 0;
+    if (!f || !fn)
+        return FRPC_EINVAL;
+    pthread_mutex_lock(&f->lock);
+    if (f->cb_state != CB_NONE) {
+        pthread_mutex_unlock(&f->lock);
+        return FRPC_EEXIST;
+    }
+    f->cb = fn;
+    f->cb_user = user;
+    if (f->completed) {
+        f->cb_state = CB_FIRED;
+        now = 1;
+    } else {
+        f->cb_state = CB_SET;
+    }
+    pthread_mutex_unlock(&f->lock);
+    if (now) {
+        atomic_fetch_add(&f->refs, 1);
+        run_callback(f);
+    }
+    return 0;
+}
+
+int frpc_future_cancel(frpc_future *f)
+{
+    if (!f)
+        return FRPC_EINVAL;
+    return fr_pending_abort(&f->agent->pend, &f->p, FRPC_ECANCELED, NULL)
+               ? 0
+               : FRPC_EINVAL;
+}
+
+void frpc_future_free(frpc_future *f)
+{
+    if (!f)
+        return;
+    if (!atomic_load(&f->p.done))
+        frpc_future_cancel(f);
+    unref(f);
+}
+
+/* ---- waiting for several -------------------------------------------- */
+
+typedef struct many {
+    frpc_future *const *f;
+    size_t n;
+    size_t index; /* wait_any: the first done */
+} many;
+
+static int all_done(void *arg)
+{
+    many *m = arg;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->f[i] && !atomic_load(&m->f[i]->p.done))
+            return 0;
+    return 1;
+}
+
+static int any_done(void *arg)
+{
+    many *m = arg;
+    for (size_t i = 0; i < m->n; i++)
+        if (m->f[i] && atomic_load(&m->f[i]->p.done)) {
+            m->index = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* The agent of the first future given, or NULL. */
+static frpc_agent *agent_of(frpc_future *const *f, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (f[i])
+            return f[i]->agent;
+    return NULL;
+}
+
+static int wait_many(frpc_future *const *futures, size_t n, int timeout_ms,
+                     int (*done)(void *), many *m)
+{
+    frpc_agent *a;
+    if (done(m))
+        return 0;
+    if (!(a = agent_of(futures, n)))
+        return FRPC_EAGAIN; /* nothing that could ever complete */
+    if (fr_progress_begin_wait(a))
+        return FRPC_EAGAIN;
+    int ok = fr_progress_wait_until(a, done, m, fr_deadline_ms(timeout_ms));
+    fr_progress_end_wait(a);
+    return ok ? 0 : FRPC_EAGAIN;
+}
+
+int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms)
+{
+    many m = {.f = futures, .n = n};
+    if (!futures && n)
+        return FRPC_EINVAL;
+    return wait_many(futures, n, timeout_ms, all_done, &m);
+}
+
+int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
+                  size_t *index)
+{
+    many m = {.f = futures, .n = n};
+    if (!index || (!futures && n))
+        return FRPC_EINVAL;
+    int rc = wait_many(futures, n, timeout_ms, any_done, &m);
+    if (rc == 0)
+        *index = m.index;
+    return rc;
+}
