@@ -206,7 +206,7 @@ int main(int argc, char **argv)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 2;
     }
-    frpc_register(a, "bench_echo", echo, NULL, 0);
+    frpc_register(a, "bench_echo", echo, NULL, FRPC_INLINE);
     frpc_barrier(a, 60000);
     if (frpc_rank(a) == 0) {
         size_t maxsize = 0;

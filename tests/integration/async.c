@@ -522,23 +522,30 @@ static void inl_self(frpc_request *req, void *user)
 }
 
 /*
- * deep / ideep (user != NULL: propagate as remote errors): calls its own
- * rank with depth + 1 until a call fails, and reports what the deepest
- * handler got: a 16-byte message seeded (-status) << 32 | depth, or the
- * error with remote_code = status, passed up unchanged.
+ * deep / ideep (user != NULL: report as remote errors): calls its own rank
+ * with depth + 1 until a call fails, and reports what the deepest handler
+ * got: a 16-byte message seeded (-status) << 32 | depth, or an error with
+ * remote_code = status, passed up unchanged. The args are seeded chain <<
+ * 32 | depth: a request of a chain that is over (one a cancelled call left
+ * behind) is answered at once, so no stray chain goes on.
  */
+static atomic_uint_fast64_t cur_chain;
+
 static void deep(frpc_request *req, void *user)
 {
     size_t len;
-    uint64_t d;
+    uint64_t a;
     char msg[128];
-    frpc_result res;
-    CHECK(au_msg_check(frpc_request_args(req, &len), len, &d) && d < 1000,
-          "deep args");
-    const char *fn = frpc_request_function(req);
-    void *args = au_msg(d + 1, 16);
-    int rc = frpc_call(agent, me, fn, args, 16, CALL_TIMEOUT_MS, &res);
-    free(args);
+    frpc_result res = {0};
+    CHECK(au_msg_check(frpc_request_args(req, &len), len, &a), "deep args");
+    uint64_t d = (uint32_t)a;
+    int rc = FRPC_EINVAL;
+    if (a >> 32 == atomic_load(&cur_chain) && d < 1000) {
+        void *args = au_msg(a + 1, 16);
+        rc = frpc_call(agent, me, frpc_request_function(req), args, 16,
+                       CALL_TIMEOUT_MS, &res);
+        free(args);
+    }
     if (rc == 0) {
         frpc_respond(req, res.data, res.len); /* the bottom's report */
     } else if (rc == FRPC_EREMOTE) {
@@ -555,13 +562,16 @@ static void deep(frpc_request *req, void *user)
     frpc_result_clear(&res);
 }
 
-/* Starts a deep chain on this rank; returns the depth where it ended. */
-static int chain(const char *fn, int want_remote)
+/* Runs chain number id of fn on this rank; returns the depth where it
+ * ended, which must be with FRPC_EAGAIN. */
+static int chain(const char *fn, uint64_t id, int want_remote)
 {
     frpc_result res;
     uint64_t got;
-    void *args = au_msg(0, 16);
+    void *args = au_msg(id << 32, 16);
+    atomic_store(&cur_chain, id);
     int rc = frpc_call(agent, me, fn, args, 16, CALL_TIMEOUT_MS, &res);
+    atomic_store(&cur_chain, 0);
     free(args);
     if (want_remote) {
         CHECK(rc == FRPC_EREMOTE && res.remote_code == FRPC_EAGAIN,
@@ -575,9 +585,8 @@ static int chain(const char *fn, int want_remote)
     }
     CHECK(rc == 0 && res.len == 16 && au_msg_check(res.data, 16, &got),
           "%s: %s", fn, au_why(rc, res.error));
-    CHECK((int)-(int64_t)(got >> 32) == FRPC_EAGAIN,
-          "%s ended with %s, want FRPC_EAGAIN", fn,
-          frpc_err_name(-(int)(got >> 32)));
+    CHECK(-(int)(got >> 32) == FRPC_EAGAIN, "%s ended with %s, want "
+          "FRPC_EAGAIN", fn, frpc_err_name(-(int)(got >> 32)));
     frpc_result_clear(&res);
     return (int)(uint32_t)got;
 }
@@ -611,14 +620,14 @@ static int mode_nested(void)
             sync_echo(RANK_A, "inl_self", 500 + i, 64);
         }
         printf("ok: inline handler calls its own rank (on B and on A)\n");
-        int d = chain("deep", 0);
+        int d = chain("deep", 1, 0);
         CHECK(d == threads - 1, "pool chain ended at depth %d, want %d", d,
               threads - 1);
-        d = chain("deep_err", 1);
+        d = chain("deep_err", 2, 1);
         CHECK(d == threads - 1, "pool chain (errors) ended at depth %d", d);
         printf("ok: pool chain on one rank ends with FRPC_EAGAIN at depth %d "
                "(%d threads), as status and as remote error\n", d, threads);
-        d = chain("ideep", 0);
+        d = chain("ideep", 3, 0);
         CHECK(d >= FRPC_MAX_INLINE_DEPTH - 1 && d <= FRPC_MAX_INLINE_DEPTH,
               "inline chain ended at depth %d, want about %d", d,
               FRPC_MAX_INLINE_DEPTH);
