@@ -71,23 +71,23 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
         return rc;
     }
     o->dst = dst;
-    pthread_mutex_lock(&f->rndv_lock);
-    o->cookie = f->next_cookie++;
-    o->next = f->rndv_out;
-    f->rndv_out = o;
-    pthread_mutex_unlock(&f->rndv_lock);
-
     d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->buf : 0;
     d.key = fi_mr_key(o->mr);
     d.len = len;
-    d.cookie = o->cookie;
+    /* Everything read from o happens before it is published: once on the
+     * list, the receiver's RNDV_DONE may free it on another thread. */
+    pthread_mutex_lock(&f->rndv_lock);
+    o->cookie = d.cookie = f->next_cookie++;
+    o->next = f->rndv_out;
+    f->rndv_out = o;
+    pthread_mutex_unlock(&f->rndv_lock);
     e.flags |= FR_ENV_F_RNDV;
     rc = fr_rndv_encode(&d, descbuf, sizeof(descbuf));
     if (!rc)
         rc = fr__fabric_send_frame(f, dst, &e, descbuf, sizeof(descbuf),
                                    deadline_ns);
     if (rc) {
-        fr__rndv_on_done(f, dst, o->cookie); /* nobody will read it */
+        fr__rndv_on_done(f, dst, d.cookie); /* nobody will read it */
         return rc;
     }
     atomic_fetch_add(&f->st.rndv_sent, 1);

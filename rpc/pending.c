@@ -1,8 +1,9 @@
 /*
  * The pending table. See pending.h for the invariant: an entry is
- * completed only by the thread that removes it, under t->lock, and its
- * waiter is signalled under the same lock, so a waiter that sees done may
- * free the entry at once. on_done hooks run after the lock is dropped; an
+ * completed only by the thread that removes it, under t->lock; its waiter
+ * is signalled under the same lock, and done is set after every other
+ * touch of the entry, so a waiter that sees done (with or without the
+ * lock) may free the entry at once. on_done hooks run after the lock is dropped; an
  * entry with a hook is kept alive by its owner until the hook has run.
  */
 #include "config.h"
@@ -210,15 +211,17 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     p->res.error = err;
     explain(p);
     count(t, status);
-    atomic_store(&p->done, 1);
-    pthread_cond_signal(&p->cond);
-    atomic_fetch_add(&t->epoch, 1);
-    if (t->any_waiters)
-        pthread_cond_broadcast(&t->any_cond);
     if (p->on_done) {
         p->done_next = *hooks;
         *hooks = p;
     }
+    pthread_cond_signal(&p->cond);
+    atomic_fetch_add(&t->epoch, 1);
+    if (t->any_waiters)
+        pthread_cond_broadcast(&t->any_cond);
+    /* Last: a spinning waiter reads done without the lock and may free p
+     * (a sync call's entry is on its stack) as soon as it sees it. */
+    atomic_store(&p->done, 1);
 }
 
 static void run_hooks(fr_pending *hooks)

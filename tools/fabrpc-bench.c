@@ -1,56 +1,210 @@
 /*
- * fabrpc-bench: measures fabrpc between two ranks.
+ * fabrpc-bench: measures fabrpc between the ranks of a job.
  *
- *   fabrpc-run -n 2 [--provider P] fabrpc-bench latency [options]
+ *   fabrpc-run -n 2 [--provider P] fabrpc-bench MODE [options]
+ *   fabrpc-bench MODE [options]      (starts its own ranks with fabrpc-run)
  *
- * Mode latency: rank 0 makes synchronous calls to rank 1, whose handler
- * answers with as many bytes as it was sent; the round trip of each call
- * is timed, and p50/p99 are reported per size. Options:
- *   --sizes LIST     comma list of payload sizes in bytes (suffixes k, m):
- *                    default 8,64,1k,4k,64k,1m,16m
- *   --iters N        timed calls per size (default 10000, fewer for sizes
- *                    over 64 KiB: at most 2 GiB moved per size)
- *   --warmup N       untimed calls first (default iters/10)
- *   --progress MODE  busy, adaptive (default) or blocking
- *   --json           one JSON object per line instead of a table
+ * This file: options, self-launch, main and the output of rows (a table,
+ * or one JSON object per line). The modes are in bench_modes.c, the
+ * fi_pingpong baseline in bench_baseline.c; --help says what each does.
  */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 
-#include <fabrpc.h>
+#include "bench.h"
 
-#define MAX_SIZES 32
+static const char usage_text[] =
+    "usage: fabrpc-run -n 2 [--provider P] fabrpc-bench MODE [options]\n"
+    "       fabrpc-bench MODE [options]   (starts its own ranks)\n"
+    "\n"
+    "Rank 0 measures and prints; rank 1 answers (handlers run inline on\n"
+    "its progress thread). Run without a launcher's environment (no\n"
+    "FABRPC_RANK, RANK, ...), fabrpc-bench runs itself under fabrpc-run\n"
+    "(found next to it, else in PATH; rank tags off) and exits with its\n"
+    "status.\n"
+    "\n"
+    "modes:\n"
+    "  latency    synchronous round trips, replies as large as the args:\n"
+    "             p50/p99 per size (default sizes 8,64,1k,4k,64k,1m,16m)\n"
+    "  rate       asynchronous calls per second with 8-byte args and\n"
+    "             replies, keeping W calls in flight (a sliding window:\n"
+    "             each completed call is replaced), per W of --inflight\n"
+    "             (default 1,16,64,256)\n"
+    "  bandwidth  MB/s of args carried by calls (8-byte replies), with a\n"
+    "             window of W calls in flight (default sizes 1m,16m, W 4);\n"
+    "             one-sided get/put will join when the library has them\n"
+    "  idle       CPU seconds each rank uses while idle for --seconds after\n"
+    "             init and a barrier: one row per rank (cpu_s)\n"
+    "  init       time for N ranks to be ready: from just before frpc_init\n"
+    "             to the end of the first barrier, p50/p99 over ranks;\n"
+    "             size = N; job_s = first rank's start (exec) to last rank\n"
+    "             ready; rss_mb = largest VmRSS. Any N: fabrpc-run -n N, or\n"
+    "             --ranks N when fabrpc-bench starts its own ranks\n"
+    "\n"
+    "options:\n"
+    "  --provider P     use provider P (shm, tcp, ...; sets FABRPC_PROVIDER,\n"
+    "                   or fabrpc-run's --provider); fails if fabrpc comes\n"
+    "                   up on another one\n"
+    "  --sizes LIST     comma list of sizes in bytes, suffixes k and m\n"
+    "                   (latency, bandwidth)\n"
+    "  --inflight LIST  comma list of windows W (rate, bandwidth)\n"
+    "  --iters N        timed calls per row (default: latency 10000, fewer\n"
+    "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
+    "  --warmup N       untimed calls first (default iters/10)\n"
+    "  --progress M     busy, adaptive or blocking (default: fabrpc's,\n"
+    "                   i.e. FABRPC_PROGRESS or adaptive)\n"
+    "  --seconds S      idle: how long to stay idle (default 5)\n"
+    "  --ranks N        ranks to start when run alone (default 2; latency,\n"
+    "                   rate and bandwidth need 2)\n"
+    "  --json           one JSON object per line instead of a table, with\n"
+    "                   keys system, provider, metric, size, inflight, iters,\n"
+    "                   p50_us, p99_us, calls_per_s, mb_per_s, cpu_s (null\n"
+    "                   when not measured), and where they apply rank,\n"
+    "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong\n"
+    "  --baseline       latency only: after fabrpc's rows are measured, rank\n"
+    "                   0 runs libfabric's fi_pingpong (package\n"
+    "                   libfabric-bin) over the same provider, sizes and\n"
+    "                   iterations on 127.0.0.1, prints its rows (system\n"
+    "                   \"fi_pingpong\"; p50_us is its mean round trip, twice\n"
+    "                   its usec/xfer) and adds ratio_to_fi_pingpong (fabrpc\n"
+    "                   p50 / fi_pingpong round trip) to fabrpc's rows\n"
+    "  -h, --help       print this help\n"
+    "\n"
+    "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
+    "could not run fi_pingpong (missing or failed: fabrpc's rows are still\n"
+    "printed).\n";
 
-typedef struct opts {
-    size_t sizes[MAX_SIZES];
-    int nsizes;
-    long iters, warmup;
-    frpc_progress_mode progress;
-    int json;
-} opts;
+/* ---------------------------------------------------------------- */
+/* Output                                                            */
+/* ---------------------------------------------------------------- */
 
-static double now_us(void)
+#define MAX_KEPT 128
+
+static struct {
+    int json, header_done, defer, nkept;
+    bench_row kept[MAX_KEPT];
+} out;
+
+bench_row bench_row_new(const char *system, const char *provider,
+                        const char *metric)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+    bench_row r = {.system = system, .metric = metric, .size = -1,
+                   .inflight = -1, .iters = -1, .p50_us = NAN,
+                   .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
+                   .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
+                   .job_s = NAN, .seconds = NAN};
+    snprintf(r.provider, sizeof(r.provider), "%s", provider);
+    return r;
 }
 
-static void usage(FILE *f)
+/* JSON: ,"key":value or null. Table: the value in width w, or "-". */
+static void put_num(const char *key, double v, int w, int prec)
 {
-    fprintf(f,
-            "usage: fabrpc-run -n 2 [--provider P] fabrpc-bench latency "
-            "[--sizes LIST] [--iters N]\n"
-            "                  [--warmup N] [--progress "
-            "busy|adaptive|blocking] [--json]\n"
-            "Times synchronous round trips from rank 0 to rank 1 (replies "
-            "as large as the args)\nand prints p50/p99 per size.\n");
+    if (out.json && isnan(v))
+        printf(",\"%s\":null", key);
+    else if (out.json)
+        printf(",\"%s\":%.*f", key, prec, v);
+    else if (isnan(v))
+        printf(" %*s", w, "-");
+    else
+        printf(" %*.*f", w, prec, v);
 }
 
-static int parse_size(const char *s, size_t *out)
+static void put_long(const char *key, long v, int w)
+{
+    put_num(key, v < 0 ? NAN : (double)v, w, 0);
+}
+
+/* Extra keys, printed only when set (in the table as key=value). */
+static void put_extra(const char *key, double v, int prec)
+{
+    if (isnan(v))
+        return;
+    if (out.json)
+        printf(",\"%s\":%.*f", key, prec, v);
+    else
+        printf(" %s=%.*f", key, prec, v);
+}
+
+static void print_row(const bench_row *r)
+{
+    if (out.json)
+        printf("{\"system\":\"%s\",\"provider\":\"%s\",\"metric\":\"%s\"",
+               r->system, r->provider, r->metric);
+    else {
+        if (!out.header_done)
+            printf("%-11s %-8s %-9s %10s %8s %8s %10s %10s %11s %9s %8s\n",
+                   "system", "provider", "metric", "size", "inflight",
+                   "iters", "p50_us", "p99_us", "calls/s", "MB/s", "cpu_s");
+        out.header_done = 1;
+        printf("%-11s %-8s %-9s", r->system, r->provider, r->metric);
+    }
+    put_long("size", r->size, 10);
+    put_long("inflight", r->inflight, 8);
+    put_long("iters", r->iters, 8);
+    put_num("p50_us", r->p50_us, 10, 2);
+    put_num("p99_us", r->p99_us, 10, 2);
+    put_num("calls_per_s", r->calls_per_s, 11, 0);
+    put_num("mb_per_s", r->mb_per_s, 9, 1);
+    put_num("cpu_s", r->cpu_s, 8, 3);
+    put_extra("rank", r->rank < 0 ? NAN : r->rank, 0);
+    put_extra("seconds", r->seconds, 3);
+    put_extra("rss_mb", r->rss_mb, 1);
+    put_extra("job_s", r->job_s, 3);
+    put_extra("ratio_to_fi_pingpong", r->ratio, 2);
+    printf(out.json ? "}\n" : "\n");
+    fflush(stdout);
+}
+
+void bench_emit(const bench_row *row)
+{
+    if (out.defer && out.nkept < MAX_KEPT)
+        out.kept[out.nkept++] = *row;
+    else
+        print_row(row);
+}
+
+void bench_defer(void)
+{
+    out.defer = 1;
+}
+
+bench_row *bench_kept(int *n)
+{
+    *n = out.nkept;
+    return out.kept;
+}
+
+void bench_flush(void)
+{
+    for (int i = 0; i < out.nkept; i++)
+        print_row(&out.kept[i]);
+    out.nkept = out.defer = 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Options                                                           */
+/* ---------------------------------------------------------------- */
+
+static const struct {
+    const char *name, *sizes, *inflight;
+    bench_mode mode;
+} modes[] = {
+    {"latency", "8,64,1k,4k,64k,1m,16m", "1", BENCH_LATENCY},
+    {"rate", "8", "1,16,64,256", BENCH_RATE},
+    {"bandwidth", "1m,16m", "4", BENCH_BANDWIDTH},
+    {"idle", "8", "1", BENCH_IDLE},
+    {"init", "8", "1", BENCH_INIT},
+};
+
+/* A count with an optional k or m suffix (x1024, x1048576), > 0. */
+static int parse_count(const char *s, unsigned long long *out)
 {
     char *end;
     errno = 0;
@@ -61,176 +215,265 @@ static int parse_size(const char *s, size_t *out)
         v <<= 10, end++;
     else if (*end == 'm' || *end == 'M')
         v <<= 20, end++;
-    if (*end)
+    if (*end || v == 0 || v > LONG_MAX)
         return -1;
-    *out = (size_t)v;
+    *out = v;
     return 0;
 }
 
-static int parse_opts(int argc, char **argv, opts *o)
+/* A comma list of counts into v (sizes or windows); their number or -1. */
+static int parse_list(const char *s, unsigned long long *v)
 {
-    static const char *defaults = "8,64,1k,4k,64k,1m,16m";
-    const char *sizes = defaults;
-    memset(o, 0, sizeof(*o));
-    o->iters = -1;
-    o->warmup = -1;
-    if (argc < 2 || strcmp(argv[1], "latency") != 0)
+    char buf[512];
+    int n = 0;
+    if (strlen(s) >= sizeof(buf))
         return -1;
+    strcpy(buf, s);
+    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
+        if (n == BENCH_MAX_LIST || parse_count(t, &v[n]))
+            return -1;
+        n++;
+    }
+    return n ? n : -1;
+}
+
+static int parse_progress(const char *v, frpc_progress_mode *p)
+{
+    if (!strcmp(v, "busy"))
+        *p = FRPC_PROGRESS_BUSY;
+    else if (!strcmp(v, "adaptive"))
+        *p = FRPC_PROGRESS_ADAPTIVE;
+    else if (!strcmp(v, "blocking"))
+        *p = FRPC_PROGRESS_BLOCKING;
+    else
+        return -1;
+    return 0;
+}
+
+static int bad(const char *what, const char *arg)
+{
+    fprintf(stderr, "fabrpc-bench: %s%s%s\n", what, arg ? ": " : "",
+            arg ? arg : "");
+    return -1;
+}
+
+static int parse_opts(int argc, char **argv, bench_opts *o)
+{
+    const char *sizes = NULL, *inflight = NULL;
+    unsigned long long v[BENCH_MAX_LIST];
+    size_t m = 0;
+
+    memset(o, 0, sizeof(*o));
+    o->iters = o->warmup = -1;
+    o->seconds = 5;
+    o->ranks = 2;
+    if (argc < 2)
+        return bad("no MODE given", NULL);
+    while (m < sizeof(modes) / sizeof(modes[0]) && strcmp(argv[1], modes[m].name))
+        m++;
+    if (m == sizeof(modes) / sizeof(modes[0]))
+        return bad("unknown mode", argv[1]);
+    o->mode = modes[m].mode;
+    o->mode_name = modes[m].name;
     for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        char *end = NULL;
+        if (!strcmp(a, "--json") || !strcmp(a, "--baseline")) {
+            *(a[2] == 'j' ? &o->json : &o->baseline) = 1;
             continue;
         }
-        if (!v)
-            return -1;
+        if (!val)
+            return bad("unknown option or missing value", a);
         i++;
-        if (strcmp(a, "--sizes") == 0)
-            sizes = v;
-        else if (strcmp(a, "--iters") == 0)
-            o->iters = atol(v);
-        else if (strcmp(a, "--warmup") == 0)
-            o->warmup = atol(v);
-        else if (strcmp(a, "--progress") == 0) {
-            if (strcmp(v, "busy") == 0)
-                o->progress = FRPC_PROGRESS_BUSY;
-            else if (strcmp(v, "blocking") == 0)
-                o->progress = FRPC_PROGRESS_BLOCKING;
-            else if (strcmp(v, "adaptive") == 0)
-                o->progress = FRPC_PROGRESS_ADAPTIVE;
+        errno = 0;
+        if (!strcmp(a, "--sizes"))
+            sizes = val;
+        else if (!strcmp(a, "--inflight"))
+            inflight = val;
+        else if (!strcmp(a, "--provider"))
+            o->provider = val;
+        else if (!strcmp(a, "--iters") || !strcmp(a, "--warmup") ||
+                 !strcmp(a, "--ranks")) {
+            long n = strtol(val, &end, 10);
+            if (errno || *end || n < (a[2] == 'w' ? 0 : 1))
+                return bad("bad number", val);
+            if (a[2] == 'r')
+                o->ranks = (int)(n > 1024 ? 1024 : n);
             else
-                return -1;
+                *(a[2] == 'i' ? &o->iters : &o->warmup) = n;
+        } else if (!strcmp(a, "--seconds")) {
+            o->seconds = strtod(val, &end);
+            if (errno || *end || !(o->seconds >= 0 && o->seconds < 1e6))
+                return bad("bad --seconds", val);
+        } else if (!strcmp(a, "--progress")) {
+            if (parse_progress(val, &o->progress))
+                return bad("bad --progress", val);
+            o->progress_set = 1;
         } else
-            return -1;
+            return bad("unknown option", a);
     }
-    char buf[512];
-    snprintf(buf, sizeof(buf), "%s", sizes);
-    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        if (o->nsizes == MAX_SIZES || parse_size(t, &o->sizes[o->nsizes]))
-            return -1;
-        o->nsizes++;
+    if ((o->nsizes = parse_list(sizes ? sizes : modes[m].sizes, v)) < 0)
+        return bad("bad --sizes", sizes);
+    for (int i = 0; i < o->nsizes; i++)
+        o->sizes[i] = (size_t)v[i];
+    if ((o->ninflight = parse_list(inflight ? inflight : modes[m].inflight,
+                                   v)) < 0)
+        return bad("bad --inflight", inflight);
+    for (int i = 0; i < o->ninflight; i++)
+        o->inflight[i] = (long)v[i];
+    if (o->baseline && o->mode != BENCH_LATENCY)
+        return bad("--baseline goes with the latency mode", NULL);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- */
+/* Self-launch                                                       */
+/* ---------------------------------------------------------------- */
+
+/* Did a launcher give us a rank (the variables frpc_init reads)? */
+static int launched(void)
+{
+    static const char *const vars[] = {
+        "FABRPC_RANK", "FABRPC_WORLD_SIZE", "RANK", "WORLD_SIZE",
+        "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        if (getenv(vars[i]))
+            return 1;
+    return 0;
+}
+
+/* Runs this program again as the ranks of fabrpc-run -n o->ranks (found
+ * next to our binary, or its parent directory when libtool put us in
+ * .libs, else in PATH). Returns only on failure. */
+static int self_launch(const bench_opts *o, int argc, char **argv)
+{
+    char self[PATH_MAX], run[PATH_MAX + 32], n[16];
+    const char *prog = "fabrpc-run";
+    char **args = calloc((size_t)argc + 8, sizeof(char *));
+    ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    int k = 0;
+
+    if (!args || len <= 0) {
+        fprintf(stderr, "fabrpc-bench: cannot find my own binary\n");
+        free(args);
+        return 1;
     }
-    return o->nsizes ? 0 : -1;
-}
-
-static void echo(frpc_request *req, void *user)
-{
-    size_t len;
-    const void *args = frpc_request_args(req, &len);
-    frpc_respond(req, args, len);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static long iters_for(const opts *o, size_t size)
-{
-    if (o->iters > 0)
-        return o->iters;
-    if (size <= 65536)
-        return 10000;
-    long n = (long)((2ull << 30) / size / 2);
-    return n < 20 ? 20 : n > 10000 ? 10000 : n;
-}
-
-static int run_size(frpc_agent *a, const opts *o, size_t size, void *buf,
-                    double *lat)
-{
-    long iters = iters_for(o, size);
-    long warm = o->warmup >= 0 ? o->warmup : iters / 10;
-    for (long i = -warm; i < iters; i++) {
-        frpc_result res;
-        double t0 = now_us();
-        int rc = frpc_call(a, 1, "bench_echo", buf, size, 60000, &res);
-        double t1 = now_us();
-        if (rc || res.len != size) {
-            fprintf(stderr, "fabrpc-bench: call failed: %s\n",
-                    res.error ? res.error : frpc_strerror(rc));
-            frpc_result_clear(&res);
-            return -1;
-        }
-        frpc_result_clear(&res);
-        if (i >= 0)
-            lat[i] = t1 - t0;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    *slash = '\0';
+    snprintf(run, sizeof(run), "%s/fabrpc-run", self);
+    if (access(run, X_OK) == 0)
+        prog = run;
+    else if (!strcmp(slash - 6 < self ? "" : slash - 6, "/.libs")) {
+        snprintf(run, sizeof(run), "%.*s/fabrpc-run",
+                 (int)(slash - 6 - self), self);
+        if (access(run, X_OK) == 0)
+            prog = run;
     }
-    qsort(lat, (size_t)iters, sizeof(double), cmp_double);
-    double p50 = lat[iters / 2], p99 = lat[(long)(iters * 0.99)];
-    double sum = 0;
-    for (long i = 0; i < iters; i++)
-        sum += lat[i];
-    double rate = iters / (sum / 1e6);
-    double mbps = 2.0 * (double)size * rate / 1e6;
-    if (o->json)
-        printf("{\"system\":\"fabrpc\",\"provider\":\"%s\",\"metric\":"
-               "\"latency\",\"size\":%zu,\"inflight\":1,\"iters\":%ld,"
-               "\"p50_us\":%.2f,\"p99_us\":%.2f,\"calls_per_s\":%.0f,"
-               "\"mb_per_s\":%.1f,\"cpu_s\":null}\n",
-               frpc_provider(a), size, iters, p50, p99, rate, mbps);
-    else
-        printf("%-8s %10zu %8ld %10.2f %10.2f %12.0f %10.1f\n",
-               frpc_provider(a), size, iters, p50, p99, rate, mbps);
-    fflush(stdout);
+    *slash = '/';
+    snprintf(n, sizeof(n), "%d", o->ranks);
+    args[k++] = (char *)prog;
+    args[k++] = "-n";
+    args[k++] = n;
+    if (o->provider) {
+        args[k++] = "--provider";
+        args[k++] = (char *)o->provider;
+    }
+    args[k++] = "--no-prefix"; /* only rank 0 prints rows */
+    args[k++] = "--";
+    args[k++] = self;
+    for (int i = 1; i < argc; i++)
+        args[k++] = argv[i];
+    args[k] = NULL;
+    execvp(prog, args);
+    fprintf(stderr, "fabrpc-bench: cannot run %s: %s (run it under "
+                    "fabrpc-run -n 2 instead)\n", prog, strerror(errno));
+    free(args);
+    return 1;
+}
+
+/* ---------------------------------------------------------------- */
+
+/* Is name one of the comma list's entries? */
+static int in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (!strncmp(p, name, n) && (p[n] == ',' || p[n] == '\0' ||
+                                     p[n] == ';'))
+            return 1;
+    return 0;
+}
+
+static int world_ok(frpc_agent *a, const bench_opts *o)
+{
+    int world = frpc_world_size(a);
+    if (o->mode == BENCH_IDLE || o->mode == BENCH_INIT || world == 2)
+        return 1;
+    if (frpc_rank(a) == 0)
+        fprintf(stderr, "fabrpc-bench: %s needs 2 ranks, not %d (fabrpc-run "
+                        "-n 2 fabrpc-bench ...)\n", o->mode_name, world);
     return 0;
 }
 
 int main(int argc, char **argv)
 {
-    opts o;
-    char err[1024] = "";
+    bench_opts o;
+    char err[1024] = "", prov[32], prov_full[64];
     frpc_config cfg;
     frpc_agent *a;
-    int rc = 0;
+    int rc;
 
     if (argc > 1 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        usage(stdout);
+        fputs(usage_text, stdout);
         return 0;
     }
     if (parse_opts(argc, argv, &o)) {
-        usage(stderr);
+        fprintf(stderr, "%.*s(fabrpc-bench --help for modes and options)\n",
+                (int)(strstr(usage_text, "\n\n") + 1 - usage_text),
+                usage_text);
         return 2;
     }
+    if (!launched())
+        return self_launch(&o, argc, argv);
+    out.json = o.json;
+    if (o.provider)
+        setenv("FABRPC_PROVIDER", o.provider, 1);
     frpc_config_init(&cfg);
-    cfg.progress = o.progress;
+    if (o.progress_set)
+        cfg.progress = o.progress;
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
+    double t_start = bench_now_us();
     if ((rc = frpc_init(&cfg, &a))) {
         fprintf(stderr, "fabrpc-bench: %s: %s\n", frpc_strerror(rc), err);
         return 1;
     }
-    if (frpc_world_size(a) != 2) {
-        fprintf(stderr, "fabrpc-bench: run it with 2 ranks "
-                        "(fabrpc-run -n 2 fabrpc-bench ...)\n");
+    snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
+    snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
+    if (o.provider && !in_list(o.provider, prov)) {
+        fprintf(stderr, "fabrpc-bench: asked for provider %s, but fabrpc "
+                        "came up on %s\n", o.provider, prov);
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
+        return 1;
+    }
+    if (!world_ok(a, &o)) {
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 2;
     }
-    frpc_register(a, "bench_echo", echo, NULL, FRPC_INLINE);
-    frpc_barrier(a, 60000);
-    if (frpc_rank(a) == 0) {
-        size_t maxsize = 0;
-        long maxiters = 0;
-        for (int i = 0; i < o.nsizes; i++) {
-            if (o.sizes[i] > maxsize)
-                maxsize = o.sizes[i];
-            if (iters_for(&o, o.sizes[i]) > maxiters)
-                maxiters = iters_for(&o, o.sizes[i]);
-        }
-        void *buf = calloc(1, maxsize ? maxsize : 1);
-        double *lat = malloc(sizeof(double) * (size_t)maxiters);
-        if (!buf || !lat)
-            rc = 1;
-        if (!o.json && !rc)
-            printf("%-8s %10s %8s %10s %10s %12s %10s\n", "provider",
-                   "size_B", "iters", "p50_us", "p99_us", "calls/s",
-                   "MB/s");
-        for (int i = 0; i < o.nsizes && !rc; i++)
-            rc = run_size(a, &o, o.sizes[i], buf, lat) ? 1 : 0;
-        free(buf);
-        free(lat);
+    int rank = frpc_rank(a);
+    if ((rc = bench_register(a, frpc_world_size(a)))) {
+        fprintf(stderr, "fabrpc-bench: register: %s\n", frpc_strerror(rc));
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
+        return 1;
     }
+    if (o.baseline && rank == 0)
+        bench_defer();
+    rc = bench_run(a, &o, t_start);
     if (frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 60000))
         rc = 1;
+    if (o.baseline && rank == 0 && !rc)
+        rc = bench_baseline(prov_full, prov, &o);
+    bench_flush();
     return rc;
 }

@@ -32,55 +32,12 @@
 
 #include "async_util.h"
 
-/* ---- handlers shared by the modes ---------------------------------- */
-
-/* echo: checks the args, answers with the reply message (async_util.h). */
-static void echo(frpc_request *req, void *user)
-{
-    size_t len;
-    uint64_t seed;
-    const void *args = frpc_request_args(req, &len);
-    if (!au_msg_check(args, len, &seed)) {
-        frpc_respond_error(req, 99, "echo: wrong args bytes");
-        return;
-    }
-    size_t rlen = au_reply_len(seed, len);
-    void *reply = au_msg(au_reply_seed(seed), rlen);
-    int rc = frpc_respond(req, reply, rlen);
-    free(reply);
-    CHECK(rc == 0, "respond: %s", frpc_strerror(rc));
-}
-
-/* slow: echo after 0-5 ms, a pause derived from the args. */
-static void slow(frpc_request *req, void *user)
-{
-    size_t len;
-    uint64_t seed;
-    if (au_msg_check(frpc_request_args(req, &len), len, &seed))
-        au_sleep_us((unsigned)(au_mix(seed) % 5001));
-    echo(req, user);
-}
-
-/* A sync call with a checked message; the echo answer is checked. */
-static void sync_echo(int dst, const char *fn, uint64_t seed, size_t len)
-{
-    frpc_result res;
-    void *args = au_msg(seed, len);
-    int rc = frpc_call(agent, dst, fn, args, len, CALL_TIMEOUT_MS, &res);
-    free(args);
-    CHECK(rc == 0, "call %s on %d (%zu B): %s", fn, dst, len,
-          au_why(rc, res.error));
-    CHECK(au_reply_ok(res.data, res.len, seed, len),
-          "call %s on %d: wrong reply (%zu B)", fn, dst, res.len);
-    frpc_result_clear(&res);
-}
-
 /* ---- ooo ------------------------------------------------------------- */
 
 #define OOO_CALLS 10000
 #define OOO_WINDOW 1000
 
-static uint64_t ooo_seed(int k) { return au_mix(0x000000100000000ull + k); }
+static uint64_t ooo_seed(int k) { return au_mix(0x6f6f6f00000000ull + k); }
 static size_t ooo_len(int k) { return au_len(au_mix(~(uint64_t)k), 70000); }
 
 static int mode_ooo(void)
@@ -110,7 +67,7 @@ static int mode_ooo(void)
             au_check_echo(win[idx], ooo_seed(key[idx]), ooo_len(key[idx]),
                           "ooo wait_any");
             for (int i = 0; i < nin; i++)
-                if (key[i] < key[idx]) {
+                if (key[i] < key[idx] && !frpc_future_test(win[i])) {
                     early++; /* done before an older call */
                     break;
                 }
@@ -177,20 +134,19 @@ typedef struct stress_slot {
     size_t len;
 } stress_slot;
 
+/* Half the answers are read in place, half taken out of the future. */
 static void stress_collect(stress_thread *t, stress_slot *s)
 {
-    if (s->seed & 1) { /* half waited and read in place */
-        int rc = frpc_future_wait(s->f, CALL_TIMEOUT_MS);
-        CHECK(rc == 0, "stress wait: %s", frpc_strerror(rc));
+    frpc_result res = {0};
+    int rc = frpc_future_wait(s->f, CALL_TIMEOUT_MS);
+    CHECK(rc == 0, "stress wait: %s", frpc_strerror(rc));
+    if (s->seed & 1) {
         au_check_echo(s->f, s->seed, s->len, "stress async");
-    } else { /* half taken out of the future */
-        frpc_result res = {0};
-        int rc = frpc_future_wait(s->f, CALL_TIMEOUT_MS);
-        CHECK(rc == 0 && frpc_future_take(s->f, &res) == 0,
-              "stress take: %s", au_why(rc, res.error));
-        CHECK(au_reply_ok(res.data, res.len, s->seed, s->len),
+    } else {
+        CHECK(frpc_future_take(s->f, &res) == 0 &&
+                  au_reply_ok(res.data, res.len, s->seed, s->len) &&
+                  frpc_future_data(s->f, NULL) == NULL,
               "stress take: wrong reply (%zu B)", res.len);
-        CHECK(frpc_future_data(s->f, NULL) == NULL, "data left after take");
         frpc_result_clear(&res);
     }
     frpc_future_free(s->f);
@@ -212,7 +168,7 @@ static void *stress_main(void *arg)
         size_t len = au_len(au_rand(&rs), 65536);
         t->started++;
         if ((r >> 16) % 3 == 0) {
-            sync_echo(dst, fn, seed, len);
+            au_sync_echo(dst, fn, seed, len);
             t->completed++;
             t->ok++;
             continue;
@@ -231,25 +187,6 @@ static void *stress_main(void *arg)
     for (; nin > 0; nin--, head = (head + 1) % STRESS_WINDOW)
         stress_collect(t, &ring[head]);
     return NULL;
-}
-
-static atomic_uint_fast64_t report_ok, report_answered, reports;
-
-/* report (rank 0): adds a rank's calls_ok and requests_answered. */
-static void report(frpc_request *req, void *user)
-{
-    size_t len;
-    uint64_t v[2];
-    const void *args = frpc_request_args(req, &len);
-    if (len != sizeof(v)) {
-        frpc_respond_error(req, 99, "report: bad length");
-        return;
-    }
-    memcpy(v, args, sizeof(v));
-    atomic_fetch_add(&report_ok, v[0]);
-    atomic_fetch_add(&report_answered, v[1]);
-    atomic_fetch_add(&reports, 1);
-    frpc_respond(req, NULL, 0);
 }
 
 static int mode_stress(void)
@@ -284,30 +221,24 @@ static int mode_stress(void)
            (unsigned long long)async_calls, au_now_ms() - t0);
     au_barrier(); /* every rank's calls are answered */
     frpc_stats s = au_quiet_stats();
-    CHECK(s.calls_ok == ok, "calls_ok %llu, but %llu calls succeeded",
-          (unsigned long long)s.calls_ok, (unsigned long long)ok);
+    CHECK(s.calls_ok == ok && s.calls_started == ok && s.answers_dropped == 0,
+          "%llu calls ok, %llu started, %llu answers dropped; but %llu "
+          "calls made, all succeeded", (unsigned long long)s.calls_ok,
+          (unsigned long long)s.calls_started,
+          (unsigned long long)s.answers_dropped, (unsigned long long)ok);
     printf("ok: stats add up: %llu calls ok, %llu requests answered\n",
            (unsigned long long)s.calls_ok,
            (unsigned long long)s.requests_answered);
-    au_barrier(); /* rank 0 read its stats before the reports come */
-    uint64_t v[2] = {s.calls_ok, s.requests_answered};
-    if (me != 0) {
-        frpc_result res;
-        int rc = frpc_call(agent, 0, "report", v, sizeof(v), CALL_TIMEOUT_MS,
-                           &res);
-        CHECK(rc == 0, "report: %s", au_why(rc, res.error));
-        frpc_result_clear(&res);
-    }
-    au_barrier();
+    uint64_t v[4] = {s.calls_started, s.calls_ok, s.requests_received,
+                     s.requests_answered};
+    au_sum_at_rank0(v, 4);
     if (me == 0) {
-        uint64_t sum_ok = v[0] + atomic_load(&report_ok);
-        uint64_t sum_ans = v[1] + atomic_load(&report_answered);
-        CHECK(atomic_load(&reports) == (uint64_t)nranks - 1, "%llu reports",
-              (unsigned long long)atomic_load(&reports));
-        CHECK(sum_ok == sum_ans, "all ranks: %llu calls ok, %llu answered",
-              (unsigned long long)sum_ok, (unsigned long long)sum_ans);
-        printf("ok: all ranks: %llu calls ok == %llu requests answered\n",
-               (unsigned long long)sum_ok, (unsigned long long)sum_ans);
+        CHECK(v[0] == v[2] && v[1] == v[3],
+              "all ranks: %llu calls started, %llu received; %llu ok, %llu "
+              "answered", (unsigned long long)v[0], (unsigned long long)v[2],
+              (unsigned long long)v[1], (unsigned long long)v[3]);
+        printf("ok: all ranks: %llu calls started == requests received, "
+               "calls ok == requests answered\n", (unsigned long long)v[0]);
     }
     au_finish();
     return 0;
@@ -324,8 +255,6 @@ static pthread_cond_t dcond = PTHREAD_COND_INITIALIZER;
 static frpc_request *kept[ROUNDS][MAX_WORKERS];
 static int nkept[ROUNDS], handed_off[ROUNDS];
 static uint64_t dsum[ROUNDS], dsources[ROUNDS];
-static frpc_request *never[MAX_WORKERS]; /* "blackhole": never answered */
-static int nnever;
 
 static size_t round_reply_len(int r) { return r == 2 ? 100000 : 64; }
 static size_t push_len(int rank, int r) { return 8 + rank * 100 + r * 30000; }
@@ -345,10 +274,11 @@ static void answer_round(int r)
  * thread, the others by the handler that received the last push. */
 static void push(frpc_request *req, void *user)
 {
-    size_t len;
+    size_t len = 0;
     uint64_t v;
     int src = frpc_request_source(req), last = 0;
-    if (!au_msg_check(frpc_request_args(req, &len), len, &v) ||
+    frpc_request_args(req, &len);
+    if (!au_req_seed(req, &v) ||
         v / ROUND_BASE >= ROUNDS || len != push_len(src, v / ROUND_BASE)) {
         frpc_respond_error(req, 99, "push: wrong args");
         return;
@@ -381,14 +311,6 @@ static void *answerer(void *arg)
     return NULL;
 }
 
-static void blackhole(frpc_request *req, void *user)
-{
-    pthread_mutex_lock(&dlock);
-    CHECK(nnever < MAX_WORKERS, "too many blackhole calls");
-    never[nnever++] = req;
-    pthread_mutex_unlock(&dlock);
-}
-
 static int mode_deferred(void)
 {
     pthread_t ans;
@@ -396,7 +318,7 @@ static int mode_deferred(void)
     CHECK(nranks >= 2 && nranks <= MAX_WORKERS, "deferred needs 2..64 ranks");
     au_register("push", push, NULL, 0);
     au_register("push_inline", push, NULL, FRPC_INLINE);
-    au_register("blackhole", blackhole, NULL, 0);
+    au_register("hold", hold, NULL, 0); /* never answered */
     if (me == 0)
         CHECK(pthread_create(&ans, NULL, answerer, NULL) == 0, "thread");
     au_barrier();
@@ -406,11 +328,9 @@ static int mode_deferred(void)
             for (int w = 1; w < nranks; w++)
                 want += (uint64_t)r * ROUND_BASE + (uint64_t)w * 1000 + 7;
             uint64_t v = (uint64_t)r * ROUND_BASE + (uint64_t)me * 1000 + 7;
-            void *args = au_msg(v, push_len(me, r));
             frpc_result res;
-            int rc = frpc_call(agent, 0, r == 2 ? "push_inline" : "push",
-                               args, push_len(me, r), CALL_TIMEOUT_MS, &res);
-            free(args);
+            int rc = au_call(0, r == 2 ? "push_inline" : "push", v,
+                             push_len(me, r), CALL_TIMEOUT_MS, &res);
             CHECK(rc == 0, "push round %d: %s", r, au_why(rc, res.error));
             uint64_t got;
             CHECK(res.len == round_reply_len(r) &&
@@ -421,26 +341,24 @@ static int mode_deferred(void)
                    (unsigned long long)want);
         }
         frpc_result res;
-        void *args = au_msg(me, 16);
         double t0 = au_now_ms();
-        int rc = frpc_call(agent, 0, "blackhole", args, 16, 500, &res);
+        int rc = au_call(0, "hold", me, 16, 500, &res);
         CHECK(rc == FRPC_ETIMEDOUT, "never answered: %s, want timeout",
               frpc_err_name(rc));
         frpc_result_clear(&res);
-        frpc_future *f = au_async(0, "blackhole", me, 16, 300);
+        frpc_future *f = au_async(0, "hold", me, 16, 300);
         rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
         CHECK(rc == FRPC_ETIMEDOUT, "async never answered: %s",
               frpc_err_name(rc));
         frpc_future_free(f);
-        free(args);
         printf("ok: never answered: sync and async calls timed out "
                "(%.0f ms)\n", au_now_ms() - t0);
     }
     au_barrier();
     if (me == 0) {
         pthread_join(ans, NULL);
-        CHECK(nnever == 2 * (nranks - 1), "%d blackhole requests", nnever);
-        printf("ok: rank 0 keeps %d requests never answered\n", nnever);
+        CHECK(nheld == 2 * (nranks - 1), "%d requests held", nheld);
+        printf("ok: rank 0 keeps %d requests never answered\n", nheld);
     }
     au_finish(); /* rank 0: releases the requests it kept */
     return 0;
@@ -452,23 +370,35 @@ static int mode_deferred(void)
 #define RANK_B 1
 #define RANK_C 2
 
-/* Calls C and A (sync) from a pool handler, then answers like echo. */
-static void mid(frpc_request *req, void *user)
+/* relay: two sync calls of echo functions (the plan: each one's rank, -1
+ * for its own, function and length), then answers like echo. "mid" is a
+ * pool handler calling C then A; "inl_self" an inline one calling its own
+ * rank's pool and inline echo. */
+typedef struct relay_plan {
+    int dst[2];
+    const char *fn[2];
+    size_t len[2];
+} relay_plan;
+
+static relay_plan mid_plan = {{RANK_C, RANK_A}, {"echo", "echo"}, {100, 5000}};
+static relay_plan self_plan = {{-1, -1}, {"echo", "echo_inline"}, {2000, 20}};
+
+static void relay(frpc_request *req, void *user)
 {
-    size_t len;
+    relay_plan *p = user;
     uint64_t seed;
-    CHECK(au_msg_check(frpc_request_args(req, &len), len, &seed), "mid args");
-    sync_echo(RANK_C, "echo", au_mix(seed + 1), 100);
-    sync_echo(RANK_A, "echo", au_mix(seed + 2), 5000);
-    echo(req, user);
+    CHECK(au_req_seed(req, &seed), "relay args");
+    for (int i = 0; i < 2; i++)
+        au_sync_echo(p->dst[i] < 0 ? me : p->dst[i], p->fn[i],
+                     au_mix(seed + 1 + (uint64_t)i), p->len[i]);
+    echo(req, NULL);
 }
 
-/* The same with async calls and wait_all. */
+/* mid_async: mid with async calls and wait_all. */
 static void mid_async(frpc_request *req, void *user)
 {
-    size_t len;
     uint64_t seed;
-    CHECK(au_msg_check(frpc_request_args(req, &len), len, &seed), "args");
+    CHECK(au_req_seed(req, &seed), "args");
     frpc_future *f[2] = {
         au_async(RANK_C, "echo", au_mix(seed + 1), 70000, CALL_TIMEOUT_MS),
         au_async(RANK_A, "echo_inline", au_mix(seed + 2), 10,
@@ -499,26 +429,13 @@ static void mid_then_done(frpc_future *f, void *user)
 /* Inline: an async call to C whose callback answers the request. */
 static void mid_then(frpc_request *req, void *user)
 {
-    size_t len;
     then_ctx *c = malloc(sizeof(*c));
-    CHECK(c && au_msg_check(frpc_request_args(req, &len), len, &c->seed),
-          "mid_then args");
+    CHECK(c && au_req_seed(req, &c->seed), "mid_then args");
     c->req = req;
     frpc_future *f = au_async(RANK_C, "echo", au_mix(c->seed + 1), 300,
                               CALL_TIMEOUT_MS);
     int rc = frpc_future_then(f, mid_then_done, c);
     CHECK(rc == 0, "then: %s", frpc_strerror(rc));
-}
-
-/* Inline: calls its own rank's pool and inline echo. */
-static void inl_self(frpc_request *req, void *user)
-{
-    size_t len;
-    uint64_t seed;
-    CHECK(au_msg_check(frpc_request_args(req, &len), len, &seed), "args");
-    sync_echo(me, "echo", au_mix(seed + 3), 2000);
-    sync_echo(me, "echo_inline", au_mix(seed + 4), 20);
-    echo(req, user);
 }
 
 /*
@@ -533,19 +450,15 @@ static atomic_uint_fast64_t cur_chain;
 
 static void deep(frpc_request *req, void *user)
 {
-    size_t len;
     uint64_t a;
     char msg[128];
     frpc_result res = {0};
-    CHECK(au_msg_check(frpc_request_args(req, &len), len, &a), "deep args");
+    CHECK(au_req_seed(req, &a), "deep args");
     uint64_t d = (uint32_t)a;
     int rc = FRPC_EINVAL;
-    if (a >> 32 == atomic_load(&cur_chain) && d < 1000) {
-        void *args = au_msg(a + 1, 16);
-        rc = frpc_call(agent, me, frpc_request_function(req), args, 16,
-                       CALL_TIMEOUT_MS, &res);
-        free(args);
-    }
+    if (a >> 32 == atomic_load(&cur_chain) && d < 1000)
+        rc = au_call(me, frpc_request_function(req), a + 1, 16,
+                     CALL_TIMEOUT_MS, &res);
     if (rc == 0) {
         frpc_respond(req, res.data, res.len); /* the bottom's report */
     } else if (rc == FRPC_EREMOTE) {
@@ -564,31 +477,29 @@ static void deep(frpc_request *req, void *user)
 
 /* Runs chain number id of fn on this rank; returns the depth where it
  * ended, which must be with FRPC_EAGAIN. */
-static int chain(const char *fn, uint64_t id, int want_remote)
+static int chain(const char *fn, uint64_t id)
 {
     frpc_result res;
-    uint64_t got;
-    void *args = au_msg(id << 32, 16);
+    uint64_t got = 0;
+    unsigned long long d = 0;
+    int st;
     atomic_store(&cur_chain, id);
-    int rc = frpc_call(agent, me, fn, args, 16, CALL_TIMEOUT_MS, &res);
+    int rc = au_call(me, fn, id << 32, 16, CALL_TIMEOUT_MS, &res);
     atomic_store(&cur_chain, 0);
-    free(args);
-    if (want_remote) {
-        CHECK(rc == FRPC_EREMOTE && res.remote_code == FRPC_EAGAIN,
-              "%s: %s, remote code %s, want FRPC_EREMOTE with FRPC_EAGAIN",
-              fn, frpc_err_name(rc), frpc_err_name(res.remote_code));
-        unsigned long long d = 0;
+    if (rc == FRPC_EREMOTE) { /* the bottom's error, passed up */
+        st = res.remote_code;
         CHECK(res.error && sscanf(res.error, "depth %llu", &d) == 1,
-              "message \"%s\"", res.error ? res.error : "");
-        frpc_result_clear(&res);
-        return (int)d;
+              "%s: message \"%s\"", fn, res.error ? res.error : "");
+    } else {
+        CHECK(rc == 0 && au_msg_check(res.data, res.len, &got), "%s: %s",
+              fn, au_why(rc, res.error));
+        st = -(int)(got >> 32);
+        d = (uint32_t)got;
     }
-    CHECK(rc == 0 && res.len == 16 && au_msg_check(res.data, 16, &got),
-          "%s: %s", fn, au_why(rc, res.error));
-    CHECK(-(int)(got >> 32) == FRPC_EAGAIN, "%s ended with %s, want "
-          "FRPC_EAGAIN", fn, frpc_err_name(-(int)(got >> 32)));
     frpc_result_clear(&res);
-    return (int)(uint32_t)got;
+    CHECK(st == FRPC_EAGAIN, "%s ended with %s at depth %llu, want "
+          "FRPC_EAGAIN", fn, frpc_err_name(st), d);
+    return (int)d;
 }
 
 static int mode_nested(void)
@@ -599,40 +510,40 @@ static int mode_nested(void)
     CHECK(nranks == 3, "nested needs 3 ranks");
     au_register("echo", echo, NULL, 0);
     au_register("echo_inline", echo, NULL, FRPC_INLINE);
-    au_register("mid", mid, NULL, 0);
+    au_register("mid", relay, &mid_plan, 0);
     au_register("mid_async", mid_async, NULL, 0);
     au_register("mid_then", mid_then, NULL, FRPC_INLINE);
-    au_register("inl_self", inl_self, NULL, FRPC_INLINE);
+    au_register("inl_self", relay, &self_plan, FRPC_INLINE);
     au_register("deep", deep, NULL, 0);
     au_register("deep_err", deep, "", 0);
     au_register("ideep", deep, NULL, FRPC_INLINE);
     au_barrier();
     if (me == RANK_A) {
         for (int i = 0; i < 20; i++) {
-            sync_echo(RANK_B, "mid", 100 + i, 40 + i);
-            sync_echo(RANK_B, "mid_async", 200 + i, 3000);
-            sync_echo(RANK_B, "mid_then", 300 + i, 8);
+            au_sync_echo(RANK_B, "mid", 100 + i, 40 + i);
+            au_sync_echo(RANK_B, "mid_async", 200 + i, 3000);
+            au_sync_echo(RANK_B, "mid_then", 300 + i, 8);
         }
         printf("ok: pool handler on B calls C and A (sync, async + "
                "wait_all); inline handler's async call answered by then\n");
         for (int i = 0; i < 20; i++) {
-            sync_echo(RANK_B, "inl_self", 400 + i, 64);
-            sync_echo(RANK_A, "inl_self", 500 + i, 64);
+            au_sync_echo(RANK_B, "inl_self", 400 + i, 64);
+            au_sync_echo(RANK_A, "inl_self", 500 + i, 64);
         }
         printf("ok: inline handler calls its own rank (on B and on A)\n");
-        int d = chain("deep", 1, 0);
+        int d = chain("deep", 1);
         CHECK(d == threads - 1, "pool chain ended at depth %d, want %d", d,
               threads - 1);
-        d = chain("deep_err", 2, 1);
+        d = chain("deep_err", 2);
         CHECK(d == threads - 1, "pool chain (errors) ended at depth %d", d);
         printf("ok: pool chain on one rank ends with FRPC_EAGAIN at depth %d "
                "(%d threads), as status and as remote error\n", d, threads);
-        d = chain("ideep", 3, 0);
+        d = chain("ideep", 3);
         CHECK(d >= FRPC_MAX_INLINE_DEPTH - 1 && d <= FRPC_MAX_INLINE_DEPTH,
               "inline chain ended at depth %d, want about %d", d,
               FRPC_MAX_INLINE_DEPTH);
         printf("ok: inline chain ends with FRPC_EAGAIN at depth %d\n", d);
-        sync_echo(RANK_B, "mid", 999, 8); /* all still works */
+        au_sync_echo(RANK_B, "mid", 999, 8); /* all still works */
         printf("ok: calls work after the chains\n");
     }
     au_barrier();
@@ -642,7 +553,286 @@ static int mode_nested(void)
 
 /* ---- futures ------------------------------------------------------------ */
 
-#include "async_futures.h"
+#define FUT_THREADS 2
+#define FUT_CALLS 1500
+#define FUT_WINDOW 64
+
+/* What the owner does with each future of the race part. */
+enum { F_WAIT, F_CANCEL, F_FREE, F_THEN, F_THEN_CANCEL, F_THEN_FREE,
+       F_LATE_THEN, F_ACTIONS };
+
+typedef struct fut_ctx {
+    atomic_int runs; /* callback runs */
+    int action, status, cancel_rc;
+    uint64_t seed;
+    size_t len;
+    pthread_t ran_on;
+} fut_ctx;
+
+static atomic_int cb_expected, cb_ran;
+
+static void fut_cb(frpc_future *f, void *user)
+{
+    fut_ctx *c = user;
+    CHECK(atomic_fetch_add(&c->runs, 1) == 0, "a callback ran twice");
+    c->ran_on = pthread_self();
+    c->status = frpc_future_error(f, NULL, NULL);
+    if (c->status == 0)
+        au_check_echo(f, c->seed, c->len, "callback");
+    else
+        CHECK(c->status == FRPC_ECANCELED &&
+                  (c->action == F_THEN_CANCEL || c->action == F_THEN_FREE),
+              "callback saw %s (action %d)", frpc_err_name(c->status),
+              c->action);
+    if (c->action == F_THEN || c->action == F_LATE_THEN)
+        frpc_future_free(f); /* the owner handed it over */
+    atomic_fetch_add(&cb_ran, 1);
+}
+
+static void fut_delay(uint64_t r)
+{
+    if (r % 4 == 1)
+        sched_yield();
+    else if (r % 4 > 1)
+        au_sleep_us((unsigned)((r >> 8) % 3000));
+}
+
+static void fut_then(frpc_future *f, fut_ctx *c)
+{
+    atomic_fetch_add(&cb_expected, 1);
+    int rc = frpc_future_then(f, fut_cb, c);
+    CHECK(rc == 0, "then: %s", frpc_strerror(rc));
+}
+
+/* Collects a future of the window (F_WAIT, F_CANCEL, F_LATE_THEN). */
+static void fut_collect(frpc_future *f, fut_ctx *c)
+{
+    int rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
+    if (c->action == F_CANCEL && c->cancel_rc == 0) {
+        CHECK(rc == FRPC_ECANCELED, "cancelled call ended with %s",
+              frpc_err_name(rc));
+        CHECK(frpc_future_data(f, NULL) == NULL, "data of a cancelled call");
+    } else {
+        au_check_echo(f, c->seed, c->len, "collect");
+    }
+    if (c->action != F_LATE_THEN) {
+        frpc_future_free(f);
+        return;
+    }
+    fut_then(f, c); /* completed: runs at once, here, and frees f */
+    CHECK(atomic_load(&c->runs) == 1 && pthread_equal(c->ran_on,
+                                                      pthread_self()),
+          "then on a completed future did not run at once on this thread "
+          "(%d runs)", atomic_load(&c->runs));
+}
+
+static void *fut_main(void *arg)
+{
+    fut_ctx *ctx = arg;
+    frpc_future *win[FUT_WINDOW];
+    fut_ctx *wctx[FUT_WINDOW];
+    int head = 0, nin = 0;
+    uint64_t rs = au_mix((uint64_t)(uintptr_t)arg ^ (uint64_t)me << 40);
+    for (int i = 0; i < FUT_CALLS; i++) {
+        fut_ctx *c = &ctx[i];
+        uint64_t r = au_rand(&rs);
+        c->action = (int)((r >> 8) % F_ACTIONS);
+        c->seed = au_rand(&rs);
+        c->len = au_len(au_rand(&rs), 65536);
+        frpc_future *f = au_async((int)(r % (uint64_t)nranks),
+                                  (r >> 40) % 4 ? "slow" : "echo", c->seed,
+                                  c->len, CALL_TIMEOUT_MS);
+        if (c->action >= F_THEN && c->action <= F_THEN_FREE)
+            fut_then(f, c);
+        fut_delay(r >> 16);
+        if (c->action == F_CANCEL || c->action == F_THEN_CANCEL) {
+            c->cancel_rc = frpc_future_cancel(f);
+            CHECK(c->cancel_rc == 0 || c->cancel_rc == FRPC_EINVAL,
+                  "cancel: %s", frpc_err_name(c->cancel_rc));
+        }
+        if (c->action == F_FREE || c->action == F_THEN_CANCEL ||
+            c->action == F_THEN_FREE)
+            frpc_future_free(f); /* in flight or not */
+        if (c->action != F_WAIT && c->action != F_CANCEL &&
+            c->action != F_LATE_THEN)
+            continue;
+        if (nin == FUT_WINDOW) {
+            fut_collect(win[head], wctx[head]);
+            head = (head + 1) % FUT_WINDOW;
+            nin--;
+        }
+        int slot = (head + nin++) % FUT_WINDOW;
+        win[slot] = f;
+        wctx[slot] = c;
+    }
+    for (; nin > 0; nin--, head = (head + 1) % FUT_WINDOW)
+        fut_collect(win[head], wctx[head]);
+    return NULL;
+}
+
+/* Runs FUT_THREADS owners and checks every callback ran once. */
+static void fut_race(void)
+{
+    static fut_ctx ctx[FUT_THREADS][FUT_CALLS];
+    pthread_t t[FUT_THREADS];
+    int n[F_ACTIONS] = {0}, won = 0, lost = 0;
+    frpc_stats s0 = au_quiet_stats();
+    for (int i = 0; i < FUT_THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, fut_main, ctx[i]) == 0, "thread");
+    for (int i = 0; i < FUT_THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (double t0 = au_now_ms(); atomic_load(&cb_ran) <
+                                  atomic_load(&cb_expected);)
+        CHECK(au_now_ms() - t0 < 60000, "only %d of %d callbacks ran",
+              atomic_load(&cb_ran), atomic_load(&cb_expected));
+    for (int i = 0; i < FUT_THREADS; i++)
+        for (int k = 0; k < FUT_CALLS; k++) {
+            fut_ctx *c = &ctx[i][k];
+            int has_cb = c->action >= F_THEN;
+            n[c->action]++;
+            CHECK(atomic_load(&c->runs) == has_cb, "action %d: %d runs",
+                  c->action, atomic_load(&c->runs));
+            if (c->action == F_THEN_CANCEL)
+                CHECK((c->cancel_rc == 0) == (c->status == FRPC_ECANCELED),
+                      "cancel gave %s but the callback saw %s",
+                      frpc_err_name(c->cancel_rc), frpc_err_name(c->status));
+            if (c->action == F_CANCEL || c->action == F_THEN_CANCEL)
+                c->cancel_rc == 0 ? won++ : lost++;
+        }
+    frpc_stats s1 = au_quiet_stats();
+    uint64_t ok = s1.calls_ok - s0.calls_ok;
+    uint64_t cancelled = s1.calls_cancelled - s0.calls_cancelled;
+    CHECK(ok + cancelled == FUT_THREADS * FUT_CALLS &&
+              s1.calls_started - s0.calls_started == FUT_THREADS * FUT_CALLS &&
+              cancelled >= (uint64_t)won,
+          "stats: %llu ok + %llu cancelled of %d calls, %d cancels won",
+          (unsigned long long)ok, (unsigned long long)cancelled,
+          FUT_THREADS * FUT_CALLS, won);
+    printf("ok: %d futures (wait %d, cancel %d, free %d, then %d, then + "
+           "cancel %d, then + free %d, then after completion %d): every "
+           "callback ran once, every answer right; cancels won %d, lost %d; "
+           "%llu ok, %llu cancelled, %llu answers dropped\n",
+           FUT_THREADS * FUT_CALLS, n[F_WAIT], n[F_CANCEL], n[F_FREE],
+           n[F_THEN], n[F_THEN_CANCEL], n[F_THEN_FREE], n[F_LATE_THEN], won,
+           lost, (unsigned long long)ok, (unsigned long long)cancelled,
+           (unsigned long long)s1.answers_dropped);
+}
+
+/* wait_any / wait_all over success, remote error, timeout, cancellation. */
+static void fut_mixed(void)
+{
+    frpc_stats s0 = au_quiet_stats();
+    double t0 = au_now_ms();
+    frpc_future *f[6] = {
+        au_async(1, "hold", 11, 16, 400), /* times out */
+        au_async(1, "fail", 12, 16, CALL_TIMEOUT_MS),
+        au_async(1, "slow", 13, 40000, CALL_TIMEOUT_MS),
+        au_async(1, "hold", 14, 16, CALL_TIMEOUT_MS), /* cancelled */
+        au_async(1, "echo", 15, 5000, CALL_TIMEOUT_MS), NULL};
+    size_t idx = 12345;
+    double t = au_now_ms();
+    int rc = frpc_wait_any(&f[3], 1, 200, &idx);
+    CHECK(rc == FRPC_EAGAIN && idx == 12345 && au_now_ms() - t >= 150,
+          "wait_any with none done: %s, index %zu, %.0f ms",
+          frpc_err_name(rc), idx, au_now_ms() - t);
+    CHECK(frpc_wait_all(&f[3], 2, 100) == FRPC_EAGAIN, "wait_all in flight");
+    CHECK(frpc_future_wait(f[3], 50) == FRPC_EAGAIN && !frpc_future_test(f[3])
+              && frpc_future_data(f[3], NULL) == NULL,
+          "a future in flight");
+    au_expect_status(f[3], FRPC_EAGAIN, "in flight");
+    printf("ok: FRPC_EAGAIN when the wait's timeout passes with none done\n");
+
+    frpc_future *pair[2] = {f[3], f[1]};
+    rc = frpc_wait_any(pair, 2, CALL_TIMEOUT_MS, &idx);
+    CHECK(rc == 0 && idx == 1, "wait_any: %s, index %zu", frpc_err_name(rc),
+          idx);
+    int code = 0;
+    const char *msg = NULL;
+    rc = frpc_future_error(f[1], &code, &msg);
+    CHECK(rc == FRPC_EREMOTE && code == 77 && msg &&
+              strcmp(msg, "fail 12") == 0 && !frpc_future_data(f[1], NULL),
+          "remote error: %s, code %d, \"%s\"", frpc_err_name(rc), code,
+          msg ? msg : "(null)");
+    CHECK(frpc_wait_all(&f[4], 2, CALL_TIMEOUT_MS) == 0, "wait_all, NULL");
+    CHECK(frpc_wait_all(&f[1], 2, CALL_TIMEOUT_MS) == 0, "wait_all");
+    au_check_echo(f[2], 13, 40000, "slow");
+    au_check_echo(f[4], 15, 5000, "echo");
+    frpc_future *three[3] = {f[3], f[4], f[2]};
+    rc = frpc_wait_any(three, 3, CALL_TIMEOUT_MS, &idx);
+    CHECK(rc == 0 && idx == 1, "wait_any gave index %zu, want the lowest "
+          "done, 1", idx);
+    printf("ok: wait_any gives the first done index; remote error code and "
+           "message\n");
+
+    au_sleep_us((unsigned)((t0 + 1500 - au_now_ms()) * 1000));
+    CHECK(frpc_future_test(f[0]) == 1, "timed out call not completed while "
+          "nobody waited");
+    au_expect_status(f[0], FRPC_ETIMEDOUT, "never answered");
+
+    CHECK(frpc_future_cancel(f[3]) == 0, "cancel");
+    au_expect_status(f[3], FRPC_ECANCELED, "cancelled");
+    CHECK(frpc_future_cancel(f[3]) == FRPC_EINVAL, "second cancel");
+    fut_ctx c = {.action = F_THEN_CANCEL}, c2 = {.action = F_THEN_CANCEL};
+    CHECK(frpc_future_then(f[3], fut_cb, &c) == 0 &&
+              atomic_load(&c.runs) == 1 && c.status == FRPC_ECANCELED &&
+              pthread_equal(c.ran_on, pthread_self()),
+          "then on a cancelled future");
+    CHECK(frpc_future_then(f[3], fut_cb, &c2) == FRPC_EEXIST &&
+              atomic_load(&c2.runs) == 0, "second then");
+    CHECK(frpc_wait_all(f, 6, 5000) == 0, "wait_all of all");
+    static const int want[5] = {FRPC_ETIMEDOUT, FRPC_EREMOTE, 0,
+                                FRPC_ECANCELED, 0};
+    for (int i = 0; i < 5; i++)
+        au_expect_status(f[i], want[i], "mixed outcome");
+    frpc_result res = {0};
+    CHECK(frpc_future_take(f[2], &res) == 0 &&
+              au_reply_ok(res.data, res.len, 13, 40000) &&
+              !frpc_future_data(f[2], NULL), "take");
+    au_expect_status(f[2], 0, "after take");
+    frpc_result_clear(&res);
+    printf("ok: timeout with nobody waiting, cancel, then on a cancelled "
+           "future, wait_all, take\n");
+
+    rc = frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &res);
+    uint64_t n = 0;
+    CHECK(rc == 0 && au_msg_check(res.data, res.len, &n) && n == 2,
+          "release: %s", au_why(rc, res.error));
+    frpc_result_clear(&res);
+    frpc_stats s1;
+    for (t = au_now_ms();; au_sleep_us(1000)) {
+        s1 = au_quiet_stats();
+        if (s1.answers_dropped - s0.answers_dropped >= 2)
+            break;
+        CHECK(au_now_ms() - t < 10000, "late answers not counted dropped");
+    }
+    CHECK(s1.calls_ok - s0.calls_ok == 3 &&
+              s1.calls_remote_error - s0.calls_remote_error == 1 &&
+              s1.calls_timed_out - s0.calls_timed_out == 1 &&
+              s1.calls_cancelled - s0.calls_cancelled == 1,
+          "stats of the mixed calls");
+    for (int i = 0; i < 5; i++)
+        frpc_future_free(f[i]);
+    printf("ok: the two late answers dropped\n");
+}
+
+static int mode_futures(void)
+{
+    au_start();
+    CHECK(nranks >= 2, "futures needs 2 ranks or more");
+    au_register("echo", echo, NULL, 0);
+    au_register("slow", slow, NULL, 0);
+    au_register("hold", hold, NULL, 0);
+    au_register("release", release, NULL, 0);
+    au_register("fail", fail, NULL, 0);
+    au_barrier();
+    fut_race();
+    au_barrier();
+    if (me == 0)
+        fut_mixed();
+    au_barrier();
+    au_finish();
+    return 0;
+}
 
 int main(int argc, char **argv)
 {

@@ -8,11 +8,17 @@
  * which call it belongs to. The "echo" handler answers a message of seed s
  * and length n with the message of seed au_reply_seed(s) and length
  * au_reply_len(s, n).
+ *
+ * Handlers every mode may register: echo, slow (echo after 0-5 ms), hold
+ * (keeps the request), release (answers the held ones late) and fail
+ * (answers with remote error 77); and report, for au_sum_at_rank0.
  */
 #ifndef FABRPC_ASYNC_UTIL_H
 #define FABRPC_ASYNC_UTIL_H
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +102,14 @@ static int au_msg_check(const void *buf, size_t n, uint64_t *seed)
             return 0;
     }
     return 1;
+}
+
+/* 1 if req's args are a whole checked message; its seed goes to *seed. */
+static int au_req_seed(const frpc_request *req, uint64_t *seed)
+{
+    size_t len = 0;
+    const void *args = frpc_request_args(req, &len);
+    return au_msg_check(args, len, seed);
 }
 
 static uint64_t au_reply_seed(uint64_t seed)
@@ -226,6 +240,151 @@ static void au_check_echo(const frpc_future *f, uint64_t seed, size_t arglen,
     CHECK(au_reply_ok(data, len, seed, arglen),
           "%s: wrong reply (%zu B) for seed %llx", what, len,
           (unsigned long long)seed);
+}
+
+/* f completed (or not: FRPC_EAGAIN) with status want. */
+static void au_expect_status(const frpc_future *f, int want, const char *what)
+{
+    int rc = frpc_future_error(f, NULL, NULL);
+    CHECK(rc == want, "%s: %s, want %s", what, frpc_err_name(rc),
+          frpc_err_name(want));
+}
+
+/* A sync call with a checked message as args: returns its status, with
+ * the outcome in *res (clear it). */
+static int au_call(int dst, const char *fn, uint64_t seed, size_t len,
+                   int timeout_ms, frpc_result *res)
+{
+    void *args = au_msg(seed, len);
+    int rc = frpc_call(agent, dst, fn, args, len, timeout_ms, res);
+    free(args);
+    return rc;
+}
+
+/* A sync call that must succeed with the echo answer. */
+static void au_sync_echo(int dst, const char *fn, uint64_t seed, size_t len)
+{
+    frpc_result res;
+    int rc = au_call(dst, fn, seed, len, CALL_TIMEOUT_MS, &res);
+    CHECK(rc == 0, "call %s on %d (%zu B): %s", fn, dst, len,
+          au_why(rc, res.error));
+    CHECK(au_reply_ok(res.data, res.len, seed, len),
+          "call %s on %d: wrong reply (%zu B)", fn, dst, res.len);
+    frpc_result_clear(&res);
+}
+
+/* ---- handlers ----------------------------------------------------------- */
+
+/* echo: checks the args, answers with the echo answer. */
+static void echo(frpc_request *req, void *user)
+{
+    size_t len = 0;
+    uint64_t seed;
+    const void *args = frpc_request_args(req, &len);
+    if (!au_msg_check(args, len, &seed)) {
+        frpc_respond_error(req, 99, "echo: wrong args bytes");
+        return;
+    }
+    size_t rlen = au_reply_len(seed, len);
+    void *reply = au_msg(au_reply_seed(seed), rlen);
+    int rc = frpc_respond(req, reply, rlen);
+    free(reply);
+    /* The caller may be gone (cancelled calls near shutdown). */
+    CHECK(rc != FRPC_EINVAL && rc != FRPC_ETOOBIG, "respond: %s",
+          frpc_strerror(rc));
+}
+
+/* slow: echo after 0-5 ms, a pause derived from the args. */
+static void slow(frpc_request *req, void *user)
+{
+    uint64_t seed;
+    if (au_req_seed(req, &seed))
+        au_sleep_us((unsigned)(au_mix(seed) % 5001));
+    echo(req, user);
+}
+
+#define MAX_HELD 64
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static frpc_request *held[MAX_HELD];
+static int nheld;
+
+/* hold: keeps the request unanswered (frpc_shutdown releases it). */
+static void hold(frpc_request *req, void *user)
+{
+    pthread_mutex_lock(&held_lock);
+    CHECK(nheld < MAX_HELD, "too many held requests");
+    held[nheld++] = req;
+    pthread_mutex_unlock(&held_lock);
+}
+
+/* release: answers the held requests, then itself with their number as a
+ * 16-byte message's seed. */
+static void release(frpc_request *req, void *user)
+{
+    pthread_mutex_lock(&held_lock);
+    uint64_t n = (uint64_t)nheld;
+    for (; nheld > 0; nheld--)
+        frpc_respond(held[nheld - 1], "late", 4);
+    pthread_mutex_unlock(&held_lock);
+    void *rep = au_msg(n, 16);
+    frpc_respond(req, rep, 16);
+    free(rep);
+}
+
+/* fail: answers with remote error 77, "fail SEED". */
+static void fail(frpc_request *req, void *user)
+{
+    uint64_t seed = 0;
+    char msg[64];
+    CHECK(au_req_seed(req, &seed), "fail: wrong args");
+    snprintf(msg, sizeof(msg), "fail %llu", (unsigned long long)seed);
+    frpc_respond_error(req, 77, msg);
+}
+
+#define AU_SUMS 4
+static atomic_uint_fast64_t au_sums[AU_SUMS], au_reports;
+
+/* report: adds a rank's numbers to the sums (rank 0). */
+static void report(frpc_request *req, void *user)
+{
+    size_t len = 0;
+    uint64_t v[AU_SUMS];
+    const void *args = frpc_request_args(req, &len);
+    if (len == 0 || len > sizeof(v) || len % 8) {
+        frpc_respond_error(req, 99, "report: bad length");
+        return;
+    }
+    memcpy(v, args, len);
+    for (size_t i = 0; i < len / 8; i++)
+        atomic_fetch_add(&au_sums[i], v[i]);
+    atomic_fetch_add(&au_reports, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/*
+ * Every rank passes its n (<= AU_SUMS) numbers; at rank 0, v becomes their
+ * sums over all ranks. Collective: needs "report" registered everywhere.
+ * The barriers keep the reports (calls themselves) out of any stats a rank
+ * read before calling this.
+ */
+static void au_sum_at_rank0(uint64_t *v, size_t n)
+{
+    frpc_result res;
+    CHECK(n > 0 && n <= AU_SUMS, "au_sum_at_rank0: %zu numbers", n);
+    au_barrier();
+    if (me != 0) {
+        int rc = frpc_call(agent, 0, "report", v, n * 8, CALL_TIMEOUT_MS,
+                           &res);
+        CHECK(rc == 0, "report: %s", au_why(rc, res.error));
+        frpc_result_clear(&res);
+    }
+    au_barrier();
+    if (me != 0)
+        return;
+    CHECK(atomic_load(&au_reports) == (uint64_t)nranks - 1, "%llu reports",
+          (unsigned long long)atomic_load(&au_reports));
+    for (size_t i = 0; i < n; i++)
+        v[i] += atomic_load(&au_sums[i]);
 }
 
 #endif /* FABRPC_ASYNC_UTIL_H */

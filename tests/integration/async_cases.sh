@@ -1,0 +1,31 @@
+#!/bin/bash
+# Sourced by run_async_<provider>.sh with PROV set: asynchronous calls over
+# the provider PROV (see async.c for what each mode checks): answers out of
+# order, a mixed sync/async stress with the stats adding up, deferred
+# answers and a request never answered, nested calls and the nesting limit,
+# and futures' then/cancel/free racing with answers, wait_any/wait_all.
+#
+# STRESS_CALLS (calls per thread in the stress mode) defaults to 25000;
+# FABRPC_TEST_SCALE (a percentage, default 100) shrinks it, e.g. for
+# sanitizer builds.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_RUN ASYNC PROV
+
+export FABRPC_PROGRESS=adaptive
+STRESS_N=$((${STRESS_CALLS:-25000} * ${FABRPC_TEST_SCALE:-100} / 100))
+[ "$STRESS_N" -gt 0 ] || STRESS_N=1
+
+# run_async RANKS SECS MODE: MODE on RANKS ranks, all stopped after SECS.
+run_async() {
+    run_bounded $(($2 + 20)) "$FABRPC_RUN" -n "$1" --provider "$PROV" \
+        --timeout "$2" "$ASYNC" "$3"
+}
+stress_4() { STRESS_CALLS=$STRESS_N run_async 4 280 stress; }
+nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
+
+run_case "$PROV: 10,000 async calls answered out of order" run_async 2 180 ooo
+run_case "$PROV: 4 ranks x 4 threads, $STRESS_N mixed calls each" stress_4
+run_case "$PROV: deferred answers, a request never answered" run_async 4 120 deferred
+run_case "$PROV: nested calls and the nesting limit, 2 threads" nested_3
+run_case "$PROV: then/cancel/free races, wait_any/wait_all" run_async 2 180 futures
+finish_cases

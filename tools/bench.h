@@ -1,0 +1,101 @@
+/*
+ * fabrpc-bench internals: the options, the result rows and the modes.
+ *
+ *   fabrpc-bench.c   options, self-launch, main, row output (table/JSON)
+ *   bench_modes.c    the measurements: latency, rate, bandwidth, idle, init
+ *   bench_baseline.c fi_pingpong runs for --baseline
+ *
+ * Rank 0 measures and prints; the other ranks serve, and send rank 0 their
+ * own numbers where a mode measures every rank (idle, init).
+ */
+#ifndef FABRPC_BENCH_H
+#define FABRPC_BENCH_H
+
+#include <stddef.h>
+
+#include <fabrpc.h>
+
+#define BENCH_MAX_LIST 32
+
+typedef enum bench_mode {
+    BENCH_LATENCY,
+    BENCH_RATE,
+    BENCH_BANDWIDTH,
+    BENCH_IDLE,
+    BENCH_INIT
+} bench_mode;
+
+typedef struct bench_opts {
+    bench_mode mode;
+    const char *mode_name;
+    size_t sizes[BENCH_MAX_LIST];
+    int nsizes;
+    long inflight[BENCH_MAX_LIST];
+    int ninflight;
+    long iters, warmup;       /* -1: the mode's default */
+    int progress_set;
+    frpc_progress_mode progress;
+    const char *provider;     /* NULL: whatever fabrpc picks */
+    double seconds;           /* idle: how long to stay idle */
+    int ranks;                /* ranks to start when run alone */
+    int json, baseline;
+} bench_opts;
+
+/*
+ * One result row. Doubles set to NAN and longs set to -1 print as null;
+ * the extra keys (after cpu_s) are printed only when set.
+ */
+typedef struct bench_row {
+    const char *system;       /* "fabrpc" or "fi_pingpong" */
+    char provider[32];
+    const char *metric;       /* the mode's name */
+    long size, inflight, iters;
+    double p50_us, p99_us, calls_per_s, mb_per_s, cpu_s;
+    int rank;                 /* extra "rank" when >= 0 */
+    /* extras, NAN when not set: rss_mb, ratio_to_fi_pingpong, job_s
+     * (init: first rank's exec to last rank ready), seconds (idle) */
+    double rss_mb, ratio, job_s, seconds;
+} bench_row;
+
+/* A row with every value null and the system/provider/metric given. */
+bench_row bench_row_new(const char *system, const char *provider,
+                        const char *metric);
+
+/* Prints row now (table or JSON line, per opts), or keeps it for
+ * bench_flush when rows are deferred. Rank 0 only. */
+void bench_emit(const bench_row *row);
+/* Keep rows from now on (--baseline adds a ratio to them later). */
+void bench_defer(void);
+/* The kept rows, to amend before bench_flush prints them (and stops
+ * keeping). */
+bench_row *bench_kept(int *n);
+void bench_flush(void);
+
+double bench_now_us(void);
+
+/* Default timed calls of a mode for one size (or window), --iters first. */
+long bench_iters(const bench_opts *o, size_t size);
+
+/* Registers the handlers every mode uses. Every rank, before the first
+ * barrier. */
+int bench_register(frpc_agent *a, int world);
+
+/* Runs o->mode on this rank (rank 0 measures, the others serve) and ends
+ * with a barrier that has no time limit. t_start_us: bench_now_us() taken
+ * just before frpc_init (init mode). Returns 0 or 1 (a message was
+ * printed). */
+int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
+
+/*
+ * Runs fi_pingpong (server and client on 127.0.0.1) over fi_provider
+ * (libfabric's name, e.g. "tcp;ofi_rxm") for each of o's sizes, with the
+ * iterations the latency mode used, emits a "fi_pingpong" row per size
+ * labelled provider, and sets ratio_to_fi_pingpong in the kept fabrpc
+ * latency rows. Call it with no agent alive (rank 0, after shutdown).
+ * Returns 0, or 3 when fi_pingpong is missing or a run failed (the reason
+ * is on stderr; the sizes that worked have rows).
+ */
+int bench_baseline(const char *fi_provider, const char *provider,
+                   const bench_opts *o);
+
+#endif /* FABRPC_BENCH_H */

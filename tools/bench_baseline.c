@@ -1,0 +1,219 @@
+/*
+ * fabrpc-bench --baseline: libfabric's own round trip, from fi_pingpong
+ * (Debian package libfabric-bin), for the same provider and sizes.
+ *
+ * For each size a server and a client run on 127.0.0.1 with a fresh port
+ * for their control connection. The client's result line has the mean time
+ * per transfer ("usec/xfer"); one iteration is a ping and a pong, so the
+ * round trip is twice that. Each run is bounded in time.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define PINGPONG "fi_pingpong"
+#define RUN_LIMIT_US 120e6    /* one size, server and client */
+#define CONNECT_TRIES 50      /* the client may start before the server */
+
+/* Is prog an executable file in PATH? */
+static int in_path(const char *prog)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    if (!path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        snprintf(buf, sizeof(buf), "%.*s/%s", (int)n, n ? path : ".", prog);
+        if (access(buf, X_OK) == 0)
+            return 1;
+        path += n + (path[n] == ':');
+    }
+    return 0;
+}
+
+/* A TCP port on 127.0.0.1 that was free a moment ago, or -1. */
+static int free_port(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t len = sizeof(sa);
+    int port = -1, fd = socket(AF_INET, SOCK_STREAM, 0);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+        port = ntohs(sa.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+/* Starts argv with stdout and stderr to out_fd (or /dev/null when -1).
+ * It stays in our process group, so that fabrpc-run's stopping of this
+ * rank stops it too. The child's pid, or -1. */
+static pid_t spawn(char *const argv[], int out_fd)
+{
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    int fd = out_fd >= 0 ? out_fd : open("/dev/null", O_WRONLY);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    execvp(argv[0], argv);
+    _exit(127);
+}
+
+/* Waits for pid until deadline (bench_now_us clock); past it, kills it.
+ * Its exit status, or -1 when killed or lost. */
+static int reap(pid_t pid, double deadline)
+{
+    int st;
+    for (;;) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        if (r < 0 && errno != EINTR)
+            return -1;
+        if (bench_now_us() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        usleep(10000);
+    }
+}
+
+/* Runs the client with its output into out[0..cap), until deadline. Its
+ * exit status, or -1. */
+static int run_client(char *const argv[], char *out, size_t cap,
+                      double deadline)
+{
+    int p[2];
+    size_t n = 0;
+    if (pipe(p))
+        return -1;
+    pid_t pid = spawn(argv, p[1]);
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return -1;
+    }
+    for (;;) {
+        int left_ms = (int)((deadline - bench_now_us()) / 1e3);
+        struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+        if (left_ms <= 0 || poll(&pfd, 1, left_ms) == 0)
+            break;
+        ssize_t got = read(p[0], out + n, cap - 1 - n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            break;
+        n += (size_t)got;
+        if (n == cap - 1)
+            break;
+    }
+    out[n] = '\0';
+    close(p[0]);
+    return reap(pid, deadline);
+}
+
+/* The round trip in us from fi_pingpong's output: the line after the
+ * header that starts with "bytes", column usec/xfer (the 7th). */
+static double parse_round_trip(const char *out)
+{
+    const char *hdr = strstr(out, "bytes");
+    const char *line = hdr ? strchr(hdr, '\n') : NULL;
+    double usec;
+    if (!line || sscanf(line + 1, "%*s %*s %*s %*s %*s %*s %lf", &usec) != 1 ||
+        !(usec > 0))
+        return NAN;
+    return 2.0 * usec;
+}
+
+/* One size: the round trip in us, or NAN (then a message was printed). */
+static double pingpong(const char *fi_provider, size_t size, long iters)
+{
+    char port[16], sz[32], it[32], out[8192] = "";
+    int portnum = free_port();
+    double deadline = bench_now_us() + RUN_LIMIT_US, rt = NAN;
+    snprintf(port, sizeof(port), "%d", portnum);
+    snprintf(sz, sizeof(sz), "%zu", size);
+    snprintf(it, sizeof(it), "%ld", iters);
+    char *server[] = {PINGPONG, "-p", (char *)fi_provider, "-e", "rdm",
+                      "-I", it, "-S", sz, "-B", port, NULL};
+    char *client[] = {PINGPONG, "-p", (char *)fi_provider, "-e", "rdm",
+                      "-I", it, "-S", sz, "-P", port, "127.0.0.1", NULL};
+    if (portnum < 0) {
+        fprintf(stderr, "fabrpc-bench: no free port for " PINGPONG "\n");
+        return NAN;
+    }
+    pid_t srv = spawn(server, -1);
+    if (srv < 0) {
+        perror("fabrpc-bench: fork");
+        return NAN;
+    }
+    int st = -1;
+    for (int i = 0; i < CONNECT_TRIES; i++) {
+        usleep(50000); /* let the server listen */
+        st = run_client(client, out, sizeof(out), deadline);
+        if (st == 0 || !strstr(out, "Connection refused") ||
+            waitpid(srv, NULL, WNOHANG) != 0)
+            break;
+    }
+    if (st == 0)
+        rt = parse_round_trip(out);
+    if (reap(srv, st == 0 ? bench_now_us() + 5e6 : 0) != 0 && st == 0)
+        fprintf(stderr, "fabrpc-bench: note: " PINGPONG " server failed\n");
+    if (isnan(rt))
+        fprintf(stderr,
+                "fabrpc-bench: " PINGPONG " -p '%s' -e rdm -S %zu failed "
+                "(exit %d); its output:\n%s\n",
+                fi_provider, size, st, out);
+    return rt;
+}
+
+int bench_baseline(const char *fi_provider, const char *provider,
+                   const bench_opts *o)
+{
+    int rc = 0, nkept;
+    if (!in_path(PINGPONG)) {
+        fprintf(stderr, "fabrpc-bench: --baseline: " PINGPONG " is not in "
+                        "PATH (install libfabric-bin); no baseline rows\n");
+        return 3;
+    }
+    for (int i = 0; i < o->nsizes; i++) {
+        size_t size = o->sizes[i];
+        long iters = bench_iters(o, size);
+        double rt = pingpong(fi_provider, size, iters);
+        if (isnan(rt)) {
+            rc = 3;
+            continue;
+        }
+        bench_row r = bench_row_new(PINGPONG, provider, "latency");
+        r.size = (long)size;
+        r.inflight = 1;
+        r.iters = iters;
+        r.p50_us = rt; /* a mean: fi_pingpong gives no percentiles */
+        r.calls_per_s = 1e6 / rt;
+        r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+        bench_row *kept = bench_kept(&nkept);
+        for (int k = 0; k < nkept; k++)
+            if (!strcmp(kept[k].system, "fabrpc") &&
+                !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
+                kept[k].ratio = kept[k].p50_us / rt;
+        bench_emit(&r);
+    }
+    return rc;
+}
