@@ -203,6 +203,11 @@ int fr_fabric_set_peer(fr_fabric *f, uint32_t rank, const void *addr,
 
 int fr_fabric_can_block(const fr_fabric *f) { return f->wait_fd >= 0; }
 
+int fr_fabric_transfers_active(fr_fabric *f)
+{
+    return atomic_load(&f->transfers) > 0;
+}
+
 /* ---- sending ------------------------------------------------------- */
 
 static fr_send_slot *get_slot(fr_fabric *f)

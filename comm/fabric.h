@@ -127,6 +127,11 @@ void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
  * delivery callback): it must not sleep waiting for another poller. */
 int fr_fabric_polling_here(fr_fabric *f);
 
+/* 1 while rendezvous transfers are under way in either direction: the
+ * provider may need this rank to poll for a peer's reads to progress, so
+ * pollers should not go to sleep. */
+int fr_fabric_transfers_active(fr_fabric *f);
+
 /* 1 if the CQ has an fd wait object (the thread can sleep on it). */
 int fr_fabric_can_block(const fr_fabric *f);
 

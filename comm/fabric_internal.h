@@ -103,6 +103,9 @@ struct fr_fabric {
     fr_rndv_in *rndv_in;
     uint64_t next_cookie;
     atomic_uint_fast64_t next_key;
+    /* Rendezvous transfers under way, both directions: while there are
+     * any, a peer may need us to poll for its reads to progress. */
+    atomic_int transfers;
 
     struct {
         atomic_uint_fast64_t sent, received, bytes_sent, bytes_received,

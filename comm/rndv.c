@@ -80,6 +80,7 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     o->cookie = d.cookie = f->next_cookie++;
     o->next = f->rndv_out;
     f->rndv_out = o;
+    atomic_fetch_add(&f->transfers, 1);
     pthread_mutex_unlock(&f->rndv_lock);
     e.flags |= FR_ENV_F_RNDV;
     rc = fr_rndv_encode(&d, descbuf, sizeof(descbuf));
@@ -103,6 +104,7 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
         if ((*pp)->cookie == cookie && (*pp)->dst == src) {
             o = *pp;
             *pp = o->next;
+            atomic_fetch_sub(&f->transfers, 1);
             break;
         }
     }
@@ -117,6 +119,7 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
 static void unlink_in(fr_fabric *f, fr_rndv_in *in)
 {
     pthread_mutex_lock(&f->rndv_lock);
+    atomic_fetch_sub(&f->transfers, 1);
     if (in->prev)
         in->prev->next = in->next;
     else
@@ -258,6 +261,7 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     if (in->next)
         in->next->prev = in;
     f->rndv_in = in;
+    atomic_fetch_add(&f->transfers, 1);
     pthread_mutex_unlock(&f->rndv_lock);
     if (post_reads(f, in))
         finish_in(f, in);

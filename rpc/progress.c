@@ -34,6 +34,7 @@
 #define FR_BACKOFF_MAX_US 1000
 #define FR_CALLER_NAP_NS 20000000ull /* re-check the CQ at least this often */
 #define FR_ASIDE_NS 1000000ull       /* see stand_aside */
+#define FR_TRANSFER_GRACE_NS 50000000ull /* see transfer_spin */
 
 static void sleep_us(unsigned us)
 {
@@ -58,6 +59,16 @@ static unsigned sleep_budget_us(frpc_agent *a, unsigned max_us)
     if (next == UINT64_MAX || next >= now + (uint64_t)max_us * 1000)
         return max_us;
     return next <= now ? 0 : (unsigned)((next - now) / 1000) + 1;
+}
+
+/* Keep polling past the spin window while rendezvous transfers are under
+ * way (a peer may need us to poll for its reads to progress), but only
+ * while they make progress: a transfer a dead or lying peer never ends
+ * must not keep us spinning. last_work: when we last found work. */
+static int transfer_spin(frpc_agent *a, uint64_t last_work)
+{
+    return fr_fabric_transfers_active(a->fab) &&
+           fr_now_ns() - last_work < FR_TRANSFER_GRACE_NS;
 }
 
 /* ---- the progress thread ------------------------------------------- */
@@ -120,7 +131,7 @@ static void *progress_main(void *arg)
             sleep_us(FR_BACKOFF_MIN_US);
             continue;
         }
-        if (fr_now_ns() - last < spin_ns)
+        if (fr_now_ns() - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
             fr_fabric_wait(a->fab, sleep_budget_us(a, FR_IDLE_BLOCK_US));
@@ -214,7 +225,8 @@ static int spin(frpc_agent *a, waiter *w, uint64_t until)
             spin_end = now + spin_ns;
             continue;
         }
-        if (a->set.progress == FRPC_PROGRESS_BUSY || now < spin_end) {
+        if (a->set.progress == FRPC_PROGRESS_BUSY || now < spin_end ||
+            transfer_spin(a, spin_end - spin_ns)) {
             if (n == FRPC_EAGAIN)
                 sched_yield();
             continue;

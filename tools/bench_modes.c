@@ -11,6 +11,7 @@
  *   barrier's end tells rank 0 that every report is in.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -335,7 +336,7 @@ static int measure_idle(frpc_agent *a, const bench_opts *o)
                           (long)((o->seconds - (double)(time_t)o->seconds) *
                                  1e9)};
     double c0 = cpu_seconds();
-    while (nanosleep(&ts, &ts) != 0)
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
     r.cpu_s = cpu_seconds() - c0;
     return send_report(a, &r);

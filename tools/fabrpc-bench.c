@@ -103,9 +103,12 @@ bench_row bench_row_new(const char *system, const char *provider,
     return r;
 }
 
-/* JSON: ,"key":value or null. Table: the value in width w, or "-". */
+/* JSON: ,"key":value or null. Table: the value in width w, or "-".
+ * NAN (not measured) and infinities (nothing to divide by) are null. */
 static void put_num(const char *key, double v, int w, int prec)
 {
+    if (!isfinite(v))
+        v = NAN;
     if (out.json && isnan(v))
         printf(",\"%s\":null", key);
     else if (out.json)
@@ -124,7 +127,7 @@ static void put_long(const char *key, long v, int w)
 /* Extra keys, printed only when set (in the table as key=value). */
 static void put_extra(const char *key, double v, int prec)
 {
-    if (isnan(v))
+    if (!isfinite(v))
         return;
     if (out.json)
         printf(",\"%s\":%.*f", key, prec, v);
@@ -153,11 +156,11 @@ static void print_row(const bench_row *r)
     put_num("calls_per_s", r->calls_per_s, 11, 0);
     put_num("mb_per_s", r->mb_per_s, 9, 1);
     put_num("cpu_s", r->cpu_s, 8, 3);
-    put_extra("rank", r->rank < 0 ? NAN : r->rank, 0);
+    put_extra("rank", r->rank < 0 ? NAN : (double)r->rank, 0);
     put_extra("seconds", r->seconds, 3);
     put_extra("rss_mb", r->rss_mb, 1);
     put_extra("job_s", r->job_s, 3);
-    put_extra("ratio_to_fi_pingpong", r->ratio, 2);
+    put_extra("ratio_to_fi_pingpong", r->ratio, 4);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }
@@ -204,7 +207,7 @@ static const struct {
 };
 
 /* A count with an optional k or m suffix (x1024, x1048576), > 0. */
-static int parse_count(const char *s, unsigned long long *out)
+static int parse_count(const char *s, unsigned long long *val)
 {
     char *end;
     errno = 0;
@@ -217,7 +220,7 @@ static int parse_count(const char *s, unsigned long long *out)
         v <<= 20, end++;
     if (*end || v == 0 || v > LONG_MAX)
         return -1;
-    *out = v;
+    *val = v;
     return 0;
 }
 
@@ -364,7 +367,7 @@ static int self_launch(const bench_opts *o, int argc, char **argv)
     snprintf(run, sizeof(run), "%s/fabrpc-run", self);
     if (access(run, X_OK) == 0)
         prog = run;
-    else if (!strcmp(slash - 6 < self ? "" : slash - 6, "/.libs")) {
+    else if (slash - self >= 6 && !strcmp(slash - 6, "/.libs")) {
         snprintf(run, sizeof(run), "%.*s/fabrpc-run",
                  (int)(slash - 6 - self), self);
         if (access(run, X_OK) == 0)

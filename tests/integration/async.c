@@ -357,8 +357,11 @@ static int mode_deferred(void)
     au_barrier();
     if (me == 0) {
         pthread_join(ans, NULL);
-        CHECK(nheld == 2 * (nranks - 1), "%d requests held", nheld);
-        printf("ok: rank 0 keeps %d requests never answered\n", nheld);
+        pthread_mutex_lock(&held_lock);
+        int n = nheld;
+        pthread_mutex_unlock(&held_lock);
+        CHECK(n == 2 * (nranks - 1), "%d requests held", n);
+        printf("ok: rank 0 keeps %d requests never answered\n", n);
     }
     au_finish(); /* rank 0: releases the requests it kept */
     return 0;
@@ -447,6 +450,7 @@ static void mid_then(frpc_request *req, void *user)
  * behind) is answered at once, so no stray chain goes on.
  */
 static atomic_uint_fast64_t cur_chain;
+static int as_errors = 1; /* the user pointer of "deep_err" */
 
 static void deep(frpc_request *req, void *user)
 {
@@ -515,7 +519,7 @@ static int mode_nested(void)
     au_register("mid_then", mid_then, NULL, FRPC_INLINE);
     au_register("inl_self", relay, &self_plan, FRPC_INLINE);
     au_register("deep", deep, NULL, 0);
-    au_register("deep_err", deep, "", 0);
+    au_register("deep_err", deep, &as_errors, 0);
     au_register("ideep", deep, NULL, FRPC_INLINE);
     au_barrier();
     if (me == RANK_A) {

@@ -1,0 +1,161 @@
+#!/bin/bash
+# Every fabrpc-bench mode in a short form, over shm and tcp: the output must
+# be well formed (one flat JSON object per line with the 11 keys, or the
+# table). No thresholds: the machine may be busy.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_BENCH FABRPC_RUN
+make_tmpdir
+
+KEYS="system provider metric size inflight iters p50_us p99_us calls_per_s mb_per_s cpu_s"
+
+# check_json FILE METRIC MIN_ROWS: every line of FILE is a flat JSON object
+# (string, number, null or boolean values) with each of KEYS once, metric
+# METRIC, and there are at least MIN_ROWS lines.
+check_json() {
+    local file=$1 metric=$2 min=$3
+    awk -v keys="$KEYS" -v metric="$metric" -v min="$min" '
+    function bad(msg) {
+        if (!err)
+            printf "line %d: %s: %s\n", NR, msg, $0 > "/dev/stderr"
+        err = 1
+        return 0
+    }
+    # Reads "key":value, then , or }; 0 at the end or on error.
+    function pair(  k) {
+        if (!match(s, /^"[a-z0-9_]+":/))
+            return bad("expected \"key\":")
+        k = substr(s, 2, RLENGTH - 3)
+        s = substr(s, RLENGTH + 1)
+        if (k in seen)
+            return bad("duplicate key " k)
+        seen[k] = 1
+        if (!match(s, /^("[^"\\]*"|-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?|null|true|false)/))
+            return bad("bad value for " k)
+        val[k] = substr(s, 1, RLENGTH)
+        s = substr(s, RLENGTH + 1)
+        if (s ~ /^,/) {
+            s = substr(s, 2)
+            return 1
+        }
+        if (s != "}")
+            bad("expected , or } after " k)
+        return 0
+    }
+    {
+        split("", seen)
+        split("", val)
+        if (substr($0, 1, 1) != "{") {
+            bad("not a JSON object")
+            next
+        }
+        s = substr($0, 2)
+        while (pair())
+            ;
+        n = split(keys, K, " ")
+        for (i = 1; i <= n; i++)
+            if (!(K[i] in seen))
+                bad("missing key " K[i])
+        if (val["metric"] != "\"" metric "\"")
+            bad("metric is not " metric)
+        rows++
+    }
+    END {
+        if (!err && rows < min) {
+            printf "%d rows, expected at least %d\n", rows, min > "/dev/stderr"
+            err = 1
+        }
+        exit err
+    }' "$file" || { echo "--- $file:" >&2; head -c 4000 "$file" >&2; return 1; }
+}
+
+# bench NAME ARGS...: run fabrpc-bench alone (it starts its own 2 ranks),
+# output to $TMPD/NAME.out, stderr to $TMPD/NAME.err.
+bench() {
+    local name=$1
+    shift
+    if ! run_bounded 60 "$FABRPC_BENCH" "$@" >"$TMPD/$name.out" \
+        2>"$TMPD/$name.err"; then
+        cat "$TMPD/$name.out" "$TMPD/$name.err" >&2
+        return 1
+    fi
+}
+
+mode_latency() {
+    bench lat-$1 latency --provider $1 --sizes 8,4k --iters 20 --json &&
+        check_json "$TMPD/lat-$1.out" latency 2 &&
+        expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out"
+}
+mode_rate() {
+    bench rate-$1 rate --provider $1 --inflight 1,4 --iters 50 --json &&
+        check_json "$TMPD/rate-$1.out" rate 2 &&
+        expect_grep '"inflight":4,' "$TMPD/rate-$1.out"
+}
+mode_bandwidth() {
+    bench bw-$1 bandwidth --provider $1 --sizes 64k,1m --inflight 2 \
+        --iters 8 --json &&
+        check_json "$TMPD/bw-$1.out" bandwidth 2 &&
+        expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out"
+}
+mode_idle() {
+    bench idle-$1 idle --provider $1 --seconds 0.2 --json &&
+        check_json "$TMPD/idle-$1.out" idle 2 &&
+        expect_grep '"cpu_s":[0-9]' "$TMPD/idle-$1.out"
+}
+# init under fabrpc-run with 3 ranks (the launcher's path, rank tags on).
+mode_init() {
+    local out="$TMPD/init-$1.out"
+    run_bounded 60 "$FABRPC_RUN" -n 3 --provider $1 "$FABRPC_BENCH" init \
+        --json >"$out.raw" 2>&1 || { cat "$out.raw" >&2; return 1; }
+    sed -n 's/^\[0\] //p' "$out.raw" >"$out"
+    check_json "$out" init 1 &&
+        expect_grep '"size":3,.*"rss_mb":[0-9]' "$out"
+}
+# fabrpc's rows with a ratio, then fi_pingpong's; without fi_pingpong, the
+# fabrpc rows and exit status 3 with a message naming libfabric-bin.
+baseline() {
+    local out="$TMPD/base-$1.out" st=0
+    run_bounded 90 "$FABRPC_BENCH" latency --provider $1 --sizes 8 \
+        --iters 50 --baseline --json >"$out" 2>"$out.err" || st=$?
+    if ! command -v fi_pingpong >/dev/null; then
+        echo "note: fi_pingpong not installed; checking the message only"
+        [ $st = 3 ] || { cat "$out.err" >&2; return 1; }
+        expect_grep 'libfabric-bin' "$out.err"
+        check_json "$out" latency 1
+        return
+    fi
+    [ $st = 0 ] || { cat "$out" "$out.err" >&2; return 1; }
+    check_json "$out" latency 2 &&
+        expect_grep '^\{"system":"fi_pingpong","provider":"'$1'".*"size":8,' "$out" &&
+        expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out"
+}
+table() {
+    bench table rate --inflight 2 --iters 20 &&
+        expect_grep '^system +provider +metric +size +inflight +iters +p50_us +p99_us +calls/s +MB/s +cpu_s$' "$TMPD/table.out" &&
+        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 ' "$TMPD/table.out"
+}
+help_lists_all() {
+    local w
+    "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
+    for w in latency rate bandwidth idle init --provider --sizes --inflight \
+        --iters --warmup --progress --seconds --ranks --json --baseline; do
+        expect_grep "^ +$w " "$TMPD/help.out"
+    done
+}
+bad_usage() {
+    local st=0
+    "$FABRPC_BENCH" nosuchmode >/dev/null 2>"$TMPD/bad.err" || st=$?
+    [ $st = 2 ] && expect_grep 'unknown mode' "$TMPD/bad.err"
+}
+
+for prov in shm tcp; do
+    run_case "latency, $prov: JSON rows" mode_latency $prov
+    run_case "rate, $prov: JSON rows" mode_rate $prov
+    run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
+    run_case "idle, $prov: a row per rank" mode_idle $prov
+    run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
+    run_case "baseline against fi_pingpong, $prov" baseline $prov
+done
+run_case "table output has the header and rows" table
+run_case "--help names every mode and option" help_lists_all
+run_case "unknown mode is a usage error" bad_usage
+finish_cases
