@@ -7,10 +7,11 @@
  *   frpc_future_free), one for the pending table (dropped by the entry's
  *   on_done hook, which runs once, after completion), and one while a
  *   callback is scheduled or running. The last reference frees it.
- * - The callback is fired by whichever comes second of "completed"
- *   (on_done) and "callback registered" (frpc_future_then), decided under
- *   the future's own lock: so it runs exactly once, on the pool when
- *   completion comes second, at once on the registering thread otherwise.
+ * - The callback is fired by whichever comes second of "completed" (the
+ *   entry's done flag, then its on_done hook) and "callback registered"
+ *   (frpc_future_then), decided under the future's own lock: so it runs
+ *   exactly once, on the pool when completion comes second, at once on the
+ *   registering thread otherwise.
  * - Cancel and free-while-in-flight are fr_pending_abort: if it wins, the
  *   call completes with FRPC_ECANCELED and a late answer finds no entry.
  */
@@ -186,7 +187,9 @@ int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user)
     }
     f->cb = fn;
     f->cb_user = user;
-    if (f->completed) {
+    /* done is set before on_done runs: a caller that saw the future done
+     * gets its callback at once, and on_done then finds it fired. */
+    if (f->completed || atomic_load(&f->p.done)) {
         f->cb_state = CB_FIRED;
         now = 1;
     } else {
