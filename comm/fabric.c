@@ -87,6 +87,12 @@ static int open_endpoint(fr_fabric *f, char *errbuf, size_t errlen)
         set_err(errbuf, errlen, "fi_endpoint", ret);
         return FRPC_ETRANSPORT;
     }
+    if (f->opts.ep_name &&
+        (ret = fi_setname(&f->ep->fid, (void *)f->opts.ep_name,
+                          strlen(f->opts.ep_name) + 1))) {
+        set_err(errbuf, errlen, "fi_setname", ret);
+        return FRPC_ETRANSPORT;
+    }
     if ((ret = fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV)) ||
         (ret = fi_ep_bind(f->ep, &f->av->fid, 0))) {
         set_err(errbuf, errlen, "fi_ep_bind", ret);
@@ -201,7 +207,12 @@ int fr_fabric_set_peer(fr_fabric *f, uint32_t rank, const void *addr,
     return 0;
 }
 
-int fr_fabric_can_block(const fr_fabric *f) { return f->wait_fd >= 0; }
+int fr_fabric_can_block(const fr_fabric *f)
+{
+    return f->wait_fd >= 0 || f->bell != NULL;
+}
+
+void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell) { f->bell = bell; }
 
 int fr_fabric_transfers_active(fr_fabric *f)
 {
@@ -279,6 +290,7 @@ static int post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
         put_slot(f, sl);
         return FRPC_ETRANSPORT;
     }
+    fr_doorbell_ring(f->bell, dst);
     return 0;
 }
 
@@ -304,6 +316,8 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
                -FI_EAGAIN)
             if ((rc = backoff(f, deadline_ns)))
                 return rc;
+        if (ret == 0)
+            fr_doorbell_ring(f->bell, dst);
     } else {
         fr_send_slot *sl;
         if ((rc = acquire_slot(f, deadline_ns, &sl)))
@@ -519,8 +533,18 @@ int fr_fabric_progress(fr_fabric *f)
     return rc;
 }
 
+static int recheck_cq(void *arg)
+{
+    int n = fr_fabric_progress(arg);
+    return n == FRPC_EAGAIN ? 1 : n; /* another poller: do not sleep */
+}
+
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us)
 {
+    if (f->wait_fd < 0 && f->bell) {
+        fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, f);
+        return;
+    }
     if (f->wait_fd >= 0) {
         struct fid *fids[1] = {&f->cq->fid};
         if (fi_trywait(f->fabric, fids, 1) != 0)

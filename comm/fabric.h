@@ -31,6 +31,7 @@
 
 #include <rdma/fabric.h>
 
+#include "comm/doorbell.h"
 #include "rpc/fabrpc_errors.h"
 #include "serialization/envelope.h"
 
@@ -61,6 +62,11 @@ typedef struct fr_fabric_opts {
     size_t max_msg;       /* largest payload accepted or sent */
     size_t eager_max;     /* largest eager frame, header included */
     unsigned recv_count;  /* pre-posted receive buffers */
+    /* shm: a name for the endpoint's shared-memory region, unique to the
+     * job (the default is derived from the pid, and a region left behind by
+     * a killed process whose pid comes back makes fi_enable fail with
+     * EBUSY). NULL: the provider's default. Copied. */
+    const char *ep_name;
     fr_fabric_callbacks cb;
 } fr_fabric_opts;
 
@@ -117,9 +123,9 @@ int fr_fabric_progress(fr_fabric *f);
 
 /*
  * Sleeps until the CQ may have work or timeout_us passes. With an fd wait
- * object this is poll(2) after fi_trywait; otherwise a plain sleep of
- * timeout_us (the caller backs off). Returns at once if work is already
- * pending. Any thread; takes no lock.
+ * object this is poll(2) after fi_trywait; with a doorbell, a futex wait
+ * after one more poll; otherwise a plain sleep of timeout_us (the caller
+ * backs off). Returns at once if work is already pending. Any thread.
  */
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
 
@@ -132,8 +138,14 @@ int fr_fabric_polling_here(fr_fabric *f);
  * pollers should not go to sleep. */
 int fr_fabric_transfers_active(fr_fabric *f);
 
-/* 1 if the CQ has an fd wait object (the thread can sleep on it). */
+/* 1 if a thread can sleep until work arrives: the CQ has an fd wait
+ * object, or a doorbell is attached. */
 int fr_fabric_can_block(const fr_fabric *f);
+
+/* Attaches this rank's doorbell (borrowed: it must outlive f's use of it).
+ * From then on every message sent to a peer rings the peer's bell, and
+ * fr_fabric_wait sleeps on ours when the CQ has no fd. */
+void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell);
 
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
 

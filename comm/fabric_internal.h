@@ -15,6 +15,7 @@
 #include <rdma/fi_rma.h>
 #include <rdma/fi_errno.h>
 
+#include "comm/doorbell.h"
 #include "comm/fabric.h"
 
 /* Every operation posted to libfabric carries one of these as its context,
@@ -76,6 +77,7 @@ struct fr_fabric {
     struct fid_av *av;
     struct fid_ep *ep;
     int wait_fd; /* -1 when the CQ has no fd wait object */
+    fr_doorbell *bell; /* shm: how sleeping peers are woken; not owned */
 
     fr_fabric_opts opts;
     size_t inject_max;

@@ -214,6 +214,8 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
                 break;
             fr_fabric_progress(f);
         }
+        if (ret == 0)
+            fr_doorbell_ring(f->bell, in->src); /* it may serve the read */
         if (ret) {
             /* Chunks already posted still complete; count the rest as
              * done-with-error so the transfer ends exactly once. */

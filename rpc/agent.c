@@ -184,15 +184,50 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
                                .ctx = a}};
+    char name[64];
     int rc;
     if (!b || !b->up)
         return FRPC_ENOBACKEND;
+    if (strcmp(a->provider, "shm") == 0) {
+        snprintf(name, sizeof(name), "fabrpc_%016llx_%d",
+                 (unsigned long long)a->token, a->set.rank);
+        o.ep_name = name;
+    }
     snprintf(a->provider_full, sizeof(a->provider_full), "%s",
              b->info->fabric_attr->prov_name);
     rc = fr_fabric_open(b->info, &o, &a->fab, err, errlen);
     if (!rc)
         rc = fr_fabric_set_identity(a->fab, (uint32_t)a->set.rank,
                                     (uint32_t)a->set.world, a->token);
+    return rc;
+}
+
+/* shm has no wait object: give this rank a doorbell peers ring. */
+static int open_doorbell(frpc_agent *a, char *err, size_t errlen)
+{
+    if (strcmp(a->provider, "shm") != 0)
+        return 0;
+    int rc = fr_doorbell_open(a->token, (uint32_t)a->set.rank,
+                              (uint32_t)a->set.world, &a->bell, err, errlen);
+    if (!rc)
+        fr_fabric_set_doorbell(a->fab, a->bell);
+    return rc;
+}
+
+/* After the init barrier every rank's bell exists: map them all, meet
+ * again, and drop the names (the mappings stay). */
+static int connect_doorbells(frpc_agent *a, char *err, size_t errlen)
+{
+    int rc = 0;
+    if (!a->bell)
+        return 0;
+    for (int r = 0; r < a->set.world && !rc; r++)
+        rc = fr_doorbell_connect(a->bell, (uint32_t)r);
+    if (rc)
+        say(err, errlen, "rank %d cannot map a peer's doorbell", a->set.rank);
+    if (!rc && a->set.world > 1)
+        rc = frpc_barrier(a, a->set.init_timeout_ms);
+    fr_doorbell_unlink(a->bell);
     return rc;
 }
 
@@ -209,7 +244,8 @@ static int bootstrap(frpc_agent *a, char *err, size_t errlen)
                          a->backends.b[i].name);
         if (getrandom(&a->token, sizeof(a->token), 0) != sizeof(a->token))
             a->token = fr_now_ns();
-        if ((rc = open_transport(a, err, errlen)))
+        if ((rc = open_transport(a, err, errlen)) ||
+            (rc = open_doorbell(a, err, errlen)))
             return rc;
         return exchange_addresses(a, deadline);
     }
@@ -218,6 +254,7 @@ static int bootstrap(frpc_agent *a, char *err, size_t errlen)
         return rc;
     if ((rc = exchange_token(a, deadline)) ||
         (rc = open_transport(a, err, errlen)) ||
+        (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline))) {
         if (err && !err[0])
             say(err, errlen,
@@ -238,6 +275,7 @@ static void destroy(frpc_agent *a)
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     fr_agent_release_requests(a);
     fr_fabric_close(a->fab);
+    fr_doorbell_close(a->bell);
     fr_store_close(a->store);
     fr_store_server_stop(a->store_srv);
     fr_backends_free(&a->backends);
@@ -308,6 +346,8 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         rc = FRPC_EBOOTSTRAP;
         goto fail;
     }
+    if ((rc = connect_doorbells(a, err, errlen)))
+        goto fail;
     *out = a;
     return 0;
 fail:

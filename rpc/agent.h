@@ -49,6 +49,7 @@ struct frpc_agent {
     uint64_t token;
 
     fr_fabric *fab;
+    fr_doorbell *bell; /* shm only: see comm/doorbell.h */
     fr_store_server *store_srv; /* rank 0 only */
     fr_store_client *store;
     pthread_mutex_t store_lock; /* a store client is single-threaded */

@@ -134,6 +134,7 @@ static void *progress_main(void *arg)
         if (fr_now_ns() - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
+            /* the CQ's fd (tcp) or our doorbell (shm) wakes us */
             fr_fabric_wait(a->fab, sleep_budget_us(a, FR_IDLE_BLOCK_US));
         } else {
             sleep_us(sleep_budget_us(a, backoff));

@@ -28,33 +28,13 @@
 
 #include <fabrpc.h>
 
+#include "check_fail.h"
+
 #define CALL_TIMEOUT_MS 120000
 #define BARRIER_TIMEOUT_MS 240000
 
-static int me = -1; /* this rank */
 static int nranks;
 static frpc_agent *agent;
-
-/* Prints the failure and ends the process at once, from any thread:
- * _exit, so no exit handler can wait on the library's threads. */
-static void au_fail(int line, const char *fmt, ...)
-{
-    va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "FAIL rank %d line %d: ", me, line);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "\n");
-    fflush(stderr);
-    _exit(1);
-}
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond))                                                          \
-            au_fail(__LINE__, __VA_ARGS__);                                   \
-    } while (0)
 
 static uint64_t au_mix(uint64_t x)
 {

@@ -27,19 +27,10 @@
 
 #include <fabrpc.h>
 
+#include "check_fail.h"
+
 #define CALL_TIMEOUT_MS 120000
 
-static int me = -1;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
 
 static uint8_t pattern(uint32_t seed, size_t i)
 {

@@ -17,19 +17,10 @@
 #include "rpc/agent.h"
 #include "serialization/envelope.h"
 
+#include "check_fail.h"
+
 #define TIMEOUT_MS 60000
 
-static int me;
-
-#define CHECK(cond, ...)                                                      \
-    do {                                                                      \
-        if (!(cond)) {                                                        \
-            fprintf(stderr, "FAIL rank %d line %d: ", me, __LINE__);          \
-            fprintf(stderr, __VA_ARGS__);                                     \
-            fprintf(stderr, "\n");                                            \
-            exit(1);                                                          \
-        }                                                                     \
-    } while (0)
 
 static void echo(frpc_request *req, void *user)
 {

@@ -1,0 +1,145 @@
+/*
+ * Doorbells over futexes in POSIX shared memory. See doorbell.h.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "comm/doorbell.h"
+
+typedef struct bell {
+    atomic_uint seq;      /* the futex word: bumped by every ring */
+    atomic_uint sleeping; /* threads of the owner (about to be) asleep */
+} bell;
+
+struct fr_doorbell {
+    uint64_t token;
+    uint32_t rank, world;
+    int linked;
+    bell *mine;
+    bell **peer; /* world entries; NULL until connected */
+};
+
+static void bell_name(char *buf, size_t len, uint64_t token, uint32_t rank)
+{
+    snprintf(buf, len, "/fabrpc-%016llx-%u", (unsigned long long)token,
+             rank);
+}
+
+static bell *map_bell(int fd)
+{
+    void *m = mmap(NULL, sizeof(bell), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   fd, 0);
+    return m == MAP_FAILED ? NULL : m;
+}
+
+int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
+                     fr_doorbell **out, char *errbuf, size_t errlen)
+{
+    char name[64];
+    fr_doorbell *d = calloc(1, sizeof(*d));
+    int fd;
+
+    if (!d || !(d->peer = calloc(world, sizeof(*d->peer)))) {
+        free(d);
+        return FRPC_ENOMEM;
+    }
+    d->token = token;
+    d->rank = rank;
+    d->world = world;
+    bell_name(name, sizeof(name), token, rank);
+    fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
+    if (fd < 0 || ftruncate(fd, sizeof(bell)) != 0 ||
+        !(d->mine = map_bell(fd))) {
+        if (errbuf && errlen)
+            snprintf(errbuf, errlen, "doorbell %s: %s", name,
+                     strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            shm_unlink(name);
+        }
+        free(d->peer);
+        free(d);
+        return FRPC_ETRANSPORT;
+    }
+    close(fd);
+    d->linked = 1;
+    d->peer[rank] = d->mine;
+    *out = d;
+    return 0;
+}
+
+int fr_doorbell_connect(fr_doorbell *d, uint32_t peer)
+{
+    char name[64];
+    int fd;
+    if (!d || peer >= d->world)
+        return FRPC_EINVAL;
+    if (d->peer[peer])
+        return 0;
+    bell_name(name, sizeof(name), d->token, peer);
+    fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0)
+        return FRPC_ETRANSPORT;
+    d->peer[peer] = map_bell(fd);
+    close(fd);
+    return d->peer[peer] ? 0 : FRPC_ETRANSPORT;
+}
+
+void fr_doorbell_unlink(fr_doorbell *d)
+{
+    char name[64];
+    if (!d || !d->linked)
+        return;
+    bell_name(name, sizeof(name), d->token, d->rank);
+    shm_unlink(name);
+    d->linked = 0;
+}
+
+void fr_doorbell_ring(fr_doorbell *d, uint32_t peer)
+{
+    bell *b;
+    if (!d || peer >= d->world || !(b = d->peer[peer]))
+        return;
+    if (!atomic_load(&b->sleeping))
+        return;
+    atomic_fetch_add(&b->seq, 1);
+    syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+}
+
+void fr_doorbell_sleep(fr_doorbell *d, unsigned timeout_us,
+                       int (*recheck)(void *arg), void *arg)
+{
+    bell *b = d->mine;
+    unsigned seen = atomic_load(&b->seq);
+    atomic_fetch_add(&b->sleeping, 1);
+    if (recheck(arg) <= 0) {
+        struct timespec ts = {.tv_sec = timeout_us / 1000000,
+                              .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+        syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
+    }
+    atomic_fetch_sub(&b->sleeping, 1);
+}
+
+void fr_doorbell_close(fr_doorbell *d)
+{
+    if (!d)
+        return;
+    fr_doorbell_unlink(d);
+    for (uint32_t i = 0; i < d->world; i++)
+        if (d->peer[i])
+            munmap(d->peer[i], sizeof(bell));
+    free(d->peer);
+    free(d);
+}

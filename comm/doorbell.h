@@ -1,0 +1,58 @@
+/*
+ * Doorbells: how an idle rank on a shared-memory provider sleeps without
+ * missing work. libfabric's shm provider has no wait object (its
+ * fi_cq_sread spins), so each rank owns a small POSIX shared-memory
+ * segment holding a futex word; a rank that goes to sleep says so there,
+ * and a same-host peer that sends to it rings the bell (bumps the word and
+ * wakes the futex).
+ *
+ * Design notes
+ * - Sleeping is "announce, re-check, wait": the sleeper sets its sleeping
+ *   flag, then polls once more, then waits on the futex only if the word
+ *   still holds the value it read before polling. A sender posts its
+ *   message first and rings after, so either the sleeper's re-check finds
+ *   the message or the sender sees the flag and the futex wait returns.
+ * - Waits are bounded (the caller passes a timeout), so a wake-up that a
+ *   provider's internal protocol does not ring for costs at most that.
+ * - Segments are named from the job token and the rank, and unlinked as
+ *   soon as every peer has mapped them (fr_doorbell_unlink), so a crashed
+ *   job leaves nothing behind in /dev/shm.
+ */
+#ifndef FR_COMM_DOORBELL_H
+#define FR_COMM_DOORBELL_H
+
+#include <stdint.h>
+
+#include "rpc/fabrpc_errors.h"
+
+typedef struct fr_doorbell fr_doorbell;
+
+/* Creates this rank's bell for the job token. FRPC_ETRANSPORT (with the
+ * system's text in errbuf) or FRPC_ENOMEM. */
+int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
+                     fr_doorbell **out, char *errbuf, size_t errlen);
+
+/* Maps peer's bell (created by its fr_doorbell_open). FRPC_ETRANSPORT if it
+ * does not exist. Call for every peer before fr_doorbell_unlink. */
+int fr_doorbell_connect(fr_doorbell *d, uint32_t peer);
+
+/* Removes this rank's segment name; mappings stay valid. */
+void fr_doorbell_unlink(fr_doorbell *d);
+
+/* Wakes peer if it is asleep. Cheap when it is not (one atomic load).
+ * Peers that were never connected are ignored. Any thread. */
+void fr_doorbell_ring(fr_doorbell *d, uint32_t peer);
+
+/*
+ * Sleeps up to timeout_us unless work arrives: announces sleep, calls
+ * recheck(arg) (which polls; > 0 means work was found, so no sleep), then
+ * waits for a ring. Returns at once if recheck found work.
+ */
+void fr_doorbell_sleep(fr_doorbell *d, unsigned timeout_us,
+                       int (*recheck)(void *arg), void *arg);
+
+/* Unmaps everything and frees d (and unlinks its name if still there).
+ * NULL is a no-op. */
+void fr_doorbell_close(fr_doorbell *d);
+
+#endif /* FR_COMM_DOORBELL_H */
