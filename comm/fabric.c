@@ -122,6 +122,8 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     pthread_mutex_init(&f->slot_lock, NULL);
     pthread_mutex_init(&f->poll_lock, NULL);
     pthread_mutex_init(&f->rndv_lock, NULL);
+    fr__block_cache_init(&f->out_cache, FI_REMOTE_READ);
+    fr__block_cache_init(&f->in_cache, 0);
     atomic_init(&f->poll_owned, 0);
     atomic_init(&f->next_key, 1);
     f->next_cookie = 1;
@@ -579,6 +581,8 @@ void fr_fabric_close(fr_fabric *f)
     if (f->ep)
         fi_close(&f->ep->fid);
     fr__rndv_free_all(f);
+    fr__block_cache_destroy(&f->out_cache);
+    fr__block_cache_destroy(&f->in_cache);
     if (f->av)
         fi_close(&f->av->fid);
     if (f->cq)

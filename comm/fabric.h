@@ -42,9 +42,10 @@ typedef struct fr_fabric_msg {
     fr_env env;
     const uint8_t *payload; /* NULL when len is 0 */
     size_t len;
-    /* Non-NULL when payload lives in a malloc'ed block the callee may keep:
-     * set owned to NULL to take it (then free() it when done). Otherwise
-     * payload is a receive buffer reused after the callback returns. */
+    /* Non-NULL when payload lives in a block the callee may keep: set owned
+     * to NULL to take it. A request's block must then be given back with
+     * fr_fabric_release_block; any other is free()d. Otherwise payload is a
+     * receive buffer reused after the callback returns. */
     void *owned;
 } fr_fabric_msg;
 
@@ -148,6 +149,11 @@ int fr_fabric_can_block(const fr_fabric *f);
 void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell);
 
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
+
+/* Gives back a request's payload block taken from fr_fabric_msg.owned (len:
+ * the payload length), to be reused for a later one. Any thread, before
+ * fr_fabric_close. */
+void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len);
 
 /* Sends len raw bytes (1..eager_max) to dst as one message, with no
  * envelope: for fault tests that play a misbehaving peer. Errors as

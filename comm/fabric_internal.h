@@ -41,13 +41,29 @@ typedef struct fr_send_slot {
     uint8_t *buf;
 } fr_send_slot;
 
+/* A rendezvous block: memory, its capacity (a size class), and its
+ * registration when the provider needs one. */
+typedef struct fr_block {
+    void *buf;
+    size_t cap;
+    struct fid_mr *mr;
+} fr_block;
+
+#define FR_BLOCK_CACHE_SLOTS 8
+typedef struct fr_block_cache {
+    pthread_mutex_t lock;
+    fr_block slot[FR_BLOCK_CACHE_SLOTS];
+    unsigned n;
+    size_t bytes;
+    uint64_t access; /* registration for cached blocks; 0: none */
+} fr_block_cache;
+
 /* An outgoing rendezvous block waiting for the receiver's RNDV_DONE. */
 typedef struct fr_rndv_out {
     struct fr_rndv_out *next;
     uint64_t cookie;
     uint32_t dst;
-    struct fid_mr *mr;
-    void *buf;
+    fr_block blk;
 } fr_rndv_out;
 
 struct fr_rndv_in;
@@ -63,6 +79,7 @@ typedef struct fr_rndv_in {
     fr_rndv_desc desc;
     uint32_t src;
     uint8_t *buf;
+    fr_block blk; /* requests: buf comes from the in-cache (blk.buf == buf) */
     struct fid_mr *mr; /* only when the provider wants local registration */
     unsigned chunks, chunks_done;
     int err;
@@ -100,6 +117,7 @@ struct fr_fabric {
     _Atomic(pthread_t) poll_owner;
     atomic_int poll_owned;
 
+    fr_block_cache out_cache, in_cache;
     pthread_mutex_t rndv_lock;
     fr_rndv_out *rndv_out;
     fr_rndv_in *rndv_in;
@@ -124,7 +142,16 @@ void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
 void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
                             int code, const char *text);
 
+/* blockcache.c */
+size_t fr__block_class(size_t len);
+void fr__block_cache_init(fr_block_cache *c, uint64_t access);
+int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out);
+void fr__block_put(fr_block_cache *c, fr_block *b);
+void fr__block_cache_destroy(fr_block_cache *c);
+
 /* rndv.c */
+int fr__reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
+                  struct fid_mr **mr);
 int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
                   const void *payload, size_t len, uint64_t deadline_ns);
 void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,

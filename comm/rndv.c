@@ -31,8 +31,8 @@ static uint64_t next_requested_key(fr_fabric *f)
     return atomic_fetch_add(&f->next_key, 1);
 }
 
-static int reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
-                     struct fid_mr **mr)
+int fr__reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
+                  struct fid_mr **mr)
 {
     int ret = fi_mr_reg(f->domain, buf, len, access, 0,
                         next_requested_key(f), 0, mr, NULL);
@@ -59,20 +59,14 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
 
     if (!o)
         return FRPC_ENOMEM;
-    o->buf = malloc(len);
-    if (!o->buf) {
-        free(o);
-        return FRPC_ENOMEM;
-    }
-    memcpy(o->buf, payload, len);
-    if ((rc = reg_block(f, o->buf, len, FI_REMOTE_READ, &o->mr))) {
-        free(o->buf);
+    if ((rc = fr__block_get(f, &f->out_cache, len, &o->blk))) {
         free(o);
         return rc;
     }
+    memcpy(o->blk.buf, payload, len);
     o->dst = dst;
-    d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->buf : 0;
-    d.key = fi_mr_key(o->mr);
+    d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->blk.buf : 0;
+    d.key = fi_mr_key(o->blk.mr);
     d.len = len;
     /* Everything read from o happens before it is published: once on the
      * list, the receiver's RNDV_DONE may free it on another thread. */
@@ -111,8 +105,7 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
     pthread_mutex_unlock(&f->rndv_lock);
     if (!o)
         return;
-    fi_close(&o->mr->fid);
-    free(o->buf);
+    fr__block_put(&f->out_cache, &o->blk);
     free(o);
 }
 
@@ -129,13 +122,23 @@ static void unlink_in(fr_fabric *f, fr_rndv_in *in)
     pthread_mutex_unlock(&f->rndv_lock);
 }
 
-static void free_in(fr_rndv_in *in)
+static void free_in(fr_fabric *f, fr_rndv_in *in)
 {
     if (in->mr)
         fi_close(&in->mr->fid);
-    free(in->buf);
+    if (in->buf && in->blk.buf)
+        fr__block_put(&f->in_cache, &in->blk);
+    else
+        free(in->buf);
     free(in->chunk);
     free(in);
+}
+
+void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len)
+{
+    fr_block b = {.buf = buf, .cap = fr__block_class(len), .mr = NULL};
+    if (buf)
+        fr__block_put(&f->in_cache, &b);
 }
 
 /* Lets the sender free its block, whether or not we read it. */
@@ -168,7 +171,7 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
     unlink_in(f, in);
     if (in->err) {
         fail_in(f, in, FRPC_ETRANSPORT, "rendezvous read of the payload failed");
-        free_in(in);
+        free_in(f, in);
         return;
     }
     send_done(f, in);
@@ -182,7 +185,7 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
     fr__fabric_deliver(f, &m);
     if (m.owned == NULL)
         in->buf = NULL; /* the upper layer kept it */
-    free_in(in);
+    free_in(f, in);
 }
 
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
@@ -244,18 +247,26 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     if (rc == 0) {
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);
-        in->buf = malloc(in->desc.len);
+        /* A request's args come back through fr_fabric_release_block, so
+         * they can come from the cache; a reply goes to the user, who
+         * frees it with free(). */
+        if (env->kind == FR_ENV_REQUEST) {
+            if (fr__block_get(f, &f->in_cache, in->desc.len, &in->blk) == 0)
+                in->buf = in->blk.buf;
+        } else {
+            in->buf = malloc(in->desc.len);
+        }
         in->chunk = calloc(in->chunks, sizeof(*in->chunk));
         if (!in->buf || !in->chunk)
             rc = FRPC_ENOMEM;
     }
     if (rc == 0 && f->mr_local)
-        rc = reg_block(f, in->buf, in->desc.len, FI_READ, &in->mr);
+        rc = fr__reg_block(f, in->buf, in->desc.len, FI_READ, &in->mr);
     if (rc) {
         fail_in(f, in, rc == FRPC_ETOOBIG ? FRPC_ETOOBIG : FRPC_ETRANSPORT,
                 rc == FRPC_ETOOBIG ? "payload larger than this rank's limit"
                                    : "cannot receive a rendezvous payload");
-        free_in(in);
+        free_in(f, in);
         return;
     }
     pthread_mutex_lock(&f->rndv_lock);
@@ -274,13 +285,12 @@ void fr__rndv_free_all(fr_fabric *f)
     while (f->rndv_out) {
         fr_rndv_out *o = f->rndv_out;
         f->rndv_out = o->next;
-        fi_close(&o->mr->fid);
-        free(o->buf);
+        fr__block_put(&f->out_cache, &o->blk);
         free(o);
     }
     while (f->rndv_in) {
         fr_rndv_in *in = f->rndv_in;
         f->rndv_in = in->next;
-        free_in(in);
+        free_in(f, in);
     }
 }

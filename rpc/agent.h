@@ -39,6 +39,7 @@ struct frpc_request {
     uint32_t src;
     void *args; /* owned */
     size_t len;
+    int args_block; /* args is a fabric block: give it back, not free() */
 };
 
 struct frpc_agent {

@@ -52,7 +52,10 @@ static void untrack(frpc_agent *a, frpc_request *r)
 
 static void free_request(frpc_request *r)
 {
-    free(r->args);
+    if (r->args_block)
+        fr_fabric_release_block(r->agent->fab, r->args, r->len);
+    else
+        free(r->args);
     free(r);
 }
 
@@ -89,6 +92,7 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     r->len = m->len;
     if (m->owned) {
         r->args = m->owned; /* a rendezvous block: keep it, no copy */
+        r->args_block = 1;
         m->owned = NULL;
     } else if (m->len) {
         r->args = malloc(m->len);

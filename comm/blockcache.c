@@ -1,0 +1,90 @@
+/*
+ * A small cache of rendezvous blocks. Large payloads would otherwise cost
+ * a fresh malloc (an mmap above glibc's threshold), page faults on every
+ * page the copy or the RMA read touches, and, on the sending side, a
+ * memory registration, per message: measured, page faults took most of
+ * the time with four 1 MiB calls in flight. Blocks are kept by size class
+ * (a power of two), FR_BLOCK_CACHE_SLOTS of them and at most
+ * FR_BLOCK_CACHE_BYTES in all; anything else is freed at once.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "comm/fabric_internal.h"
+
+#define FR_BLOCK_MIN_CLASS (64u << 10)
+#define FR_BLOCK_CACHE_BYTES (128u << 20)
+
+size_t fr__block_class(size_t len)
+{
+    size_t c = FR_BLOCK_MIN_CLASS;
+    while (c < len && c < ((size_t)1 << 62))
+        c <<= 1;
+    return c;
+}
+
+void fr__block_cache_init(fr_block_cache *c, uint64_t access)
+{
+    pthread_mutex_init(&c->lock, NULL);
+    c->n = 0;
+    c->bytes = 0;
+    c->access = access;
+}
+
+static void block_free(fr_block *b)
+{
+    if (b->mr)
+        fi_close(&b->mr->fid);
+    free(b->buf);
+    b->buf = NULL;
+    b->mr = NULL;
+}
+
+int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
+{
+    size_t cap = fr__block_class(len);
+    int rc = 0;
+
+    pthread_mutex_lock(&c->lock);
+    for (unsigned i = 0; i < c->n; i++) {
+        if (c->slot[i].cap == cap) {
+            *out = c->slot[i];
+            c->slot[i] = c->slot[--c->n];
+            c->bytes -= cap;
+            pthread_mutex_unlock(&c->lock);
+            return 0;
+        }
+    }
+    pthread_mutex_unlock(&c->lock);
+    out->cap = cap;
+    out->mr = NULL;
+    if (!(out->buf = malloc(cap)))
+        return FRPC_ENOMEM;
+    if (c->access && (rc = fr__reg_block(f, out->buf, cap, c->access,
+                                         &out->mr)))
+        block_free(out);
+    return rc;
+}
+
+void fr__block_put(fr_block_cache *c, fr_block *b)
+{
+    pthread_mutex_lock(&c->lock);
+    if (c->n < FR_BLOCK_CACHE_SLOTS &&
+        c->bytes + b->cap <= FR_BLOCK_CACHE_BYTES) {
+        c->slot[c->n++] = *b;
+        c->bytes += b->cap;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (b)
+        block_free(b);
+}
+
+void fr__block_cache_destroy(fr_block_cache *c)
+{
+    for (unsigned i = 0; i < c->n; i++)
+        block_free(&c->slot[i]);
+    c->n = 0;
+    pthread_mutex_destroy(&c->lock);
+}

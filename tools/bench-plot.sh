@@ -1,0 +1,83 @@
+#!/bin/bash
+# bench-plot.sh: turns fabrpc-bench --json output into two PNG plots (needs
+# Debian's gnuplot-nox):
+#   PREFIX-latency.png  round trip p50 vs size, fabrpc and fi_pingpong,
+#                       one line per system and provider
+#   PREFIX-rate.png     async calls/s vs calls in flight, per provider
+#
+# usage: tools/bench-plot.sh RESULTS.jsonl PREFIX
+# RESULTS.jsonl: lines from `fabrpc-bench latency --baseline --json` and
+# `fabrpc-bench rate --json` (any order, several providers; lines that are
+# not JSON objects, e.g. "[0] " prefixes from fabrpc-run, are stripped).
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+    echo "usage: $0 RESULTS.jsonl PREFIX" >&2
+    exit 2
+fi
+in=$1 prefix=$2
+command -v gnuplot >/dev/null || {
+    echo "$0: gnuplot not found: apt-get install gnuplot-nox" >&2
+    exit 1
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# field NAME LINE: the value of "NAME": in a flat JSON object.
+extract() {
+    sed -e 's/^[^{]*{/{/' "$in" | grep '^{' | awk -v dir="$tmp" '
+    function field(name,   m) {
+        if (match($0, "\"" name "\":(\"[^\"]*\"|[^,}]*)")) {
+            m = substr($0, RSTART + length(name) + 3, RLENGTH - length(name) - 3)
+            gsub(/"/, "", m)
+            return m
+        }
+        return ""
+    }
+    {
+        sys = field("system"); prov = field("provider"); metric = field("metric")
+        if (metric == "latency" && field("p50_us") != "null")
+            print field("size"), field("p50_us") >> (dir "/lat_" sys "_" prov)
+        if (metric == "rate" && field("calls_per_s") != "null")
+            print field("inflight"), field("calls_per_s") >> (dir "/rate_" sys "_" prov)
+    }'
+}
+extract
+
+plot_list() { # PATTERN: a gnuplot "plot" argument list over matching files
+    local sep="" f name
+    for f in "$tmp"/$1; do
+        [ -e "$f" ] || continue
+        name=${f##*/}
+        name=${name#*_}
+        sort -n "$f" -o "$f"
+        printf '%s"%s" using 1:2 with linespoints title "%s"' "$sep" "$f" "${name/_/ on }"
+        sep=", "
+    done
+}
+
+lat=$(plot_list 'lat_*')
+rate=$(plot_list 'rate_*')
+[ -n "$lat" ] && gnuplot <<EOF
+set terminal pngcairo size 900,560 noenhanced
+set output "$prefix-latency.png"
+set title "Round trip of a call vs payload size (p50; fi_pingpong: 2 x usec/xfer)"
+set logscale xy
+set xlabel "payload bytes (args and reply)"
+set ylabel "round trip, us"
+set grid
+set key top left
+plot $lat
+EOF
+[ -n "$rate" ] && gnuplot <<EOF
+set terminal pngcairo size 900,560 noenhanced
+set output "$prefix-rate.png"
+set title "Async 8-byte calls per second vs calls in flight"
+set logscale x 2
+set xlabel "calls in flight"
+set ylabel "calls/s"
+set grid
+set key top left
+plot $rate
+EOF
+ls "$prefix"-*.png
