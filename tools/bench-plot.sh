@@ -23,7 +23,7 @@ command -v gnuplot >/dev/null || {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# field NAME LINE: the value of "NAME": in a flat JSON object.
+# Splits the rows into one data file per metric, system and provider.
 extract() {
     sed -e 's/^[^{]*{/{/' "$in" | grep '^{' | awk -v dir="$tmp" '
     function field(name,   m) {
@@ -49,9 +49,10 @@ plot_list() { # PATTERN: a gnuplot "plot" argument list over matching files
     for f in "$tmp"/$1; do
         [ -e "$f" ] || continue
         name=${f##*/}
-        name=${name#*_}
+        name=${name#*_}         # SYSTEM_PROVIDER (SYSTEM may hold "_")
         sort -n "$f" -o "$f"
-        printf '%s"%s" using 1:2 with linespoints title "%s"' "$sep" "$f" "${name/_/ on }"
+        printf '%s"%s" using 1:2 with linespoints title "%s on %s"' "$sep" "$f" \
+            "${name%_*}" "${name##*_}"
         sep=", "
     done
 }
