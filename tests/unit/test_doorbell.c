@@ -1,0 +1,131 @@
+/*
+ * Unit tests of the shm doorbell (comm/doorbell.c): a sleeper wakes when
+ * rung, does not sleep when its re-check finds work, and a bell left
+ * unrung only costs the timeout. Threads of one process stand in for
+ * ranks: the bell is shared memory either way.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "comm/doorbell.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t test_token(void)
+{
+    return ((uint64_t)getpid() << 20) ^ (uint64_t)(now_s() * 1e6);
+}
+
+static atomic_int work;
+static int recheck_work(void *arg) { return atomic_load(&work); }
+
+typedef struct ringer {
+    fr_doorbell *bell;
+    uint32_t peer;
+} ringer;
+
+static void *ring_later(void *arg)
+{
+    ringer *r = arg;
+    usleep(200000);
+    fr_doorbell_ring(r->bell, r->peer);
+    return NULL;
+}
+
+START_TEST(a_ring_wakes_the_sleeper)
+{
+    fr_doorbell *a, *b;
+    uint64_t tok = test_token();
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &b, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(b, 0), 0);
+    atomic_store(&work, 0);
+    ringer r = {.bell = b, .peer = 0};
+    pthread_t t;
+    pthread_create(&t, NULL, ring_later, &r);
+    double t0 = now_s();
+    fr_doorbell_sleep(a, 30000000, recheck_work, NULL); /* 30 s */
+    double slept = now_s() - t0;
+    pthread_join(t, NULL);
+    ck_assert_msg(slept < 20.0, "slept %.2f s: the ring did not wake it",
+                  slept);
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
+START_TEST(work_found_on_recheck_means_no_sleep)
+{
+    fr_doorbell *a;
+    ck_assert_int_eq(fr_doorbell_open(test_token(), 0, 1, &a, NULL, 0), 0);
+    atomic_store(&work, 1);
+    double t0 = now_s();
+    fr_doorbell_sleep(a, 30000000, recheck_work, NULL);
+    ck_assert_msg(now_s() - t0 < 20.0, "slept although work was found");
+    fr_doorbell_close(a);
+}
+END_TEST
+
+START_TEST(an_unrung_bell_sleeps_for_the_timeout)
+{
+    fr_doorbell *a;
+    ck_assert_int_eq(fr_doorbell_open(test_token(), 0, 1, &a, NULL, 0), 0);
+    atomic_store(&work, 0);
+    double t0 = now_s();
+    fr_doorbell_sleep(a, 100000, recheck_work, NULL); /* 100 ms */
+    double slept = now_s() - t0;
+    ck_assert_msg(slept >= 0.09, "woke after %.3f s, before the timeout",
+                  slept);
+    fr_doorbell_close(a);
+}
+END_TEST
+
+START_TEST(connect_needs_the_peer_and_unlink_keeps_mappings)
+{
+    fr_doorbell *a, *b;
+    uint64_t tok = test_token();
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(a, 1), FRPC_ETRANSPORT);
+    ck_assert_int_eq(fr_doorbell_connect(a, 2), FRPC_EINVAL);
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &b, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(a, 1), 0);
+    fr_doorbell_unlink(b);
+    /* the name is gone, a second bell of that name can be made... */
+    fr_doorbell *c;
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &c, NULL, 0), 0);
+    fr_doorbell_close(c);
+    /* ...and ringing through the old mapping still works (no crash) */
+    fr_doorbell_ring(a, 1);
+    char err[128] = "";
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &c, err, sizeof(err)),
+                     FRPC_ETRANSPORT); /* rank 0's name still exists */
+    ck_assert_ptr_nonnull(strstr(err, "doorbell"));
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
+int main(void)
+{
+    const fr_test_case tests[] = {
+        {"a ring wakes the sleeper", a_ring_wakes_the_sleeper},
+        {"work found on recheck means no sleep",
+         work_found_on_recheck_means_no_sleep},
+        {"an unrung bell sleeps for the timeout",
+         an_unrung_bell_sleeps_for_the_timeout},
+        {"connect needs the peer and unlink keeps mappings",
+         connect_needs_the_peer_and_unlink_keeps_mappings},
+    };
+    return fr_run_tests("doorbell", tests, sizeof(tests) / sizeof(tests[0]),
+                        60);
+}
