@@ -28,7 +28,9 @@ struct fr_doorbell {
     uint32_t rank, world;
     int linked;
     bell *mine;
-    bell **peer; /* world entries; NULL until connected */
+    /* world entries, NULL until connected: written by the thread that
+     * connects, read by every sender */
+    _Atomic(bell *) *peer;
 };
 
 static void bell_name(char *buf, size_t len, uint64_t token, uint32_t rank)
@@ -75,7 +77,7 @@ int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
     }
     close(fd);
     d->linked = 1;
-    d->peer[rank] = d->mine;
+    atomic_store(&d->peer[rank], d->mine);
     *out = d;
     return 0;
 }
@@ -86,15 +88,16 @@ int fr_doorbell_connect(fr_doorbell *d, uint32_t peer)
     int fd;
     if (!d || peer >= d->world)
         return FRPC_EINVAL;
-    if (d->peer[peer])
+    if (atomic_load(&d->peer[peer]))
         return 0;
     bell_name(name, sizeof(name), d->token, peer);
     fd = shm_open(name, O_RDWR, 0);
     if (fd < 0)
         return FRPC_ETRANSPORT;
-    d->peer[peer] = map_bell(fd);
+    bell *b = map_bell(fd);
     close(fd);
-    return d->peer[peer] ? 0 : FRPC_ETRANSPORT;
+    atomic_store(&d->peer[peer], b);
+    return b ? 0 : FRPC_ETRANSPORT;
 }
 
 void fr_doorbell_unlink(fr_doorbell *d)
@@ -110,7 +113,7 @@ void fr_doorbell_unlink(fr_doorbell *d)
 void fr_doorbell_ring(fr_doorbell *d, uint32_t peer)
 {
     bell *b;
-    if (!d || peer >= d->world || !(b = d->peer[peer]))
+    if (!d || peer >= d->world || !(b = atomic_load(&d->peer[peer])))
         return;
     if (!atomic_load(&b->sleeping))
         return;
@@ -137,9 +140,11 @@ void fr_doorbell_close(fr_doorbell *d)
     if (!d)
         return;
     fr_doorbell_unlink(d);
-    for (uint32_t i = 0; i < d->world; i++)
-        if (d->peer[i])
-            munmap(d->peer[i], sizeof(bell));
+    for (uint32_t i = 0; i < d->world; i++) {
+        bell *b = atomic_load(&d->peer[i]);
+        if (b)
+            munmap(b, sizeof(bell));
+    }
     free(d->peer);
     free(d);
 }
