@@ -14,14 +14,16 @@
 #define ERR(...) \
     ((errbuf && errlen) ? (void)snprintf(errbuf, errlen, __VA_ARGS__) : (void)0)
 
+/* world_alt: read when world is unset (older Slurm, and sbatch scripts
+ * without -n, set SLURM_NPROCS but not SLURM_NTASKS). */
 static const struct {
-    const char *rank, *world, *source;
+    const char *rank, *world, *world_alt, *source;
 } env_pairs[] = {
-    {"FABRPC_RANK", "FABRPC_WORLD_SIZE", "FABRPC"},
-    {"RANK", "WORLD_SIZE", "torchrun"},
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "mpirun"},
-    {"PMI_RANK", "PMI_SIZE", "pmi"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "slurm"},
+    {"FABRPC_RANK", "FABRPC_WORLD_SIZE", NULL, "FABRPC"},
+    {"RANK", "WORLD_SIZE", NULL, "torchrun"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", NULL, "mpirun"},
+    {"PMI_RANK", "PMI_SIZE", NULL, "pmi"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "slurm"},
 };
 
 /* The variable's value, or NULL when it is unset or empty. */
@@ -172,9 +174,12 @@ static int resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
     out->source = "config";
     for (size_t i = 0; rc == 0 && !found && i < sizeof(env_pairs) /
                                                 sizeof(env_pairs[0]); i++) {
-        rc = take_pair(env_pairs[i].rank, env_text(env_pairs[i].rank),
-                       env_pairs[i].world, env_text(env_pairs[i].world), out,
-                       &found, errbuf, errlen);
+        const char *world = env_pairs[i].world;
+        if (!env_text(world) && env_pairs[i].world_alt &&
+            env_text(env_pairs[i].world_alt))
+            world = env_pairs[i].world_alt;
+        rc = take_pair(env_pairs[i].rank, env_text(env_pairs[i].rank), world,
+                       env_text(world), out, &found, errbuf, errlen);
         out->source = env_pairs[i].source;
     }
     if (rc == 0 && !found) {

@@ -11,7 +11,8 @@
  *   "torchrun"  RANK / WORLD_SIZE
  *   "mpirun"    OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE
  *   "pmi"       PMI_RANK / PMI_SIZE                    (MPICH, Intel MPI)
- *   "slurm"     SLURM_PROCID / SLURM_NTASKS            (srun)
+ *   "slurm"     SLURM_PROCID / SLURM_NTASKS            (srun; SLURM_NPROCS
+ *               when SLURM_NTASKS is unset)
  *   "default"   none of these: rank 0 of 1
  * Store address: the first that is set wins.
  *   "config"             cfg_store_addr, "host:port" or "[v6addr]:port"

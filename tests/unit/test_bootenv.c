@@ -15,8 +15,8 @@
 static const char *const all_vars[] = {
     "FABRPC_RANK", "FABRPC_WORLD_SIZE", "RANK", "WORLD_SIZE",
     "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE",
-    "SLURM_PROCID", "SLURM_NTASKS", "FABRPC_STORE_ADDR", "MASTER_ADDR",
-    "MASTER_PORT"};
+    "SLURM_PROCID", "SLURM_NTASKS", "SLURM_NPROCS", "FABRPC_STORE_ADDR",
+    "MASTER_ADDR", "MASTER_PORT"};
 
 /* The rank/world pairs in priority order, each set to a distinct value. */
 static const struct {
@@ -218,6 +218,21 @@ START_TEST(test_half_set_pair)
 }
 END_TEST
 
+START_TEST(test_slurm_nprocs_stands_in_for_ntasks)
+{
+    setenv("SLURM_PROCID", "2", 1);
+    setenv("SLURM_NPROCS", "3", 1); /* sbatch without -n: no SLURM_NTASKS */
+    fr_bootenv be = resolve_ok(-1, -1, NULL);
+    expect_rank(&be, 2, 3, "slurm");
+    setenv("SLURM_NTASKS", "4", 1); /* SLURM_NTASKS wins when set */
+    be = resolve_ok(-1, -1, NULL);
+    expect_rank(&be, 2, 4, "slurm");
+    unsetenv("SLURM_NTASKS");
+    unsetenv("SLURM_NPROCS");
+    resolve_fails(-1, -1, NULL, "SLURM_PROCID=2 is set", "SLURM_NTASKS");
+}
+END_TEST
+
 START_TEST(test_half_set_master)
 {
     setenv("MASTER_ADDR", "node3", 1);
@@ -341,6 +356,8 @@ int main(void)
         {"a half-set pair is refused", test_half_set_pair,
          .loop_end = 2 * (int)NPAIRS},
         {"MASTER_ADDR without MASTER_PORT is refused", test_half_set_master},
+        {"SLURM_NPROCS stands in for SLURM_NTASKS",
+         test_slurm_nprocs_stands_in_for_ntasks},
         {"host:port and [v6addr]:port syntax", test_addr_syntax},
         {"integer helpers are strict", test_getenv_long},
     };
