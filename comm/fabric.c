@@ -398,14 +398,18 @@ void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
     fr__fabric_deliver(f, &m);
 }
 
-/* Answers a request we cannot accept with an error frame. */
-static void refuse_request(fr_fabric *f, const fr_env *env, int code,
-                           const char *text)
+int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
+                     const char *text)
 {
-    fr_env e = {.kind = FR_ENV_ERROR, .req_id = env->req_id,
-                .func_id = env->func_id, .status = code};
-    fr__fabric_send_frame(f, env->src_rank, &e, text, strlen(text),
-                          fr_deadline_ms(1000));
+    fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
+                .func_id = req->func_id, .status = code};
+    size_t len = strlen(text);
+    if (req->src_rank >= f->world)
+        return FRPC_ENORANK;
+    return fr__fabric_send_frame(f, req->src_rank, &e, text,
+                                 len < FR_ENV_MAX_ERRMSG ? len
+                                                         : FR_ENV_MAX_ERRMSG,
+                                 fr_deadline_ms(1000));
 }
 
 static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
@@ -426,7 +430,7 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
     rc = fr_env_decode(buf, len, f->opts.max_msg, &env, &payload);
     if (rc == FRPC_ETOOBIG) {
         if (env.kind == FR_ENV_REQUEST)
-            refuse_request(f, &env, FRPC_ETOOBIG,
+            fr_fabric_refuse(f, &env, FRPC_ETOOBIG,
                            "request larger than the callee's limit");
         else if (env.kind == FR_ENV_RESPONSE)
             fr__fabric_local_error(f, &env, env.src_rank, FRPC_ETOOBIG,

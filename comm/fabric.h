@@ -115,6 +115,16 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
                    const void *payload, size_t len, uint64_t deadline_ns);
 
 /*
+ * Answers the request req (as received: its src_rank, req_id, func_id) with
+ * an error frame carrying code and text (cut to FR_ENV_MAX_ERRMSG): for a
+ * request that cannot be served. Gives up after a second without room to
+ * send (the caller's call then ends by its own timeout). Errors as
+ * fr_fabric_send.
+ */
+int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
+                     const char *text);
+
+/*
  * Polls the CQ if no other thread is polling (or this thread already is),
  * delivering what it finds. Returns the number of completions handled
  * (>= 0), or FRPC_EAGAIN if another thread holds the poll, or

@@ -154,10 +154,7 @@ static void send_done(fr_fabric *f, const fr_rndv_in *in)
 static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
 {
     if (in->env.kind == FR_ENV_REQUEST) {
-        fr_env e = {.kind = FR_ENV_ERROR, .req_id = in->env.req_id,
-                    .func_id = in->env.func_id, .status = code};
-        fr__fabric_send_frame(f, in->src, &e, why, strlen(why),
-                              fr_deadline_ms(1000));
+        fr_fabric_refuse(f, &in->env, code, why);
     } else {
         fr__fabric_local_error(f, &in->env, in->src, code, why);
     }

@@ -393,26 +393,20 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
     if (timeout_ms <= 0)
         timeout_ms = 60000;
     atomic_store(&a->shutting_down, how + 1);
-    if (how == FRPC_SHUTDOWN_IMMEDIATE) {
-        fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
-                        "agent shut down immediately");
-    } else {
-        /* Our own calls finish first (other threads' calls in flight),
-         * then we keep serving until every rank is here. */
+    if (how == FRPC_SHUTDOWN_GRACEFUL) {
+        /* Our own calls finish first (async ones in flight), then we keep
+         * serving until every rank is here. */
         uint64_t deadline = fr_deadline_ms(timeout_ms);
         while (atomic_load(&a->pend.inflight) && fr_now_ns() < deadline) {
             struct timespec ts = {0, 1000000};
             nanosleep(&ts, NULL);
         }
-        if (a->set.world > 1)
-            rc = frpc_barrier(a, left_ms(deadline));
-        if (rc == FRPC_ETIMEDOUT || rc == FRPC_EBOOTSTRAP)
+        if (a->set.world > 1 && frpc_barrier(a, left_ms(deadline)))
             rc = FRPC_ETIMEDOUT;
-    }
-    fr_progress_stop(a);
-    if (how == FRPC_SHUTDOWN_GRACEFUL)
+        fr_progress_stop(a);
         leave_store(a);
-    destroy(a);
+    }
+    destroy(a); /* immediate: what is in flight ends with FRPC_ESHUTDOWN */
     return rc;
 }
 

@@ -43,11 +43,13 @@ static void sleep_us(unsigned us)
     nanosleep(&ts, NULL);
 }
 
-/* One poll of the CQ, then the deadlines that have passed. */
-static int poll_once(frpc_agent *a)
+/* One poll of the CQ, then the deadlines that have passed; *now is the
+ * time after the poll (one clock read serves both). */
+static int poll_once(frpc_agent *a, uint64_t *now)
 {
     int n = fr_fabric_progress(a->fab);
-    fr_pending_expire(&a->pend, fr_now_ns());
+    *now = fr_now_ns();
+    fr_pending_expire(&a->pend, *now);
     return n;
 }
 
@@ -115,9 +117,10 @@ static void *progress_main(void *arg)
             last = fr_now_ns();
             continue;
         }
-        int n = poll_once(a);
+        uint64_t now;
+        int n = poll_once(a, &now);
         if (n > 0) {
-            last = fr_now_ns();
+            last = now;
             backoff = FR_BACKOFF_MIN_US;
             continue;
         }
@@ -131,7 +134,7 @@ static void *progress_main(void *arg)
             sleep_us(FR_BACKOFF_MIN_US);
             continue;
         }
-        if (fr_now_ns() - last < spin_ns || transfer_spin(a, last))
+        if (now - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
             /* the CQ's fd (tcp) or our doorbell (shm) wakes us */
@@ -216,10 +219,10 @@ static int spin(frpc_agent *a, waiter *w, uint64_t until)
     for (;;) {
         if (w->done(w->arg))
             return 1;
-        int n = poll_once(a);
+        uint64_t now;
+        int n = poll_once(a, &now);
         if (w->done(w->arg))
             return 1;
-        uint64_t now = fr_now_ns();
         if (now >= until)
             return 0;
         if (n > 0) {

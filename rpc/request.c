@@ -18,15 +18,6 @@
  * caller's call then ends by its own timeout. */
 #define FR_RESPOND_TIMEOUT_MS 10000
 
-static void send_error(frpc_agent *a, uint32_t dst, const fr_env *req,
-                       int code, const char *msg)
-{
-    fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
-                .func_id = req->func_id, .status = code};
-    fr_fabric_send(a->fab, dst, &e, msg, strlen(msg),
-                   fr_deadline_ms(FR_RESPOND_TIMEOUT_MS));
-}
-
 static void track(frpc_agent *a, frpc_request *r)
 {
     pthread_mutex_lock(&a->req_lock);
@@ -74,11 +65,11 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         char msg[96];
         snprintf(msg, sizeof(msg), "no function with id %016llx on rank %d",
                  (unsigned long long)m->env.func_id, a->set.rank);
-        send_error(a, m->env.src_rank, &m->env, FRPC_ENOFUNC, msg);
+        fr_fabric_refuse(a->fab, &m->env, FRPC_ENOFUNC, msg);
         return;
     }
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
-        send_error(a, m->env.src_rank, &m->env, FRPC_ESHUTDOWN,
+        fr_fabric_refuse(a->fab, &m->env, FRPC_ESHUTDOWN,
                    "callee is shutting down");
         return;
     }
@@ -112,7 +103,7 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         frpc_respond_error(r, FRPC_ESHUTDOWN, "callee is shutting down");
     return;
 nomem:
-    send_error(a, m->env.src_rank, &m->env, FRPC_ENOMEM,
+    fr_fabric_refuse(a->fab, &m->env, FRPC_ENOMEM,
                "callee out of memory for the request");
 }
 
