@@ -18,6 +18,7 @@
 
 #define FR_CQ_BATCH 16
 #define FR_MAX_SEND_SLOTS 256
+#define FR_BATCH_MAX (16u << 10) /* bytes coalesced into one message */
 
 static void set_err(char *errbuf, size_t errlen, const char *what, int ret)
 {
@@ -122,6 +123,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     pthread_mutex_init(&f->slot_lock, NULL);
     pthread_mutex_init(&f->poll_lock, NULL);
     pthread_mutex_init(&f->rndv_lock, NULL);
+    pthread_mutex_init(&f->batch_lock, NULL);
     fr__block_cache_init(&f->out_cache, FI_REMOTE_READ);
     fr__block_cache_init(&f->in_cache, 0);
     atomic_init(&f->poll_owned, 0);
@@ -194,6 +196,11 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     f->rank = rank;
     f->world = world;
     f->token = token;
+    if (fr__batch_init(f))
+        return FRPC_ENOMEM;
+    if (f->opts.coalesce)
+        f->batch_cap = f->opts.eager_max < FR_BATCH_MAX ? f->opts.eager_max
+                                                         : FR_BATCH_MAX;
     return 0;
 }
 
@@ -223,7 +230,7 @@ int fr_fabric_transfers_active(fr_fabric *f)
 
 /* ---- sending ------------------------------------------------------- */
 
-static fr_send_slot *get_slot(fr_fabric *f)
+fr_send_slot *fr__get_slot(fr_fabric *f)
 {
     fr_send_slot *s = NULL;
     pthread_mutex_lock(&f->slot_lock);
@@ -245,7 +252,7 @@ static fr_send_slot *get_slot(fr_fabric *f)
     return s;
 }
 
-static void put_slot(fr_fabric *f, fr_send_slot *s)
+void fr__put_slot(fr_fabric *f, fr_send_slot *s)
 {
     pthread_mutex_lock(&f->slot_lock);
     s->next_free = f->free_slots;
@@ -268,7 +275,7 @@ static int acquire_slot(fr_fabric *f, uint64_t deadline_ns,
                         fr_send_slot **out)
 {
     int rc;
-    while (!(*out = get_slot(f)))
+    while (!(*out = fr__get_slot(f)))
         if ((rc = backoff(f, deadline_ns)))
             return rc;
     return 0;
@@ -276,7 +283,7 @@ static int acquire_slot(fr_fabric *f, uint64_t deadline_ns,
 
 /* Sends len bytes of slot's buffer; the slot returns to the free list on
  * completion, or now if the send cannot be posted. */
-static int post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
+int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                      uint64_t deadline_ns)
 {
     ssize_t ret;
@@ -285,13 +292,30 @@ static int post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
     while ((ret = fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                           &sl->op.fictx)) == -FI_EAGAIN)
         if ((rc = backoff(f, deadline_ns))) {
-            put_slot(f, sl);
+            fr__put_slot(f, sl);
             return rc;
         }
     if (ret) {
-        put_slot(f, sl);
+        fr__put_slot(f, sl);
         return FRPC_ETRANSPORT;
     }
+    atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
+    fr_doorbell_ring(f->bell, dst);
+    return 0;
+}
+
+/* Sends len bytes from buf with fi_inject (len <= inject_max). */
+int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
+               uint64_t deadline_ns)
+{
+    ssize_t ret;
+    int rc;
+    while ((ret = fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
+        if ((rc = backoff(f, deadline_ns)))
+            return rc;
+    if (ret)
+        return FRPC_ETRANSPORT;
+    atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
     fr_doorbell_ring(f->bell, dst);
     return 0;
 }
@@ -302,41 +326,36 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
     fr_env e = *env;
-    ssize_t ret;
+    uint8_t hdr[FR_ENV_HDR_SIZE];
     int rc;
 
     e.src_rank = f->rank;
     e.token = f->token;
     e.payload_len = len;
-    if (frame <= f->inject_max) {
+    if ((rc = fr_env_encode(&e, hdr, sizeof(hdr))))
+        return rc;
+    if (fr__batch_add(f, dst, hdr, payload, len)) {
+        /* counted as sent: from here a failure ends its call by
+         * on_send_error, as for a failed completion */
+    } else if (frame <= f->inject_max) {
         uint8_t buf[4096];
-        if ((rc = fr_env_encode(&e, buf, sizeof(buf))))
-            return rc;
+        memcpy(buf, hdr, FR_ENV_HDR_SIZE);
         if (len)
             memcpy(buf + FR_ENV_HDR_SIZE, payload, len);
-        while ((ret = fi_inject(f->ep, buf, frame, f->peer[dst])) ==
-               -FI_EAGAIN)
-            if ((rc = backoff(f, deadline_ns)))
-                return rc;
-        if (ret == 0)
-            fr_doorbell_ring(f->bell, dst);
+        if ((rc = fr__inject(f, dst, buf, frame, deadline_ns)))
+            return rc;
     } else {
         fr_send_slot *sl;
         if ((rc = acquire_slot(f, deadline_ns, &sl)))
             return rc;
-        if ((rc = fr_env_encode(&e, sl->buf, f->opts.eager_max))) {
-            put_slot(f, sl);
-            return rc;
-        }
+        memcpy(sl->buf, hdr, FR_ENV_HDR_SIZE);
         if (len)
             memcpy(sl->buf + FR_ENV_HDR_SIZE, payload, len);
-        sl->env = e;
-        if ((rc = post_slot(f, sl, dst, frame, deadline_ns)))
+        sl->len = frame;
+        sl->raw = 0;
+        if ((rc = fr__post_slot(f, sl, dst, frame, deadline_ns)))
             return rc;
-        ret = 0;
     }
-    if (ret)
-        return FRPC_ETRANSPORT;
     atomic_fetch_add(&f->st.sent, 1);
     atomic_fetch_add(&f->st.bytes_sent, frame);
     return 0;
@@ -355,8 +374,9 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
     if ((rc = acquire_slot(f, deadline_ns, &sl)))
         return rc;
     memcpy(sl->buf, bytes, len);
-    memset(&sl->env, 0, sizeof(sl->env)); /* no call to route a failure to */
-    return post_slot(f, sl, dst, len, deadline_ns);
+    sl->len = len;
+    sl->raw = 1; /* no call to route a failure to */
+    return fr__post_slot(f, sl, dst, len, deadline_ns);
 }
 
 int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
@@ -441,6 +461,7 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
         atomic_fetch_add(&f->st.dropped_malformed, 1);
         return;
     }
+    env.flags &= (uint16_t)~FR_ENV_F_MORE; /* framing, not the call's */
     atomic_fetch_add(&f->st.received, 1);
     atomic_fetch_add(&f->st.bytes_received, len);
     if (env.kind == FR_ENV_RNDV_DONE) {
@@ -454,19 +475,51 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
     }
 }
 
+/* One received message: one frame, or several back to back. A frame that
+ * does not fit drops the rest of the message; each frame is checked alone
+ * by handle_frame. */
+static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len)
+{
+    size_t pos = 0, n;
+    do {
+        if (fr_env_frame_len(buf + pos, len - pos, &n)) {
+            atomic_fetch_add(&f->st.dropped_malformed, 1);
+            return;
+        }
+        handle_frame(f, buf + pos, n);
+        pos += n;
+    } while (pos < len);
+}
+
+/* Ends the calls of the frames in buf[0..len) sent to dst: the message
+ * carrying them failed (err: an FRPC_E* code). */
+void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
+                     size_t len, int err)
+{
+    size_t pos = 0, n;
+    atomic_fetch_add(&f->st.send_errors, 1);
+    while (pos < len && fr_env_frame_len(buf + pos, len - pos, &n) == 0) {
+        fr_env e;
+        if (f->opts.cb.on_send_error &&
+            fr_env_decode_header(buf + pos, n, UINT64_MAX, &e) == 0) {
+            e.flags &= (uint16_t)~FR_ENV_F_MORE;
+            f->opts.cb.on_send_error(f->opts.cb.ctx, dst, &e, err);
+        }
+        pos += n;
+    }
+}
+
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
-    if (err) {
+    if (err && s->raw)
         atomic_fetch_add(&f->st.send_errors, 1);
-        if (f->opts.cb.on_send_error)
-            f->opts.cb.on_send_error(f->opts.cb.ctx, s->dst, &s->env,
-                                     err == -FI_ECONNREFUSED ||
-                                             err == -FI_ECONNRESET ||
-                                             err == -FI_EHOSTUNREACH
-                                         ? FRPC_EPEERLOST
-                                         : FRPC_ETRANSPORT);
-    }
-    put_slot(f, s);
+    else if (err)
+        fr__fail_frames(f, s->dst, s->buf, s->len,
+                        err == -FI_ECONNREFUSED || err == -FI_ECONNRESET ||
+                                err == -FI_EHOSTUNREACH
+                            ? FRPC_EPEERLOST
+                            : FRPC_ETRANSPORT);
+    fr__put_slot(f, s);
 }
 
 static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
@@ -475,7 +528,7 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
     case FR_OP_RECV: {
         fr_recv_buf *r = (fr_recv_buf *)op;
         if (!err)
-            handle_frame(f, r->buf, len);
+            handle_message(f, r->buf, len);
         if (err != -FI_ECANCELED)
             post_recv(f, r);
         break;
@@ -497,6 +550,7 @@ static int poll_cq(fr_fabric *f)
     int handled = 0;
     ssize_t n = fi_cq_read(f->cq, ent, FR_CQ_BATCH);
 
+    atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
             handle_completion(f, ent[i].op_context, ent[i].len, 0);
@@ -527,15 +581,21 @@ int fr_fabric_progress(fr_fabric *f)
     pthread_t self = pthread_self();
     int rc;
 
-    if (fr_fabric_polling_here(f))
-        return poll_cq(f); /* nested: a handler of ours is waiting */
-    if (pthread_mutex_trylock(&f->poll_lock))
-        return FRPC_EAGAIN;
-    atomic_store(&f->poll_owner, self);
-    atomic_store(&f->poll_owned, 1);
-    rc = poll_cq(f);
-    atomic_store(&f->poll_owned, 0);
-    pthread_mutex_unlock(&f->poll_lock);
+    /* Batches go out on every poll, also while another thread holds the
+     * CQ (it may be in a long inline handler). */
+    fr__batch_flush(f);
+    if (fr_fabric_polling_here(f)) {
+        rc = poll_cq(f); /* nested: a handler of ours is waiting */
+    } else {
+        if (pthread_mutex_trylock(&f->poll_lock))
+            return FRPC_EAGAIN;
+        atomic_store(&f->poll_owner, self);
+        atomic_store(&f->poll_owned, 1);
+        rc = poll_cq(f);
+        atomic_store(&f->poll_owned, 0);
+        pthread_mutex_unlock(&f->poll_lock);
+    }
+    fr__batch_flush(f); /* what the handlers just answered */
     return rc;
 }
 
@@ -576,6 +636,8 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->send_errors = atomic_load(&m->st.send_errors);
     o->rndv_sent = atomic_load(&m->st.rndv_sent);
     o->rndv_received = atomic_load(&m->st.rndv_received);
+    o->coalesced = atomic_load(&m->st.coalesced);
+    o->messages = atomic_load(&m->st.messages);
 }
 
 void fr_fabric_close(fr_fabric *f)
@@ -604,11 +666,13 @@ void fr_fabric_close(fr_fabric *f)
         free(f->all_slots[i]);
     }
     free(f->all_slots);
+    fr__batch_free(f);
     free(f->peer);
     if (f->info)
         fi_freeinfo(f->info);
     pthread_mutex_destroy(&f->slot_lock);
     pthread_mutex_destroy(&f->poll_lock);
     pthread_mutex_destroy(&f->rndv_lock);
+    pthread_mutex_destroy(&f->batch_lock);
     free(f);
 }

@@ -6,7 +6,8 @@
  * Design notes
  * - Small frames (header + payload <= the eager limit) travel in one
  *   message: by fi_inject when they fit the provider's inject size, else
- *   from a send slot that is reused once the send completes. Receive
+ *   from a send slot that is reused once the send completes. Bursts of
+ *   small frames to one peer are coalesced into one message (batch.c). Receive
  *   buffers of the eager limit are pre-posted and reposted after use.
  * - Larger payloads go by rendezvous: the sender copies them into a
  *   registered block and sends the header with FR_ENV_F_RNDV and a
@@ -63,6 +64,7 @@ typedef struct fr_fabric_opts {
     size_t max_msg;       /* largest payload accepted or sent */
     size_t eager_max;     /* largest eager frame, header included */
     unsigned recv_count;  /* pre-posted receive buffers */
+    int coalesce;         /* batch bursts of small frames (batch.c) */
     /* shm: a name for the endpoint's shared-memory region, unique to the
      * job (the default is derived from the pid, and a region left behind by
      * a killed process whose pid comes back makes fi_enable fail with
@@ -76,6 +78,8 @@ typedef struct fr_fabric_stats {
     uint64_t sent, received, bytes_sent, bytes_received;
     uint64_t dropped_malformed, dropped_token, send_errors, rndv_sent,
         rndv_received;
+    uint64_t messages;  /* messages posted (a batch is one) */
+    uint64_t coalesced; /* frames that rode in another frame's message */
 } fr_fabric_stats;
 
 /*
@@ -139,6 +143,17 @@ int fr_fabric_progress(fr_fabric *f);
  * backs off). Returns at once if work is already pending. Any thread.
  */
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
+
+/*
+ * Brackets a stretch in which the calling thread polls again and again
+ * (a waiting caller's spin, the progress thread's active loop). While any
+ * thread is inside one, a frame to a peer that already had one since the
+ * last poll may wait for the next poll and go with others in one message;
+ * the last thread to leave sends what waits. Sleeping inside one delays
+ * those frames: leave before sleeping. Any thread; never blocks.
+ */
+void fr_fabric_poller_enter(fr_fabric *f);
+void fr_fabric_poller_leave(fr_fabric *f);
 
 /* 1 if the calling thread is the one polling right now (it is inside a
  * delivery callback): it must not sleep waiting for another poller. */

@@ -37,9 +37,18 @@ typedef struct fr_send_slot {
     fr_op op;
     struct fr_send_slot *next_free;
     uint32_t dst;
-    fr_env env; /* what was sent, to route an asynchronous failure */
+    size_t len; /* bytes sent: the frames to fail if the send fails */
+    int raw;    /* fr_fabric_send_raw: no frames, no call to fail */
     uint8_t *buf;
 } fr_send_slot;
+
+/* Frames waiting to go to one peer in one message (batch.c). */
+typedef struct fr_batch {
+    fr_send_slot *slot; /* NULL: empty */
+    size_t len;         /* bytes of frames in slot->buf */
+    size_t last_hdr;    /* offset of the last frame, to mark it MORE */
+    int dirty;          /* listed in fr_fabric.dirty */
+} fr_batch;
 
 /* A rendezvous block: memory, its capacity (a size class), and its
  * registration when the provider needs one. */
@@ -127,8 +136,21 @@ struct fr_fabric {
      * any, a peer may need us to poll for its reads to progress. */
     atomic_int transfers;
 
+    /* Coalescing (batch.c): frames to a peer that already had one since
+     * the last poll wait in its batch while a thread is polling, and go
+     * as one message at the next poll. */
+    size_t batch_cap;    /* bytes in one batch; 0: coalescing off */
+    pthread_mutex_t batch_lock;
+    fr_batch *batch;     /* per peer */
+    uint32_t *dirty;     /* peers with a batch, each listed once */
+    unsigned ndirty;
+    atomic_uint batched; /* == ndirty, read without the lock */
+    atomic_int pollers;  /* threads between poller_enter and _leave */
+    atomic_uint_fast64_t pass;       /* polls so far */
+    atomic_uint_fast64_t *last_pass; /* per peer: pass of its last frame */
+
     struct {
-        atomic_uint_fast64_t sent, received, bytes_sent, bytes_received,
+        atomic_uint_fast64_t sent, coalesced, messages, received, bytes_sent, bytes_received,
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received;
     } st;
@@ -141,6 +163,22 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
 void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
 void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
                             int code, const char *text);
+
+int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
+                  uint64_t deadline_ns);
+int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
+               uint64_t deadline_ns);
+fr_send_slot *fr__get_slot(fr_fabric *f);
+void fr__put_slot(fr_fabric *f, fr_send_slot *s);
+void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
+                     size_t len, int err);
+
+/* batch.c */
+int fr__batch_init(fr_fabric *f);
+void fr__batch_free(fr_fabric *f);
+int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
+                  const void *payload, size_t len);
+void fr__batch_flush(fr_fabric *f);
 
 /* blockcache.c */
 size_t fr__block_class(size_t len);

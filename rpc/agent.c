@@ -181,6 +181,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     fr_fabric_opts o = {.max_msg = a->set.max_msg,
                         .eager_max = FR_EAGER_MAX,
                         .recv_count = FR_RECV_COUNT,
+                        .coalesce = a->set.coalesce,
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
                                .ctx = a}};
@@ -467,6 +468,8 @@ int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
     o->frames_bad_token = fs.dropped_token;
     o->bytes_sent = fs.bytes_sent;
     o->bytes_received = fs.bytes_received;
+    o->messages_sent = fs.messages;
+    o->frames_coalesced = fs.coalesced;
     return 0;
 }
 

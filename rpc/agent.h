@@ -24,6 +24,7 @@ typedef struct fr_settings {
     uint16_t store_port;
     char providers[256]; /* "" = automatic */
     int strict;
+    int coalesce;
     size_t max_msg;
     int init_timeout_ms;
     frpc_progress_mode progress;

@@ -24,6 +24,7 @@ void frpc_config_init(frpc_config *cfg)
     cfg->rank = -1;
     cfg->world_size = -1;
     cfg->strict = -1;
+    cfg->coalesce = -1;
     cfg->progress = FRPC_PROGRESS_ADAPTIVE;
     cfg->spin_us = FR_DEFAULT_SPIN_US;
 }
@@ -109,6 +110,14 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
     } else if (s->threads > 256) {
         snprintf(err, errlen, "config.threads=%u is over 256", cfg->threads);
         return FRPC_EINVAL;
+    }
+    s->coalesce = cfg->coalesce;
+    if (s->coalesce < 0) {
+        s->coalesce = 1;
+        if ((rc = env_ullong("FABRPC_COALESCE", 0, 1, &x, err, errlen)) < 0)
+            return rc;
+        if (rc)
+            s->coalesce = (int)x;
     }
     s->queue_len = cfg->queue_len ? cfg->queue_len : FR_DEFAULT_QUEUE_LEN;
     if (s->queue_len > (1u << 20)) {

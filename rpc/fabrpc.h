@@ -87,6 +87,11 @@ typedef enum frpc_progress_mode {
  *  queue_len         0: 1024. Tasks the pool queues before back-pressure:
  *                    when the queue is full, the thread that submits runs
  *                    the task itself (and so stops polling meanwhile).
+ *  coalesce          -1: FABRPC_COALESCE, else 1. On: a burst of small
+ *                    frames to one rank (answers found in one poll, calls
+ *                    issued back to back) goes as one transport message
+ *                    while a thread is polling; a lone frame is never
+ *                    held back. 0 sends every frame alone.
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
  *
@@ -104,6 +109,7 @@ typedef struct frpc_config {
     unsigned spin_us;
     unsigned threads;
     unsigned queue_len;
+    int coalesce;
     char *errbuf;
     size_t errbuf_len;
 } frpc_config;
@@ -396,6 +402,9 @@ typedef struct frpc_stats {
     uint64_t frames_malformed;   /* dropped: failed to decode */
     uint64_t frames_bad_token;   /* dropped: another job's token */
     uint64_t bytes_sent, bytes_received;
+    uint64_t messages_sent;      /* transport messages; a burst of small
+                                    frames to one rank shares one */
+    uint64_t frames_coalesced;   /* frames that shared another's message */
 } frpc_stats;
 
 /* Fills *out. FRPC_EINVAL for NULL arguments. */

@@ -104,6 +104,15 @@ static void caller_stops_spinning(frpc_agent *a, int needs_progress)
     }
 }
 
+/* Sleeps (fn) outside the poller bracket: frames waiting to be coalesced
+ * must not wait for this thread's sleep. */
+#define ASLEEP(a, call)                        \
+    do {                                       \
+        fr_fabric_poller_leave((a)->fab);      \
+        call;                                  \
+        fr_fabric_poller_enter((a)->fab);      \
+    } while (0)
+
 static void *progress_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -111,9 +120,10 @@ static void *progress_main(void *arg)
     uint64_t last = fr_now_ns();
     unsigned backoff = FR_BACKOFF_MIN_US;
 
+    fr_fabric_poller_enter(a->fab);
     while (!atomic_load(&a->stop)) {
         if (atomic_load(&a->spinning_callers) > 0) {
-            stand_aside(a);
+            ASLEEP(a, stand_aside(a));
             last = fr_now_ns();
             continue;
         }
@@ -131,20 +141,22 @@ static void *progress_main(void *arg)
         }
         if (n == FRPC_EAGAIN) {
             /* A handler's nested wait is polling; stay out of its way. */
-            sleep_us(FR_BACKOFF_MIN_US);
+            ASLEEP(a, sleep_us(FR_BACKOFF_MIN_US));
             continue;
         }
         if (now - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
             /* the CQ's fd (tcp) or our doorbell (shm) wakes us */
-            fr_fabric_wait(a->fab, sleep_budget_us(a, FR_IDLE_BLOCK_US));
+            ASLEEP(a, fr_fabric_wait(a->fab,
+                                     sleep_budget_us(a, FR_IDLE_BLOCK_US)));
         } else {
-            sleep_us(sleep_budget_us(a, backoff));
+            ASLEEP(a, sleep_us(sleep_budget_us(a, backoff)));
             if (backoff < FR_BACKOFF_MAX_US)
                 backoff *= 2;
         }
     }
+    fr_fabric_poller_leave(a->fab);
     return NULL;
 }
 
@@ -211,7 +223,7 @@ typedef struct waiter {
 
 /* Polls until w is done (1), until passes (0), or the spin window ends
  * with nothing to do (-1). */
-static int spin(frpc_agent *a, waiter *w, uint64_t until)
+static int spin_polling(frpc_agent *a, waiter *w, uint64_t until)
 {
     uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
     uint64_t spin_end = fr_now_ns() + spin_ns;
@@ -237,6 +249,14 @@ static int spin(frpc_agent *a, waiter *w, uint64_t until)
         }
         return -1;
     }
+}
+
+static int spin(frpc_agent *a, waiter *w, uint64_t until)
+{
+    fr_fabric_poller_enter(a->fab);
+    int r = spin_polling(a, w, until);
+    fr_fabric_poller_leave(a->fab);
+    return r;
 }
 
 static int wait_for(frpc_agent *a, waiter *w, uint64_t until)

@@ -179,6 +179,33 @@ int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,
     return 0;
 }
 
+int fr_env_frame_len(const void *msg, size_t len, size_t *frame_len)
+{
+    if (msg == NULL || frame_len == NULL)
+        return FRPC_EINVAL;
+    if (len < FR_ENV_HDR_SIZE)
+        return FRPC_EPROTO;
+    const uint8_t *p = msg;
+    if (get_le(p, 4) != FR_ENV_MAGIC || p[4] != FR_ENV_VERSION)
+        return FRPC_EPROTO;
+    uint64_t payload = get_le(p + 40, 8);
+    uint64_t room = (uint64_t)(len - FR_ENV_HDR_SIZE);
+    if (payload > room)
+        return FRPC_EPROTO;
+    uint64_t frame = FR_ENV_HDR_SIZE + payload;
+    int more = (get_le(p + 6, 2) & FR_ENV_F_MORE) != 0;
+    if (more ? len - frame < FR_ENV_HDR_SIZE : frame != len)
+        return FRPC_EPROTO;
+    *frame_len = (size_t)frame;
+    return 0;
+}
+
+void fr_env_set_more(void *hdr)
+{
+    uint8_t *p = hdr;
+    put_le(p + 6, get_le(p + 6, 2) | FR_ENV_F_MORE, 2);
+}
+
 /* ---- rendezvous descriptor ----------------------------------------------- */
 
 int fr_rndv_encode(const fr_rndv_desc *d, void *out, size_t outlen)

@@ -16,6 +16,9 @@
  *   32   8   token        per-job token; frames with a wrong one are dropped
  *   40   8   payload_len  bytes that follow the header
  *
+ * A message carries one frame, or several back to back: every frame but
+ * the last has FR_ENV_F_MORE (fr_env_frame_len splits them).
+ *
  * Invariant of the decoder: any byte string either decodes, with every field
  * valid for its kind and the payload exactly filling the rest of the buffer,
  * or is rejected with FRPC_EPROTO (or FRPC_ETOOBIG for a payload over the
@@ -30,7 +33,7 @@
 #include "rpc/fabrpc_errors.h"
 
 #define FR_ENV_MAGIC 0x43505246u /* "FRPC" read as little-endian u32 */
-#define FR_ENV_VERSION 1u
+#define FR_ENV_VERSION 2u /* 2: FR_ENV_F_MORE (several frames a message) */
 #define FR_ENV_HDR_SIZE 48u
 
 enum fr_env_kind {
@@ -47,7 +50,8 @@ enum fr_env_kind {
 /* Flags. */
 #define FR_ENV_F_RNDV 0x0001u   /* payload is an fr_rndv_desc, not the data */
 #define FR_ENV_F_REMOTE 0x0002u /* FR_ENV_ERROR raised by a handler */
-#define FR_ENV_F_KNOWN (FR_ENV_F_RNDV | FR_ENV_F_REMOTE)
+#define FR_ENV_F_MORE 0x0004u   /* another frame follows in this message */
+#define FR_ENV_F_KNOWN (FR_ENV_F_RNDV | FR_ENV_F_REMOTE | FR_ENV_F_MORE)
 
 /* Longest error message carried by FR_ENV_ERROR. */
 #define FR_ENV_MAX_ERRMSG 1024u
@@ -109,6 +113,21 @@ int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,
  * with every check that does not need the payload. Same errors. */
 int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
                          fr_env *env);
+
+/*
+ * The length of the frame at the start of msg[0..len) (header plus its
+ * payload_len), for splitting a message that carries several. Checks only
+ * what splitting needs: the header's magic and version, and that the frame
+ * fits: with FR_ENV_F_MORE another header must follow it inside len,
+ * without it the frame must end exactly at len. FRPC_EPROTO otherwise;
+ * FRPC_EINVAL for NULL pointers. Decode each frame with fr_env_decode.
+ * Pure; any thread.
+ */
+int fr_env_frame_len(const void *msg, size_t len, size_t *frame_len);
+
+/* Sets FR_ENV_F_MORE in an encoded header (hdr: FR_ENV_HDR_SIZE bytes
+ * written by fr_env_encode), when another frame is appended after it. */
+void fr_env_set_more(void *hdr);
 
 /* Encodes / decodes a rendezvous descriptor (exactly FR_RNDV_DESC_SIZE
  * bytes). decode: FRPC_EPROTO if len is wrong, desc.len is 0 or

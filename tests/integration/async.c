@@ -229,9 +229,9 @@ static int mode_stress(void)
     printf("ok: stats add up: %llu calls ok, %llu requests answered\n",
            (unsigned long long)s.calls_ok,
            (unsigned long long)s.requests_answered);
-    uint64_t v[4] = {s.calls_started, s.calls_ok, s.requests_received,
-                     s.requests_answered};
-    au_sum_at_rank0(v, 4);
+    uint64_t v[5] = {s.calls_started, s.calls_ok, s.requests_received,
+                     s.requests_answered, s.frames_coalesced};
+    au_sum_at_rank0(v, 5);
     if (me == 0) {
         CHECK(v[0] == v[2] && v[1] == v[3],
               "all ranks: %llu calls started, %llu received; %llu ok, %llu "
@@ -239,6 +239,17 @@ static int mode_stress(void)
               (unsigned long long)v[1], (unsigned long long)v[3]);
         printf("ok: all ranks: %llu calls started == requests received, "
                "calls ok == requests answered\n", (unsigned long long)v[0]);
+        /* Bursts of frames to one rank went as one message, and every
+         * call still came back (checked above). */
+        const char *co = getenv("FABRPC_COALESCE");
+        if (co && strcmp(co, "0") == 0)
+            CHECK(v[4] == 0, "FABRPC_COALESCE=0, yet %llu frames coalesced",
+                  (unsigned long long)v[4]);
+        else
+            CHECK(v[4] > 0, "no frame was coalesced in %llu calls",
+                  (unsigned long long)v[0]);
+        printf("ok: %llu frames rode in another frame's message\n",
+               (unsigned long long)v[4]);
     }
     au_finish();
     return 0;

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Sourced by run_async_<provider>.sh with PROV set: asynchronous calls over
 # the provider PROV (see async.c for what each mode checks): answers out of
-# order, a mixed sync/async stress with the stats adding up, deferred
+# order, a mixed sync/async stress with the stats adding up (with bursts
+# coalesced into one message, and with FABRPC_COALESCE=0), deferred
 # answers and a request never answered, nested calls and the nesting limit,
 # and futures' then/cancel/free racing with answers, wait_any/wait_all.
 #
@@ -21,10 +22,15 @@ run_async() {
         --timeout "$2" "$ASYNC" "$3"
 }
 stress_4() { STRESS_CALLS=$STRESS_N run_async 4 280 stress; }
+STRESS_ALONE=$((STRESS_N / 5 + 1))
+stress_alone() {
+    FABRPC_COALESCE=0 STRESS_CALLS=$STRESS_ALONE run_async 4 280 stress
+}
 nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
 
 run_case "$PROV: 10,000 async calls answered out of order" run_async 2 180 ooo
 run_case "$PROV: 4 ranks x 4 threads, $STRESS_N mixed calls each" stress_4
+run_case "$PROV: the same, $STRESS_ALONE calls each, every frame alone" stress_alone
 run_case "$PROV: deferred answers, a request never answered" run_async 4 120 deferred
 run_case "$PROV: nested calls and the nesting limit, 2 threads" nested_3
 run_case "$PROV: then/cancel/free races, wait_any/wait_all" run_async 2 180 futures

@@ -321,7 +321,7 @@ static void fail(frpc_request *req, void *user)
     frpc_respond_error(req, 77, msg);
 }
 
-#define AU_SUMS 4
+#define AU_SUMS 8
 static atomic_uint_fast64_t au_sums[AU_SUMS], au_reports;
 
 /* report: adds a rank's numbers to the sums (rank 0). */

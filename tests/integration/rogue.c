@@ -66,6 +66,48 @@ static int rndv_call(frpc_agent *a, const fr_rndv_desc *desc, int timeout)
     return status;
 }
 
+/* Several frames in one message: the valid ones are served, the rest of a
+ * message stops at the first frame that does not fit. */
+static void batched_frames(frpc_agent *a)
+{
+    uint8_t buf[3 * FR_ENV_HDR_SIZE + 64];
+    fr_pending p[3];
+    uint64_t deadline = fr_deadline_ms(TIMEOUT_MS);
+    for (int i = 0; i < 3; i++)
+        CHECK(fr_pending_add(&a->pend, &p[i], 0, "echo",
+                             i < 2 ? TIMEOUT_MS : 1000,
+                             i < 2 ? deadline : fr_deadline_ms(1000),
+                             NULL) == 0,
+              "pending add");
+    size_t n = header(a, buf, FR_ENV_REQUEST, FR_ENV_F_MORE, p[0].id, 4);
+    memcpy(buf + n, "abcd", 4), n += 4;
+    n += header(a, buf + n, FR_ENV_REQUEST, FR_ENV_F_MORE, p[1].id, 4);
+    memcpy(buf + n, "efgh", 4), n += 4;
+    memset(buf + n, 0x5a, 50), n += 50; /* a "frame" that is garbage */
+    send_raw(a, buf, n);
+    /* MORE on the only frame: nothing follows, the message is dropped. */
+    n = header(a, buf, FR_ENV_REQUEST, FR_ENV_F_MORE, p[2].id, 4);
+    memcpy(buf + n, "ijkl", 4), n += 4;
+    send_raw(a, buf, n);
+
+    for (int i = 0; i < 3; i++) {
+        fr_progress_wait_call(a, &p[i], i < 2 ? deadline : fr_deadline_ms(1000),
+                              1);
+        if (i < 2)
+            CHECK(p[i].res.status == 0 && p[i].res.len == 4 &&
+                      memcmp(p[i].res.data, i ? "efgh" : "abcd", 4) == 0,
+                  "frame %d of a batch: %s", i, frpc_err_name(p[i].res.status));
+        else
+            CHECK(p[i].res.status == FRPC_ETIMEDOUT,
+                  "a frame marked MORE with nothing after it was served: %s",
+                  frpc_err_name(p[i].res.status));
+        frpc_result_clear(&p[i].res);
+        fr_pending_release(&p[i]);
+    }
+    printf("ok: two frames of one message served, the garbage after them "
+           "and a lone MORE frame dropped\n");
+}
+
 static void misbehave(frpc_agent *a)
 {
     uint8_t buf[512];
@@ -95,6 +137,7 @@ static void misbehave(frpc_agent *a)
     header(a, buf, FR_ENV_RNDV_DONE, 0, 12345, 0); /* release nothing */
     send_raw(a, buf, FR_ENV_HDR_SIZE);
     printf("ok: sent malformed frames\n");
+    batched_frames(a);
 
     fr_rndv_desc big = {.addr = 4096, .key = 1, .len = a->set.max_msg + 1,
                         .cookie = 1};
@@ -148,7 +191,7 @@ int main(void)
     if (me == 0) {
         fr_fabric_stats st;
         fr_fabric_get_stats(a->fab, &st);
-        CHECK(st.dropped_malformed >= 50 && st.dropped_token == 1,
+        CHECK(st.dropped_malformed >= 52 && st.dropped_token == 1,
               "drops counted: malformed %llu, token %llu",
               (unsigned long long)st.dropped_malformed,
               (unsigned long long)st.dropped_token);

@@ -101,7 +101,8 @@ START_TEST(roundtrip_every_kind_and_flag)
             int valid = 0;
             for (size_t i = 0; i < NCOMBOS; i++)
                 valid |= valid_combos[i].kind == kind
-                         && valid_combos[i].flags == flags;
+                         && valid_combos[i].flags ==
+                                (flags & ~FR_ENV_F_MORE);
             if (!valid) {
                 ck_assert_int_eq(fr_env_encode(&e, buf, sizeof buf),
                                  FRPC_EINVAL);
@@ -121,7 +122,7 @@ START_TEST(roundtrip_every_kind_and_flag)
             ok++;
         }
     }
-    ck_assert_int_eq(ok, (int)NCOMBOS);
+    ck_assert_int_eq(ok, 2 * (int)NCOMBOS); /* each with and without MORE */
 }
 END_TEST
 
@@ -132,7 +133,7 @@ START_TEST(header_bytes_are_little_endian_at_documented_offsets)
                  .src_rank = 0xa0b0c0d0u, .status = -2, .token = 0x99ull,
                  .payload_len = 3 };
     static const uint8_t want[FR_ENV_HDR_SIZE] = {
-        'F', 'R', 'P', 'C', 1, 3, 0x02, 0x00,
+        'F', 'R', 'P', 'C', FR_ENV_VERSION, 3, 0x02, 0x00,
         0x88, 0x77, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11,
         0x02, 0x01, 0, 0, 0, 0, 0, 0,
         0xd0, 0xc0, 0xb0, 0xa0, 0xfe, 0xff, 0xff, 0xff,
@@ -181,7 +182,8 @@ static void reject_each(unsigned off, const uint8_t *vals, size_t n)
 
 START_TEST(bad_magic_and_version_are_rejected)
 {
-    static const uint8_t lower_f[] = { 'f' }, versions[] = { 0, 2, 255 };
+    static const uint8_t lower_f[] = { 'f' }, versions[] = {
+        0, FR_ENV_VERSION - 1, FR_ENV_VERSION + 1, 255 };
     for (unsigned i = 0; i < 4; i++)
         reject_each(OFF_MAGIC + i, lower_f, sizeof lower_f);
     reject_each(OFF_VERSION, versions, sizeof versions);
@@ -456,6 +458,106 @@ START_TEST(random_bytes_never_crash)
 }
 END_TEST
 
+/* Appends a frame of kind/payload to msg at *off; returns its offset. */
+static size_t append(uint8_t *msg, size_t *off, uint8_t kind, size_t plen)
+{
+    fr_env e = mk(kind, 0);
+    e.payload_len = kind == FR_ENV_RNDV_DONE ? 0 : plen;
+    size_t at = *off;
+    *off += frame(&e, msg + at);
+    return at;
+}
+
+START_TEST(frames_of_a_message_split_and_decode)
+{
+    uint8_t msg[3 * FR_ENV_HDR_SIZE + 16];
+    size_t off = 0, at[3];
+    at[0] = append(msg, &off, FR_ENV_REQUEST, 7);
+    at[1] = append(msg, &off, FR_ENV_RNDV_DONE, 0);
+    at[2] = append(msg, &off, FR_ENV_RESPONSE, 9);
+    fr_env_set_more(msg + at[0]);
+    fr_env_set_more(msg + at[1]);
+
+    size_t pos = 0, n, count = 0;
+    while (pos < off) {
+        ck_assert_int_eq(fr_env_frame_len(msg + pos, off - pos, &n), 0);
+        ck_assert_uint_eq(pos, at[count]);
+        fr_env e;
+        const uint8_t *pl;
+        ck_assert_int_eq(fr_env_decode(msg + pos, n, MAXP, &e, &pl), 0);
+        ck_assert_uint_eq((e.flags & FR_ENV_F_MORE) != 0, count < 2);
+        pos += n;
+        count++;
+    }
+    ck_assert_uint_eq(count, 3);
+    ck_assert_uint_eq(pos, off);
+}
+END_TEST
+
+START_TEST(frame_split_rejects_what_does_not_fit)
+{
+    uint8_t msg[2 * FR_ENV_HDR_SIZE + 16];
+    size_t off = 0, n;
+    append(msg, &off, FR_ENV_REQUEST, 5);
+    size_t one = off;
+    /* One frame, no MORE: exactly the message. */
+    ck_assert_int_eq(fr_env_frame_len(msg, one, &n), 0);
+    ck_assert_uint_eq(n, one);
+    /* Trailing bytes without MORE. */
+    ck_assert_int_eq(fr_env_frame_len(msg, one + 1, &n), FRPC_EPROTO);
+    /* MORE on the last frame, or fewer than a header after it. */
+    fr_env_set_more(msg);
+    ck_assert_int_eq(fr_env_frame_len(msg, one, &n), FRPC_EPROTO);
+    ck_assert_int_eq(fr_env_frame_len(msg, one + FR_ENV_HDR_SIZE - 1, &n),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(fr_env_frame_len(msg, one + FR_ENV_HDR_SIZE, &n), 0);
+    ck_assert_uint_eq(n, one);
+    /* A payload length past the end, including one that would wrap. */
+    patch(msg, OFF_LEN, 8, 6);
+    ck_assert_int_eq(fr_env_frame_len(msg, one, &n), FRPC_EPROTO);
+    patch(msg, OFF_LEN, 8, UINT64_MAX - 10);
+    ck_assert_int_eq(fr_env_frame_len(msg, sizeof msg, &n), FRPC_EPROTO);
+    /* Short, bad magic, bad version, NULLs. */
+    patch(msg, OFF_LEN, 8, 5);
+    ck_assert_int_eq(fr_env_frame_len(msg, FR_ENV_HDR_SIZE - 1, &n),
+                     FRPC_EPROTO);
+    patch(msg, OFF_VERSION, 1, FR_ENV_VERSION + 1);
+    ck_assert_int_eq(fr_env_frame_len(msg, sizeof msg, &n), FRPC_EPROTO);
+    patch(msg, OFF_VERSION, 1, FR_ENV_VERSION);
+    patch(msg, OFF_MAGIC, 1, 0);
+    ck_assert_int_eq(fr_env_frame_len(msg, sizeof msg, &n), FRPC_EPROTO);
+    ck_assert_int_eq(fr_env_frame_len(NULL, 10, &n), FRPC_EINVAL);
+    ck_assert_int_eq(fr_env_frame_len(msg, 10, NULL), FRPC_EINVAL);
+}
+END_TEST
+
+START_TEST(random_messages_split_within_bounds)
+{
+    uint8_t buf[4 * FR_ENV_HDR_SIZE + 64];
+    for (int i = 0; i < 50000; i++) {
+        size_t n = (size_t)(rnd() % sizeof buf);
+        for (size_t j = 0; j < n; j++)
+            buf[j] = (uint8_t)rnd();
+        for (size_t at = 0; at + FR_ENV_HDR_SIZE <= n && rnd() % 4;
+             at += FR_ENV_HDR_SIZE + rnd() % 16) {
+            patch(buf + at, OFF_MAGIC, 4, FR_ENV_MAGIC);
+            buf[at + OFF_VERSION] = FR_ENV_VERSION;
+            patch(buf + at, OFF_LEN, 8, rnd() % 24);
+        }
+        uint8_t *p = malloc(n ? n : 1); /* exact size for ASan */
+        memcpy(p, buf, n);
+        size_t pos = 0, fl;
+        while (pos < n && fr_env_frame_len(p + pos, n - pos, &fl) == 0) {
+            ck_assert_uint_ge(fl, FR_ENV_HDR_SIZE);
+            ck_assert_uint_le(fl, n - pos);
+            pos += fl;
+        }
+        ck_assert_uint_le(pos, n);
+        free(p);
+    }
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -481,6 +583,12 @@ int main(void)
         { "function id is FNV-1a, stable and nonzero",
           function_id_is_fnv1a_stable_and_nonzero },
         { "random bytes never crash", random_bytes_never_crash },
+        { "frames of a message split and decode",
+          frames_of_a_message_split_and_decode },
+        { "frame split rejects what does not fit",
+          frame_split_rejects_what_does_not_fit },
+        { "random messages split within bounds",
+          random_messages_split_within_bounds },
     };
     return fr_run_tests("envelope", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
