@@ -473,6 +473,29 @@ int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
     return 0;
 }
 
+int frpc_batch_begin(frpc_agent *a)
+{
+    if (!a || !a->fab)
+        return FRPC_EINVAL;
+    atomic_fetch_add(&a->batch_depth, 1);
+    fr_fabric_poller_enter(a->fab);
+    return 0;
+}
+
+int frpc_batch_end(frpc_agent *a)
+{
+    if (!a || !a->fab)
+        return FRPC_EINVAL;
+    int depth = atomic_load(&a->batch_depth);
+    do {
+        if (depth <= 0)
+            return FRPC_EINVAL; /* no frpc_batch_begin to end */
+    } while (!atomic_compare_exchange_weak(&a->batch_depth, &depth,
+                                           depth - 1));
+    fr_fabric_poller_leave(a->fab);
+    return 0;
+}
+
 int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
                   void *user, unsigned flags)
 {

@@ -306,6 +306,21 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
                     frpc_future **out);
 
 /*
+ * A batching hint, like send(2)'s MSG_MORE: the calls (and answers) sent
+ * between frpc_batch_begin and frpc_batch_end to a rank that already had
+ * one since the last poll may be held and go to it in one transport
+ * message, at the next poll by any thread or at the last frpc_batch_end,
+ * whichever comes first. The first frame to each rank is never held.
+ * Without the hint, held frames are only those a polling thread sends
+ * (answers found in one poll). Use it around a loop of frpc_call_async
+ * when many small calls go out together. Pairs nest and may be used from
+ * any threads; an unpaired begin holds frames only until the next poll.
+ * Never blocks; FRPC_EINVAL for a NULL agent.
+ */
+int frpc_batch_begin(frpc_agent *agent);
+int frpc_batch_end(frpc_agent *agent);
+
+/*
  * Waits until f completes or timeout_ms passes (<= 0: no limit), driving
  * progress like frpc_call. Returns the call's status (0 or its FRPC_E*
  * code) when it completed, FRPC_EAGAIN when it is still in flight, or

@@ -39,6 +39,7 @@ typedef struct bench_opts {
     double seconds;           /* idle: how long to stay idle */
     int ranks;                /* ranks to start when run alone */
     int json, baseline;
+    int batch;                /* rate, bandwidth: refill in a batch */
 } bench_opts;
 
 /*

@@ -57,6 +57,10 @@ static const char usage_text[] =
     "  --iters N        timed calls per row (default: latency 10000, fewer\n"
     "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
     "  --warmup N       untimed calls first (default iters/10)\n"
+    "  --batch          rate, bandwidth: take every call found complete,\n"
+    "                   then refill the window between frpc_batch_begin\n"
+    "                   and frpc_batch_end (metric rate_batched or\n"
+    "                   bandwidth_batched)\n"
     "  --progress M     busy, adaptive or blocking (default: fabrpc's,\n"
     "                   i.e. FABRPC_PROGRESS or adaptive)\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
@@ -281,8 +285,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
-        if (!strcmp(a, "--json") || !strcmp(a, "--baseline")) {
-            *(a[2] == 'j' ? &o->json : &o->baseline) = 1;
+        int *flag = !strcmp(a, "--json")       ? &o->json
+                    : !strcmp(a, "--baseline") ? &o->baseline
+                    : !strcmp(a, "--batch")    ? &o->batch
+                                               : NULL;
+        if (flag) {
+            *flag = 1;
             continue;
         }
         if (!val)

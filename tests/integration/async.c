@@ -9,7 +9,8 @@
  *             Every answer matches its request; answers came out of order.
  *   stress    every rank runs 4 threads of STRESS_CALLS (default 25000)
  *             mixed sync and async calls (windows up to 32) to random ranks,
- *             pool and inline handlers, payloads up to 64 KiB, all checked;
+ *             pool and inline handlers, payloads up to 64 KiB, all checked
+ *             (two threads hold frpc_batch_begin/end over random stretches);
  *             then the stats add up on each rank and across ranks.
  *   deferred  rank 0 keeps each round's pushes and answers them all with
  *             their sum once every worker pushed (3 rounds, answered from
@@ -160,8 +161,19 @@ static void *stress_main(void *arg)
     stress_slot ring[STRESS_WINDOW];
     uint64_t rs = au_mix(((uint64_t)me << 32) | (uint64_t)t->id);
     int window = 1 + (int)(au_rand(&rs) % STRESS_WINDOW), head = 0, nin = 0;
+    /* Odd threads hold batch hints open over random stretches of calls,
+     * waits included: held frames must still go out. */
+    long batch_left = 0;
     for (long i = 0; i < t->calls; i++) {
         uint64_t r = au_rand(&rs);
+        if (t->id & 1) {
+            if (batch_left == 0 && (r >> 24) % 4 == 0) {
+                CHECK(frpc_batch_begin(agent) == 0, "batch begin");
+                batch_left = 1 + (long)((r >> 32) % 40);
+            } else if (batch_left > 0 && --batch_left == 0) {
+                CHECK(frpc_batch_end(agent) == 0, "batch end");
+            }
+        }
         int dst = (int)(r % (uint64_t)nranks);
         const char *fn = (r >> 8) & 1 ? "echo" : "echo_inline";
         uint64_t seed = au_rand(&rs);
@@ -186,6 +198,8 @@ static void *stress_main(void *arg)
     }
     for (; nin > 0; nin--, head = (head + 1) % STRESS_WINDOW)
         stress_collect(t, &ring[head]);
+    if (batch_left > 0)
+        CHECK(frpc_batch_end(agent) == 0, "batch end");
     return NULL;
 }
 
@@ -216,6 +230,10 @@ static int mode_stress(void)
         ok += th[i].ok;
         async_calls += th[i].async_calls;
     }
+    CHECK(frpc_batch_end(agent) == FRPC_EINVAL &&
+              frpc_batch_begin(NULL) == FRPC_EINVAL &&
+              frpc_batch_end(NULL) == FRPC_EINVAL,
+          "frpc_batch_end with no begin, or a NULL agent, is not EINVAL");
     printf("ok: %d threads x %ld calls (%llu async) in %.0f ms, all "
            "checked\n", STRESS_THREADS, calls,
            (unsigned long long)async_calls, au_now_ms() - t0);

@@ -90,6 +90,12 @@ mode_rate() {
         check_json "$TMPD/rate-$1.out" rate 2 &&
         expect_grep '"inflight":4,' "$TMPD/rate-$1.out"
 }
+mode_rate_batched() {
+    bench rateb-$1 rate --provider $1 --inflight 1,16 --iters 200 --batch \
+        --json &&
+        check_json "$TMPD/rateb-$1.out" rate_batched 2 &&
+        expect_grep '"inflight":16,' "$TMPD/rateb-$1.out"
+}
 mode_bandwidth() {
     bench bw-$1 bandwidth --provider $1 --sizes 64k,1m --inflight 2 \
         --iters 8 --json &&
@@ -137,7 +143,8 @@ help_lists_all() {
     local w
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
     for w in latency rate bandwidth idle init --provider --sizes --inflight \
-        --iters --warmup --progress --seconds --ranks --json --baseline; do
+        --iters --warmup --progress --seconds --ranks --json --baseline \
+        --batch; do
         expect_grep "^ +$w " "$TMPD/help.out"
     done
 }
@@ -150,6 +157,7 @@ bad_usage() {
 for prov in shm tcp; do
     run_case "latency, $prov: JSON rows" mode_latency $prov
     run_case "rate, $prov: JSON rows" mode_rate $prov
+    run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
