@@ -198,9 +198,15 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     f->token = token;
     if (fr__batch_init(f))
         return FRPC_ENOMEM;
-    if (f->opts.coalesce)
-        f->batch_cap = f->opts.eager_max < FR_BATCH_MAX ? f->opts.eager_max
-                                                         : FR_BATCH_MAX;
+    if (f->opts.coalesce) {
+        size_t cap = FR_BATCH_MAX;
+        const char *prov = f->info->fabric_attr->prov_name;
+        /* shm copies messages up to its inject size through its own
+         * queue and moves larger ones another, slower way. */
+        if (prov && strstr(prov, "shm") && f->inject_max >= FR_ENV_HDR_SIZE)
+            cap = f->inject_max;
+        f->batch_cap = f->opts.eager_max < cap ? f->opts.eager_max : cap;
+    }
     return 0;
 }
 

@@ -3,11 +3,12 @@
 # Debian's gnuplot-nox):
 #   PREFIX-latency.png  round trip p50 vs size, fabrpc and fi_pingpong,
 #                       one line per system and provider
-#   PREFIX-rate.png     async calls/s vs calls in flight, per provider
+#   PREFIX-rate.png     async calls/s vs calls in flight, per provider,
+#                       with and without --batch
 #
 # usage: tools/bench-plot.sh RESULTS.jsonl PREFIX
 # RESULTS.jsonl: lines from `fabrpc-bench latency --baseline --json` and
-# `fabrpc-bench rate --json` (any order, several providers; lines that are
+# `fabrpc-bench rate [--batch] --json` (any order, several providers; lines that are
 # not JSON objects, e.g. "[0] " prefixes from fabrpc-run, are stripped).
 set -euo pipefail
 
@@ -38,7 +39,10 @@ extract() {
         sys = field("system"); prov = field("provider"); metric = field("metric")
         if (metric == "latency" && field("p50_us") != "null")
             print field("size"), field("p50_us") >> (dir "/lat_" sys "_" prov)
-        if (metric == "rate" && field("calls_per_s") != "null")
+        if (metric == "rate_batched")
+            sys = sys "-batched"
+        if ((metric == "rate" || metric == "rate_batched") &&
+            field("calls_per_s") != "null")
             print field("inflight"), field("calls_per_s") >> (dir "/rate_" sys "_" prov)
     }'
 }
