@@ -70,10 +70,6 @@ struct frpc_agent {
      * stands aside (on two cores, a third spinning thread costs ms). */
     atomic_int spinning_callers;
     atomic_int batch_depth; /* frpc_batch_begin not yet ended */
-    /* When a caller last stopped spinning because its call was done: it
-     * usually polls again at once (the next call of a burst), so the
-     * progress thread stays aside for a spin window after it. */
-    atomic_uint_fast64_t caller_done_ns;
     pthread_mutex_t aside_lock;
     pthread_cond_t aside_cond;
 

@@ -75,34 +75,16 @@ static int transfer_spin(frpc_agent *a, uint64_t last_work)
 
 /* ---- the progress thread ------------------------------------------- */
 
-/* 1 while callers drive progress themselves: one is spinning, or one
- * finished a call less than a spin window ago (it usually calls or waits
- * again at once, between two waits of a burst). */
-static int callers_polling(frpc_agent *a, uint64_t now, uint64_t spin_ns)
-{
-    return atomic_load(&a->spinning_callers) > 0 ||
-           now - atomic_load(&a->caller_done_ns) < spin_ns;
-}
-
-/* Waits while callers poll the CQ themselves. A caller that gives up
- * spinning to sleep wakes us at once (caller_stops_spinning); a caller
- * whose call completed does not, since it usually calls again at once:
- * waking us between back-to-back calls would put a third runnable thread
- * on a two-core machine. We look again every FR_ASIDE_NS instead, or when
- * the last caller's spin window ends. */
-static void stand_aside(frpc_agent *a, uint64_t spin_ns)
+/* Waits while callers are spinning on the CQ themselves. A caller that
+ * gives up spinning to sleep wakes us at once (caller_stops_spinning); a
+ * caller whose call completed does not, since it usually calls again at
+ * once: waking us between back-to-back calls would put a third runnable
+ * thread on a two-core machine. We look again every FR_ASIDE_NS instead. */
+static void stand_aside(frpc_agent *a)
 {
     pthread_mutex_lock(&a->aside_lock);
-    for (;;) {
-        uint64_t now = fr_now_ns();
-        if (!callers_polling(a, now, spin_ns) || atomic_load(&a->stop))
-            break;
-        uint64_t until = now + FR_ASIDE_NS;
-        if (atomic_load(&a->spinning_callers) == 0) {
-            uint64_t end = atomic_load(&a->caller_done_ns) + spin_ns;
-            until = end < until ? end : until;
-        }
-        struct timespec ts = fr_ns_to_timespec(until);
+    while (atomic_load(&a->spinning_callers) > 0 && !atomic_load(&a->stop)) {
+        struct timespec ts = fr_ns_to_timespec(fr_now_ns() + FR_ASIDE_NS);
         pthread_cond_timedwait(&a->aside_cond, &a->aside_lock, &ts);
     }
     pthread_mutex_unlock(&a->aside_lock);
@@ -115,10 +97,6 @@ static void caller_starts_spinning(frpc_agent *a)
 
 static void caller_stops_spinning(frpc_agent *a, int needs_progress)
 {
-    if (!needs_progress)
-        atomic_store(&a->caller_done_ns, fr_now_ns());
-    else
-        atomic_store(&a->caller_done_ns, 0);
     if (atomic_fetch_sub(&a->spinning_callers, 1) == 1 && needs_progress) {
         pthread_mutex_lock(&a->aside_lock);
         pthread_cond_signal(&a->aside_cond);
@@ -144,8 +122,8 @@ static void *progress_main(void *arg)
 
     fr_fabric_poller_enter(a->fab);
     while (!atomic_load(&a->stop)) {
-        if (callers_polling(a, fr_now_ns(), spin_ns)) {
-            ASLEEP(a, stand_aside(a, spin_ns));
+        if (atomic_load(&a->spinning_callers) > 0) {
+            ASLEEP(a, stand_aside(a));
             last = fr_now_ns();
             continue;
         }

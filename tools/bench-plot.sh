@@ -48,13 +48,24 @@ extract() {
 }
 extract
 
+# median_by_x FILE: several runs give several "x y" rows per x; keep one,
+# the median (the lower middle one for an even count), sorted by x.
+median_by_x() {
+    sort -k1,1n -k2,2g "$1" | awk '
+    function flush() { if (n) print x, v[int((n + 1) / 2)]; n = 0 }
+    $1 != x { flush(); x = $1 }
+    { v[++n] = $2 }
+    END { flush() }' >"$1.med"
+    mv "$1.med" "$1"
+}
+
 plot_list() { # PATTERN: a gnuplot "plot" argument list over matching files
     local sep="" f name
     for f in "$tmp"/$1; do
         [ -e "$f" ] || continue
         name=${f##*/}
         name=${name#*_}         # SYSTEM_PROVIDER (SYSTEM may hold "_")
-        sort -n "$f" -o "$f"
+        median_by_x "$f"
         printf '%s"%s" using 1:2 with linespoints title "%s on %s"' "$sep" "$f" \
             "${name%_*}" "${name##*_}"
         sep=", "
@@ -66,7 +77,7 @@ rate=$(plot_list 'rate_*')
 [ -n "$lat" ] && gnuplot <<EOF
 set terminal pngcairo size 900,560 noenhanced
 set output "$prefix-latency.png"
-set title "Round trip of a call vs payload size (p50; fi_pingpong: 2 x usec/xfer)"
+set title "Round trip of a call vs payload size (p50, median of runs; fi_pingpong: 2 x usec/xfer)"
 set logscale xy
 set xlabel "payload bytes (args and reply)"
 set ylabel "round trip, us"
@@ -77,8 +88,9 @@ EOF
 [ -n "$rate" ] && gnuplot <<EOF
 set terminal pngcairo size 900,560 noenhanced
 set output "$prefix-rate.png"
-set title "Async 8-byte calls per second vs calls in flight"
+set title "Async 8-byte calls per second vs calls in flight (median of runs)"
 set logscale x 2
+set logscale y
 set xlabel "calls in flight"
 set ylabel "calls/s"
 set grid
