@@ -605,29 +605,68 @@ int fr_fabric_progress(fr_fabric *f)
     return rc;
 }
 
-static int recheck_cq(void *arg)
+typedef struct recheck_ctx {
+    fr_fabric *f;
+    int (*done)(void *);
+    void *arg;
+} recheck_ctx;
+
+/* Before a doorbell sleep: > 0 means do not sleep. A waiter with a
+ * predicate sleeps even while another thread polls: that thread rings our
+ * bell if it completes our call (fr_fabric_wake_sleepers). */
+static int recheck_cq(void *p)
 {
-    int n = fr_fabric_progress(arg);
+    recheck_ctx *c = p;
+    int n = fr_fabric_progress(c->f);
+    if (c->done)
+        return n > 0 || c->done(c->arg);
     return n == FRPC_EAGAIN ? 1 : n; /* another poller: do not sleep */
+}
+
+void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
+                        int (*done)(void *), void *arg)
+{
+    /* Counted before the last look at done: a completion after it sees
+     * us and wakes us (fr_fabric_wake_sleepers). */
+    if (done)
+        atomic_fetch_add(&f->waiters, 1);
+    if (f->wait_fd < 0 && f->bell) {
+        recheck_ctx c = {.f = f, .done = done, .arg = arg};
+        fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, &c);
+    } else if (f->wait_fd >= 0) {
+        struct fid *fids[1] = {&f->cq->fid};
+        if (fi_trywait(f->fabric, fids, 1) == 0 && !(done && done(arg))) {
+            struct pollfd p = {.fd = f->wait_fd, .events = POLLIN};
+            poll(&p, 1, (int)((timeout_us + 999) / 1000));
+        }
+    } else {
+        struct timespec ts = {.tv_sec = timeout_us / 1000000,
+                              .tv_nsec = (long)(timeout_us % 1000000) * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (done)
+        atomic_fetch_sub(&f->waiters, 1);
 }
 
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us)
 {
-    if (f->wait_fd < 0 && f->bell) {
-        fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, f);
+    fr_fabric_wait_for(f, timeout_us, NULL, NULL);
+}
+
+void fr_fabric_wake_sleepers(void *fab)
+{
+    fr_fabric *f = fab;
+    if (!f || atomic_load(&f->waiters) == 0)
         return;
-    }
-    if (f->wait_fd >= 0) {
-        struct fid *fids[1] = {&f->cq->fid};
-        if (fi_trywait(f->fabric, fids, 1) != 0)
-            return; /* completions are waiting: do not sleep */
-        struct pollfd p = {.fd = f->wait_fd, .events = POLLIN};
-        poll(&p, 1, (int)((timeout_us + 999) / 1000));
-        return;
-    }
-    struct timespec ts = {.tv_sec = timeout_us / 1000000,
-                          .tv_nsec = (long)(timeout_us % 1000000) * 1000};
-    nanosleep(&ts, NULL);
+    if (f->wait_fd >= 0)
+        fi_cq_signal(f->cq);
+    else if (f->bell)
+        fr_doorbell_ring(f->bell, f->rank); /* our own */
+}
+
+int fr_fabric_has_fd(const fr_fabric *f)
+{
+    return f->wait_fd >= 0;
 }
 
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)

@@ -145,6 +145,23 @@ int fr_fabric_progress(fr_fabric *f);
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
 
 /*
+ * fr_fabric_wait that also returns at once when done(arg) holds (NULL: no
+ * predicate, and no sleep while another thread polls). Any number of
+ * threads may sleep in it at once, on the CQ's fd or on the doorbell;
+ * fr_fabric_wake_sleepers (void *: a fr_fabric) wakes those that wait with
+ * a predicate, and costs one atomic read when none does. Call it after anything that
+ * makes a sleeper's done() true without a message (a call completed by
+ * another thread's poll). Any thread.
+ */
+void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
+                        int (*done)(void *), void *arg);
+void fr_fabric_wake_sleepers(void *fab);
+
+/* 1 if the CQ has an fd wait object (tcp, sockets). */
+int fr_fabric_has_fd(const fr_fabric *f);
+
+
+/*
  * Brackets a stretch in which the calling thread polls again and again
  * (a waiting caller's spin, the progress thread's active loop). While any
  * thread is inside one, a frame to a peer that already had one since the

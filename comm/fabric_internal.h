@@ -103,6 +103,7 @@ struct fr_fabric {
     struct fid_av *av;
     struct fid_ep *ep;
     int wait_fd; /* -1 when the CQ has no fd wait object */
+    atomic_int waiters; /* threads in fr_fabric_wait_for with a predicate */
     fr_doorbell *bell; /* shm: how sleeping peers are woken; not owned */
 
     fr_fabric_opts opts;

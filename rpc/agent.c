@@ -200,6 +200,10 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     if (!rc)
         rc = fr_fabric_set_identity(a->fab, (uint32_t)a->set.rank,
                                     (uint32_t)a->set.world, a->token);
+    if (!rc) {
+        a->pend.wake_ctx = a->fab;
+        a->pend.wake = fr_fabric_wake_sleepers;
+    }
     return rc;
 }
 

@@ -224,6 +224,12 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     atomic_store(&p->done, 1);
 }
 
+static void wake_sleepers(fr_pending_table *t)
+{
+    if (t->wake)
+        t->wake(t->wake_ctx);
+}
+
 static void run_hooks(fr_pending *hooks)
 {
     while (hooks) {
@@ -283,6 +289,8 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
         e = NULL;
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
+    if (e)
+        wake_sleepers(t);
     if (!e) {
         atomic_fetch_add(&t->st.dropped, 1);
         free(data);
@@ -340,6 +348,8 @@ int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
                       &hooks);
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
+    if (removed)
+        wake_sleepers(t);
     return removed;
 }
 
@@ -360,6 +370,7 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
     }
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
+    wake_sleepers(t);
 }
 
 void fr_pending_expire(fr_pending_table *t, uint64_t now)
@@ -367,14 +378,18 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
     fr_pending *hooks = NULL;
     if (atomic_load(&t->next_deadline) > now)
         return;
+    int expired = 0;
     pthread_mutex_lock(&t->lock);
     while (t->heap_len && t->heap[0]->deadline <= now) {
         fr_pending *p = t->heap[0];
         remove_locked(t, p);
         finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+        expired = 1;
     }
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
+    if (expired)
+        wake_sleepers(t);
 }
 
 void fr_pending_release(fr_pending *p)

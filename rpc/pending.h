@@ -59,6 +59,11 @@ typedef struct fr_pending_table {
             failed, dropped;
     } st;
     atomic_uint_fast64_t inflight;
+    /* Called (unlocked) after calls complete, so that threads sleeping
+     * elsewhere than on a call's condition variable (on the CQ's fd) look
+     * again. Set once before use; NULL: none. */
+    void (*wake)(void *ctx);
+    void *wake_ctx;
 } fr_pending_table;
 
 int fr_pending_init(fr_pending_table *t);

@@ -4,9 +4,14 @@
  * Design notes
  * - A thread waiting for a call polls the CQ itself for the spin window
  *   (it handles whatever it finds: other calls' answers, incoming requests,
- *   expired deadlines), then sleeps on a condition variable while the
- *   progress thread takes over. The hand-over is the fabric's poll lock:
- *   whoever holds it polls; nobody sleeps holding it.
+ *   expired deadlines), then sleeps itself on the CQ's fd (tcp, sockets)
+ *   or, in blocking mode, this rank's doorbell (shm), still counted as
+ *   spinning: the message that ends its wait wakes one thread (it) rather
+ *   than the progress thread and then it, and a call that another
+ *   thread's poll completes wakes it through fr_fabric_wake_sleepers.
+ *   Otherwise it sleeps on a condition variable while the progress thread
+ *   takes over (see sleeps_itself). The fabric's poll lock decides who
+ *   polls; nobody sleeps holding it.
  * - While callers spin, the progress thread stands aside: on two cores a
  *   third spinning thread costs milliseconds of latency.
  * - A thread that is itself inside an inline handler (it holds the poll
@@ -259,6 +264,19 @@ static int spin(frpc_agent *a, waiter *w, uint64_t until)
     return r;
 }
 
+/* Whether a caller whose spin window ran out sleeps on the CQ's fd or the
+ * doorbell itself (see the design notes) rather than handing progress to
+ * the progress thread. On shm in the adaptive and busy modes the hand-over
+ * measured faster (8 B calls, 64 in flight: 776 k/s against 739 k/s,
+ * medians of 9 interleaved pairs); in blocking mode sleeping itself saves
+ * a thread hand-off per call (round trip 39 -> 26 us). */
+static int sleeps_itself(frpc_agent *a)
+{
+    return fr_fabric_has_fd(a->fab) ||
+           (fr_fabric_can_block(a->fab) &&
+            a->set.progress == FRPC_PROGRESS_BLOCKING);
+}
+
 static int wait_for(frpc_agent *a, waiter *w, uint64_t until)
 {
     unsigned backoff = FR_BACKOFF_MIN_US;
@@ -266,6 +284,23 @@ static int wait_for(frpc_agent *a, waiter *w, uint64_t until)
     for (;;) {
         caller_starts_spinning(a);
         int r = spin(a, w, until);
+        if (r < 0 && sleeps_itself(a) && !fr_fabric_polling_here(a->fab)) {
+            /* Sleep on the CQ's fd or our doorbell ourselves, still counted
+             * as spinning so that the progress thread stays aside: the
+             * message that ends our wait then wakes one thread, this one,
+             * instead of the progress thread and then us. A call completed
+             * by another thread wakes us through fr_fabric_wake_sleepers. */
+            uint64_t now = fr_now_ns(), end = now + FR_CALLER_NAP_NS;
+            if (until < end)
+                end = until;
+            unsigned us = end > now ? (unsigned)((end - now) / 1000) + 1 : 0;
+            fr_fabric_wait_for(a->fab, sleep_budget_us(a, us), w->done,
+                               w->arg);
+            caller_stops_spinning(a, 0);
+            if (w->done(w->arg))
+                return 1;
+            continue;
+        }
         caller_stops_spinning(a, r < 0);
         if (r >= 0)
             return r;

@@ -56,6 +56,7 @@ typedef struct bench_row {
     /* extras, NAN when not set: rss_mb, ratio_to_fi_pingpong, job_s
      * (init: first rank's exec to last rank ready), seconds (idle) */
     double rss_mb, ratio, job_s, seconds;
+    double ratio_tcp;         /* ratio_to_tcp_pingpong */
 } bench_row;
 
 /* A row with every value null and the system/provider/metric given. */
@@ -98,5 +99,13 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
  */
 int bench_baseline(const char *fi_provider, const char *provider,
                    const bench_opts *o);
+
+/*
+ * A blocking TCP ping-pong on 127.0.0.1 (bench_tcp_pingpong.c): size bytes
+ * each way, iters timed round trips after iters/10 untimed ones, both ends
+ * sleeping in recv(2). Sets *p50 and *p99 in us; returns 0, or -1 with a
+ * message on stderr. Bounded: a silent peer ends it after 30 s.
+ */
+int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99);
 
 #endif /* FABRPC_BENCH_H */

@@ -184,13 +184,46 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     return rt;
 }
 
+/* --progress blocking: the blocking TCP ping-pong's rows and ratios. */
+static int tcp_baseline(const bench_opts *o)
+{
+    int rc = 0, nkept;
+    for (int i = 0; i < o->nsizes; i++) {
+        size_t size = o->sizes[i];
+        long iters = bench_iters(o, size);
+        double p50, p99;
+        if (bench_tcp_pingpong(size, iters, &p50, &p99)) {
+            rc = 3;
+            continue;
+        }
+        /* kernel TCP on loopback whatever fabrpc's provider */
+        bench_row r = bench_row_new("tcp_pingpong", "loopback", "latency");
+        r.size = (long)size;
+        r.inflight = 1;
+        r.iters = iters;
+        r.p50_us = p50;
+        r.p99_us = p99;
+        r.calls_per_s = 1e6 / p50;
+        r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+        bench_row *kept = bench_kept(&nkept);
+        for (int k = 0; k < nkept; k++)
+            if (!strcmp(kept[k].system, "fabrpc") &&
+                !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
+                kept[k].ratio_tcp = kept[k].p50_us / p50;
+        bench_emit(&r);
+    }
+    return rc;
+}
+
 int bench_baseline(const char *fi_provider, const char *provider,
                    const bench_opts *o)
 {
     int rc = 0, nkept;
+    if (o->progress_set && o->progress == FRPC_PROGRESS_BLOCKING)
+        rc = tcp_baseline(o);
     if (!in_path(PINGPONG)) {
         fprintf(stderr, "fabrpc-bench: --baseline: " PINGPONG " is not in "
-                        "PATH (install libfabric-bin); no baseline rows\n");
+                        "PATH (install libfabric-bin); no fi_pingpong rows\n");
         return 3;
     }
     for (int i = 0; i < o->nsizes; i++) {

@@ -77,7 +77,11 @@ static const char usage_text[] =
     "                   iterations on 127.0.0.1, prints its rows (system\n"
     "                   \"fi_pingpong\"; p50_us is its mean round trip, twice\n"
     "                   its usec/xfer) and adds ratio_to_fi_pingpong (fabrpc\n"
-    "                   p50 / fi_pingpong round trip) to fabrpc's rows\n"
+    "                   p50 / fi_pingpong round trip) to fabrpc's rows.\n"
+    "                   With --progress blocking it also runs a blocking\n"
+    "                   TCP ping-pong on 127.0.0.1 (system \"tcp_pingpong\",\n"
+    "                   both ends sleep in recv) and adds\n"
+    "                   ratio_to_tcp_pingpong\n"
     "  -h, --help       print this help\n"
     "\n"
     "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
@@ -102,6 +106,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .inflight = -1, .iters = -1, .p50_us = NAN,
                    .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
+                   .ratio_tcp = NAN,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -165,6 +170,7 @@ static void print_row(const bench_row *r)
     put_extra("rss_mb", r->rss_mb, 1);
     put_extra("job_s", r->job_s, 3);
     put_extra("ratio_to_fi_pingpong", r->ratio, 4);
+    put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }

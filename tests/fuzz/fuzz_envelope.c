@@ -1,6 +1,6 @@
 /*
  * libFuzzer target for the decoders of serialization/: fr_env_decode,
- * fr_env_decode_header, fr_rndv_decode and fr_mp_parse. Each input is fed
+ * fr_env_decode_header, fr_env_frame_len, fr_rndv_decode and fr_mp_parse. Each input is fed
  * to all of them, and every invariant below is checked; a violation calls
  * abort() so that the fuzzer (or the Check test that replays a corpus,
  * tests/unit/test_fuzz_envelope.c) reports it. See README.md.
@@ -12,6 +12,8 @@
  *     pointer is right, decode_header agrees on every field, it re-encodes
  *     to the same 48 header bytes, and a rendezvous frame carries a valid
  *     descriptor;
+ *   split: frames found by fr_env_frame_len lie inside the input, each
+ *     at least a header, MORE on every one but the last;
  *   descriptor: an accepted one is 32 bytes, len and cookie nonzero, within
  *     the limit, and re-encodes to the same bytes;
  *   msgpack: fr_mp_parse returns 0, FRPC_EPROTO or FRPC_ENOMEM; an accepted
@@ -179,6 +181,25 @@ static void check_env(const uint8_t *data, size_t size, uint64_t max)
         check_mp(pl, (size_t)e.payload_len);
 }
 
+/* A message of several frames: every frame the splitter yields lies inside
+ * the input, holds at least a header, and all but the last have
+ * FR_ENV_F_MORE; a split that reaches the end ends on a frame without it. */
+static void check_split(const uint8_t *data, size_t size)
+{
+    size_t pos = 0, n;
+    while (pos < size) {
+        int rc = fr_env_frame_len(data + pos, size - pos, &n);
+        CHECK(rc == 0 || rc == FRPC_EPROTO);
+        if (rc)
+            return;
+        CHECK(n >= FR_ENV_HDR_SIZE && n <= size - pos);
+        int more = (data[pos + 6] & FR_ENV_F_MORE) != 0;
+        CHECK(more ? n < size - pos : n == size - pos);
+        check_env(data + pos, n, 1u << 20);
+        pos += n;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (data == NULL) /* size is 0 then; the decoders want a pointer */
@@ -189,5 +210,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_rndv(data, size, UINT64_MAX);
     check_rndv(data, size, 4096);
     check_mp(data, size);
+    check_split(data, size);
     return 0;
 }

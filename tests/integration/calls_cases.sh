@@ -2,7 +2,9 @@
 # Sourced by run_calls_<provider>.sh with PROV set: all pairs call all pairs
 # (self included) with 0 B..16 MiB payloads whose bytes are checked, with
 # 2 and 4 ranks; handlers that call other ranks and their own; 4 threads
-# per rank calling at once; and the active provider is the one asked for.
+# per rank calling at once, also in blocking progress (where waiting
+# threads sleep and one thread's poll completes another's call); and the
+# active provider is the one asked for.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST PROV
 
@@ -10,11 +12,13 @@ calls_2() { run_bounded 240 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 200 
 calls_4() { run_bounded 400 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 360 "$ITEST" calls; }
 nested_4() { run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 200 "$ITEST" nested; }
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
+threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
 run_case "$PROV: 4 ranks, all pairs, all sizes" calls_4
 run_case "$PROV: 4 ranks, handlers make nested calls" nested_4
 run_case "$PROV: 4 ranks x 4 threads calling at once" threads_4
+run_case "$PROV: the same in blocking progress (waiters sleep)" threads_blocking
 run_case "$PROV: active provider reported" backend
 finish_cases

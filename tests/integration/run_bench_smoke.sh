@@ -134,6 +134,19 @@ baseline() {
         expect_grep '^\{"system":"fi_pingpong","provider":"'$1'".*"size":8,' "$out" &&
         expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out"
 }
+# --progress blocking adds a blocking TCP ping-pong's row and ratio (it
+# needs no fi_pingpong; exit 3 only says fi_pingpong is missing).
+baseline_blocking() {
+    local out="$TMPD/baseb-$1.out" st=0
+    run_bounded 90 "$FABRPC_BENCH" latency --provider $1 --sizes 8 \
+        --iters 50 --baseline --progress blocking --json >"$out" \
+        2>"$out.err" || st=$?
+    [ $st = 0 ] || { [ $st = 3 ] && ! command -v fi_pingpong >/dev/null; } ||
+        { cat "$out" "$out.err" >&2; return 1; }
+    check_json "$out" latency 2 &&
+        expect_grep '^\{"system":"tcp_pingpong","provider":"loopback".*"size":8,' "$out" &&
+        expect_grep '^\{"system":"fabrpc",.*"ratio_to_tcp_pingpong":[0-9]' "$out"
+}
 table() {
     bench table rate --inflight 2 --iters 20 &&
         expect_grep '^system +provider +metric +size +inflight +iters +p50_us +p99_us +calls/s +MB/s +cpu_s$' "$TMPD/table.out" &&
@@ -162,6 +175,7 @@ for prov in shm tcp; do
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
     run_case "baseline against fi_pingpong, $prov" baseline $prov
+    run_case "blocking baseline against a TCP ping-pong, $prov" baseline_blocking $prov
 done
 run_case "table output has the header and rows" table
 run_case "--help names every mode and option" help_lists_all

@@ -1,0 +1,123 @@
+/*
+ * fabrpc-bench --baseline with --progress blocking: a blocking TCP
+ * ping-pong over 127.0.0.1, the yardstick for fabrpc's blocking mode.
+ *
+ * Both ends sleep in recv(2) between messages, so each message wakes a
+ * sleeping thread, as in fabrpc's blocking mode; fi_pingpong busy-polls
+ * and is the yardstick for the other modes. A forked child echoes size
+ * bytes; the parent times each round trip.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+#define IO_TIMEOUT_S 30 /* a stuck peer ends the run instead of hanging */
+
+static int xfer(int fd, uint8_t *buf, size_t len, int sending)
+{
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = sending ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
+                            : recv(fd, buf + done, len - done, 0);
+        if (n > 0)
+            done += (size_t)n;
+        else if (n < 0 && errno == EINTR)
+            continue;
+        else
+            return -1;
+    }
+    return 0;
+}
+
+static void tune(int fd)
+{
+    int one = 1;
+    struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+}
+
+/* The child: accept one connection, echo rounds messages of len bytes. */
+static void echo_child(int lfd, size_t len, long rounds)
+{
+    uint8_t *buf = malloc(len ? len : 1);
+    int fd = accept(lfd, NULL, NULL);
+    if (!buf || fd < 0)
+        _exit(1);
+    tune(fd);
+    for (long i = 0; i < rounds; i++)
+        if (xfer(fd, buf, len, 0) || xfer(fd, buf, len, 1))
+            _exit(1);
+    _exit(0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    socklen_t sl = sizeof(sa);
+    long warm = iters / 10 + 1, rounds = warm + iters;
+    double *t = calloc((size_t)iters, sizeof(*t));
+    uint8_t *buf = malloc(size ? size : 1);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), fd = -1, rc = -1;
+    pid_t child = -1;
+
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (!t || !buf || lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sl) ||
+        listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&sa, &sl))
+        goto out;
+    if ((child = fork()) < 0)
+        goto out;
+    if (child == 0)
+        echo_child(lfd, size, rounds);
+    if ((fd = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+        connect(fd, (struct sockaddr *)&sa, sl))
+        goto out;
+    tune(fd);
+    memset(buf, 0x5a, size);
+    for (long i = 0; i < rounds; i++) {
+        double t0 = bench_now_us();
+        if (xfer(fd, buf, size, 1) || xfer(fd, buf, size, 0))
+            goto out;
+        if (i >= warm)
+            t[i - warm] = bench_now_us() - t0;
+    }
+    qsort(t, (size_t)iters, sizeof(*t), cmp_double);
+    *p50 = t[(iters - 1) / 2];
+    *p99 = t[(size_t)((double)(iters - 1) * 0.99)];
+    rc = 0;
+out:
+    if (rc)
+        fprintf(stderr, "fabrpc-bench: blocking TCP ping-pong of %zu B "
+                        "failed: %s\n", size, strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (lfd >= 0)
+        close(lfd);
+    if (child > 0) {
+        if (rc)
+            kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+    }
+    free(t);
+    free(buf);
+    return rc;
+}
