@@ -184,10 +184,37 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     return rt;
 }
 
+/* Emits a baseline's row for one size (p99: NAN when unknown) and sets
+ * *ratio_of(kept fabrpc row) to fabrpc's p50 over it in the fabrpc
+ * latency row of that size. */
+static void emit_baseline(const char *system, const char *provider,
+                          size_t size, long iters, double p50, double p99,
+                          double *(*ratio_of)(bench_row *))
+{
+    int nkept;
+    bench_row r = bench_row_new(system, provider, "latency");
+    r.size = (long)size;
+    r.inflight = 1;
+    r.iters = iters;
+    r.p50_us = p50;
+    r.p99_us = p99;
+    r.calls_per_s = 1e6 / p50;
+    r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+    bench_row *kept = bench_kept(&nkept);
+    for (int k = 0; k < nkept; k++)
+        if (!strcmp(kept[k].system, "fabrpc") &&
+            !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
+            *ratio_of(&kept[k]) = kept[k].p50_us / p50;
+    bench_emit(&r);
+}
+
+static double *ratio_fi(bench_row *r) { return &r->ratio; }
+static double *ratio_tcp(bench_row *r) { return &r->ratio_tcp; }
+
 /* --progress blocking: the blocking TCP ping-pong's rows and ratios. */
 static int tcp_baseline(const bench_opts *o)
 {
-    int rc = 0, nkept;
+    int rc = 0;
     for (int i = 0; i < o->nsizes; i++) {
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
@@ -197,20 +224,8 @@ static int tcp_baseline(const bench_opts *o)
             continue;
         }
         /* kernel TCP on loopback whatever fabrpc's provider */
-        bench_row r = bench_row_new("tcp_pingpong", "loopback", "latency");
-        r.size = (long)size;
-        r.inflight = 1;
-        r.iters = iters;
-        r.p50_us = p50;
-        r.p99_us = p99;
-        r.calls_per_s = 1e6 / p50;
-        r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
-        bench_row *kept = bench_kept(&nkept);
-        for (int k = 0; k < nkept; k++)
-            if (!strcmp(kept[k].system, "fabrpc") &&
-                !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
-                kept[k].ratio_tcp = kept[k].p50_us / p50;
-        bench_emit(&r);
+        emit_baseline("tcp_pingpong", "loopback", size, iters, p50, p99,
+                      ratio_tcp);
     }
     return rc;
 }
@@ -218,7 +233,7 @@ static int tcp_baseline(const bench_opts *o)
 int bench_baseline(const char *fi_provider, const char *provider,
                    const bench_opts *o)
 {
-    int rc = 0, nkept;
+    int rc = 0;
     if (o->progress_set && o->progress == FRPC_PROGRESS_BLOCKING)
         rc = tcp_baseline(o);
     if (!in_path(PINGPONG)) {
@@ -234,19 +249,8 @@ int bench_baseline(const char *fi_provider, const char *provider,
             rc = 3;
             continue;
         }
-        bench_row r = bench_row_new(PINGPONG, provider, "latency");
-        r.size = (long)size;
-        r.inflight = 1;
-        r.iters = iters;
-        r.p50_us = rt; /* a mean: fi_pingpong gives no percentiles */
-        r.calls_per_s = 1e6 / rt;
-        r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
-        bench_row *kept = bench_kept(&nkept);
-        for (int k = 0; k < nkept; k++)
-            if (!strcmp(kept[k].system, "fabrpc") &&
-                !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
-                kept[k].ratio = kept[k].p50_us / rt;
-        bench_emit(&r);
+        /* rt is a mean: fi_pingpong gives no percentiles */
+        emit_baseline(PINGPONG, provider, size, iters, rt, NAN, ratio_fi);
     }
     return rc;
 }
