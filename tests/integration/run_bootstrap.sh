@@ -10,7 +10,16 @@ unset FABRPC_RANK FABRPC_WORLD_SIZE FABRPC_STORE_ADDR RANK WORLD_SIZE \
     PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
 export FABRPC_PROVIDER=tcp
 
-free_port() { echo $((20000 + (RANDOM * 7 + $$) % 30000)); }
+# A port below the kernel's ephemeral range (ip_local_port_range, from
+# 32768 by default), where the connections of tests running at the same
+# time take theirs; a clash with another listener is still possible, so a
+# start that fails with "Address already in use" is retried on a new port.
+free_port() {
+    local lo
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    [ "$lo" -gt 21000 ] 2>/dev/null || lo=32768
+    echo $((20000 + (RANDOM * 7 + $$) % (lo - 20001)))
+}
 
 # Starts 2 ranks by hand; $1 is a function that prints rank r's variables.
 two_ranks() {
@@ -34,12 +43,25 @@ mpirun_env() { echo "OMPI_COMM_WORLD_RANK=$1 OMPI_COMM_WORLD_SIZE=2 FABRPC_STORE
 slurm_env() { echo "SLURM_PROCID=$1 SLURM_NTASKS=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$PORT"; }
 pmi_env() { echo "PMI_RANK=$1 PMI_SIZE=2 FABRPC_STORE_ADDR=[::1]:$PORT"; }
 
-torchrun() { PORT=$(free_port); two_ranks torchrun_env; }
-mpirun() { PORT=$(free_port); two_ranks mpirun_env; }
-slurm() { PORT=$(free_port); two_ranks slurm_env; }
+# two_ranks on a fresh port, up to 3 ports if the store's was taken.
+on_free_port() {
+    local try
+    for try in 1 2 3; do
+        PORT=$(free_port)
+        rm -f "$TMPD/r0.out" "$TMPD/r1.out"
+        two_ranks "$1" && return 0
+        grep -q "Address already in use" "$TMPD/r0.out" "$TMPD/r1.out" ||
+            return 1
+        echo "note: port $PORT was taken; again on another"
+    done
+    return 1
+}
+torchrun() { on_free_port torchrun_env; }
+mpirun() { on_free_port mpirun_env; }
+slurm() { on_free_port slurm_env; }
 pmi_ipv6() {
     [ -e /proc/net/if_inet6 ] || skip "no IPv6"
-    PORT=$(free_port); two_ranks pmi_env
+    on_free_port pmi_env
 }
 
 no_store() {
