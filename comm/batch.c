@@ -73,13 +73,12 @@ static void send_batch(fr_fabric *f, uint32_t dst, fr_send_slot *sl,
 }
 
 /* Takes dst's batch out; the caller sends it. */
-static fr_send_slot *take_locked(fr_fabric *f, fr_batch *b, size_t *len)
+static fr_send_slot *take_locked(fr_batch *b, size_t *len)
 {
     fr_send_slot *sl = b->slot;
     *len = b->len;
     b->slot = NULL;
     b->len = 0;
-    (void)f;
     return sl;
 }
 
@@ -96,7 +95,7 @@ void fr__batch_flush(fr_fabric *f)
         fr_batch *b = &f->batch[dst];
         size_t len;
         b->dirty = 0;
-        fr_send_slot *sl = take_locked(f, b, &len);
+        fr_send_slot *sl = take_locked(b, &len);
         pthread_mutex_unlock(&f->batch_lock);
         if (sl)
             send_batch(f, dst, sl, len);
@@ -125,7 +124,7 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
     pthread_mutex_lock(&f->batch_lock);
     fr_batch *b = &f->batch[dst];
     if (b->slot && b->len + frame > f->batch_cap)
-        full = take_locked(f, b, &full_len);
+        full = take_locked(b, &full_len);
     if (!b->slot) {
         if (!(b->slot = fr__get_slot(f))) {
             pthread_mutex_unlock(&f->batch_lock);

@@ -332,20 +332,18 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
     fr_env e = *env;
-    uint8_t hdr[FR_ENV_HDR_SIZE];
+    uint8_t buf[4096]; /* the header, and the whole frame for inject */
     int rc;
 
     e.src_rank = f->rank;
     e.token = f->token;
     e.payload_len = len;
-    if ((rc = fr_env_encode(&e, hdr, sizeof(hdr))))
+    if ((rc = fr_env_encode(&e, buf, sizeof(buf))))
         return rc;
-    if (fr__batch_add(f, dst, hdr, payload, len)) {
+    if (fr__batch_add(f, dst, buf, payload, len)) {
         /* counted as sent: from here a failure ends its call by
          * on_send_error, as for a failed completion */
     } else if (frame <= f->inject_max) {
-        uint8_t buf[4096];
-        memcpy(buf, hdr, FR_ENV_HDR_SIZE);
         if (len)
             memcpy(buf + FR_ENV_HDR_SIZE, payload, len);
         if ((rc = fr__inject(f, dst, buf, frame, deadline_ns)))
@@ -354,7 +352,7 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
         fr_send_slot *sl;
         if ((rc = acquire_slot(f, deadline_ns, &sl)))
             return rc;
-        memcpy(sl->buf, hdr, FR_ENV_HDR_SIZE);
+        memcpy(sl->buf, buf, FR_ENV_HDR_SIZE);
         if (len)
             memcpy(sl->buf + FR_ENV_HDR_SIZE, payload, len);
         sl->len = frame;

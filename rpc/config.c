@@ -46,6 +46,22 @@ static int env_ullong(const char *name, unsigned long long lo,
     return found;
 }
 
+/* An on/off field: cfg_value -1 means the variable env (0 or 1), else
+ * dflt; any other value is taken as given (nonzero: on). 0 or
+ * FRPC_EINVAL. */
+static int resolve_switch(int cfg_value, const char *env, int dflt, int *out,
+                          char *err, size_t errlen)
+{
+    unsigned long long x = (unsigned long long)dflt;
+    if (cfg_value >= 0) {
+        *out = cfg_value != 0;
+        return 0;
+    }
+    int rc = env_ullong(env, 0, 1, &x, err, errlen);
+    *out = (int)x;
+    return rc < 0 ? rc : 0;
+}
+
 static int resolve_progress(const frpc_config *cfg, fr_settings *s,
                             char *err, size_t errlen)
 {
@@ -111,14 +127,9 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
         snprintf(err, errlen, "config.threads=%u is over 256", cfg->threads);
         return FRPC_EINVAL;
     }
-    s->coalesce = cfg->coalesce;
-    if (s->coalesce < 0) {
-        s->coalesce = 1;
-        if ((rc = env_ullong("FABRPC_COALESCE", 0, 1, &x, err, errlen)) < 0)
-            return rc;
-        if (rc)
-            s->coalesce = (int)x;
-    }
+    if ((rc = resolve_switch(cfg->coalesce, "FABRPC_COALESCE", 1,
+                             &s->coalesce, err, errlen)))
+        return rc;
     s->queue_len = cfg->queue_len ? cfg->queue_len : FR_DEFAULT_QUEUE_LEN;
     if (s->queue_len > (1u << 20)) {
         snprintf(err, errlen, "config.queue_len=%u is over %u",
@@ -146,7 +157,6 @@ static int resolve_providers(const frpc_config *cfg, fr_settings *s,
                              char *err, size_t errlen)
 {
     const char *list = cfg->providers;
-    unsigned long long x = 0;
     int rc;
 
     if (!list || !*list)
@@ -158,14 +168,9 @@ static int resolve_providers(const frpc_config *cfg, fr_settings *s,
         return FRPC_EINVAL;
     }
     snprintf(s->providers, sizeof(s->providers), "%s", list ? list : "");
-    s->strict = cfg->strict;
-    if (s->strict < 0) {
-        s->strict = 0;
-        if ((rc = env_ullong("FABRPC_STRICT", 0, 1, &x, err, errlen)) < 0)
-            return rc;
-        if (rc)
-            s->strict = (int)x;
-    }
+    if ((rc = resolve_switch(cfg->strict, "FABRPC_STRICT", 0, &s->strict,
+                             err, errlen)))
+        return rc;
     if (s->strict && !s->providers[0]) {
         snprintf(err, errlen,
                  "strict mode needs a provider list (config.providers or "

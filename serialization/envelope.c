@@ -124,16 +124,20 @@ int fr_env_encode(const fr_env *env, void *out, size_t outlen)
     return 0;
 }
 
+/* A whole header is there, with our magic and version. */
+static int header_present(const uint8_t *p, size_t len)
+{
+    return len >= FR_ENV_HDR_SIZE && get_le(p, 4) == FR_ENV_MAGIC &&
+           p[4] == FR_ENV_VERSION;
+}
+
 int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
                          fr_env *env)
 {
     if (buf == NULL || env == NULL)
         return FRPC_EINVAL;
-    if (len < FR_ENV_HDR_SIZE)
-        return FRPC_EPROTO;
-
     const uint8_t *p = buf;
-    if (get_le(p, 4) != FR_ENV_MAGIC || p[4] != FR_ENV_VERSION)
+    if (!header_present(p, len))
         return FRPC_EPROTO;
 
     fr_env e;
@@ -183,10 +187,8 @@ int fr_env_frame_len(const void *msg, size_t len, size_t *frame_len)
 {
     if (msg == NULL || frame_len == NULL)
         return FRPC_EINVAL;
-    if (len < FR_ENV_HDR_SIZE)
-        return FRPC_EPROTO;
     const uint8_t *p = msg;
-    if (get_le(p, 4) != FR_ENV_MAGIC || p[4] != FR_ENV_VERSION)
+    if (!header_present(p, len))
         return FRPC_EPROTO;
     uint64_t payload = get_le(p + 40, 8);
     uint64_t room = (uint64_t)(len - FR_ENV_HDR_SIZE);

@@ -242,6 +242,24 @@ static int reap(frpc_future **slot, size_t want)
     return rc;
 }
 
+/* Starts calls into the empty slots of f[0..w) until n have started;
+ * with batch, inside one frpc_batch_begin/end. Returns 0 or an FRPC_E*. */
+static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
+                const void *buf, size_t len, long n, long *started, int batch)
+{
+    int rc = 0;
+    if (batch)
+        frpc_batch_begin(a);
+    for (long j = 0; j < w && !rc && *started < n; j++)
+        if (!f[j]) {
+            rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS, &f[j]);
+            ++*started;
+        }
+    if (batch)
+        frpc_batch_end(a);
+    return rc;
+}
+
 /*
  * Makes n calls of name with len bytes of args, keeping up to w in flight:
  * each call that completes is replaced by the next. Every reply must have
@@ -254,34 +272,33 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
 {
     frpc_future **f = calloc((size_t)w, sizeof(*f));
     long started = 0, done = 0;
-    int rc = 0;
+    int rc;
     if (!f) {
         fprintf(stderr, "fabrpc-bench: out of memory\n");
         return 1;
     }
+    rc = fill(a, f, w, name, buf, len, n, &started, batch);
     while (!rc && done < n) {
-        if (started > 0) {
-            size_t i;
-            if ((rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i)))
-                break;
-            rc = reap(&f[i], want);
-            done++;
-            for (long j = 0; batch && !rc && j < w; j++)
-                if (f[j] && frpc_future_test(f[j])) {
-                    rc = reap(&f[j], want);
-                    done++;
-                }
-        }
-        if (batch)
-            frpc_batch_begin(a);
-        for (long j = 0; j < w && !rc && started < n; j++)
-            if (!f[j]) {
+        size_t i;
+        if ((rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i)))
+            break;
+        rc = reap(&f[i], want);
+        done++;
+        if (!batch) { /* replace the one call: no scan of the window */
+            if (!rc && started < n) {
                 rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS,
-                                     &f[j]);
+                                     &f[i]);
                 started++;
             }
-        if (batch)
-            frpc_batch_end(a);
+            continue;
+        }
+        for (long j = 0; !rc && j < w; j++)
+            if (f[j] && frpc_future_test(f[j])) {
+                rc = reap(&f[j], want);
+                done++;
+            }
+        if (!rc)
+            rc = fill(a, f, w, name, buf, len, n, &started, batch);
     }
     if (rc && rc != 1)
         fprintf(stderr, "fabrpc-bench: %s (%ld of %ld calls done)\n",
