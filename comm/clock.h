@@ -2,6 +2,7 @@
 #ifndef FR_COMM_CLOCK_H
 #define FR_COMM_CLOCK_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -29,6 +30,16 @@ static inline struct timespec fr_ns_to_timespec(uint64_t ns)
     ts.tv_sec = (time_t)(ns / 1000000000ull);
     ts.tv_nsec = (long)(ns % 1000000000ull);
     return ts;
+}
+
+/* A condition variable whose timed waits take fr_now_ns deadlines. */
+static inline void fr_cond_init_monotonic(pthread_cond_t *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(c, &ca);
+    pthread_condattr_destroy(&ca);
 }
 
 #endif /* FR_COMM_CLOCK_H */

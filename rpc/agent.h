@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "comm/fabric.h"
@@ -38,9 +39,12 @@ struct frpc_request {
     const fr_func *func;
     uint64_t req_id;
     uint32_t src;
-    void *args; /* owned */
+    void *args; /* a fabric block, or in_place */
     size_t len;
     int args_block; /* args is a fabric block: give it back, not free() */
+    /* Eager args live here, in the request's own allocation: one malloc
+     * per request rather than two. */
+    _Alignas(max_align_t) unsigned char in_place[];
 };
 
 struct frpc_agent {

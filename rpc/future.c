@@ -8,10 +8,12 @@
  *   on_done hook, which runs once, after completion), and one while a
  *   callback is scheduled or running. The last reference frees it.
  * - The callback is fired by whichever comes second of "completed" (the
- *   entry's done flag, then its on_done hook) and "callback registered"
- *   (frpc_future_then), decided under the future's own lock: so it runs
+ *   entry's done flag, set before its on_done hook runs) and "callback
+ *   registered" (frpc_future_then). No lock: each side publishes its own
+ *   fact, then reads the other's, and a compare-and-swap of cb_state from
+ *   CB_SET to CB_FIRED picks the one that fires. So the callback runs
  *   exactly once, on the pool when completion comes second, at once on the
- *   registering thread otherwise.
+ *   registering thread otherwise; the future itself takes no lock.
  * - Cancel and free-while-in-flight are fr_pending_abort: if it wins, the
  *   call completes with FRPC_ECANCELED and a late answer finds no entry.
  */
@@ -23,15 +25,15 @@
 #include "comm/clock.h"
 #include "rpc/agent.h"
 
-enum { CB_NONE, CB_SET, CB_FIRED };
+/* cb_state: NONE -> CLAIMED (one frpc_future_then won, is storing cb)
+ * -> SET (cb readable) -> FIRED. */
+enum { CB_NONE, CB_CLAIMED, CB_SET, CB_FIRED };
 
 struct frpc_future {
     fr_pending p;
     frpc_agent *agent;
     atomic_int refs;
-    pthread_mutex_t lock; /* cb_state, completed */
-    int cb_state;
-    int completed; /* on_done has run */
+    atomic_int cb_state;
     frpc_future_fn cb;
     void *cb_user;
     char name[FR_FUNC_NAME_MAX + 1];
@@ -43,7 +45,6 @@ static void unref(frpc_future *f)
         return;
     frpc_result_clear(&f->p.res);
     fr_pending_release(&f->p);
-    pthread_mutex_destroy(&f->lock);
     free(f);
 }
 
@@ -62,18 +63,19 @@ static void fire(frpc_future *f)
 }
 
 /* The pending entry's on_done hook: runs once, after completion. */
+/* Whether this thread is the one to fire: moves cb_state SET -> FIRED. */
+static int claim_firing(frpc_future *f)
+{
+    int set = CB_SET;
+    return atomic_compare_exchange_strong(&f->cb_state, &set, CB_FIRED);
+}
+
 static void on_done(fr_pending *p)
 {
     frpc_future *f = (frpc_future *)p;
-    int go = 0;
-    pthread_mutex_lock(&f->lock);
-    f->completed = 1;
-    if (f->cb_state == CB_SET) {
-        f->cb_state = CB_FIRED;
-        go = 1;
-    }
-    pthread_mutex_unlock(&f->lock);
-    if (go)
+    /* done is already set: a frpc_future_then still storing its callback
+     * reads it after publishing CB_SET and fires itself. */
+    if (claim_firing(f))
         fire(f);
     unref(f); /* the table's reference */
 }
@@ -98,12 +100,11 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
         return FRPC_ENOMEM;
     f->agent = a;
     atomic_init(&f->refs, 2);
-    pthread_mutex_init(&f->lock, NULL);
+    atomic_init(&f->cb_state, CB_NONE);
     strcpy(f->name, name);
     rc = fr_pending_add(&a->pend, &f->p, (uint32_t)dst, f->name, timeout_ms,
                         fr_deadline_ms(timeout_ms), on_done);
     if (rc) {
-        pthread_mutex_destroy(&f->lock);
         free(f);
         return rc;
     }
@@ -177,29 +178,23 @@ int frpc_future_take(frpc_future *f, frpc_result *res)
 
 int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user)
 {
-    int now = 0;
+    int none = CB_NONE;
     if (!f || !fn)
         return FRPC_EINVAL;
-    pthread_mutex_lock(&f->lock);
-    if (f->cb_state != CB_NONE) {
-        pthread_mutex_unlock(&f->lock);
+    if (!atomic_compare_exchange_strong(&f->cb_state, &none, CB_CLAIMED))
         return FRPC_EEXIST;
-    }
     f->cb = fn;
     f->cb_user = user;
-    /* done is set before on_done runs: a caller that saw the future done
-     * gets its callback at once, and on_done then finds it fired. */
-    if (f->completed || atomic_load(&f->p.done)) {
-        f->cb_state = CB_FIRED;
-        now = 1;
-    } else {
-        f->cb_state = CB_SET;
-    }
-    pthread_mutex_unlock(&f->lock);
-    if (now) {
-        atomic_fetch_add(&f->refs, 1);
-        run_callback(f);
-    }
+    /* Ours: once CB_SET is out, on_done may run the callback on the pool,
+     * and the callback may free the future while we still look at it. */
+    atomic_fetch_add(&f->refs, 1);
+    atomic_store(&f->cb_state, CB_SET);
+    /* Completion may have come first (its on_done found no callback):
+     * then whichever of us and on_done swaps SET -> FIRED runs it. */
+    if (atomic_load(&f->p.done) && claim_firing(f))
+        run_callback(f); /* our reference becomes the callback's */
+    else
+        unref(f);
     return 0;
 }
 

@@ -20,17 +20,13 @@
 
 int fr_pending_init(fr_pending_table *t)
 {
-    pthread_condattr_t ca;
     memset(t, 0, sizeof(*t));
     t->nbuckets = FR_PENDING_BUCKETS;
     t->bucket = calloc(t->nbuckets, sizeof(*t->bucket));
     if (!t->bucket)
         return FRPC_ENOMEM;
     pthread_mutex_init(&t->lock, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&t->any_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    fr_cond_init_monotonic(&t->any_cond);
     atomic_init(&t->next_deadline, UINT64_MAX);
     t->next_id = 1;
     return 0;
@@ -215,7 +211,8 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
         p->done_next = *hooks;
         *hooks = p;
     }
-    pthread_cond_signal(&p->cond);
+    if (p->cond_made)
+        pthread_cond_signal(&p->cond);
     atomic_fetch_add(&t->epoch, 1);
     if (t->any_waiters)
         pthread_cond_broadcast(&t->any_cond);
@@ -243,7 +240,6 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done)
 {
-    pthread_condattr_t ca;
     int rc = 0;
     memset(&p->res, 0, sizeof(p->res));
     p->dst = dst;
@@ -253,11 +249,8 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     p->heap_idx = SIZE_MAX;
     p->on_done = on_done;
     p->next = p->done_next = NULL;
+    p->cond_made = 0;
     atomic_init(&p->done, 0);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&p->cond, &ca);
-    pthread_condattr_destroy(&ca);
     pthread_mutex_lock(&t->lock);
     p->id = t->next_id++;
     if (deadline != UINT64_MAX)
@@ -270,8 +263,6 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
         atomic_fetch_add(&t->st.started, 1);
     }
     pthread_mutex_unlock(&t->lock);
-    if (rc)
-        pthread_cond_destroy(&p->cond);
     return rc;
 }
 
@@ -309,6 +300,10 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
     while (!atomic_load(&p->done)) {
         if (fr_now_ns() >= until_ns)
             break;
+        if (!p->cond_made) {
+            fr_cond_init_monotonic(&p->cond);
+            p->cond_made = 1;
+        }
         struct timespec ts = fr_ns_to_timespec(until_ns);
         pthread_cond_timedwait(&p->cond, &t->lock, &ts);
     }
@@ -394,5 +389,8 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
 
 void fr_pending_release(fr_pending *p)
 {
-    pthread_cond_destroy(&p->cond);
+    /* The owner calls this after done: the sleeper that made the
+     * condition variable has left it (it woke under the table lock). */
+    if (p->cond_made)
+        pthread_cond_destroy(&p->cond);
 }

@@ -37,7 +37,10 @@ struct fr_pending {
     size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
     const char *fname;     /* for error messages; must outlive the entry */
     fr_pending_done_fn on_done; /* NULL for sync calls */
-    pthread_cond_t cond;   /* signalled under the table lock */
+    pthread_cond_t cond;   /* signalled under the table lock; made by the
+                            * first thread to sleep on it (cond_made),
+                            * since most calls end without anyone asleep */
+    int cond_made;         /* under the table lock */
     atomic_int done;
     frpc_result res;       /* filled by the completer */
 };

@@ -167,11 +167,7 @@ static void *progress_main(void *arg)
 
 int fr_progress_start(frpc_agent *a)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&a->aside_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    fr_cond_init_monotonic(&a->aside_cond);
     pthread_mutex_init(&a->aside_lock, NULL);
     atomic_store(&a->stop, 0);
     if (pthread_create(&a->progress_thread, NULL, progress_main, a)) {

@@ -45,8 +45,6 @@ static void free_request(frpc_request *r)
 {
     if (r->args_block)
         fr_fabric_release_block(r->agent->fab, r->args, r->len);
-    else
-        free(r->args);
     free(r);
 }
 
@@ -73,9 +71,11 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
                    "callee is shutting down");
         return;
     }
-    r = calloc(1, sizeof(*r));
+    size_t copy = m->owned ? 0 : m->len;
+    r = malloc(sizeof(*r) + copy);
     if (!r)
         goto nomem;
+    memset(r, 0, sizeof(*r));
     r->agent = a;
     r->func = fn;
     r->req_id = m->env.req_id;
@@ -85,13 +85,9 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         r->args = m->owned; /* a rendezvous block: keep it, no copy */
         r->args_block = 1;
         m->owned = NULL;
-    } else if (m->len) {
-        r->args = malloc(m->len);
-        if (!r->args) {
-            free(r);
-            goto nomem;
-        }
-        memcpy(r->args, m->payload, m->len);
+    } else if (copy) {
+        r->args = r->in_place;
+        memcpy(r->args, m->payload, copy);
     }
     track(a, r);
     atomic_fetch_add(&a->requests_received, 1);
