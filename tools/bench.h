@@ -4,6 +4,7 @@
  *   fabrpc-bench.c   options, self-launch, main, row output (table/JSON)
  *   bench_modes.c    the measurements: latency, rate, bandwidth, idle, init
  *   bench_baseline.c fi_pingpong runs for --baseline
+ *   bench_tcp_pingpong.c, bench_fi_blocking.c  the blocking baselines
  *
  * Rank 0 measures and prints; the other ranks serve, and send rank 0 their
  * own numbers where a mode measures every rank (idle, init).
@@ -57,6 +58,7 @@ typedef struct bench_row {
      * (init: first rank's exec to last rank ready), seconds (idle) */
     double rss_mb, ratio, job_s, seconds;
     double ratio_tcp;         /* ratio_to_tcp_pingpong */
+    double ratio_fi_blocking; /* ratio_to_fi_blocking */
 } bench_row;
 
 /* A row with every value null and the system/provider/metric given. */
@@ -107,5 +109,22 @@ int bench_baseline(const char *fi_provider, const char *provider,
  * message on stderr. Bounded: a silent peer ends it after 30 s.
  */
 int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99);
+
+/* Sends (sending) or receives exactly len bytes on a blocking socket,
+ * retrying on EINTR; 0, or -1 on EOF or an error (errno says which). */
+int bench_xfer(int fd, void *buf, size_t len, int sending);
+
+/*
+ * A blocking ping-pong over raw libfabric (bench_fi_blocking.c): an RDM
+ * endpoint with FI_MSG on provider (libfabric's name, e.g. "tcp;ofi_rxm"
+ * or "shm"), size bytes each way, iters timed round trips after iters/10
+ * untimed ones, both ends sleeping in fi_cq_sread (an fd wait object, else
+ * the provider's own). Sets FI_TCP_IFACE=lo if unset. Sets *p50 and *p99
+ * in us; returns 0, -1 with a message on stderr, or 1 when the provider
+ * has no CQ wait object to sleep on (nothing to measure; the caller says
+ * so). Bounded: a silent peer ends it after 30 s.
+ */
+int bench_fi_blocking(const char *provider, size_t size, long iters,
+                      double *p50, double *p99);
 
 #endif /* FABRPC_BENCH_H */

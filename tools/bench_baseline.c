@@ -5,7 +5,9 @@
  * For each size a server and a client run on 127.0.0.1 with a fresh port
  * for their control connection. The client's result line has the mean time
  * per transfer ("usec/xfer"); one iteration is a ping and a pong, so the
- * round trip is twice that. Each run is bounded in time.
+ * round trip is twice that. Each run is bounded in time. With --progress
+ * blocking, the blocking ping-pongs (bench_tcp_pingpong.c,
+ * bench_fi_blocking.c) run first.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -210,22 +212,37 @@ static void emit_baseline(const char *system, const char *provider,
 
 static double *ratio_fi(bench_row *r) { return &r->ratio; }
 static double *ratio_tcp(bench_row *r) { return &r->ratio_tcp; }
+static double *ratio_fib(bench_row *r) { return &r->ratio_fi_blocking; }
 
-/* --progress blocking: the blocking TCP ping-pong's rows and ratios. */
-static int tcp_baseline(const bench_opts *o)
+/* --progress blocking: the blocking ping-pongs' rows and ratios, over
+ * kernel TCP and over raw libfabric on fabrpc's provider. */
+static int blocking_baselines(const char *fi_provider, const char *provider,
+                              const bench_opts *o)
 {
-    int rc = 0;
+    int rc = 0, fi_skip = 0;
     for (int i = 0; i < o->nsizes; i++) {
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
         double p50, p99;
-        if (bench_tcp_pingpong(size, iters, &p50, &p99)) {
+        if (bench_tcp_pingpong(size, iters, &p50, &p99))
             rc = 3;
+        else /* kernel TCP on loopback whatever fabrpc's provider */
+            emit_baseline("tcp_pingpong", "loopback", size, iters, p50, p99,
+                          ratio_tcp);
+        if (fi_skip)
             continue;
-        }
-        /* kernel TCP on loopback whatever fabrpc's provider */
-        emit_baseline("tcp_pingpong", "loopback", size, iters, p50, p99,
-                      ratio_tcp);
+        int st = bench_fi_blocking(fi_provider, size, iters, &p50, &p99);
+        if (st == 0)
+            emit_baseline("fi_blocking_pingpong", provider, size, iters, p50,
+                          p99, ratio_fib);
+        else if (st > 0) {
+            /* not a failure: this provider cannot sleep on a CQ, so there
+             * is no raw blocking path to compare with, at any size */
+            fprintf(stderr, "fabrpc-bench: note: %s has no CQ wait object; "
+                            "no fi_blocking_pingpong rows\n", fi_provider);
+            fi_skip = 1;
+        } else
+            rc = 3;
     }
     return rc;
 }
@@ -235,7 +252,7 @@ int bench_baseline(const char *fi_provider, const char *provider,
 {
     int rc = 0;
     if (o->progress_set && o->progress == FRPC_PROGRESS_BLOCKING)
-        rc = tcp_baseline(o);
+        rc = blocking_baselines(fi_provider, provider, o);
     if (!in_path(PINGPONG)) {
         fprintf(stderr, "fabrpc-bench: --baseline: " PINGPONG " is not in "
                         "PATH (install libfabric-bin); no fi_pingpong rows\n");

@@ -25,12 +25,13 @@
 
 #define IO_TIMEOUT_S 30 /* a stuck peer ends the run instead of hanging */
 
-static int xfer(int fd, uint8_t *buf, size_t len, int sending)
+int bench_xfer(int fd, void *buf, size_t len, int sending)
 {
+    uint8_t *p = buf;
     size_t done = 0;
     while (done < len) {
-        ssize_t n = sending ? send(fd, buf + done, len - done, MSG_NOSIGNAL)
-                            : recv(fd, buf + done, len - done, 0);
+        ssize_t n = sending ? send(fd, p + done, len - done, MSG_NOSIGNAL)
+                            : recv(fd, p + done, len - done, 0);
         if (n > 0)
             done += (size_t)n;
         else if (n < 0 && errno == EINTR)
@@ -59,7 +60,7 @@ static void echo_child(int lfd, size_t len, long rounds)
         _exit(1);
     tune(fd);
     for (long i = 0; i < rounds; i++)
-        if (xfer(fd, buf, len, 0) || xfer(fd, buf, len, 1))
+        if (bench_xfer(fd, buf, len, 0) || bench_xfer(fd, buf, len, 1))
             _exit(1);
     _exit(0);
 }
@@ -95,7 +96,7 @@ int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99)
     memset(buf, 0x5a, size);
     for (long i = 0; i < rounds; i++) {
         double t0 = bench_now_us();
-        if (xfer(fd, buf, size, 1) || xfer(fd, buf, size, 0))
+        if (bench_xfer(fd, buf, size, 1) || bench_xfer(fd, buf, size, 0))
             goto out;
         if (i >= warm)
             t[i - warm] = bench_now_us() - t0;

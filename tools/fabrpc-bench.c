@@ -6,7 +6,7 @@
  *
  * This file: options, self-launch, main and the output of rows (a table,
  * or one JSON object per line). The modes are in bench_modes.c, the
- * fi_pingpong baseline in bench_baseline.c; --help says what each does.
+ * baselines in bench_baseline.c; --help says what each does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -70,7 +70,8 @@ static const char usage_text[] =
     "                   keys system, provider, metric, size, inflight, iters,\n"
     "                   p50_us, p99_us, calls_per_s, mb_per_s, cpu_s (null\n"
     "                   when not measured), and where they apply rank,\n"
-    "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong\n"
+    "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong,\n"
+    "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking\n"
     "  --baseline       latency only: after fabrpc's rows are measured, rank\n"
     "                   0 runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
@@ -81,7 +82,13 @@ static const char usage_text[] =
     "                   With --progress blocking it also runs a blocking\n"
     "                   TCP ping-pong on 127.0.0.1 (system \"tcp_pingpong\",\n"
     "                   both ends sleep in recv) and adds\n"
-    "                   ratio_to_tcp_pingpong\n"
+    "                   ratio_to_tcp_pingpong, and a blocking ping-pong over\n"
+    "                   raw libfabric on the same provider (system\n"
+    "                   \"fi_blocking_pingpong\", both ends wait in\n"
+    "                   fi_cq_sread: on an fd where the provider has one,\n"
+    "                   else by its own means, sched_yield for shm; none\n"
+    "                   if it has no CQ wait object) and adds\n"
+    "                   ratio_to_fi_blocking\n"
     "  -h, --help       print this help\n"
     "\n"
     "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
@@ -106,7 +113,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .inflight = -1, .iters = -1, .p50_us = NAN,
                    .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
-                   .ratio_tcp = NAN,
+                   .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -171,6 +178,7 @@ static void print_row(const bench_row *r)
     put_extra("job_s", r->job_s, 3);
     put_extra("ratio_to_fi_pingpong", r->ratio, 4);
     put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
+    put_extra("ratio_to_fi_blocking", r->ratio_fi_blocking, 4);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }
