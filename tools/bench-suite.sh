@@ -1,0 +1,95 @@
+#!/bin/bash
+# bench-suite.sh: runs every measurement behind docs/PERFORMANCE.md's
+# targets, RUNS times (default 3), one JSON-lines file per run:
+#   OUTDIR/run-N.jsonl
+# Then prints the median over the runs of each target figure.
+#
+# usage: tools/bench-suite.sh BUILDDIR OUTDIR [RUNS]
+# BUILDDIR: a built tree (it has tools/fabrpc-bench and tools/fabrpc-run).
+# RUNS=0 only summarizes the OUTDIR/run-*.jsonl already there.
+# Run it on an otherwise idle machine: with two cores, anything else
+# running changes the figures. tcp stays on loopback (FI_TCP_IFACE=lo).
+set -euo pipefail
+
+if [ $# -lt 2 ]; then
+    echo "usage: $0 BUILDDIR OUTDIR [RUNS]" >&2
+    exit 2
+fi
+build=$1 out=$2 runs=${3:-3}
+bench=$build/tools/fabrpc-bench run=$build/tools/fabrpc-run
+[ -x "$bench" ] && [ -x "$run" ] || {
+    echo "$0: no fabrpc-bench/fabrpc-run under $build/tools" >&2
+    exit 1
+}
+export FI_TCP_IFACE=${FI_TCP_IFACE:-lo}
+mkdir -p "$out"
+
+one_run() {
+    local f=$1
+    : >"$f"
+    for p in shm tcp; do
+        "$bench" latency --baseline --json --provider $p --sizes 8,64
+        "$bench" rate --json --provider $p --inflight 1,16,64,256
+        "$bench" rate --batch --json --provider $p --inflight 1,16,64,256
+        "$bench" latency --baseline --progress blocking --json --provider $p \
+            --sizes 8 --iters 5000
+        "$bench" bandwidth --json --provider $p --sizes 16m --inflight 1
+        "$bench" idle --json --seconds 3 --provider $p
+    done 2>>"$f.err" | sed -e 's/^[^{]*{/{/' | grep '^{' >>"$f"
+    "$run" -n 32 "$bench" init --json 2>>"$f.err" |
+        sed -e 's/^[^{]*{/{/' | grep '^{' >>"$f"
+}
+
+for i in $(seq 1 "$runs"); do
+    echo "run $i of $runs -> $out/run-$i.jsonl" >&2
+    one_run "$out/run-$i.jsonl"
+done
+
+# One line per target: the figure of each run and their median.
+cat "$out"/run-*.jsonl | awk '
+function field(name,   m, re) {
+    re = "\"" name "\":(\"[^\"]*\"|[-0-9.eE]+|null)"
+    if (!match($0, re)) return ""
+    m = substr($0, RSTART + length(name) + 3, RLENGTH - length(name) - 3)
+    gsub(/"/, "", m)
+    return m
+}
+function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
+{
+    sys = field("system"); prov = field("provider"); met = field("metric")
+    size = field("size"); w = field("inflight")
+    if (sys != "fabrpc") next
+    if (met == "latency" && size == 8 && field("ratio_to_tcp_pingpong") != "")
+        add("blocking " prov ": ratio to tcp_pingpong (target 1.2)",
+            field("ratio_to_tcp_pingpong"))
+    else if (met == "latency" && size == 8)
+        add("latency " prov ": ratio to fi_pingpong (target shm 1.3, tcp 1.15)",
+            field("ratio_to_fi_pingpong"))
+    if (met == "rate" && w == 64)
+        add("rate " prov " W=64 calls/s (target shm 1.3M, tcp 130k)",
+            field("calls_per_s"))
+    if (met == "rate_batched" && w == 64)
+        add("rate --batch " prov " W=64 calls/s", field("calls_per_s"))
+    if (met == "bandwidth" && size == 16777216)
+        add("16 MiB " prov " MB/s (target shm 5000, tcp 2500)",
+            field("mb_per_s"))
+    if (met == "idle")
+        add("idle " prov " cpu_s per 3 s (target < 0.03)", field("cpu_s"))
+    if (met == "init") {
+        add("init 32 ranks: p99 frpc_init to ready, s (target 3)",
+            field("p99_us") / 1e6)
+        add("init 32 ranks: exec to last ready, s", field("job_s"))
+        add("init 32 ranks: largest RSS MB (target 64)", field("rss_mb"))
+    }
+}
+END {
+    for (k in vals) {
+        n = split(substr(vals[k], 2), a, " ")
+        for (i = 1; i <= n; i++)           # insertion sort: n is small
+            for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
+                t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
+            }
+        med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        printf "%-62s median %-10s (%s)\n", k, med, substr(vals[k], 2)
+    }
+}' | sort
