@@ -59,6 +59,9 @@ typedef struct bench_row {
     double rss_mb, ratio, job_s, seconds;
     double ratio_tcp;         /* ratio_to_tcp_pingpong */
     double ratio_fi_blocking; /* ratio_to_fi_blocking */
+    /* rate, bandwidth: frames rank 0 sent per transport message in the
+     * timed window (1: none coalesced) */
+    double frames_per_msg;
 } bench_row;
 
 /* A row with every value null and the system/provider/metric given. */

@@ -319,10 +319,13 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         warm = w;
     if (run_window(a, name, buf, size, w, warm, want, o->batch))
         return 1;
+    frpc_stats s0, s1;
+    frpc_get_stats(a, &s0);
     double t0 = bench_now_us();
     if (run_window(a, name, buf, size, w, iters, want, o->batch))
         return 1;
     double secs = (bench_now_us() - t0) / 1e6;
+    frpc_get_stats(a, &s1);
     bench_row r = bench_row_new("fabrpc", frpc_provider(a),
                                 o->batch ? (o->mode == BENCH_RATE
                                                 ? "rate_batched"
@@ -332,6 +335,11 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.inflight = w;
     r.iters = iters;
     r.calls_per_s = (double)iters / secs;
+    uint64_t msgs = s1.messages_sent - s0.messages_sent;
+    if (msgs)
+        r.frames_per_msg =
+            (double)(msgs + s1.frames_coalesced - s0.frames_coalesced) /
+            (double)msgs;
     if (o->mode == BENCH_BANDWIDTH)
         r.mb_per_s = (double)size * r.calls_per_s / 1e6;
     bench_emit(&r);

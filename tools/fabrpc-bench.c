@@ -114,6 +114,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
+                   .frames_per_msg = NAN,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -179,6 +180,7 @@ static void print_row(const bench_row *r)
     put_extra("ratio_to_fi_pingpong", r->ratio, 4);
     put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
     put_extra("ratio_to_fi_blocking", r->ratio_fi_blocking, 4);
+    put_extra("frames_per_message", r->frames_per_msg, 2);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }
