@@ -10,7 +10,11 @@ need_var FABRPC_RUN ITEST PROV
 
 calls_2() { run_bounded 240 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 200 "$ITEST" calls; }
 calls_4() { run_bounded 400 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 360 "$ITEST" calls; }
-nested_4() { run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 200 "$ITEST" nested; }
+# Up to 4 relays (one per rank) can meet at one rank, each waiting in a
+# pool thread for its nested calls; the nesting guard keeps one pool thread
+# free, so they need 5. With the default 4 the 4th would be refused with
+# FRPC_EAGAIN, as documented (CI saw it once): give the pool 6.
+nested_4() { FABRPC_THREADS=6 run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 200 "$ITEST" nested; }
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
