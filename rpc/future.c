@@ -62,7 +62,6 @@ static void fire(frpc_future *f)
         run_callback(f); /* the pool is draining: run it here */
 }
 
-/* The pending entry's on_done hook: runs once, after completion. */
 /* Whether this thread is the one to fire: moves cb_state SET -> FIRED. */
 static int claim_firing(frpc_future *f)
 {
@@ -70,6 +69,7 @@ static int claim_firing(frpc_future *f)
     return atomic_compare_exchange_strong(&f->cb_state, &set, CB_FIRED);
 }
 
+/* The pending entry's on_done hook: runs once, after completion. */
 static void on_done(fr_pending *p)
 {
     frpc_future *f = (frpc_future *)p;
