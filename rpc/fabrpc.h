@@ -315,7 +315,8 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * (answers found in one poll). Use it around a loop of frpc_call_async
  * when many small calls go out together. Pairs nest and may be used from
  * any threads; an unpaired begin holds frames only until the next poll.
- * Never blocks; FRPC_EINVAL for a NULL agent.
+ * Never blocks. 0, or FRPC_EINVAL for a NULL agent and for an
+ * frpc_batch_end with no frpc_batch_begin left to end.
  */
 int frpc_batch_begin(frpc_agent *agent);
 int frpc_batch_end(frpc_agent *agent);

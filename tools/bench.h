@@ -80,6 +80,9 @@ void bench_flush(void);
 
 double bench_now_us(void);
 
+/* The q-quantile (0..1) of v[0..n), n > 0; sorts v (bench_modes.c). */
+double bench_quantile(double *v, long n, double q);
+
 /* Default timed calls of a mode for one size (or window), --iters first. */
 long bench_iters(const bench_opts *o, size_t size);
 

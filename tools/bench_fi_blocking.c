@@ -284,12 +284,6 @@ static void reap_child(pid_t child, int kill_now)
     }
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int bench_fi_blocking(const char *provider, size_t size, long iters,
                       double *p50, double *p99)
 {
@@ -339,9 +333,8 @@ int bench_fi_blocking(const char *provider, size_t size, long iters,
         if (i + 1 < rounds && post(&s, 0))
             goto out;
     }
-    qsort(t, (size_t)iters, sizeof(*t), cmp_double);
-    *p50 = t[(iters - 1) / 2];
-    *p99 = t[(size_t)((double)(iters - 1) * 0.99)];
+    *p50 = bench_quantile(t, iters, 0.5);
+    *p99 = bench_quantile(t, iters, 0.99);
     rc = 0;
 out:
     if (rc)

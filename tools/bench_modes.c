@@ -146,8 +146,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* The q-quantile (0..1) of v[0..n), n > 0; sorts v. */
-static double quantile(double *v, long n, double q)
+double bench_quantile(double *v, long n, double q)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_double);
     long i = (long)((double)n * q);
@@ -187,8 +186,8 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.size = (long)size;
     r.inflight = 1;
     r.iters = iters;
-    r.p50_us = quantile(lat, iters, 0.5);
-    r.p99_us = quantile(lat, iters, 0.99);
+    r.p50_us = bench_quantile(lat, iters, 0.5);
+    r.p99_us = bench_quantile(lat, iters, 0.99);
     r.calls_per_s = (double)iters / (sum / 1e6);
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
     bench_emit(&r);
@@ -461,8 +460,8 @@ static void emit_init(const char *provider)
         rss = fmax(rss, p->rss_mb);
     }
     r.size = n;
-    r.p50_us = quantile(t, n, 0.5);
-    r.p99_us = quantile(t, n, 0.99);
+    r.p50_us = bench_quantile(t, n, 0.5);
+    r.p99_us = bench_quantile(t, n, 0.99);
     r.rss_mb = rss;
     r.job_s = (last - first) / 1e6;
     bench_emit(&r);

@@ -65,12 +65,6 @@ static void echo_child(int lfd, size_t len, long rounds)
     _exit(0);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99)
 {
     struct sockaddr_in sa = {.sin_family = AF_INET};
@@ -101,9 +95,8 @@ int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99)
         if (i >= warm)
             t[i - warm] = bench_now_us() - t0;
     }
-    qsort(t, (size_t)iters, sizeof(*t), cmp_double);
-    *p50 = t[(iters - 1) / 2];
-    *p99 = t[(size_t)((double)(iters - 1) * 0.99)];
+    *p50 = bench_quantile(t, iters, 0.5);
+    *p99 = bench_quantile(t, iters, 0.99);
     rc = 0;
 out:
     if (rc)
