@@ -172,6 +172,23 @@ int fr_fabric_has_fd(const fr_fabric *f);
 void fr_fabric_poller_enter(fr_fabric *f);
 void fr_fabric_poller_leave(fr_fabric *f);
 
+/*
+ * A linger: the calling thread, whose wait just ended, will likely issue
+ * more calls and then wait again (a window being refilled). Until it polls
+ * again (fr_fabric_poller_enter ends its linger), or any thread calls
+ * fr_fabric_end_lingers, or it calls fr_fabric_linger_end, ITS frames are
+ * coalesced as if it were polling: a frame to a peer that already had one
+ * since the last poll waits for the next poll. Other threads' frames are
+ * not affected. Whoever allows lingers must make sure something polls or
+ * ends them soon (the progress thread does both). One linger per thread;
+ * beginning one on another fabric drops the first without touching it.
+ * Never blocks.
+ */
+void fr_fabric_linger_begin(fr_fabric *f);
+void fr_fabric_linger_end(fr_fabric *f);
+/* Ends every thread's linger on f and sends what they left waiting. */
+void fr_fabric_end_lingers(fr_fabric *f);
+
 /* 1 if the calling thread is the one polling right now (it is inside a
  * delivery callback): it must not sleep waiting for another poller. */
 int fr_fabric_polling_here(fr_fabric *f);

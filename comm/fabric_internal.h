@@ -148,6 +148,10 @@ struct fr_fabric {
     atomic_uint batched; /* == ndirty, read without the lock */
     atomic_int pollers;  /* threads between poller_enter and _leave */
     atomic_uint_fast64_t pass;       /* polls so far */
+    /* A thread's linger (fr_fabric_linger_begin) holds while its epoch is
+     * this; fr_fabric_end_lingers bumps it. Starts at the clock so that a
+     * fabric at a freed one's address never matches a stale linger. */
+    atomic_uint_fast64_t linger_epoch;
     atomic_uint_fast64_t *last_pass; /* per peer: pass of its last frame */
 
     struct {

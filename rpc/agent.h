@@ -74,6 +74,9 @@ struct frpc_agent {
      * stands aside (on two cores, a third spinning thread costs ms). */
     atomic_int spinning_callers;
     atomic_int batch_depth; /* frpc_batch_begin not yet ended */
+    /* The progress thread is standing aside and will look again within
+     * FR_ASIDE_NS: only then may a caller linger (progress.c). */
+    atomic_int aside;
     pthread_mutex_t aside_lock;
     pthread_cond_t aside_cond;
 

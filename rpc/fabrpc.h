@@ -90,8 +90,10 @@ typedef enum frpc_progress_mode {
  *  coalesce          -1: FABRPC_COALESCE, else 1. On: a burst of small
  *                    frames to one rank (answers found in one poll, calls
  *                    issued back to back) goes as one transport message
- *                    while a thread is polling; a lone frame is never
- *                    held back. 0 sends every frame alone.
+ *                    while a thread is polling, or, for calls a thread
+ *                    starts right after one of its waits returned, at its
+ *                    next wait (see frpc_call_async); a lone frame is
+ *                    never held back. 0 sends every frame alone.
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
  *
@@ -300,6 +302,14 @@ typedef struct frpc_future frpc_future;
  * sent): as frpc_call's checks before sending, and FRPC_ETRANSPORT or
  * FRPC_ETIMEDOUT if the provider has no room for the send for longer than
  * the timeout.
+ *
+ * Refilling a window: after one of this thread's waits (frpc_future_wait,
+ * frpc_wait_any/all, frpc_call) returns, the first call it starts to a
+ * rank leaves at once; further calls to that rank may be held and leave
+ * together in one message at this thread's next wait, or when the
+ * agent's progress thread next looks (within about 1 ms) if it does not
+ * wait again soon. Pool threads never hold calls this way; coalesce = 0
+ * turns it off.
  */
 int frpc_call_async(frpc_agent *agent, int dst, const char *name,
                     const void *args, size_t len, int timeout_ms,
@@ -312,7 +322,8 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * message, at the next poll by any thread or at the last frpc_batch_end,
  * whichever comes first. The first frame to each rank is never held.
  * Without the hint, held frames are only those a polling thread sends
- * (answers found in one poll). Use it around a loop of frpc_call_async
+ * (answers found in one poll) and the refills of frpc_call_async's
+ * "Refilling a window". Use it around a loop of frpc_call_async
  * when many small calls go out together. Pairs nest and may be used from
  * any threads; an unpaired begin holds frames only until the next poll.
  * Never blocks. 0, or FRPC_EINVAL for a NULL agent and for an

@@ -22,6 +22,16 @@
  *   (tcp, sockets), else in a bounded back-off sleep (shm); never past the
  *   next call deadline. Busy mode never sleeps; blocking mode has no spin
  *   window.
+ * - Lingers: a caller whose wait ended usually refills its window of async
+ *   calls and waits again; while it refills, its frames to a peer that
+ *   already had one since the last poll wait for its next poll (they go
+ *   as one message: comm/batch.c). Only a caller lingers (not a pool
+ *   thread, not an inline handler's nested wait), and only while the
+ *   progress thread stands aside: that thread looks again within
+ *   FR_ASIDE_NS, polls (sending what waits), and ends every linger before
+ *   it sleeps any other way. So a frame waits at most about FR_ASIDE_NS
+ *   for a caller that goes off to compute instead; a lone frame never
+ *   waits. tcp, 8 B calls, 64 in flight: 125 k -> 739 k calls/s.
  * - Nesting guard: a pool thread may wait only while another pool thread
  *   stays free, and an inline handler may nest FRPC_MAX_INLINE_DEPTH deep;
  *   past either, the wait fails with FRPC_EAGAIN instead of deadlocking.
@@ -87,12 +97,14 @@ static int transfer_spin(frpc_agent *a, uint64_t last_work)
  * thread on a two-core machine. We look again every FR_ASIDE_NS instead. */
 static void stand_aside(frpc_agent *a)
 {
+    atomic_store(&a->aside, 1);
     pthread_mutex_lock(&a->aside_lock);
     while (atomic_load(&a->spinning_callers) > 0 && !atomic_load(&a->stop)) {
         struct timespec ts = fr_ns_to_timespec(fr_now_ns() + FR_ASIDE_NS);
         pthread_cond_timedwait(&a->aside_cond, &a->aside_lock, &ts);
     }
     pthread_mutex_unlock(&a->aside_lock);
+    atomic_store(&a->aside, 0);
 }
 
 static void caller_starts_spinning(frpc_agent *a)
@@ -116,6 +128,13 @@ static void caller_stops_spinning(frpc_agent *a, int needs_progress)
         fr_fabric_poller_leave((a)->fab);      \
         call;                                  \
         fr_fabric_poller_enter((a)->fab);      \
+    } while (0)
+
+/* Any other sleep: nobody would send what lingering callers hold. */
+#define ASLEEP_ENDING_LINGERS(a, call)         \
+    do {                                       \
+        fr_fabric_end_lingers((a)->fab);       \
+        ASLEEP(a, call);                       \
     } while (0)
 
 static void *progress_main(void *arg)
@@ -146,21 +165,22 @@ static void *progress_main(void *arg)
         }
         if (n == FRPC_EAGAIN) {
             /* A handler's nested wait is polling; stay out of its way. */
-            ASLEEP(a, sleep_us(FR_BACKOFF_MIN_US));
+            ASLEEP_ENDING_LINGERS(a, sleep_us(FR_BACKOFF_MIN_US));
             continue;
         }
         if (now - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
             /* the CQ's fd (tcp) or our doorbell (shm) wakes us */
-            ASLEEP(a, fr_fabric_wait(a->fab,
+            ASLEEP_ENDING_LINGERS(a, fr_fabric_wait(a->fab,
                                      sleep_budget_us(a, FR_IDLE_BLOCK_US)));
         } else {
-            ASLEEP(a, sleep_us(sleep_budget_us(a, backoff)));
+            ASLEEP_ENDING_LINGERS(a, sleep_us(sleep_budget_us(a, backoff)));
             if (backoff < FR_BACKOFF_MAX_US)
                 backoff *= 2;
         }
     }
+    fr_fabric_end_lingers(a->fab);
     fr_fabric_poller_leave(a->fab);
     return NULL;
 }
@@ -252,10 +272,24 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until)
     }
 }
 
+/* After a wait that ended (see the design notes). The linger is begun,
+ * then aside read (seq_cst): if the progress thread has left aside, it is
+ * sure to end lingers before it sleeps, else we see it gone and end ours. */
+static void linger(frpc_agent *a)
+{
+    if (fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool))
+        return;
+    fr_fabric_linger_begin(a->fab);
+    if (!atomic_load(&a->aside))
+        fr_fabric_linger_end(a->fab);
+}
+
 static int spin(frpc_agent *a, waiter *w, uint64_t until)
 {
-    fr_fabric_poller_enter(a->fab);
+    fr_fabric_poller_enter(a->fab); /* ends our linger, if any */
     int r = spin_polling(a, w, until);
+    if (r == 1)
+        linger(a);
     fr_fabric_poller_leave(a->fab);
     return r;
 }

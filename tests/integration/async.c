@@ -24,6 +24,12 @@
  *             callback once, cancels won or lost, never another call's
  *             answer), then wait_any/wait_all over success, remote error,
  *             timeout and cancellation.
+ *   linger    2 ranks. Rank 0 refills a window of 64 async calls as each
+ *             wait_any returns (its refills may wait to share a message:
+ *             rpc/progress.c's lingers), every answer checked; then, 200
+ *             times, waits for one call, starts 3 more to the same rank
+ *             and never waits again: the 3 must complete anyway (polled
+ *             with frpc_future_test only), or their frames were stranded.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -848,6 +854,100 @@ static void fut_mixed(void)
     printf("ok: the two late answers dropped\n");
 }
 
+/* ---- linger --------------------------------------------------------- */
+
+#define LINGER_WINDOW 64
+#define LINGER_ROUNDS 200
+#define LINGER_LEFT 3 /* calls started after the last wait of a round */
+#define LINGER_GIVE_UP_MS 60000
+
+static uint64_t linger_seed(long k) { return au_mix(0x6c6e6700000000ull + k); }
+
+/* A window refilled one call per wait_any, as a naive caller writes it. */
+static void linger_refill(long calls)
+{
+    static frpc_future *win[LINGER_WINDOW];
+    static long key[LINGER_WINDOW];
+    long next = 0, done = 0;
+    int nin = 0;
+    double t0 = au_now_ms();
+    while (done < calls) {
+        while (nin < LINGER_WINDOW && next < calls) {
+            key[nin] = next;
+            win[nin++] = au_async(1, "echo_inline", linger_seed(next), 8,
+                                  CALL_TIMEOUT_MS);
+            next++;
+        }
+        size_t i = LINGER_WINDOW;
+        int rc = frpc_wait_any(win, (size_t)nin, CALL_TIMEOUT_MS, &i);
+        CHECK(rc == 0 && i < (size_t)nin, "wait_any: %s", frpc_strerror(rc));
+        au_check_echo(win[i], linger_seed(key[i]), 8, "refilled window");
+        frpc_future_free(win[i]);
+        win[i] = win[--nin];
+        key[i] = key[nin];
+        done++;
+    }
+    printf("ok: %ld calls through a window of %d refilled after each "
+           "wait_any, all answers right, in %.0f ms\n", calls, LINGER_WINDOW,
+           au_now_ms() - t0);
+}
+
+/* Calls started right after a wait by a caller that then stops calling
+ * into fabrpc's waits: only other threads can send and finish them. */
+static void linger_left_behind(void)
+{
+    double worst = 0;
+    for (long r = 0; r < LINGER_ROUNDS; r++) {
+        long k = 1000000 + r * (LINGER_LEFT + 1);
+        frpc_future *first = au_async(1, "echo", linger_seed(k), 8,
+                                      CALL_TIMEOUT_MS);
+        CHECK(frpc_future_wait(first, CALL_TIMEOUT_MS) == 0,
+              "round %ld: the first call failed", r);
+        frpc_future_free(first);
+        frpc_future *left[LINGER_LEFT];
+        for (int j = 0; j < LINGER_LEFT; j++)
+            left[j] = au_async(1, j % 2 ? "echo" : "echo_inline",
+                               linger_seed(k + 1 + j), 8, CALL_TIMEOUT_MS);
+        double t0 = au_now_ms();
+        int pending = LINGER_LEFT;
+        while (pending > 0 && au_now_ms() - t0 < LINGER_GIVE_UP_MS) {
+            au_sleep_us(200);
+            pending = 0;
+            for (int j = 0; j < LINGER_LEFT; j++)
+                pending += !frpc_future_test(left[j]);
+        }
+        CHECK(pending == 0, "round %ld: %d of %d calls started after a wait "
+              "never completed in %d ms without another wait", r, pending,
+              LINGER_LEFT, LINGER_GIVE_UP_MS);
+        if (au_now_ms() - t0 > worst)
+            worst = au_now_ms() - t0;
+        for (int j = 0; j < LINGER_LEFT; j++) {
+            au_check_echo(left[j], linger_seed(k + 1 + j), 8, "left behind");
+            frpc_future_free(left[j]);
+        }
+    }
+    printf("ok: %d rounds of %d calls left behind after a wait all "
+           "completed (slowest round %.1f ms)\n", LINGER_ROUNDS, LINGER_LEFT,
+           worst);
+}
+
+static int mode_linger(void)
+{
+    au_start();
+    CHECK(nranks == 2, "linger needs 2 ranks");
+    au_register("echo", echo, NULL, 0);
+    au_register("echo_inline", echo, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0) {
+        const char *env = getenv("STRESS_CALLS");
+        linger_refill(env ? strtol(env, NULL, 10) : 25000);
+        linger_left_behind();
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 static int mode_futures(void)
 {
     au_start();
@@ -874,11 +974,11 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } modes[] = {{"ooo", mode_ooo},           {"stress", mode_stress},
                  {"deferred", mode_deferred}, {"nested", mode_nested},
-                 {"futures", mode_futures}};
+                 {"futures", mode_futures}, {"linger", mode_linger}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].fn();
-    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures\n");
+    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures|linger\n");
     return 2;
 }

@@ -4,7 +4,8 @@
 # order, a mixed sync/async stress with the stats adding up (with bursts
 # coalesced into one message, and with FABRPC_COALESCE=0), deferred
 # answers and a request never answered, nested calls and the nesting limit,
-# and futures' then/cancel/free racing with answers, wait_any/wait_all.
+# futures' then/cancel/free racing with answers, wait_any/wait_all, and a
+# window refilled between waits (lingers) in each progress mode.
 #
 # STRESS_CALLS (calls per thread in the stress mode) defaults to 25000;
 # FABRPC_TEST_SCALE (a percentage, default 100) shrinks it, e.g. for
@@ -27,6 +28,8 @@ stress_alone() {
     FABRPC_COALESCE=0 STRESS_CALLS=$STRESS_ALONE run_async 4 280 stress
 }
 nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
+# linger_in MODE: the linger checks with FABRPC_PROGRESS=MODE.
+linger_in() { FABRPC_PROGRESS=$1 STRESS_CALLS=$STRESS_N run_async 2 200 linger; }
 
 run_case "$PROV: 10,000 async calls answered out of order" run_async 2 180 ooo
 run_case "$PROV: 4 ranks x 4 threads, $STRESS_N mixed calls each" stress_4
@@ -34,4 +37,7 @@ run_case "$PROV: the same, $STRESS_ALONE calls each, every frame alone" stress_a
 run_case "$PROV: deferred answers, a request never answered" run_async 4 120 deferred
 run_case "$PROV: nested calls and the nesting limit, 2 threads" nested_3
 run_case "$PROV: then/cancel/free races, wait_any/wait_all" run_async 2 180 futures
+for m in adaptive busy blocking; do
+    run_case "$PROV, $m: a window refilled between waits; calls left behind complete" linger_in $m
+done
 finish_cases
