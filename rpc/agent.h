@@ -33,8 +33,13 @@ typedef struct fr_settings {
     unsigned threads, queue_len;
 } fr_settings;
 
+/* frpc_request.state (request.c): a request is on the agent's list only
+ * once its handler returned without answering it. */
+enum { FR_REQ_IN_HANDLER, FR_REQ_ANSWERED_IN_HANDLER, FR_REQ_KEPT };
+
 struct frpc_request {
     struct frpc_request *next, *prev; /* agent's list of unanswered ones */
+    atomic_int state;                 /* FR_REQ_* */
     frpc_agent *agent;
     const fr_func *func;
     uint64_t req_id;

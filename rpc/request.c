@@ -3,6 +3,17 @@
  * their handler as an frpc_request that lives until it is answered (now or
  * later, from any thread); responses and errors go to the pending table,
  * which completes the matching call exactly once or drops the answer.
+ *
+ * Who frees a request (state, agent.h): most handlers answer before they
+ * return, so a request goes on the agent's list of unanswered ones (kept
+ * for shutdown to free) only when its handler returned without answering.
+ * An answer given while the handler runs sends, then moves IN_HANDLER to
+ * ANSWERED_IN_HANDLER and touches the request no more; the handler's
+ * return frees it. An answer to a KEPT request takes it off the list and
+ * frees it. The handler's return, finding it unanswered, lists it and
+ * then moves IN_HANDLER to KEPT; if an answer won that race it takes it
+ * off again and frees it. So an answered-in-handler call takes no lock
+ * here (it took two: list and unlist).
  */
 #include "config.h"
 
@@ -18,27 +29,23 @@
  * caller's call then ends by its own timeout. */
 #define FR_RESPOND_TIMEOUT_MS 10000
 
-static void track(frpc_agent *a, frpc_request *r)
+static void track_locked(frpc_agent *a, frpc_request *r)
 {
-    pthread_mutex_lock(&a->req_lock);
     r->prev = NULL;
     r->next = a->requests;
     if (r->next)
         r->next->prev = r;
     a->requests = r;
-    pthread_mutex_unlock(&a->req_lock);
 }
 
-static void untrack(frpc_agent *a, frpc_request *r)
+static void untrack_locked(frpc_agent *a, frpc_request *r)
 {
-    pthread_mutex_lock(&a->req_lock);
     if (r->prev)
         r->prev->next = r->next;
     else
         a->requests = r->next;
     if (r->next)
         r->next->prev = r->prev;
-    pthread_mutex_unlock(&a->req_lock);
 }
 
 static void free_request(frpc_request *r)
@@ -48,10 +55,31 @@ static void free_request(frpc_request *r)
     free(r);
 }
 
+/* After r's handler returned: free it if it was answered, else keep it
+ * on the list until it is (see the notes at the top). */
+static void handler_returned(frpc_agent *a, frpc_request *r)
+{
+    if (atomic_load(&r->state) == FR_REQ_ANSWERED_IN_HANDLER) {
+        free_request(r);
+        return;
+    }
+    pthread_mutex_lock(&a->req_lock);
+    track_locked(a, r);
+    int in_handler = FR_REQ_IN_HANDLER;
+    if (atomic_compare_exchange_strong(&r->state, &in_handler, FR_REQ_KEPT)) {
+        pthread_mutex_unlock(&a->req_lock);
+        return;
+    }
+    untrack_locked(a, r); /* answered meanwhile, from another thread */
+    pthread_mutex_unlock(&a->req_lock);
+    free_request(r);
+}
+
 static void run_handler(void *arg)
 {
     frpc_request *r = arg;
     r->func->handler(r, r->func->user);
+    handler_returned(r->agent, r);
 }
 
 static void on_request(frpc_agent *a, fr_fabric_msg *m)
@@ -89,14 +117,16 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         r->args = r->in_place;
         memcpy(r->args, m->payload, copy);
     }
-    track(a, r);
+    atomic_init(&r->state, FR_REQ_IN_HANDLER);
     atomic_fetch_add(&a->requests_received, 1);
     if (fn->flags & FRPC_INLINE) {
-        fn->handler(r, fn->user);
+        run_handler(r);
         return;
     }
-    if (fr_pool_submit(a->pool, run_handler, r) < 0)
+    if (fr_pool_submit(a->pool, run_handler, r) < 0) {
         frpc_respond_error(r, FRPC_ESHUTDOWN, "callee is shutting down");
+        handler_returned(a, r);
+    }
     return;
 nomem:
     fr_fabric_refuse(a->fab, &m->env, FRPC_ENOMEM,
@@ -213,20 +243,27 @@ int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
     return frpc_mp_parse(req->args, req->len, view);
 }
 
-/* Sends the answer frame and frees req, whatever the outcome. */
+/* Sends the answer frame; req is then gone for the caller, whatever the
+ * outcome (freed here, or by its handler's return: see the notes). */
 static int answer(frpc_request *req, const fr_env *e, const void *data,
                   size_t len)
 {
     frpc_agent *a = req->agent;
     int rc;
 
-    untrack(a, req);
     atomic_fetch_add(&a->requests_answered, 1);
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1)
         rc = FRPC_ESHUTDOWN;
     else
         rc = fr_fabric_send(a->fab, req->src, e, data, len,
                             fr_deadline_ms(FR_RESPOND_TIMEOUT_MS));
+    int in_handler = FR_REQ_IN_HANDLER;
+    if (atomic_compare_exchange_strong(&req->state, &in_handler,
+                                       FR_REQ_ANSWERED_IN_HANDLER))
+        return rc; /* its handler's return frees it */
+    pthread_mutex_lock(&a->req_lock); /* KEPT: on the list */
+    untrack_locked(a, req);
+    pthread_mutex_unlock(&a->req_lock);
     free_request(req);
     return rc;
 }
