@@ -474,7 +474,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
         fr__rndv_on_desc(f, &env, payload, env.payload_len);
     } else {
         fr_fabric_msg m = {.env = env, .payload = payload,
-                           .len = env.payload_len, .owned = NULL};
+                           .len = env.payload_len, .owned = NULL,
+                           .in_poll = 1};
         fr__fabric_deliver(f, &m);
     }
 }
@@ -558,6 +559,8 @@ static int poll_cq(fr_fabric *f)
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
             handle_completion(f, ent[i].op_context, ent[i].len, 0);
+        if (f->opts.cb.on_poll_end)
+            f->opts.cb.on_poll_end(f->opts.cb.ctx);
         return (int)n;
     }
     if (n == -FI_EAGAIN)

@@ -184,6 +184,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .coalesce = a->set.coalesce,
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
+                               .on_poll_end = fr_agent_on_poll_end,
                                .ctx = a}};
     char name[64];
     int rc;

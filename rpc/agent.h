@@ -18,6 +18,9 @@
 #include "rpc/pool.h"
 #include "rpc/registry.h"
 
+/* Answers set aside in one poll before one lock completes them. */
+#define FR_ANSWERS_PER_LOCK 32
+
 /* Settings after the config, the environment and the defaults are merged. */
 typedef struct fr_settings {
     int rank, world;
@@ -75,6 +78,11 @@ struct frpc_agent {
     pthread_mutex_t req_lock;
     frpc_request *requests; /* handed to handlers, not yet answered */
 
+    /* Answers a poll read, completed together when it ends (request.c);
+     * only the polling thread touches these. */
+    fr_answer answers[FR_ANSWERS_PER_LOCK];
+    unsigned nanswers;
+
     /* Callers spinning on the CQ: while there are any, the progress thread
      * stands aside (on two cores, a third spinning thread costs ms). */
     atomic_int spinning_callers;
@@ -102,6 +110,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
 void fr_agent_on_msg(void *ctx, fr_fabric_msg *msg);
 void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
                             int err);
+void fr_agent_on_poll_end(void *ctx);
 /* Frees every request never answered (shutdown). */
 void fr_agent_release_requests(frpc_agent *a);
 

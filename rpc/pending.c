@@ -266,29 +266,46 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     return rc;
 }
 
+size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
+                                size_t n)
+{
+    fr_pending *hooks = NULL;
+    size_t completed = 0;
+    pthread_mutex_lock(&t->lock);
+    for (size_t i = 0; i < n; i++) {
+        fr_answer *x = &ans[i];
+        fr_pending *e = find_locked(t, x->id);
+        /* An answer from a rank we did not call is not this call's answer. */
+        if (e && e->dst == x->src && remove_locked(t, e)) {
+            finish_locked(t, e, x->status, x->remote_code, x->data, x->len,
+                          x->err, &hooks);
+            x->data = NULL;
+            x->err = NULL;
+            completed++;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    run_hooks(hooks);
+    if (completed)
+        wake_sleepers(t);
+    if (completed < n) { /* dropped answers: taken ones are NULL now */
+        atomic_fetch_add(&t->st.dropped, n - completed);
+        for (size_t i = 0; i < n; i++) {
+            free(ans[i].data);
+            free(ans[i].err);
+        }
+    }
+    return completed;
+}
+
 int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err)
 {
-    fr_pending *hooks = NULL;
-    pthread_mutex_lock(&t->lock);
-    fr_pending *e = find_locked(t, id);
-    /* An answer from a rank we did not call is not this call's answer. */
-    if (e && e->dst == src && remove_locked(t, e))
-        finish_locked(t, e, status, remote_code, data, len, err, &hooks);
-    else
-        e = NULL;
-    pthread_mutex_unlock(&t->lock);
-    run_hooks(hooks);
-    if (e)
-        wake_sleepers(t);
-    if (!e) {
-        atomic_fetch_add(&t->st.dropped, 1);
-        free(data);
-        free(err);
-        return 0;
-    }
-    return 1;
+    fr_answer x = {.id = id, .src = src, .status = status,
+                   .remote_code = remote_code, .data = data, .len = len,
+                   .err = err};
+    return (int)fr_pending_complete_many(t, &x, 1);
 }
 
 int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,

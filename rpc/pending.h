@@ -92,6 +92,22 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err);
 
+/* One answer for fr_pending_complete_many: the arguments of
+ * fr_pending_complete. */
+typedef struct fr_answer {
+    uint64_t id;
+    uint32_t src;
+    int status, remote_code;
+    void *data;
+    size_t len;
+    char *err;
+} fr_answer;
+
+/* fr_pending_complete for n answers under one lock, waking sleepers once.
+ * Returns how many completed a call. */
+size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
+                                size_t n);
+
 /*
  * Sleeps until p is done or until_ns (fr_now_ns clock) passes. Returns 1 if
  * done. When give_up is set and p is not done by then, removes p and

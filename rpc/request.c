@@ -14,6 +14,11 @@
  * then moves IN_HANDLER to KEPT; if an answer won that race it takes it
  * off again and frees it. So an answered-in-handler call takes no lock
  * here (it took two: list and unlist).
+ *
+ * Answers a poll reads are set aside (a->answers) and completed together,
+ * under one lock of the pending table, when the poll ends or before any
+ * handler runs (a handler may wait on one of them), rather than one lock
+ * each: with 64 calls in flight a message carries about 15 of them.
  */
 #include "config.h"
 
@@ -82,10 +87,25 @@ static void run_handler(void *arg)
     handler_returned(r->agent, r);
 }
 
+static void complete_answers(frpc_agent *a)
+{
+    if (a->nanswers) {
+        fr_pending_complete_many(&a->pend, a->answers, a->nanswers);
+        a->nanswers = 0;
+    }
+}
+
+void fr_agent_on_poll_end(void *ctx)
+{
+    complete_answers(ctx);
+}
+
 static void on_request(frpc_agent *a, fr_fabric_msg *m)
 {
     const fr_func *fn = fr_registry_find(&a->reg, m->env.func_id);
     frpc_request *r;
+
+    complete_answers(a); /* the handler may wait for one of them */
 
     if (!fn) {
         char msg[96];
@@ -175,11 +195,20 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
                 status = FRPC_EPROTO;
         }
     }
-    fr_pending_complete(&a->pend, m->env.req_id, m->env.src_rank, status,
-                        remote_code, status ? NULL : data,
-                        status ? 0 : m->len, err);
-    if (status)
+    if (status) {
         free(data);
+        data = NULL;
+    }
+    fr_answer x = {.id = m->env.req_id, .src = m->env.src_rank,
+                   .status = status, .remote_code = remote_code,
+                   .data = data, .len = data ? m->len : 0, .err = err};
+    if (!m->in_poll) {
+        fr_pending_complete_many(&a->pend, &x, 1);
+        return;
+    }
+    a->answers[a->nanswers++] = x;
+    if (a->nanswers == FR_ANSWERS_PER_LOCK)
+        complete_answers(a);
 }
 
 void fr_agent_on_msg(void *ctx, fr_fabric_msg *m)
