@@ -1,6 +1,7 @@
 /*
- * The function registry. See registry.h. Lookups take a read lock; the
- * table grows by doubling when it is more than half full.
+ * The function registry. See registry.h. Lookups take no lock; the table
+ * grows by doubling when it is more than half full, into a new table
+ * published whole (the old one stays for readers still in it).
  */
 #include "config.h"
 
@@ -9,69 +10,104 @@
 
 #include "rpc/registry.h"
 
+static fr_func_table *table_new(unsigned nbuckets)
+{
+    fr_func_table *t =
+        calloc(1, sizeof(*t) + nbuckets * sizeof(t->bucket[0]));
+    if (t)
+        t->nbuckets = nbuckets;
+    return t;
+}
+
+static void table_free(fr_func_table *t)
+{
+    for (unsigned i = 0; i < t->nbuckets; i++) {
+        fr_func_link *l = atomic_load_explicit(&t->bucket[i],
+                                               memory_order_relaxed);
+        while (l) {
+            fr_func_link *next = l->next;
+            free(l);
+            l = next;
+        }
+    }
+    free(t);
+}
+
 int fr_registry_init(fr_registry *r)
 {
     memset(r, 0, sizeof(*r));
-    r->nbuckets = 64;
-    r->bucket = calloc(r->nbuckets, sizeof(*r->bucket));
-    if (!r->bucket)
+    fr_func_table *t = table_new(64);
+    if (!t)
         return FRPC_ENOMEM;
-    pthread_rwlock_init(&r->lock, NULL);
+    atomic_init(&r->table, t);
+    pthread_mutex_init(&r->lock, NULL);
     return 0;
 }
 
 void fr_registry_destroy(fr_registry *r)
 {
-    if (!r->bucket)
+    fr_func_table *t = atomic_load(&r->table);
+    if (!t)
         return;
-    for (unsigned i = 0; i < r->nbuckets; i++) {
-        fr_func *f = r->bucket[i];
-        while (f) {
-            fr_func *next = f->next;
-            free(f);
-            f = next;
-        }
+    while (t) {
+        fr_func_table *older = t->older;
+        table_free(t);
+        t = older;
     }
-    free(r->bucket);
-    r->bucket = NULL;
-    pthread_rwlock_destroy(&r->lock);
+    atomic_store(&r->table, NULL);
+    while (r->all) {
+        fr_func *next = r->all->next;
+        free(r->all);
+        r->all = next;
+    }
+    pthread_mutex_destroy(&r->lock);
 }
 
-static fr_func *find_locked(fr_registry *r, uint64_t id)
+static fr_func *find_in(fr_func_table *t, uint64_t id)
 {
-    for (fr_func *f = r->bucket[id & (r->nbuckets - 1)]; f; f = f->next)
-        if (f->id == id)
-            return f;
+    fr_func_link *l = atomic_load_explicit(&t->bucket[id & (t->nbuckets - 1)],
+                                           memory_order_acquire);
+    for (; l; l = l->next)
+        if (l->func->id == id)
+            return l->func;
     return NULL;
 }
 
 static int name_taken_locked(fr_registry *r, const char *name)
 {
-    for (unsigned i = 0; i < r->nbuckets; i++)
-        for (fr_func *f = r->bucket[i]; f; f = f->next)
-            if (strcmp(f->name, name) == 0)
-                return 1;
+    for (fr_func *f = r->all; f; f = f->next)
+        if (strcmp(f->name, name) == 0)
+            return 1;
     return 0;
 }
 
+/* Links f into t's bucket; readers see the new head only once complete. */
+static int link_into(fr_func_table *t, fr_func *f)
+{
+    fr_func_link *l = malloc(sizeof(*l));
+    if (!l)
+        return FRPC_ENOMEM;
+    _Atomic(fr_func_link *) *b = &t->bucket[f->id & (t->nbuckets - 1)];
+    l->func = f;
+    l->next = atomic_load_explicit(b, memory_order_relaxed);
+    atomic_store_explicit(b, l, memory_order_release);
+    return 0;
+}
+
+/* A table twice the size holding every entry, published in one store. */
 static void grow_locked(fr_registry *r)
 {
-    unsigned n = r->nbuckets * 2;
-    fr_func **b = calloc(n, sizeof(*b));
-    if (!b)
+    fr_func_table *old = atomic_load(&r->table);
+    fr_func_table *t = table_new(old->nbuckets * 2);
+    if (!t)
         return; /* chains just get longer */
-    for (unsigned i = 0; i < r->nbuckets; i++) {
-        fr_func *f = r->bucket[i];
-        while (f) {
-            fr_func *next = f->next;
-            f->next = b[f->id & (n - 1)];
-            b[f->id & (n - 1)] = f;
-            f = next;
+    for (fr_func *f = r->all; f; f = f->next)
+        if (link_into(t, f)) {
+            table_free(t);
+            return;
         }
-    }
-    free(r->bucket);
-    r->bucket = b;
-    r->nbuckets = n;
+    t->older = old;
+    atomic_store_explicit(&r->table, t, memory_order_release);
 }
 
 int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
@@ -91,17 +127,23 @@ int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
     f->user = user;
     f->flags = flags;
     memcpy(f->name, name, len + 1);
-    pthread_rwlock_wrlock(&r->lock);
-    if (find_locked(r, id) || name_taken_locked(r, name)) {
+    pthread_mutex_lock(&r->lock);
+    fr_func_table *t = atomic_load(&r->table);
+    if (find_in(t, id) || name_taken_locked(r, name)) {
         rc = FRPC_EEXIST;
     } else {
-        if (r->count + 1 > r->nbuckets / 2)
+        if (r->count + 1 > t->nbuckets / 2) {
             grow_locked(r);
-        f->next = r->bucket[id & (r->nbuckets - 1)];
-        r->bucket[id & (r->nbuckets - 1)] = f;
-        r->count++;
+            t = atomic_load(&r->table);
+        }
+        rc = link_into(t, f);
+        if (!rc) {
+            f->next = r->all;
+            r->all = f;
+            r->count++;
+        }
     }
-    pthread_rwlock_unlock(&r->lock);
+    pthread_mutex_unlock(&r->lock);
     if (rc)
         free(f);
     return rc;
@@ -109,9 +151,6 @@ int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
 
 const fr_func *fr_registry_find(fr_registry *r, uint64_t id)
 {
-    const fr_func *f;
-    pthread_rwlock_rdlock(&r->lock);
-    f = find_locked(r, id);
-    pthread_rwlock_unlock(&r->lock);
-    return f;
+    return find_in(atomic_load_explicit(&r->table, memory_order_acquire),
+                   id);
 }

@@ -8,6 +8,7 @@
 #define FR_RPC_REGISTRY_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "rpc/fabrpc.h"
@@ -15,7 +16,7 @@
 #define FR_FUNC_NAME_MAX 255
 
 typedef struct fr_func {
-    struct fr_func *next;
+    struct fr_func *next; /* the registry's list of all entries */
     uint64_t id;
     frpc_handler_fn handler;
     void *user;
@@ -23,10 +24,23 @@ typedef struct fr_func {
     char name[]; /* NUL-terminated */
 } fr_func;
 
+/* One generation of the lookup table: immutable once published, except
+ * that a bucket's head may be replaced by a new entry pointing at it. */
+typedef struct fr_func_table {
+    struct fr_func_table *older; /* kept until destroy: readers may be in it */
+    unsigned nbuckets;           /* power of two */
+    _Atomic(struct fr_func_link *) bucket[];
+} fr_func_table;
+
+typedef struct fr_func_link {
+    struct fr_func_link *next;
+    fr_func *func;
+} fr_func_link;
+
 typedef struct fr_registry {
-    pthread_rwlock_t lock;
-    fr_func **bucket;
-    unsigned nbuckets; /* power of two */
+    pthread_mutex_t lock;              /* writers only */
+    _Atomic(fr_func_table *) table;    /* lookups read it without a lock */
+    fr_func *all;                      /* every entry, for destroy */
     unsigned count;
 } fr_registry;
 

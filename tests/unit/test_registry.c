@@ -3,6 +3,8 @@
  * provider choice (comm/providers.c), which need no network.
  */
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +98,60 @@ START_TEST(many_functions_survive_growth)
 }
 END_TEST
 
+/* Lookups take no lock: readers racing a writer that grows the table
+ * find every entry added before they looked, and nothing else. */
+#define RACE_FUNCS 3000
+static fr_registry race_reg;
+static atomic_int race_added; /* entries 0..race_added-1 are in */
+
+static uint64_t race_id(int i)
+{
+    char name[32];
+    snprintf(name, sizeof(name), "race_%d", i);
+    return fr_func_id(name);
+}
+
+static void *race_reader(void *arg)
+{
+    long misses = 0;
+    (void)arg;
+    while (atomic_load(&race_added) < RACE_FUNCS) {
+        int n = atomic_load(&race_added);
+        for (int i = n - 1; i >= 0 && i > n - 64; i--) {
+            const fr_func *f = fr_registry_find(&race_reg, race_id(i));
+            if (!f || f->id != race_id(i) || (int)(intptr_t)f->user != i)
+                misses++;
+        }
+        if (fr_registry_find(&race_reg, race_id(RACE_FUNCS + 1)))
+            misses++;
+    }
+    return (void *)misses;
+}
+
+START_TEST(lookups_race_growth)
+{
+    pthread_t th[3];
+    char name[32];
+    fr_registry_init(&race_reg);
+    atomic_store(&race_added, 0);
+    for (int t = 0; t < 3; t++)
+        ck_assert_int_eq(pthread_create(&th[t], NULL, race_reader, NULL), 0);
+    for (int i = 0; i < RACE_FUNCS; i++) {
+        snprintf(name, sizeof(name), "race_%d", i);
+        ck_assert_int_eq(fr_registry_add(&race_reg, race_id(i), name, h1,
+                                         (void *)(intptr_t)i, 0), 0);
+        atomic_store(&race_added, i + 1);
+    }
+    for (int t = 0; t < 3; t++) {
+        void *misses;
+        pthread_join(th[t], &misses);
+        ck_assert_msg(misses == NULL, "reader %d: %ld wrong lookups", t,
+                      (long)(intptr_t)misses);
+    }
+    fr_registry_destroy(&race_reg);
+}
+END_TEST
+
 START_TEST(provider_list_parsing)
 {
     char n[FR_BACKEND_MAX][FR_BACKEND_NAME];
@@ -160,6 +216,7 @@ int main(void)
         {"id collision is refused", id_collision_is_refused},
         {"bad arguments are refused", bad_arguments_are_refused},
         {"many functions survive growth", many_functions_survive_growth},
+        {"lookups race growth", lookups_race_growth},
         {"provider list parsing", provider_list_parsing},
         {"choice is first common provider in rank 0 order",
          choice_is_first_common_provider_in_rank0_order},
