@@ -90,6 +90,10 @@ struct frpc_agent {
     /* The progress thread is standing aside and will look again within
      * FR_ASIDE_NS: only then may a caller linger (progress.c). */
     atomic_int aside;
+    /* fr_now_ns when a caller last began a linger: the progress thread
+     * stays aside for FR_ASIDE_NS after it, since the caller is likely
+     * refilling and about to wait again (progress.c). */
+    atomic_uint_fast64_t last_linger;
     pthread_mutex_t aside_lock;
     pthread_cond_t aside_cond;
 

@@ -307,7 +307,7 @@ typedef struct frpc_future frpc_future;
  * frpc_wait_any/all, frpc_call) returns, the first call it starts to a
  * rank leaves at once; further calls to that rank may be held and leave
  * together in one message at this thread's next wait, or when the
- * agent's progress thread next looks (within about 1 ms) if it does not
+ * agent's progress thread next looks (within about 2 ms) if it does not
  * wait again soon. Pool threads never hold calls this way; coalesce = 0
  * turns it off.
  */
