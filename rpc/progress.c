@@ -93,11 +93,6 @@ static int transfer_spin(frpc_agent *a, uint64_t last_work)
 
 /* ---- the progress thread ------------------------------------------- */
 
-/* Waits while callers are spinning on the CQ themselves. A caller that
- * gives up spinning to sleep wakes us at once (caller_stops_spinning); a
- * caller whose call completed does not, since it usually calls again at
- * once: waking us between back-to-back calls would put a third runnable
- * thread on a two-core machine. We look again every FR_ASIDE_NS instead. */
 static int recently_lingered(frpc_agent *a)
 {
     return fr_now_ns() - atomic_load_explicit(&a->last_linger,
@@ -105,6 +100,13 @@ static int recently_lingered(frpc_agent *a)
            FR_ASIDE_NS;
 }
 
+/* Waits while callers are spinning on the CQ themselves. A caller that
+ * gives up spinning to sleep wakes us at once (caller_stops_spinning); a
+ * caller whose call completed does not, since it usually calls again at
+ * once: waking us between back-to-back calls would put a third runnable
+ * thread on a two-core machine. We look again every FR_ASIDE_NS instead.
+ * A caller that lingered within FR_ASIDE_NS keeps us aside too: it is
+ * refilling and about to wait again (see the design notes). */
 static void stand_aside(frpc_agent *a)
 {
     atomic_store(&a->aside, 1);
