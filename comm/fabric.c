@@ -474,8 +474,7 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
         fr__rndv_on_desc(f, &env, payload, env.payload_len);
     } else {
         fr_fabric_msg m = {.env = env, .payload = payload,
-                           .len = env.payload_len, .owned = NULL,
-                           .in_poll = 1};
+                           .len = env.payload_len, .owned = NULL};
         fr__fabric_deliver(f, &m);
     }
 }
@@ -549,18 +548,15 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
     }
 }
 
-static int poll_cq(fr_fabric *f)
+/* Reads and handles one batch of completions: n handled, or an FRPC_E*. */
+static int read_cq(fr_fabric *f)
 {
     struct fi_cq_msg_entry ent[FR_CQ_BATCH];
-    int handled = 0;
     ssize_t n = fi_cq_read(f->cq, ent, FR_CQ_BATCH);
 
-    atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
             handle_completion(f, ent[i].op_context, ent[i].len, 0);
-        if (f->opts.cb.on_poll_end)
-            f->opts.cb.on_poll_end(f->opts.cb.ctx);
         return (int)n;
     }
     if (n == -FI_EAGAIN)
@@ -570,11 +566,21 @@ static int poll_cq(fr_fabric *f)
         if (fi_cq_readerr(f->cq, &ee, 0) == 1 && ee.op_context) {
             handle_completion(f, ee.op_context, ee.len,
                               ee.err ? -(int)ee.err : -FI_EIO);
-            handled = 1;
+            return 1;
         }
-        return handled;
+        return 0;
     }
     return FRPC_ETRANSPORT;
+}
+
+/* Every delivery happens in here, so on_poll_end follows each of them. */
+static int poll_cq(fr_fabric *f)
+{
+    atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
+    int n = read_cq(f);
+    if (n > 0 && f->opts.cb.on_poll_end)
+        f->opts.cb.on_poll_end(f->opts.cb.ctx);
+    return n;
 }
 
 int fr_fabric_polling_here(fr_fabric *f)

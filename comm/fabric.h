@@ -48,9 +48,6 @@ typedef struct fr_fabric_msg {
      * fr_fabric_release_block; any other is free()d. Otherwise payload is a
      * receive buffer reused after the callback returns. */
     void *owned;
-    /* 1 when delivered by a poll that calls on_poll_end before it returns:
-     * an answer may then be set aside and completed there. */
-    int in_poll;
 } fr_fabric_msg;
 
 typedef struct fr_fabric_callbacks {
@@ -61,7 +58,8 @@ typedef struct fr_fabric_callbacks {
      * err is FRPC_ETRANSPORT or FRPC_EPEERLOST. */
     void (*on_send_error)(void *ctx, uint32_t dst, const fr_env *env, int err);
     /* After a poll delivered what it read, on the polling thread; may be
-     * NULL. */
+     * NULL. Every on_msg is made by a poll, so one follows each of them:
+     * the upper layer may set answers aside until then. */
     void (*on_poll_end)(void *ctx);
     void *ctx;
 } fr_fabric_callbacks;

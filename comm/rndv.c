@@ -163,7 +163,7 @@ static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
 
 static void finish_in(fr_fabric *f, fr_rndv_in *in)
 {
-    fr_fabric_msg m = {0}; /* in_poll 0: its answer completes at once */
+    fr_fabric_msg m;
 
     unlink_in(f, in);
     if (in->err) {

@@ -202,10 +202,6 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
     fr_answer x = {.id = m->env.req_id, .src = m->env.src_rank,
                    .status = status, .remote_code = remote_code,
                    .data = data, .len = data ? m->len : 0, .err = err};
-    if (!m->in_poll) {
-        fr_pending_complete_many(&a->pend, &x, 1);
-        return;
-    }
     a->answers[a->nanswers++] = x;
     if (a->nanswers == FR_ANSWERS_PER_LOCK)
         complete_answers(a);
