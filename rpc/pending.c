@@ -1,10 +1,11 @@
 /*
- * The pending table. See pending.h for the invariant: an entry is
- * completed only by the thread that removes it, under t->lock; its waiter
- * is signalled under the same lock, and done is set after every other
- * touch of the entry, so a waiter that sees done (with or without the
- * lock) may free the entry at once. on_done hooks run after the lock is dropped; an
- * entry with a hook is kept alive by its owner until the hook has run.
+ * The pending table. See pending.h for the invariant and for why adding
+ * takes no lock: an entry is completed only by the thread that removes
+ * it, under t->lock; its waiter is signalled under the same lock, and
+ * done is set after every other touch of the entry, so a waiter that sees
+ * done (with or without the lock) may free the entry at once. on_done
+ * hooks run after the lock is dropped; an entry with a hook is kept alive
+ * by its owner until the hook has run.
  */
 #include "config.h"
 
@@ -28,7 +29,10 @@ int fr_pending_init(fr_pending_table *t)
     pthread_mutex_init(&t->lock, NULL);
     fr_cond_init_monotonic(&t->any_cond);
     atomic_init(&t->next_deadline, UINT64_MAX);
-    t->next_id = 1;
+    atomic_init(&t->next_id, 1);
+    atomic_init(&t->incoming, NULL);
+    atomic_init(&t->with_deadline, 0);
+    atomic_init(&t->heap_room, 0);
     return 0;
 }
 
@@ -82,26 +86,32 @@ static void heap_down(fr_pending_table *t, size_t i)
     heap_set(t, i, p);
 }
 
-static void heap_publish_top(fr_pending_table *t)
+/* Moves every entry added with a deadline into the heap; room for them
+ * was reserved by their adders (reserve_heap). */
+static void drain_incoming_locked(fr_pending_table *t)
 {
-    atomic_store(&t->next_deadline,
-                 t->heap_len ? t->heap[0]->deadline : UINT64_MAX);
+    fr_pending *p = atomic_exchange(&t->incoming, NULL);
+    while (p) {
+        fr_pending *next = p->in_next;
+        heap_set(t, t->heap_len++, p);
+        heap_up(t, p->heap_idx);
+        p = next;
+    }
 }
 
-static int heap_push(fr_pending_table *t, fr_pending *p)
+/* Publishes the heap's top. The look at incoming after the store is what
+ * keeps an adder's deadline from being overwritten: an adder pushes, then
+ * lowers next_deadline, so it either lowers after this store or was
+ * pushed before the look, and then is drained and published here. */
+static void publish_next_deadline_locked(fr_pending_table *t)
 {
-    if (t->heap_len == t->heap_cap) {
-        size_t cap = t->heap_cap ? t->heap_cap * 2 : 256;
-        fr_pending **h = realloc(t->heap, cap * sizeof(*h));
-        if (!h)
-            return FRPC_ENOMEM;
-        t->heap = h;
-        t->heap_cap = cap;
+    for (;;) {
+        atomic_store(&t->next_deadline,
+                     t->heap_len ? t->heap[0]->deadline : UINT64_MAX);
+        if (!atomic_load(&t->incoming))
+            return;
+        drain_incoming_locked(t);
     }
-    heap_set(t, t->heap_len++, p);
-    heap_up(t, p->heap_idx);
-    heap_publish_top(t);
-    return 0;
 }
 
 static void heap_remove(fr_pending_table *t, fr_pending *p)
@@ -110,41 +120,99 @@ static void heap_remove(fr_pending_table *t, fr_pending *p)
     if (i == SIZE_MAX)
         return;
     p->heap_idx = SIZE_MAX;
+    atomic_fetch_sub(&t->with_deadline, 1);
     fr_pending *last = t->heap[--t->heap_len];
     if (i < t->heap_len) {
         heap_set(t, i, last);
         heap_up(t, i);
         heap_down(t, last->heap_idx);
     }
-    heap_publish_top(t);
+    publish_next_deadline_locked(t);
+}
+
+/* An adder with a deadline reserves its place in the heap, so that moving
+ * it there later (under the lock, by another thread) cannot fail. Every
+ * entry that got past this check counted itself first, so the heap's
+ * capacity covers all of them. */
+static int reserve_heap(fr_pending_table *t)
+{
+    size_t need = atomic_fetch_add(&t->with_deadline, 1) + 1;
+    if (need <= atomic_load(&t->heap_room))
+        return 0;
+    int rc = 0;
+    pthread_mutex_lock(&t->lock);
+    if (t->heap_cap < need) {
+        size_t cap = t->heap_cap ? t->heap_cap * 2 : 256;
+        if (cap < need)
+            cap = need;
+        fr_pending **h = realloc(t->heap, cap * sizeof(*h));
+        if (h) {
+            t->heap = h;
+            t->heap_cap = cap;
+            atomic_store(&t->heap_room, cap);
+        } else {
+            rc = FRPC_ENOMEM;
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    if (rc)
+        atomic_fetch_sub(&t->with_deadline, 1);
+    return rc;
+}
+
+static void lower_next_deadline(fr_pending_table *t, uint64_t deadline)
+{
+    uint64_t cur = atomic_load(&t->next_deadline);
+    while (deadline < cur &&
+           !atomic_compare_exchange_weak(&t->next_deadline, &cur, deadline))
+        ;
 }
 
 /* ---- table ----------------------------------------------------------- */
 
-static fr_pending **slot_of(fr_pending_table *t, uint64_t id)
+static _Atomic(fr_pending *) *slot_of(fr_pending_table *t, uint64_t id)
 {
     return &t->bucket[id & (t->nbuckets - 1)];
 }
 
-/* Unlinks p (found by its id) from the chain and the heap. 1 if it was
- * there. */
-static int remove_locked(fr_pending_table *t, fr_pending *p)
+/* Unlinks p from its chain. Adders may push on the head meanwhile: the
+ * head moves only by compare-and-swap, and links past it only under the
+ * lock. */
+static int unlink_locked(fr_pending_table *t, fr_pending *p)
 {
-    for (fr_pending **pp = slot_of(t, p->id); *pp; pp = &(*pp)->next) {
-        if (*pp == p) {
-            *pp = p->next;
-            p->next = NULL;
-            heap_remove(t, p);
-            atomic_fetch_sub(&t->inflight, 1);
+    _Atomic(fr_pending *) *head = slot_of(t, p->id);
+    fr_pending *h = atomic_load_explicit(head, memory_order_acquire);
+    if (h == p && atomic_compare_exchange_strong(head, &h, p->next))
+        return 1;
+    for (fr_pending *c = h; c; c = c->next) {
+        if (c->next == p) {
+            c->next = p->next;
             return 1;
         }
     }
     return 0;
 }
 
+/* Unlinks p (found by its id) from the chain and the heap. 1 if it was
+ * there. */
+static int remove_locked(fr_pending_table *t, fr_pending *p)
+{
+    if (!unlink_locked(t, p))
+        return 0;
+    p->next = NULL;
+    /* An entry is on incoming before it is on its chain: drain, so that
+     * an entry with a deadline is in the heap now. */
+    if (p->deadline != UINT64_MAX)
+        drain_incoming_locked(t);
+    heap_remove(t, p);
+    atomic_fetch_sub(&t->inflight, 1);
+    return 1;
+}
+
 static fr_pending *find_locked(fr_pending_table *t, uint64_t id)
 {
-    for (fr_pending *c = *slot_of(t, id); c; c = c->next)
+    fr_pending *c = atomic_load_explicit(slot_of(t, id), memory_order_acquire);
+    for (; c; c = c->next)
         if (c->id == id)
             return c;
     return NULL;
@@ -240,7 +308,6 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done)
 {
-    int rc = 0;
     memset(&p->res, 0, sizeof(p->res));
     p->dst = dst;
     p->fname = fname;
@@ -248,22 +315,29 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     p->deadline = deadline;
     p->heap_idx = SIZE_MAX;
     p->on_done = on_done;
-    p->next = p->done_next = NULL;
+    p->next = p->done_next = p->in_next = NULL;
     p->cond_made = 0;
     atomic_init(&p->done, 0);
-    pthread_mutex_lock(&t->lock);
-    p->id = t->next_id++;
-    if (deadline != UINT64_MAX)
-        rc = heap_push(t, p);
-    if (!rc) {
-        fr_pending **s = slot_of(t, p->id);
-        p->next = *s;
-        *s = p;
-        atomic_fetch_add(&t->inflight, 1);
-        atomic_fetch_add(&t->st.started, 1);
+    p->id = atomic_fetch_add(&t->next_id, 1);
+    if (deadline != UINT64_MAX) {
+        if (reserve_heap(t))
+            return FRPC_ENOMEM;
+        fr_pending *in = atomic_load(&t->incoming);
+        do
+            p->in_next = in;
+        while (!atomic_compare_exchange_weak(&t->incoming, &in, p));
+        lower_next_deadline(t, deadline);
     }
-    pthread_mutex_unlock(&t->lock);
-    return rc;
+    atomic_fetch_add(&t->inflight, 1);
+    atomic_fetch_add(&t->st.started, 1);
+    /* Last: from here a completer may find p. */
+    _Atomic(fr_pending *) *head = slot_of(t, p->id);
+    fr_pending *h = atomic_load_explicit(head, memory_order_relaxed);
+    do
+        p->next = h;
+    while (!atomic_compare_exchange_weak_explicit(
+        head, &h, p, memory_order_release, memory_order_relaxed));
+    return 0;
 }
 
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
@@ -371,7 +445,7 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
     fr_pending *hooks = NULL;
     pthread_mutex_lock(&t->lock);
     for (unsigned i = 0; i < t->nbuckets; i++) {
-        fr_pending *e = t->bucket[i];
+        fr_pending *e = atomic_load(&t->bucket[i]);
         while (e) {
             fr_pending *next = e->next;
             if ((dst == UINT32_MAX || e->dst == dst) && remove_locked(t, e))
@@ -392,12 +466,17 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
         return;
     int expired = 0;
     pthread_mutex_lock(&t->lock);
+    drain_incoming_locked(t);
     while (t->heap_len && t->heap[0]->deadline <= now) {
         fr_pending *p = t->heap[0];
-        remove_locked(t, p);
+        /* Its adder is between the incoming list and the chain: it is
+         * back in an instant, and next_deadline stays due till then. */
+        if (!remove_locked(t, p))
+            break;
         finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
         expired = 1;
     }
+    publish_next_deadline_locked(t);
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
     if (expired)

@@ -14,6 +14,16 @@
  * Request ids come from a 64-bit counter and are never reused in the
  * table's life. Entries with a deadline also sit in a min-heap, so expiry
  * costs O(log n) and memory stays bounded by the calls in flight.
+ *
+ * Adding takes no lock (it is on every call's path; removing happens once
+ * per poll for many answers): an adder pushes its entry on its bucket's
+ * head with a compare-and-swap, and an entry with a deadline first on an
+ * incoming list, which whoever next holds the lock moves into the heap
+ * before removing anything. Only lock holders unlink entries or follow
+ * chains, so a push (which writes only its own entry) never races an
+ * unlink. An adder lowers the published earliest deadline itself; the
+ * lock holder that republishes it looks at the incoming list after the
+ * store, so one of the two always sees the other's deadline.
  */
 #ifndef FR_RPC_PENDING_H
 #define FR_RPC_PENDING_H
@@ -29,6 +39,7 @@ typedef void (*fr_pending_done_fn)(fr_pending *p);
 
 struct fr_pending {
     fr_pending *next;      /* hash chain */
+    fr_pending *in_next;   /* incoming list (deadline not yet in the heap) */
     fr_pending *done_next; /* private list while on_done hooks are run */
     uint64_t id;
     uint32_t dst;
@@ -46,13 +57,17 @@ struct fr_pending {
 };
 
 typedef struct fr_pending_table {
-    pthread_mutex_t lock;
-    fr_pending **bucket;
+    pthread_mutex_t lock;     /* removal, chain walks, the heap */
+    _Atomic(fr_pending *) *bucket; /* heads: pushed without the lock */
     unsigned nbuckets;
-    uint64_t next_id;
+    atomic_uint_fast64_t next_id;
     fr_pending **heap;
     size_t heap_len, heap_cap;
-    atomic_uint_fast64_t next_deadline; /* heap top, UINT64_MAX if empty */
+    _Atomic(fr_pending *) incoming; /* added with a deadline, not in heap */
+    atomic_size_t with_deadline;    /* in the heap or incoming, or adding */
+    atomic_size_t heap_room;        /* heap_cap, for adders to read */
+    /* earliest deadline of the heap and incoming, UINT64_MAX if none */
+    atomic_uint_fast64_t next_deadline;
     /* wait_any: completions bump epoch and wake any_cond if anyone waits */
     pthread_cond_t any_cond;
     unsigned any_waiters;
@@ -76,6 +91,7 @@ void fr_pending_destroy(fr_pending_table *t);
  * Prepares p (zeroes its result) and inserts it under a fresh id, returned
  * in p->id, with the call's deadline (fr_now_ns clock, UINT64_MAX: none).
  * fname and on_done as in the struct. FRPC_ENOMEM (p not added) or 0.
+ * Takes no lock unless the deadline heap must grow.
  */
 int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
