@@ -24,6 +24,10 @@
  *   that never comes back is the only one it affects) and ends for all
  *   threads when the fabric's epoch moves (fr_fabric_end_lingers), which
  *   the add re-checks after putting its frame in, as with the pollers.
+ * - The thread polling (it holds poll_lock) puts its frames, the answers
+ *   of inline handlers mostly, in batches of its own that no other thread
+ *   touches, and sends them before it lets go of poll_lock: answering
+ *   takes no lock. Other threads share batches under batch_lock.
  * - Frames need not arrive in order (RDM endpoints do not promise it and
  *   the protocol never relies on it), so a batch is sent outside the lock.
  * - A batch that cannot be sent fails the calls of each of its frames
@@ -57,12 +61,19 @@ static int someone_will_poll(fr_fabric *f)
     return atomic_load(&f->pollers) > 0 || lingers_here(f);
 }
 
+static int batches_init(fr_batches *set, uint32_t world)
+{
+    set->per_peer = calloc(world, sizeof(*set->per_peer));
+    set->dirty = calloc(world, sizeof(*set->dirty));
+    set->ndirty = 0;
+    return set->per_peer && set->dirty ? 0 : FRPC_ENOMEM;
+}
+
 int fr__batch_init(fr_fabric *f)
 {
-    f->batch = calloc(f->world, sizeof(*f->batch));
-    f->dirty = calloc(f->world, sizeof(*f->dirty));
     f->last_pass = calloc(f->world, sizeof(*f->last_pass));
-    if (!f->batch || !f->dirty || !f->last_pass)
+    if (batches_init(&f->shared, f->world) || batches_init(&f->own, f->world) ||
+        !f->last_pass)
         return FRPC_ENOMEM;
     for (uint32_t i = 0; i < f->world; i++)
         atomic_init(&f->last_pass[i], UINT64_MAX);
@@ -73,8 +84,11 @@ int fr__batch_init(fr_fabric *f)
 /* Slots still in batches are freed with all slots by fr_fabric_close. */
 void fr__batch_free(fr_fabric *f)
 {
-    free(f->batch);
-    free(f->dirty);
+    fr_batches *sets[2] = {&f->shared, &f->own};
+    for (int i = 0; i < 2; i++) {
+        free(sets[i]->per_peer);
+        free(sets[i]->dirty);
+    }
     free((void *)f->last_pass);
 }
 
@@ -110,24 +124,96 @@ static fr_send_slot *take_locked(fr_batch *b, size_t *len)
     return sl;
 }
 
+/* A batch taken out of its set, to be sent. */
+typedef struct taken {
+    uint32_t dst;
+    fr_send_slot *sl;
+    size_t len;
+} taken;
+
+/* Takes up to max listed batches out of set. */
+static size_t take_dirty_locked(fr_batches *set, taken *out, size_t max)
+{
+    size_t n = 0;
+    while (n < max && set->ndirty > 0) {
+        uint32_t dst = set->dirty[--set->ndirty];
+        fr_batch *b = &set->per_peer[dst];
+        b->dirty = 0;
+        out[n].dst = dst;
+        out[n].sl = take_locked(b, &out[n].len);
+        n++;
+    }
+    return n;
+}
+
+static void send_taken(fr_fabric *f, taken *t, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (t[i].sl)
+            send_batch(f, t[i].dst, t[i].sl, t[i].len);
+}
+
+/* Sends the poll owner's batches; only the poll owner calls it. */
+static void flush_own(fr_fabric *f)
+{
+    taken t[16];
+    size_t n;
+    while ((n = take_dirty_locked(&f->own, t, 16)) > 0)
+        send_taken(f, t, n);
+}
+
 void fr__batch_flush(fr_fabric *f)
 {
+    if (fr_fabric_polling_here(f) && f->own.ndirty)
+        flush_own(f);
     while (atomic_load(&f->batched) > 0) {
+        taken t[16]; /* batches taken per lock */
         pthread_mutex_lock(&f->batch_lock);
-        if (f->ndirty == 0) {
-            pthread_mutex_unlock(&f->batch_lock);
-            return;
-        }
-        uint32_t dst = f->dirty[--f->ndirty];
-        atomic_fetch_sub(&f->batched, 1);
-        fr_batch *b = &f->batch[dst];
-        size_t len;
-        b->dirty = 0;
-        fr_send_slot *sl = take_locked(b, &len);
+        size_t n = take_dirty_locked(&f->shared, t, 16);
+        atomic_fetch_sub(&f->batched, n);
         pthread_mutex_unlock(&f->batch_lock);
-        if (sl)
-            send_batch(f, dst, sl, len);
+        if (n == 0)
+            return;
+        send_taken(f, t, n);
     }
+}
+
+void fr__batch_flush_own(fr_fabric *f)
+{
+    flush_own(f);
+}
+
+/* Puts the frame into set's batch for dst: 1 if taken, 0 if no slot was
+ * free. *full is set to a batch that had no room left, taken out for the
+ * caller to send; *listed to 1 if dst's batch was newly listed. */
+static int append(fr_fabric *f, fr_batches *set, uint32_t dst,
+                  const uint8_t *hdr, const void *payload, size_t len,
+                  int *listed, taken *full)
+{
+    size_t frame = FR_ENV_HDR_SIZE + len;
+    fr_batch *b = &set->per_peer[dst];
+    if (b->slot && b->len + frame > f->batch_cap) {
+        full->dst = dst;
+        full->sl = take_locked(b, &full->len);
+    }
+    if (!b->slot) {
+        if (!(b->slot = fr__get_slot(f)))
+            return 0; /* the direct path waits for one */
+        if (!b->dirty) {
+            b->dirty = 1;
+            set->dirty[set->ndirty++] = dst;
+            *listed = 1;
+        }
+    } else {
+        fr_env_set_more(b->slot->buf + b->last_hdr);
+        atomic_fetch_add_explicit(&f->st.coalesced, 1, memory_order_relaxed);
+    }
+    memcpy(b->slot->buf + b->len, hdr, FR_ENV_HDR_SIZE);
+    if (len)
+        memcpy(b->slot->buf + b->len + FR_ENV_HDR_SIZE, payload, len);
+    b->last_hdr = b->len;
+    b->len += frame;
+    return 1;
 }
 
 /*
@@ -140,46 +226,29 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
     uint64_t pass = atomic_load_explicit(&f->pass, memory_order_relaxed);
+    int owner = 0;
 
-    if (!f->batch_cap || frame > f->batch_cap || !someone_will_poll(f) ||
+    if (!f->batch_cap || frame > f->batch_cap ||
+        !((owner = fr_fabric_polling_here(f)) || someone_will_poll(f)) ||
         atomic_exchange_explicit(&f->last_pass[dst], pass,
                                  memory_order_relaxed) != pass)
         return 0;
 
-    fr_send_slot *full = NULL;
-    size_t full_len = 0;
-    pthread_mutex_lock(&f->batch_lock);
-    fr_batch *b = &f->batch[dst];
-    if (b->slot && b->len + frame > f->batch_cap)
-        full = take_locked(b, &full_len);
-    if (!b->slot) {
-        if (!(b->slot = fr__get_slot(f))) {
-            pthread_mutex_unlock(&f->batch_lock);
-            if (full)
-                send_batch(f, dst, full, full_len);
-            return 0; /* no slot free: the direct path waits for one */
-        }
-        if (!b->dirty) {
-            b->dirty = 1;
-            f->dirty[f->ndirty++] = dst;
-            atomic_fetch_add(&f->batched, 1);
-        }
+    taken full = {.sl = NULL};
+    int listed = 0, took;
+    if (owner) {
+        took = append(f, &f->own, dst, hdr, payload, len, &listed, &full);
     } else {
-        fr_env_set_more(b->slot->buf + b->last_hdr);
-        atomic_fetch_add_explicit(&f->st.coalesced, 1, memory_order_relaxed);
+        pthread_mutex_lock(&f->batch_lock);
+        took = append(f, &f->shared, dst, hdr, payload, len, &listed, &full);
+        if (listed)
+            atomic_fetch_add(&f->batched, 1);
+        pthread_mutex_unlock(&f->batch_lock);
     }
-    memcpy(b->slot->buf + b->len, hdr, FR_ENV_HDR_SIZE);
-    if (len)
-        memcpy(b->slot->buf + b->len + FR_ENV_HDR_SIZE, payload, len);
-    b->last_hdr = b->len;
-    b->len += frame;
-    pthread_mutex_unlock(&f->batch_lock);
-
-    if (full)
-        send_batch(f, dst, full, full_len);
-    if (!someone_will_poll(f))
+    send_taken(f, &full, 1);
+    if (took && !owner && !someone_will_poll(f))
         fr__batch_flush(f); /* nobody polls: do not leave it waiting */
-    return 1;
+    return took;
 }
 
 void fr_fabric_poller_enter(fr_fabric *f)

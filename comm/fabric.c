@@ -599,12 +599,14 @@ int fr_fabric_progress(fr_fabric *f)
     fr__batch_flush(f);
     if (fr_fabric_polling_here(f)) {
         rc = poll_cq(f); /* nested: a handler of ours is waiting */
+        fr__batch_flush_own(f);
     } else {
         if (pthread_mutex_trylock(&f->poll_lock))
             return FRPC_EAGAIN;
         atomic_store(&f->poll_owner, self);
         atomic_store(&f->poll_owned, 1);
         rc = poll_cq(f);
+        fr__batch_flush_own(f);
         atomic_store(&f->poll_owned, 0);
         pthread_mutex_unlock(&f->poll_lock);
     }

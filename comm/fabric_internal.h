@@ -47,8 +47,15 @@ typedef struct fr_batch {
     fr_send_slot *slot; /* NULL: empty */
     size_t len;         /* bytes of frames in slot->buf */
     size_t last_hdr;    /* offset of the last frame, to mark it MORE */
-    int dirty;          /* listed in fr_fabric.dirty */
+    int dirty;          /* listed in its fr_batches' dirty */
 } fr_batch;
+
+/* A batch per peer, and the peers whose batch holds frames. */
+typedef struct fr_batches {
+    fr_batch *per_peer;
+    uint32_t *dirty; /* each listed once */
+    unsigned ndirty;
+} fr_batches;
 
 /* A rendezvous block: memory, its capacity (a size class), and its
  * registration when the provider needs one. */
@@ -142,10 +149,12 @@ struct fr_fabric {
      * as one message at the next poll. */
     size_t batch_cap;    /* bytes in one batch; 0: coalescing off */
     pthread_mutex_t batch_lock;
-    fr_batch *batch;     /* per peer */
-    uint32_t *dirty;     /* peers with a batch, each listed once */
-    unsigned ndirty;
-    atomic_uint batched; /* == ndirty, read without the lock */
+    fr_batches shared;   /* under batch_lock */
+    atomic_uint batched; /* == shared.ndirty, read without the lock */
+    /* Frames added by the thread that holds poll_lock (inline handlers'
+     * answers, mostly): only that thread touches these, and it sends
+     * them before it lets go of the lock, so they need no lock. */
+    fr_batches own;
     atomic_int pollers;  /* threads between poller_enter and _leave */
     atomic_uint_fast64_t pass;       /* polls so far */
     /* A thread's linger (fr_fabric_linger_begin) holds while its epoch is
@@ -184,6 +193,9 @@ void fr__batch_free(fr_fabric *f);
 int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                   const void *payload, size_t len);
 void fr__batch_flush(fr_fabric *f);
+/* Sends the batches of the poll owner; the poll owner calls it before it
+ * lets go of poll_lock. */
+void fr__batch_flush_own(fr_fabric *f);
 
 /* blockcache.c */
 size_t fr__block_class(size_t len);
