@@ -280,6 +280,7 @@ static void destroy(frpc_agent *a)
                     "the agent shut down before the answer came");
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     fr_agent_release_requests(a);
+    fr_agent_free_spare_requests(a);
     fr_fabric_close(a->fab);
     fr_doorbell_close(a->bell);
     fr_store_close(a->store);

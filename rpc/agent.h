@@ -50,6 +50,7 @@ struct frpc_request {
     void *args; /* a fabric block, or in_place */
     size_t len;
     int args_block; /* args is a fabric block: give it back, not free() */
+    int recycled;   /* FR_REQ_RECYCLE_ARGS of room: back to the agent */
     /* Eager args live here, in the request's own allocation: one malloc
      * per request rather than two. */
     _Alignas(max_align_t) unsigned char in_place[];
@@ -77,6 +78,12 @@ struct frpc_agent {
 
     pthread_mutex_t req_lock;
     frpc_request *requests; /* handed to handlers, not yet answered */
+    /* Requests for recycling (request.c): whoever frees a small request
+     * pushes it on freed_requests; the poll owner, who makes every
+     * request, takes them all at once into spare_requests, which only it
+     * touches. */
+    _Atomic(frpc_request *) freed_requests;
+    frpc_request *spare_requests;
 
     /* Answers a poll read, completed together when it ends (request.c);
      * only the polling thread touches these. */
@@ -117,6 +124,8 @@ void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
 void fr_agent_on_poll_end(void *ctx);
 /* Frees every request never answered (shutdown). */
 void fr_agent_release_requests(frpc_agent *a);
+/* Frees the recycled requests; at destroy, once no request is left. */
+void fr_agent_free_spare_requests(frpc_agent *a);
 
 /* call.c: the checks every call passes before it is sent (FRPC_EINVAL,
  * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */

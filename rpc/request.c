@@ -15,6 +15,12 @@
  * off again and frees it. So an answered-in-handler call takes no lock
  * here (it took two: list and unlist).
  *
+ * Requests with args of up to FR_REQ_RECYCLE_ARGS bytes are recycled
+ * rather than freed (agent.h: freed_requests, spare_requests): a request
+ * is made in the poll that delivers it, so only the poll owner takes
+ * them, and the many threads that free them only push. The agent keeps
+ * as many as were ever handled at once, until it is destroyed.
+ *
  * Answers a poll reads are set aside (a->answers) and completed together,
  * under one lock of the pending table, when the poll ends or before any
  * handler runs (a handler may wait on one of them), rather than one lock
@@ -53,11 +59,57 @@ static void untrack_locked(frpc_agent *a, frpc_request *r)
         r->next->prev = r->prev;
 }
 
+#define FR_REQ_RECYCLE_ARGS 256
+
 static void free_request(frpc_request *r)
 {
+    frpc_agent *a = r->agent;
     if (r->args_block)
-        fr_fabric_release_block(r->agent->fab, r->args, r->len);
-    free(r);
+        fr_fabric_release_block(a->fab, r->args, r->len);
+    if (!r->recycled) {
+        free(r);
+        return;
+    }
+    frpc_request *head = atomic_load(&a->freed_requests);
+    do
+        r->next = head;
+    while (!atomic_compare_exchange_weak(&a->freed_requests, &head, r));
+}
+
+/* A request with room for copy bytes of args, zeroed but for the args. */
+static frpc_request *new_request(frpc_agent *a, size_t copy)
+{
+    frpc_request *r = NULL;
+    int recycle = copy <= FR_REQ_RECYCLE_ARGS && fr_fabric_polling_here(a->fab);
+    if (recycle) {
+        if (!a->spare_requests)
+            a->spare_requests = atomic_exchange(&a->freed_requests, NULL);
+        if ((r = a->spare_requests))
+            a->spare_requests = r->next;
+        else
+            r = malloc(sizeof(*r) + FR_REQ_RECYCLE_ARGS);
+    } else {
+        r = malloc(sizeof(*r) + copy);
+    }
+    if (r) {
+        memset(r, 0, sizeof(*r));
+        r->recycled = recycle;
+    }
+    return r;
+}
+
+void fr_agent_free_spare_requests(frpc_agent *a)
+{
+    frpc_request *lists[2] = {a->spare_requests,
+                              atomic_exchange(&a->freed_requests, NULL)};
+    a->spare_requests = NULL;
+    for (int i = 0; i < 2; i++) {
+        while (lists[i]) {
+            frpc_request *next = lists[i]->next;
+            free(lists[i]);
+            lists[i] = next;
+        }
+    }
 }
 
 /* After r's handler returned: free it if it was answered, else keep it
@@ -120,10 +172,8 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         return;
     }
     size_t copy = m->owned ? 0 : m->len;
-    r = malloc(sizeof(*r) + copy);
-    if (!r)
+    if (!(r = new_request(a, copy)))
         goto nomem;
-    memset(r, 0, sizeof(*r));
     r->agent = a;
     r->func = fn;
     r->req_id = m->env.req_id;
