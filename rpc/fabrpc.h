@@ -358,7 +358,9 @@ int frpc_future_error(const frpc_future *f, int *remote_code,
 
 /* Moves f's outcome into *res (the caller then owns it; clear it with
  * frpc_result_clear) and returns its status; f keeps its status but no
- * longer its data or message. FRPC_EAGAIN while in flight. */
+ * longer its data or message. FRPC_EAGAIN while in flight. FRPC_ENOMEM
+ * if a small reply, which f keeps inside itself, could not be copied
+ * out; f and *res are then unchanged. */
 int frpc_future_take(frpc_future *f, frpc_result *res);
 
 typedef void (*frpc_future_fn)(frpc_future *f, void *user);

@@ -36,13 +36,23 @@ struct frpc_future {
     atomic_int cb_state;
     frpc_future_fn cb;
     void *cb_user;
+    /* A small reply lands here (pending.h, reply_room): no malloc. */
+    _Alignas(max_align_t) unsigned char reply[FR_SMALL_REPLY];
     char name[FR_FUNC_NAME_MAX + 1];
 };
+
+/* Whether f's reply is in its own room rather than malloc'ed. */
+static int reply_inside(const frpc_future *f)
+{
+    return f->p.res.data == (const void *)f->reply;
+}
 
 static void unref(frpc_future *f)
 {
     if (atomic_fetch_sub(&f->refs, 1) != 1)
         return;
+    if (reply_inside(f))
+        f->p.res.data = NULL;
     frpc_result_clear(&f->p.res);
     fr_pending_release(&f->p);
     free(f);
@@ -102,6 +112,8 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     atomic_init(&f->refs, 2);
     atomic_init(&f->cb_state, CB_NONE);
     strcpy(f->name, name);
+    f->p.reply_room = f->reply;
+    f->p.reply_cap = sizeof(f->reply);
     rc = fr_pending_add(&a->pend, &f->p, (uint32_t)dst, f->name, timeout_ms,
                         fr_deadline_ms(timeout_ms), on_done);
     if (rc) {
@@ -169,7 +181,14 @@ int frpc_future_take(frpc_future *f, frpc_result *res)
     int st = status_of(f);
     if (st == FRPC_EAGAIN)
         return st;
+    void *data = f->p.res.data;
+    if (reply_inside(f)) { /* the result outlives f: give it a copy */
+        if (!(data = malloc(f->p.res.len)))
+            return FRPC_ENOMEM;
+        memcpy(data, f->reply, f->p.res.len);
+    }
     *res = f->p.res;
+    res->data = data;
     f->p.res.data = NULL;
     f->p.res.len = 0;
     f->p.res.error = NULL;

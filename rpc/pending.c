@@ -340,6 +340,16 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     return 0;
 }
 
+/* Where e's small reply goes: its reply room, or a copy of its own. */
+static void *place_small(fr_pending *e, const fr_answer *x)
+{
+    void *to = e->reply_room && x->len <= e->reply_cap ? e->reply_room
+                                                       : malloc(x->len);
+    if (to)
+        memcpy(to, x->small, x->len);
+    return to;
+}
+
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                                 size_t n)
 {
@@ -351,8 +361,14 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
         fr_pending *e = find_locked(t, x->id);
         /* An answer from a rank we did not call is not this call's answer. */
         if (e && e->dst == x->src && remove_locked(t, e)) {
-            finish_locked(t, e, x->status, x->remote_code, x->data, x->len,
-                          x->err, &hooks);
+            int status = x->status;
+            void *data = x->data;
+            if (data == x->small && !(data = place_small(e, x))) {
+                status = FRPC_ENOMEM;
+                x->len = 0;
+            }
+            finish_locked(t, e, status, x->remote_code, data, x->len, x->err,
+                          &hooks);
             x->data = NULL;
             x->err = NULL;
             completed++;
@@ -365,7 +381,8 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
     if (completed < n) { /* dropped answers: taken ones are NULL now */
         atomic_fetch_add(&t->st.dropped, n - completed);
         for (size_t i = 0; i < n; i++) {
-            free(ans[i].data);
+            if (ans[i].data != ans[i].small)
+                free(ans[i].data);
             free(ans[i].err);
         }
     }

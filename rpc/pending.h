@@ -30,6 +30,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "rpc/fabrpc.h"
@@ -48,6 +49,10 @@ struct fr_pending {
     size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
     const char *fname;     /* for error messages; must outlive the entry */
     fr_pending_done_fn on_done; /* NULL for sync calls */
+    /* Where a small reply goes instead of a malloc (a future's own room),
+     * or NULL; set by the owner before fr_pending_add, which keeps it. */
+    void *reply_room;
+    size_t reply_cap;
     pthread_cond_t cond;   /* signalled under the table lock; made by the
                             * first thread to sleep on it (cond_made),
                             * since most calls end without anyone asleep */
@@ -108,8 +113,12 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err);
 
+/* Replies up to this size travel in the answer itself (fr_answer.small)
+ * and land in the call's reply_room when it has one. */
+#define FR_SMALL_REPLY 64
+
 /* One answer for fr_pending_complete_many: the arguments of
- * fr_pending_complete. */
+ * fr_pending_complete. data may point to small, which holds len bytes. */
 typedef struct fr_answer {
     uint64_t id;
     uint32_t src;
@@ -117,9 +126,12 @@ typedef struct fr_answer {
     void *data;
     size_t len;
     char *err;
+    _Alignas(max_align_t) unsigned char small[FR_SMALL_REPLY];
 } fr_answer;
 
 /* fr_pending_complete for n answers under one lock, waking sleepers once.
+ * A reply in an answer's small goes to its call's reply_room if it fits,
+ * else to a malloc'ed copy (FRPC_ENOMEM for the call if that fails).
  * Returns how many completed a call. */
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                                 size_t n);

@@ -216,6 +216,7 @@ static char *copy_text(const uint8_t *p, size_t len)
 
 static void on_answer(frpc_agent *a, fr_fabric_msg *m)
 {
+    fr_answer *x = &a->answers[a->nanswers];
     void *data = NULL;
     char *err = NULL;
     int status = 0, remote_code = 0;
@@ -224,6 +225,9 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
         if (m->owned) {
             data = m->owned;
             m->owned = NULL;
+        } else if (m->len && m->len <= FR_SMALL_REPLY) {
+            data = x->small; /* no malloc: the pending table places it */
+            memcpy(data, m->payload, m->len);
         } else if (m->len) {
             data = malloc(m->len);
             if (!data) {
@@ -246,13 +250,18 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
         }
     }
     if (status) {
-        free(data);
+        if (data != x->small)
+            free(data);
         data = NULL;
     }
-    fr_answer x = {.id = m->env.req_id, .src = m->env.src_rank,
-                   .status = status, .remote_code = remote_code,
-                   .data = data, .len = data ? m->len : 0, .err = err};
-    a->answers[a->nanswers++] = x;
+    x->id = m->env.req_id;
+    x->src = m->env.src_rank;
+    x->status = status;
+    x->remote_code = remote_code;
+    x->data = data;
+    x->len = data ? m->len : 0;
+    x->err = err;
+    a->nanswers++;
     if (a->nanswers == FR_ANSWERS_PER_LOCK)
         complete_answers(a);
 }
