@@ -19,6 +19,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +39,7 @@ struct frpc_future {
     void *cb_user;
     /* A small reply lands here (pending.h, reply_room): no malloc. */
     _Alignas(max_align_t) unsigned char reply[FR_SMALL_REPLY];
-    char name[FR_FUNC_NAME_MAX + 1];
+    char name[]; /* for error messages: sized to the name, not zeroed */
 };
 
 /* Whether f's reply is in its own room rather than malloc'ed. */
@@ -105,13 +106,17 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
         free(why);
         return rc;
     }
-    f = calloc(1, sizeof(*f));
+    size_t nlen = strlen(name) + 1;
+    /* Every field is set here or by fr_pending_add: no calloc. */
+    f = malloc(offsetof(frpc_future, name) + nlen);
     if (!f)
         return FRPC_ENOMEM;
     f->agent = a;
     atomic_init(&f->refs, 2);
     atomic_init(&f->cb_state, CB_NONE);
-    strcpy(f->name, name);
+    f->cb = NULL;
+    f->cb_user = NULL;
+    memcpy(f->name, name, nlen);
     f->p.reply_room = f->reply;
     f->p.reply_cap = sizeof(f->reply);
     rc = fr_pending_add(&a->pend, &f->p, (uint32_t)dst, f->name, timeout_ms,
