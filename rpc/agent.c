@@ -458,7 +458,7 @@ int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
         return FRPC_EINVAL;
     frpc_agent *m = (frpc_agent *)a;
     memset(o, 0, sizeof(*o));
-    o->calls_started = atomic_load(&m->pend.st.started);
+    o->calls_started = fr_pending_started(&m->pend);
     o->calls_ok = atomic_load(&m->pend.st.ok);
     o->calls_remote_error = atomic_load(&m->pend.st.remote);
     o->calls_timed_out = atomic_load(&m->pend.st.timed_out);

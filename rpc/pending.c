@@ -31,7 +31,6 @@ int fr_pending_init(fr_pending_table *t)
     atomic_init(&t->next_deadline, UINT64_MAX);
     atomic_init(&t->next_id, 1);
     atomic_init(&t->incoming, NULL);
-    atomic_init(&t->with_deadline, 0);
     atomic_init(&t->heap_room, 0);
     return 0;
 }
@@ -120,7 +119,6 @@ static void heap_remove(fr_pending_table *t, fr_pending *p)
     if (i == SIZE_MAX)
         return;
     p->heap_idx = SIZE_MAX;
-    atomic_fetch_sub(&t->with_deadline, 1);
     fr_pending *last = t->heap[--t->heap_len];
     if (i < t->heap_len) {
         heap_set(t, i, last);
@@ -130,13 +128,13 @@ static void heap_remove(fr_pending_table *t, fr_pending *p)
     publish_next_deadline_locked(t);
 }
 
-/* An adder with a deadline reserves its place in the heap, so that moving
- * it there later (under the lock, by another thread) cannot fail. Every
- * entry that got past this check counted itself first, so the heap's
- * capacity covers all of them. */
-static int reserve_heap(fr_pending_table *t)
+/* Makes the heap hold at least need entries. An adder counts itself in
+ * inflight first and, if it has a deadline, checks the heap has room for
+ * that many: so every entry that got past the check has its place, and
+ * moving it into the heap later (under the lock, by another thread)
+ * cannot fail. */
+static int reserve_heap(fr_pending_table *t, size_t need)
 {
-    size_t need = atomic_fetch_add(&t->with_deadline, 1) + 1;
     if (need <= atomic_load(&t->heap_room))
         return 0;
     int rc = 0;
@@ -155,8 +153,6 @@ static int reserve_heap(fr_pending_table *t)
         }
     }
     pthread_mutex_unlock(&t->lock);
-    if (rc)
-        atomic_fetch_sub(&t->with_deadline, 1);
     return rc;
 }
 
@@ -202,7 +198,7 @@ static int remove_locked(fr_pending_table *t, fr_pending *p)
     p->next = NULL;
     /* An entry is on incoming before it is on its chain: drain, so that
      * an entry with a deadline is in the heap now. */
-    if (p->deadline != UINT64_MAX)
+    if (p->deadline != UINT64_MAX && p->heap_idx == SIZE_MAX)
         drain_incoming_locked(t);
     heap_remove(t, p);
     atomic_fetch_sub(&t->inflight, 1);
@@ -319,17 +315,19 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
     p->cond_made = 0;
     atomic_init(&p->done, 0);
     p->id = atomic_fetch_add(&t->next_id, 1);
+    size_t counted = atomic_fetch_add(&t->inflight, 1) + 1;
     if (deadline != UINT64_MAX) {
-        if (reserve_heap(t))
+        if (reserve_heap(t, counted)) {
+            atomic_fetch_sub(&t->inflight, 1);
+            atomic_fetch_add(&t->st.refused, 1);
             return FRPC_ENOMEM;
+        }
         fr_pending *in = atomic_load(&t->incoming);
         do
             p->in_next = in;
         while (!atomic_compare_exchange_weak(&t->incoming, &in, p));
         lower_next_deadline(t, deadline);
     }
-    atomic_fetch_add(&t->inflight, 1);
-    atomic_fetch_add(&t->st.started, 1);
     /* Last: from here a completer may find p. */
     _Atomic(fr_pending *) *head = slot_of(t, p->id);
     fr_pending *h = atomic_load_explicit(head, memory_order_relaxed);
@@ -498,6 +496,11 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
     run_hooks(hooks);
     if (expired)
         wake_sleepers(t);
+}
+
+uint64_t fr_pending_started(fr_pending_table *t)
+{
+    return atomic_load(&t->next_id) - 1 - atomic_load(&t->st.refused);
 }
 
 void fr_pending_release(fr_pending *p)

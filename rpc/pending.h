@@ -69,7 +69,6 @@ typedef struct fr_pending_table {
     fr_pending **heap;
     size_t heap_len, heap_cap;
     _Atomic(fr_pending *) incoming; /* added with a deadline, not in heap */
-    atomic_size_t with_deadline;    /* in the heap or incoming, or adding */
     atomic_size_t heap_room;        /* heap_cap, for adders to read */
     /* earliest deadline of the heap and incoming, UINT64_MAX if none */
     atomic_uint_fast64_t next_deadline;
@@ -78,8 +77,9 @@ typedef struct fr_pending_table {
     unsigned any_waiters;
     atomic_uint_fast64_t epoch;
     struct {
-        atomic_uint_fast64_t started, ok, remote, timed_out, cancelled,
-            failed, dropped;
+        /* started: fr_pending_started (from the ids handed out) */
+        atomic_uint_fast64_t ok, remote, timed_out, cancelled, failed,
+            dropped, refused;
     } st;
     atomic_uint_fast64_t inflight;
     /* Called (unlocked) after calls complete, so that threads sleeping
@@ -162,6 +162,9 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
 /* Completes with FRPC_ETIMEDOUT every call whose deadline is <= now.
  * Cheap when none is due (one atomic load). Any thread. */
 void fr_pending_expire(fr_pending_table *t, uint64_t now);
+
+/* Calls added so far (ids handed out, less adds that failed). */
+uint64_t fr_pending_started(fr_pending_table *t);
 
 /* Releases what p holds once its caller is done with it (not its result). */
 void fr_pending_release(fr_pending *p);

@@ -208,7 +208,6 @@ START_TEST(adders_race_completers_and_expiry)
     ck_assert_uint_eq(atomic_load(&r.t.st.timed_out), expired);
     ck_assert_uint_eq(atomic_load(&r.t.inflight), 0);
     ck_assert_uint_eq(atomic_load(&r.t.next_deadline), UINT64_MAX);
-    ck_assert_uint_eq(atomic_load(&r.t.with_deadline), 0);
     fr_pending_destroy(&r.t);
     free(r.entries);
     free(r.queue);
