@@ -153,8 +153,7 @@ static void send_taken(fr_fabric *f, taken *t, size_t n)
             send_batch(f, t[i].dst, t[i].sl, t[i].len);
 }
 
-/* Sends the poll owner's batches; only the poll owner calls it. */
-static void flush_own(fr_fabric *f)
+void fr__batch_flush_own(fr_fabric *f)
 {
     taken t[16];
     size_t n;
@@ -165,7 +164,7 @@ static void flush_own(fr_fabric *f)
 void fr__batch_flush(fr_fabric *f)
 {
     if (fr_fabric_polling_here(f) && f->own.ndirty)
-        flush_own(f);
+        fr__batch_flush_own(f);
     while (atomic_load(&f->batched) > 0) {
         taken t[16]; /* batches taken per lock */
         pthread_mutex_lock(&f->batch_lock);
@@ -176,11 +175,6 @@ void fr__batch_flush(fr_fabric *f)
             return;
         send_taken(f, t, n);
     }
-}
-
-void fr__batch_flush_own(fr_fabric *f)
-{
-    flush_own(f);
 }
 
 /* Puts the frame into set's batch for dst: 1 if taken, 0 if no slot was
