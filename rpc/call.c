@@ -89,7 +89,7 @@ static int fail_early(frpc_result *res, int status, char *why)
 int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
               size_t len, int timeout_ms, frpc_result *res)
 {
-    fr_pending p = {.reply_room = NULL}; /* the caller owns the reply */
+    fr_pending p;
     char *why = NULL;
     int rc = fr_call_check(a, dst, name, args, len, &why);
 

@@ -107,7 +107,7 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
         return rc;
     }
     size_t nlen = strlen(name) + 1;
-    /* Every field is set here or by fr_pending_add: no calloc. */
+    /* Every field is set here or by fr_pending_add_with_room: no calloc. */
     f = malloc(offsetof(frpc_future, name) + nlen);
     if (!f)
         return FRPC_ENOMEM;
@@ -117,10 +117,9 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     f->cb = NULL;
     f->cb_user = NULL;
     memcpy(f->name, name, nlen);
-    f->p.reply_room = f->reply;
-    f->p.reply_cap = sizeof(f->reply);
-    rc = fr_pending_add(&a->pend, &f->p, (uint32_t)dst, f->name, timeout_ms,
-                        fr_deadline_ms(timeout_ms), on_done);
+    rc = fr_pending_add_with_room(&a->pend, &f->p, (uint32_t)dst, f->name,
+                                  timeout_ms, fr_deadline_ms(timeout_ms),
+                                  on_done, f->reply, sizeof(f->reply));
     if (rc) {
         free(f);
         return rc;

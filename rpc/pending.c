@@ -304,7 +304,18 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done)
 {
+    return fr_pending_add_with_room(t, p, dst, fname, timeout_ms, deadline,
+                                    on_done, NULL, 0);
+}
+
+int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
+                             uint32_t dst, const char *fname, int timeout_ms,
+                             uint64_t deadline, fr_pending_done_fn on_done,
+                             void *room, size_t cap)
+{
     memset(&p->res, 0, sizeof(p->res));
+    p->reply_room = room;
+    p->reply_cap = room ? cap : 0;
     p->dst = dst;
     p->fname = fname;
     p->timeout_ms = timeout_ms;

@@ -50,7 +50,7 @@ struct fr_pending {
     const char *fname;     /* for error messages; must outlive the entry */
     fr_pending_done_fn on_done; /* NULL for sync calls */
     /* Where a small reply goes instead of a malloc (a future's own room),
-     * or NULL; set by the owner before fr_pending_add, which keeps it. */
+     * or NULL: fr_pending_add_with_room's. */
     void *reply_room;
     size_t reply_cap;
     pthread_cond_t cond;   /* signalled under the table lock; made by the
@@ -101,6 +101,14 @@ void fr_pending_destroy(fr_pending_table *t);
 int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done);
+
+/* fr_pending_add for a call whose owner keeps cap bytes at room (which
+ * must live as long as p) for a small reply: one that fits lands there
+ * instead of in a malloc'ed copy. */
+int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
+                             uint32_t dst, const char *fname, int timeout_ms,
+                             uint64_t deadline, fr_pending_done_fn on_done,
+                             void *room, size_t cap);
 
 /*
  * Completes the call id if it is still waiting and was sent to src: takes

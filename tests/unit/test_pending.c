@@ -59,6 +59,46 @@ START_TEST(answer_completes_once)
 }
 END_TEST
 
+/* A small reply lands in the call's room when it has one and it fits;
+ * otherwise in a malloc'ed copy the caller frees. */
+START_TEST(small_replies_land_in_the_room)
+{
+    fr_pending_table t;
+    entry_t with = {0}, without = {0}, big = {0};
+    unsigned char room[8];
+    ck_assert_int_eq(fr_pending_init(&t), 0);
+    ck_assert_int_eq(fr_pending_add_with_room(&t, &with.p, 1, "f", 0,
+                                              UINT64_MAX, NULL, room,
+                                              sizeof(room)), 0);
+    ck_assert_int_eq(fr_pending_add(&t, &without.p, 1, "f", 0, UINT64_MAX,
+                                    NULL), 0);
+    ck_assert_int_eq(fr_pending_add_with_room(&t, &big.p, 1, "f", 0,
+                                              UINT64_MAX, NULL, room, 4), 0);
+    fr_answer ans[3] = {{.id = with.p.id, .src = 1, .len = 6},
+                        {.id = without.p.id, .src = 1, .len = 6},
+                        {.id = big.p.id, .src = 1, .len = 6}};
+    for (int i = 0; i < 3; i++) {
+        memcpy(ans[i].small, "reply", 6);
+        ans[i].data = ans[i].small;
+    }
+    ck_assert_uint_eq(fr_pending_complete_many(&t, ans, 3), 3);
+    ck_assert_ptr_eq(with.p.res.data, room);
+    ck_assert_str_eq((char *)room, "reply");
+    ck_assert_ptr_nonnull(without.p.res.data);
+    ck_assert_ptr_ne(without.p.res.data, ans[1].small);
+    ck_assert_str_eq(without.p.res.data, "reply");
+    ck_assert_ptr_ne(big.p.res.data, room); /* 6 bytes do not fit in 4 */
+    ck_assert_str_eq(big.p.res.data, "reply");
+    with.p.res.data = NULL; /* the room is ours, not malloc'ed */
+    entry_t *all[3] = {&with, &without, &big};
+    for (int i = 0; i < 3; i++) {
+        frpc_result_clear(&all[i]->p.res);
+        fr_pending_release(&all[i]->p);
+    }
+    fr_pending_destroy(&t);
+}
+END_TEST
+
 START_TEST(expiry_takes_only_due_calls)
 {
     fr_pending_table t;
@@ -270,6 +310,8 @@ int main(void)
     const fr_test_case tests[] = {
         {"an answer completes a call once, from its rank only",
          answer_completes_once},
+        {"small replies land in the call's room, else in a copy",
+         small_replies_land_in_the_room},
         {"expiry takes only the calls that are due", expiry_takes_only_due_calls},
         {"adders race completers and expiry: each call completes once",
          adders_race_completers_and_expiry},
