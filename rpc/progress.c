@@ -259,25 +259,26 @@ typedef struct waiter {
 
 /* Polls until w is done (1), until passes (0), or the spin window ends
  * with nothing to do (-1). */
-static int spin_polling(frpc_agent *a, waiter *w, uint64_t until)
+/* *now: the clock's last reading, for the caller (no second read). */
+static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
+                        uint64_t *now)
 {
     uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
-    uint64_t spin_end = fr_now_ns() + spin_ns;
+    uint64_t spin_end = (*now = fr_now_ns()) + spin_ns;
 
     for (;;) {
         if (w->done(w->arg))
             return 1;
-        uint64_t now;
-        int n = poll_once(a, &now);
+        int n = poll_once(a, now);
         if (w->done(w->arg))
             return 1;
-        if (now >= until)
+        if (*now >= until)
             return 0;
         if (n > 0) {
-            spin_end = now + spin_ns;
+            spin_end = *now + spin_ns;
             continue;
         }
-        if (a->set.progress == FRPC_PROGRESS_BUSY || now < spin_end ||
+        if (a->set.progress == FRPC_PROGRESS_BUSY || *now < spin_end ||
             transfer_spin(a, spin_end - spin_ns)) {
             if (n == FRPC_EAGAIN)
                 sched_yield();
@@ -290,7 +291,7 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until)
 /* After a wait that ended (see the design notes). The linger is begun,
  * then aside read (seq_cst): if the progress thread has left aside, it is
  * sure to end lingers before it sleeps, else we see it gone and end ours. */
-static void linger(frpc_agent *a)
+static void linger(frpc_agent *a, uint64_t now)
 {
     if (fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool))
         return;
@@ -298,16 +299,16 @@ static void linger(frpc_agent *a)
     if (!atomic_load(&a->aside))
         fr_fabric_linger_end(a->fab);
     else
-        atomic_store_explicit(&a->last_linger, fr_now_ns(),
-                              memory_order_relaxed);
+        atomic_store_explicit(&a->last_linger, now, memory_order_relaxed);
 }
 
 static int spin(frpc_agent *a, waiter *w, uint64_t until)
 {
+    uint64_t now;
     fr_fabric_poller_enter(a->fab); /* ends our linger, if any */
-    int r = spin_polling(a, w, until);
+    int r = spin_polling(a, w, until, &now);
     if (r == 1)
-        linger(a);
+        linger(a, now);
     fr_fabric_poller_leave(a->fab);
     return r;
 }

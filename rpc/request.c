@@ -229,13 +229,10 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
             data = x->small; /* no malloc: the pending table places it */
             memcpy(data, m->payload, m->len);
         } else if (m->len) {
-            data = malloc(m->len);
-            if (!data) {
-                status = FRPC_ENOMEM;
-                err = NULL;
-            } else {
+            if ((data = malloc(m->len)))
                 memcpy(data, m->payload, m->len);
-            }
+            else
+                status = FRPC_ENOMEM;
         }
     } else {
         err = copy_text(m->payload, m->len);
@@ -249,11 +246,7 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
                 status = FRPC_EPROTO;
         }
     }
-    if (status) {
-        if (data != x->small)
-            free(data);
-        data = NULL;
-    }
+    /* data is NULL whenever status is set */
     x->id = m->env.req_id;
     x->src = m->env.src_rank;
     x->status = status;
