@@ -30,8 +30,13 @@
  *   takes no lock. Other threads share batches under batch_lock.
  * - Frames need not arrive in order (RDM endpoints do not promise it and
  *   the protocol never relies on it), so a batch is sent outside the lock.
- * - A batch that cannot be sent fails the calls of each of its frames
- *   through on_send_error, like a failed send completion.
+ * - A batch is given as long to find room at the provider as the latest
+ *   deadline among its frames (a call's own deadline; an answer's
+ *   respond bound): a peer that is slow to read, and so holds our sends
+ *   back, is not a failure. Past that, the batch fails the calls of each
+ *   of its frames through on_send_error, like a failed send completion.
+ *   (It was a flat second once, and a peer whose inline handler kept its
+ *   poll for longer failed calls with 120 s left to run.)
  */
 #include "config.h"
 
@@ -40,8 +45,6 @@
 
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
-
-#define FR_BATCH_SEND_MS 1000 /* room to send a batch: then its calls fail */
 
 /* The calling thread's linger: on fabric f, valid while f's epoch is
  * epoch. f is only compared, never followed: it may be long closed. */
@@ -92,11 +95,18 @@ void fr__batch_free(fr_fabric *f)
     free((void *)f->last_pass);
 }
 
+/* A batch taken out of its set, to be sent. */
+typedef struct taken {
+    uint32_t dst;
+    fr_send_slot *sl;
+    size_t len;
+    uint64_t deadline; /* the latest of its frames' */
+} taken;
+
 /* Sends len bytes of frames from sl (taken out of a batch) to dst. */
 static void send_batch(fr_fabric *f, uint32_t dst, fr_send_slot *sl,
-                       size_t len)
+                       size_t len, uint64_t deadline)
 {
-    uint64_t deadline = fr_deadline_ms(FR_BATCH_SEND_MS);
     int rc;
     if (len <= f->inject_max) {
         rc = fr__inject(f, dst, sl->buf, len, deadline);
@@ -114,22 +124,15 @@ static void send_batch(fr_fabric *f, uint32_t dst, fr_send_slot *sl,
         fr__fail_frames(f, dst, sl->buf, len, rc);
 }
 
-/* Takes dst's batch out; the caller sends it. */
-static fr_send_slot *take_locked(fr_batch *b, size_t *len)
+/* Takes dst's batch b out into *out; the caller sends it. */
+static void take_locked(fr_batch *b, uint32_t dst, taken *out)
 {
-    fr_send_slot *sl = b->slot;
-    *len = b->len;
+    *out = (taken){.dst = dst, .sl = b->slot, .len = b->len,
+                   .deadline = b->deadline};
     b->slot = NULL;
     b->len = 0;
-    return sl;
+    b->deadline = 0;
 }
-
-/* A batch taken out of its set, to be sent. */
-typedef struct taken {
-    uint32_t dst;
-    fr_send_slot *sl;
-    size_t len;
-} taken;
 
 /* Takes up to max listed batches out of set. */
 static size_t take_dirty_locked(fr_batches *set, taken *out, size_t max)
@@ -139,9 +142,7 @@ static size_t take_dirty_locked(fr_batches *set, taken *out, size_t max)
         uint32_t dst = set->dirty[--set->ndirty];
         fr_batch *b = &set->per_peer[dst];
         b->dirty = 0;
-        out[n].dst = dst;
-        out[n].sl = take_locked(b, &out[n].len);
-        n++;
+        take_locked(b, dst, &out[n++]);
     }
     return n;
 }
@@ -150,7 +151,7 @@ static void send_taken(fr_fabric *f, taken *t, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (t[i].sl)
-            send_batch(f, t[i].dst, t[i].sl, t[i].len);
+            send_batch(f, t[i].dst, t[i].sl, t[i].len, t[i].deadline);
 }
 
 void fr__batch_flush_own(fr_fabric *f)
@@ -177,19 +178,18 @@ void fr__batch_flush(fr_fabric *f)
     }
 }
 
-/* Puts the frame into set's batch for dst: 1 if taken, 0 if no slot was
- * free. *full is set to a batch that had no room left, taken out for the
- * caller to send; *listed to 1 if dst's batch was newly listed. */
+/* Puts the frame (to be sent by deadline) into set's batch for dst: 1
+ * if taken, 0 if no slot was free. *full is set to a batch that had no
+ * room left, taken out for the caller to send; *listed to 1 if dst's
+ * batch was newly listed. */
 static int append(fr_fabric *f, fr_batches *set, uint32_t dst,
                   const uint8_t *hdr, const void *payload, size_t len,
-                  int *listed, taken *full)
+                  uint64_t deadline, int *listed, taken *full)
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
     fr_batch *b = &set->per_peer[dst];
-    if (b->slot && b->len + frame > f->batch_cap) {
-        full->dst = dst;
-        full->sl = take_locked(b, &full->len);
-    }
+    if (b->slot && b->len + frame > f->batch_cap)
+        take_locked(b, dst, full);
     if (!b->slot) {
         if (!(b->slot = fr__get_slot(f)))
             return 0; /* the direct path waits for one */
@@ -207,16 +207,19 @@ static int append(fr_fabric *f, fr_batches *set, uint32_t dst,
         memcpy(b->slot->buf + b->len + FR_ENV_HDR_SIZE, payload, len);
     b->last_hdr = b->len;
     b->len += frame;
+    if (deadline > b->deadline)
+        b->deadline = deadline;
     return 1;
 }
 
 /*
- * Offers a frame (hdr: its encoded header; len bytes of payload) to dst's
- * batch. Returns 1 if the frame was taken (it will be sent, or its call
- * failed), 0 if the caller must send it itself now.
+ * Offers a frame (hdr: its encoded header; len bytes of payload; to be
+ * sent by deadline, fr_now_ns clock) to dst's batch. Returns 1 if the
+ * frame was taken (it will be sent, or its call failed), 0 if the caller
+ * must send it itself now.
  */
 int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
-                  const void *payload, size_t len)
+                  const void *payload, size_t len, uint64_t deadline)
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
     uint64_t pass = atomic_load_explicit(&f->pass, memory_order_relaxed);
@@ -231,10 +234,12 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
     taken full = {.sl = NULL};
     int listed = 0, took;
     if (owner) {
-        took = append(f, &f->own, dst, hdr, payload, len, &listed, &full);
+        took = append(f, &f->own, dst, hdr, payload, len, deadline, &listed,
+                      &full);
     } else {
         pthread_mutex_lock(&f->batch_lock);
-        took = append(f, &f->shared, dst, hdr, payload, len, &listed, &full);
+        took = append(f, &f->shared, dst, hdr, payload, len, deadline,
+                      &listed, &full);
         if (listed)
             atomic_fetch_add(&f->batched, 1);
         pthread_mutex_unlock(&f->batch_lock);

@@ -340,7 +340,7 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
     e.payload_len = len;
     if ((rc = fr_env_encode(&e, buf, sizeof(buf))))
         return rc;
-    if (fr__batch_add(f, dst, buf, payload, len)) {
+    if (fr__batch_add(f, dst, buf, payload, len, deadline_ns)) {
         /* counted as sent: from here a failure ends its call by
          * on_send_error, as for a failed completion */
     } else if (frame <= f->inject_max) {

@@ -48,6 +48,7 @@ typedef struct fr_batch {
     size_t len;         /* bytes of frames in slot->buf */
     size_t last_hdr;    /* offset of the last frame, to mark it MORE */
     int dirty;          /* listed in its fr_batches' dirty */
+    uint64_t deadline;  /* the latest of its frames' send deadlines */
 } fr_batch;
 
 /* A batch per peer, and the peers whose batch holds frames. */
@@ -191,7 +192,7 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 int fr__batch_init(fr_fabric *f);
 void fr__batch_free(fr_fabric *f);
 int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
-                  const void *payload, size_t len);
+                  const void *payload, size_t len, uint64_t deadline);
 void fr__batch_flush(fr_fabric *f);
 /* Sends the batches of the poll owner; the poll owner calls it before it
  * lets go of poll_lock. */

@@ -31,6 +31,15 @@
  *             and never waits again: the 3 must complete anyway (polled
  *             with frpc_future_test only), or their frames were stranded.
  *
+ *   stall     2 ranks, each in turn: an inline handler "stall" keeps a
+ *             rank's poll for 3 s while this rank pushes STALL_CALLS
+ *             (default 20000) 1 KiB calls at the other inside
+ *             frpc_batch_begin/end, more than a receive queue holds. Once
+ *             the callee stalls (our requests wait for room), once this
+ *             rank (the callee's inline answers wait for room). Held back
+ *             by a peer that is slow, not dead, every call must succeed:
+ *             none may fail before its own deadline (120 s).
+ *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
 #include <pthread.h>
@@ -148,7 +157,11 @@ static void stress_collect(stress_thread *t, stress_slot *s)
 {
     frpc_result res = {0};
     int rc = frpc_future_wait(s->f, CALL_TIMEOUT_MS);
-    CHECK(rc == 0, "stress wait: %s", frpc_strerror(rc));
+    const char *why = NULL;
+    if (rc)
+        frpc_future_error(s->f, NULL, &why);
+    CHECK(rc == 0, "stress wait: %s (%s)", frpc_strerror(rc),
+          why ? why : "no message");
     if (s->seed & 1) {
         au_check_echo(s->f, s->seed, s->len, "stress async");
         frpc_future_free(s->f);
@@ -952,6 +965,79 @@ static int mode_linger(void)
     return 0;
 }
 
+/* ---- stall ------------------------------------------------------------ */
+
+#define STALL_MS 3000
+#define STALL_LEN 1024
+
+static atomic_int stalls_begun;
+
+/* stall: an inline handler, so its rank polls nothing while it sleeps. */
+static void stall(frpc_request *req, void *user)
+{
+    atomic_fetch_add(&stalls_begun, 1);
+    au_sleep_us(STALL_MS * 1000u);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Pushes calls calls at dst's inline echo while rank stalled polls
+ * nothing, and checks every answer. */
+static void stall_push(int dst, int stalled_rank, long calls)
+{
+    frpc_future *stalled = NULL, **f = calloc((size_t)calls, sizeof(*f));
+    CHECK(f, "calloc");
+    int begun = atomic_load(&stalls_begun);
+    CHECK(frpc_call_async(agent, stalled_rank, "stall", NULL, 0,
+                          CALL_TIMEOUT_MS, &stalled) == 0,
+          "call stall");
+    if (stalled_rank == me) /* our progress thread runs it */
+        while (atomic_load(&stalls_begun) == begun)
+            au_sleep_us(1000);
+    else
+        au_sleep_us(100000); /* let the stall begin */
+    double t0 = au_now_ms();
+    CHECK(frpc_batch_begin(agent) == 0, "batch begin");
+    for (long i = 0; i < calls; i++)
+        f[i] = au_async(dst, "echo_inline",
+                        au_mix(0x57a1100000000ull + (uint64_t)i), STALL_LEN,
+                        CALL_TIMEOUT_MS);
+    CHECK(frpc_batch_end(agent) == 0, "batch end");
+    double pushed = au_now_ms() - t0;
+    CHECK(frpc_wait_all(f, (size_t)calls, CALL_TIMEOUT_MS) == 0,
+          "wait_all");
+    for (long i = 0; i < calls; i++) {
+        au_check_echo(f[i], au_mix(0x57a1100000000ull + (uint64_t)i),
+                      STALL_LEN, "call to a stalled rank");
+        frpc_future_free(f[i]);
+    }
+    CHECK(frpc_future_wait(stalled, CALL_TIMEOUT_MS) == 0, "stall answered");
+    frpc_future_free(stalled);
+    printf("ok: %ld calls to rank %d while rank %d polled nothing for %d ms: "
+           "all answered (pushing took %.0f ms, all done in %.0f ms)\n",
+           calls, dst, stalled_rank, STALL_MS, pushed, au_now_ms() - t0);
+    free(f);
+}
+
+static int mode_stall(void)
+{
+    const char *env = getenv("STALL_CALLS");
+    long calls = env ? strtol(env, NULL, 10) : 20000;
+    au_start();
+    CHECK(nranks == 2, "stall needs 2 ranks");
+    au_register("echo_inline", echo, NULL, FRPC_INLINE);
+    au_register("stall", stall, NULL, FRPC_INLINE);
+    au_barrier();
+    for (int turn = 0; turn < 4; turn++) {
+        int pusher = turn & 1, other = 1 - pusher;
+        if (me == pusher)
+            stall_push(other, turn < 2 ? other : me, calls);
+        au_barrier();
+    }
+    au_quiet_stats();
+    au_finish();
+    return 0;
+}
+
 static int mode_futures(void)
 {
     au_start();
@@ -978,11 +1064,12 @@ int main(int argc, char **argv)
         int (*fn)(void);
     } modes[] = {{"ooo", mode_ooo},           {"stress", mode_stress},
                  {"deferred", mode_deferred}, {"nested", mode_nested},
-                 {"futures", mode_futures}, {"linger", mode_linger}};
+                 {"futures", mode_futures}, {"linger", mode_linger},
+                 {"stall", mode_stall}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].fn();
-    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures|linger\n");
+    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures|linger|stall\n");
     return 2;
 }

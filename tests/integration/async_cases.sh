@@ -4,18 +4,20 @@
 # order, a mixed sync/async stress with the stats adding up (with bursts
 # coalesced into one message, and with FABRPC_COALESCE=0), deferred
 # answers and a request never answered, nested calls and the nesting limit,
-# futures' then/cancel/free racing with answers, wait_any/wait_all, and a
-# window refilled between waits (lingers) in each progress mode.
+# futures' then/cancel/free racing with answers, wait_any/wait_all, a
+# window refilled between waits (lingers) in each progress mode, and
+# sends held back by a rank that polls nothing for 3 s.
 #
-# STRESS_CALLS (calls per thread in the stress mode) defaults to 25000;
-# FABRPC_TEST_SCALE (a percentage, default 100) shrinks it, e.g. for
-# sanitizer builds.
+# STRESS_CALLS (calls per thread in the stress mode) defaults to 25000,
+# STALL_CALLS to 20000; FABRPC_TEST_SCALE (a percentage, default 100)
+# shrinks both, e.g. for sanitizer builds.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ASYNC PROV
 
 export FABRPC_PROGRESS=adaptive
 STRESS_N=$((${STRESS_CALLS:-25000} * ${FABRPC_TEST_SCALE:-100} / 100))
 [ "$STRESS_N" -gt 0 ] || STRESS_N=1
+STALL_N=$((${STALL_CALLS:-20000} * ${FABRPC_TEST_SCALE:-100} / 100 + 1))
 
 # run_async RANKS SECS MODE: MODE on RANKS ranks, all stopped after SECS.
 run_async() {
@@ -30,6 +32,7 @@ stress_alone() {
 nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
 # linger_in MODE: the linger checks with FABRPC_PROGRESS=MODE.
 linger_in() { FABRPC_PROGRESS=$1 STRESS_CALLS=$STRESS_N run_async 2 200 linger; }
+stall_2() { STALL_CALLS=$STALL_N run_async 2 240 stall; }
 
 run_case "$PROV: 10,000 async calls answered out of order" run_async 2 180 ooo
 run_case "$PROV: 4 ranks x 4 threads, $STRESS_N mixed calls each" stress_4
@@ -40,4 +43,5 @@ run_case "$PROV: then/cancel/free races, wait_any/wait_all" run_async 2 180 futu
 for m in adaptive busy blocking; do
     run_case "$PROV, $m: a window refilled between waits; calls left behind complete" linger_in $m
 done
+run_case "$PROV: $STALL_N calls at a rank that polls nothing for 3 s, none failed early" stall_2
 finish_cases
