@@ -127,6 +127,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     fr__block_cache_init(&f->out_cache, FI_REMOTE_READ);
     fr__block_cache_init(&f->in_cache, 0);
     atomic_init(&f->poll_owned, 0);
+    f->held_tail = &f->held_head;
     atomic_init(&f->next_key, 1);
     f->next_cookie = 1;
     f->max_slots = FR_MAX_SEND_SLOTS;
@@ -266,14 +267,26 @@ void fr__put_slot(fr_fabric *f, fr_send_slot *s)
     pthread_mutex_unlock(&f->slot_lock);
 }
 
-/* Waits a moment for the provider to free resources: drives progress when
- * this thread may, else yields. Returns FRPC_ETIMEDOUT past the deadline. */
-static int backoff(fr_fabric *f, uint64_t deadline_ns)
+static int read_cq(fr_fabric *f);
+
+int fr__backoff(fr_fabric *f, uint64_t deadline_ns)
 {
     if (fr_now_ns() >= deadline_ns)
         return FRPC_ETIMEDOUT;
-    if (fr_fabric_progress(f) == FRPC_EAGAIN)
+    if (fr_fabric_polling_here(f)) {
+        /* We send from inside our own poll (a handler's answer, a flush).
+         * Reading the CQ frees room, but a handler run from here would
+         * send and could wait here again: one level deeper on this stack
+         * for each message that arrives while the peer holds us back (64
+         * levels seen). So what arrives is held for our poll to handle. */
+        f->holding++;
+        int n = read_cq(f);
+        f->holding--;
+        if (n <= 0)
+            sched_yield();
+    } else if (fr_fabric_progress(f) == FRPC_EAGAIN) {
         sched_yield();
+    }
     return 0;
 }
 
@@ -282,7 +295,7 @@ static int acquire_slot(fr_fabric *f, uint64_t deadline_ns,
 {
     int rc;
     while (!(*out = fr__get_slot(f)))
-        if ((rc = backoff(f, deadline_ns)))
+        if ((rc = fr__backoff(f, deadline_ns)))
             return rc;
     return 0;
 }
@@ -297,7 +310,7 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
     sl->dst = dst;
     while ((ret = fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                           &sl->op.fictx)) == -FI_EAGAIN)
-        if ((rc = backoff(f, deadline_ns))) {
+        if ((rc = fr__backoff(f, deadline_ns))) {
             fr__put_slot(f, sl);
             return rc;
         }
@@ -317,7 +330,7 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     ssize_t ret;
     int rc;
     while ((ret = fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
-        if ((rc = backoff(f, deadline_ns)))
+        if ((rc = fr__backoff(f, deadline_ns)))
             return rc;
     if (ret)
         return FRPC_ETRANSPORT;
@@ -528,6 +541,14 @@ static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 
 static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
 {
+    if (f->holding && op->type != FR_OP_SEND) { /* see fr__backoff */
+        op->held_next = NULL;
+        op->held_len = len;
+        op->held_err = err;
+        *f->held_tail = op;
+        f->held_tail = &op->held_next;
+        return;
+    }
     switch (op->type) {
     case FR_OP_RECV: {
         fr_recv_buf *r = (fr_recv_buf *)op;
@@ -573,14 +594,45 @@ static int read_cq(fr_fabric *f)
     return FRPC_ETRANSPORT;
 }
 
-/* Every delivery happens in here, so on_poll_end follows each of them. */
-static int poll_cq(fr_fabric *f)
+/* Handles the completions held while this thread waited to send. */
+static int handle_held(fr_fabric *f)
+{
+    int n = 0;
+    fr_op *op;
+    while (!f->holding && (op = f->held_head)) {
+        if (!(f->held_head = op->held_next))
+            f->held_tail = &f->held_head;
+        handle_completion(f, op, op->held_len, op->held_err);
+        n++;
+    }
+    return n;
+}
+
+/* Every delivery happens in here, so on_poll_end follows each of them:
+ * new completions if read, then any held ones. */
+static int poll_cq(fr_fabric *f, int read)
 {
     atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
-    int n = read_cq(f);
-    if (n > 0 && f->opts.cb.on_poll_end)
+    int n = read ? read_cq(f) : 0;
+    int held = handle_held(f);
+    if ((n > 0 || held > 0) && f->opts.cb.on_poll_end)
         f->opts.cb.on_poll_end(f->opts.cb.ctx);
-    return n;
+    return n < 0 ? n : n + held;
+}
+
+/* The poll owner's turn: poll, send our batches, and handle what our
+ * sends held (they may hold more) before the lock may go. */
+static int poll_as_owner(fr_fabric *f)
+{
+    int rc = poll_cq(f, 1);
+    fr__batch_flush_own(f);
+    while (f->held_head && !f->holding) {
+        int n = poll_cq(f, 0);
+        if (rc >= 0)
+            rc += n;
+        fr__batch_flush_own(f);
+    }
+    return rc;
 }
 
 int fr_fabric_polling_here(fr_fabric *f)
@@ -598,15 +650,13 @@ int fr_fabric_progress(fr_fabric *f)
      * CQ (it may be in a long inline handler). */
     fr__batch_flush(f);
     if (fr_fabric_polling_here(f)) {
-        rc = poll_cq(f); /* nested: a handler of ours is waiting */
-        fr__batch_flush_own(f);
+        rc = poll_as_owner(f); /* nested: a handler of ours is waiting */
     } else {
         if (pthread_mutex_trylock(&f->poll_lock))
             return FRPC_EAGAIN;
         atomic_store(&f->poll_owner, self);
         atomic_store(&f->poll_owned, 1);
-        rc = poll_cq(f);
-        fr__batch_flush_own(f);
+        rc = poll_as_owner(f);
         atomic_store(&f->poll_owned, 0);
         pthread_mutex_unlock(&f->poll_lock);
     }

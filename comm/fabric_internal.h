@@ -26,6 +26,11 @@ enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ };
 typedef struct fr_op {
     struct fi_context2 fictx;
     int type;
+    /* A completion read while its poll owner waited for room to send,
+     * held for the poll it is in to handle (fabric.c: backoff). */
+    struct fr_op *held_next;
+    size_t held_len;
+    int held_err;
 } fr_op;
 
 typedef struct fr_recv_buf {
@@ -134,6 +139,10 @@ struct fr_fabric {
     pthread_mutex_t poll_lock;
     _Atomic(pthread_t) poll_owner;
     atomic_int poll_owned;
+    /* The poll owner's alone: while it waits for room to send (holding >
+     * 0), the completions it reads that would deliver go on this list. */
+    int holding;
+    fr_op *held_head, **held_tail;
 
     fr_block_cache out_cache, in_cache;
     pthread_mutex_t rndv_lock;
@@ -187,6 +196,11 @@ fr_send_slot *fr__get_slot(fr_fabric *f);
 void fr__put_slot(fr_fabric *f, fr_send_slot *s);
 void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
                      size_t len, int err);
+/* A moment's wait for the provider to free room for a send: reads the CQ
+ * (holding its deliveries when this thread owns the poll, so that
+ * handlers never nest inside a send) or yields. FRPC_ETIMEDOUT once
+ * deadline_ns (fr_now_ns clock) has passed, else 0. */
+int fr__backoff(fr_fabric *f, uint64_t deadline_ns);
 
 /* batch.c */
 int fr__batch_init(fr_fabric *f);

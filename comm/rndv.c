@@ -209,11 +209,9 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
         while ((ret = fi_read(f->ep, in->buf + off, n, desc,
                               f->peer[in->src], in->desc.addr + off,
                               in->desc.key, &in->chunk[i].op.fictx)) ==
-               -FI_EAGAIN) {
-            if (fr_now_ns() >= deadline)
+               -FI_EAGAIN)
+            if (fr__backoff(f, deadline))
                 break;
-            fr_fabric_progress(f);
-        }
         if (ret == 0)
             fr_doorbell_ring(f->bell, in->src); /* it may serve the read */
         if (ret) {
