@@ -278,7 +278,8 @@ int fr__backoff(fr_fabric *f, uint64_t deadline_ns)
          * Reading the CQ frees room, but a handler run from here would
          * send and could wait here again: one level deeper on this stack
          * for each message that arrives while the peer holds us back (64
-         * levels seen). So what arrives is held for our poll to handle. */
+         * levels seen). So what arrives is held (hold) for our poll to
+         * handle. */
         f->holding++;
         int n = read_cq(f);
         f->holding--;
@@ -539,16 +540,33 @@ static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
     fr__put_slot(f, s);
 }
 
+/* While the poll owner waits for room to send (fr__backoff), keeps a
+ * completion that would run a handler for later: 1 if held. A message is
+ * copied so that its receive buffer is posted again now: peers waiting to
+ * send to us must not wait for our wait. Without memory, 0: it is
+ * handled now, one level deeper, as before holding existed. */
+static int hold(fr_fabric *f, fr_op *op, size_t len, int err)
+{
+    int copy = op->type == FR_OP_RECV;
+    if (!f->holding || op->type == FR_OP_SEND || (copy && err))
+        return 0;
+    fr_held *h = malloc(sizeof(*h) + (copy ? len : 0));
+    if (!h)
+        return 0;
+    *h = (fr_held){.op = copy ? NULL : op, .len = len, .err = err};
+    if (copy) {
+        memcpy(h->data, ((fr_recv_buf *)op)->buf, len);
+        post_recv(f, (fr_recv_buf *)op);
+    }
+    *f->held_tail = h;
+    f->held_tail = &h->next;
+    return 1;
+}
+
 static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
 {
-    if (f->holding && op->type != FR_OP_SEND) { /* see fr__backoff */
-        op->held_next = NULL;
-        op->held_len = len;
-        op->held_err = err;
-        *f->held_tail = op;
-        f->held_tail = &op->held_next;
+    if (hold(f, op, len, err))
         return;
-    }
     switch (op->type) {
     case FR_OP_RECV: {
         fr_recv_buf *r = (fr_recv_buf *)op;
@@ -598,11 +616,15 @@ static int read_cq(fr_fabric *f)
 static int handle_held(fr_fabric *f)
 {
     int n = 0;
-    fr_op *op;
-    while (!f->holding && (op = f->held_head)) {
-        if (!(f->held_head = op->held_next))
+    fr_held *h;
+    while (!f->holding && (h = f->held_head)) {
+        if (!(f->held_head = h->next))
             f->held_tail = &f->held_head;
-        handle_completion(f, op, op->held_len, op->held_err);
+        if (h->op)
+            handle_completion(f, h->op, h->len, h->err);
+        else
+            handle_message(f, h->data, h->len);
+        free(h);
         n++;
     }
     return n;
@@ -765,6 +787,11 @@ void fr_fabric_close(fr_fabric *f)
         for (unsigned i = 0; i < f->opts.recv_count; i++)
             free(f->recv[i].buf);
     free(f->recv);
+    while (f->held_head) { /* only if its poll owner never came back */
+        fr_held *h = f->held_head;
+        f->held_head = h->next;
+        free(h);
+    }
     for (unsigned i = 0; i < f->nslots; i++) {
         free(f->all_slots[i]->buf);
         free(f->all_slots[i]);

@@ -26,12 +26,19 @@ enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ };
 typedef struct fr_op {
     struct fi_context2 fictx;
     int type;
-    /* A completion read while its poll owner waited for room to send,
-     * held for the poll it is in to handle (fabric.c: backoff). */
-    struct fr_op *held_next;
-    size_t held_len;
-    int held_err;
 } fr_op;
+
+/* What the poll owner read while it waited for room to send, held for
+ * the poll it is in to handle (fr__backoff): a copy of a received
+ * message (op NULL; its receive buffer went back to the provider at
+ * once, so peers are never held back by us), or a read's completion. */
+typedef struct fr_held {
+    struct fr_held *next;
+    fr_op *op;
+    size_t len;
+    int err;
+    uint8_t data[];
+} fr_held;
 
 typedef struct fr_recv_buf {
     fr_op op;
@@ -142,7 +149,7 @@ struct fr_fabric {
     /* The poll owner's alone: while it waits for room to send (holding >
      * 0), the completions it reads that would deliver go on this list. */
     int holding;
-    fr_op *held_head, **held_tail;
+    fr_held *held_head, **held_tail;
 
     fr_block_cache out_cache, in_cache;
     pthread_mutex_t rndv_lock;
