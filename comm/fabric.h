@@ -17,6 +17,12 @@
  * - Progress: exactly one thread polls the CQ at a time (a try-lock). The
  *   thread that holds it may poll again from inside a delivery callback
  *   (a handler making a nested call): polling is re-entrant.
+ * - Back-pressure is not failure: a send with no room at the provider
+ *   waits, reading the CQ, until its frame's deadline (a call's own; an
+ *   answer's respond bound). When the poll owner waits so, from inside its
+ *   own poll, what it reads is held (messages copied, their buffers
+ *   posted again at once) and handled by that poll afterwards, so
+ *   handlers never nest inside a send.
  * - Every completion error is read and routed: a failed send of a request
  *   comes back to the upper layer through on_send_error with the request's
  *   envelope; a failed rendezvous read of a request is answered to its
