@@ -162,10 +162,10 @@ void fr__batch_flush_own(fr_fabric *f)
         send_taken(f, t, n);
 }
 
+/* The shared batches. The poll owner's own go out in its poll
+ * (fr__batch_flush_own), so none is ever left to this. */
 void fr__batch_flush(fr_fabric *f)
 {
-    if (fr_fabric_polling_here(f) && f->own.ndirty)
-        fr__batch_flush_own(f);
     while (atomic_load(&f->batched) > 0) {
         taken t[16]; /* batches taken per lock */
         pthread_mutex_lock(&f->batch_lock);

@@ -540,16 +540,13 @@ static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
     fr__put_slot(f, s);
 }
 
-/* While the poll owner waits for room to send (fr__backoff), keeps a
- * completion that would run a handler for later: 1 if held. A message is
- * copied so that its receive buffer is posted again now: peers waiting to
- * send to us must not wait for our wait. Without memory, 0: it is
- * handled now, one level deeper, as before holding existed. */
+/* Keeps a completion that would run a handler for the poll to handle
+ * later (fr__backoff): 1 if held. A message is copied so that its receive
+ * buffer is posted again now: peers waiting to send to us must not wait
+ * for our wait. 0 without memory. */
 static int hold(fr_fabric *f, fr_op *op, size_t len, int err)
 {
     int copy = op->type == FR_OP_RECV;
-    if (!f->holding || op->type == FR_OP_SEND || (copy && err))
-        return 0;
     fr_held *h = malloc(sizeof(*h) + (copy ? len : 0));
     if (!h)
         return 0;
@@ -563,10 +560,8 @@ static int hold(fr_fabric *f, fr_op *op, size_t len, int err)
     return 1;
 }
 
-static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
+static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err)
 {
-    if (hold(f, op, len, err))
-        return;
     switch (op->type) {
     case FR_OP_RECV: {
         fr_recv_buf *r = (fr_recv_buf *)op;
@@ -584,6 +579,22 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
         break;
     default:
         break;
+    }
+}
+
+static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
+{
+    /* Sends' completions and failed receives run no handler. */
+    if (!f->holding || op->type == FR_OP_SEND ||
+        (op->type == FR_OP_RECV && err)) {
+        handle_now(f, op, len, err);
+    } else if (!hold(f, op, len, err)) {
+        /* No memory to hold it: handle it now, one level deeper, as a
+         * poll of its own (a handler waiting in it must see its answer). */
+        int holding = f->holding;
+        f->holding = 0;
+        handle_now(f, op, len, err);
+        f->holding = holding;
     }
 }
 
@@ -617,11 +628,11 @@ static int handle_held(fr_fabric *f)
 {
     int n = 0;
     fr_held *h;
-    while (!f->holding && (h = f->held_head)) {
+    while ((h = f->held_head)) {
         if (!(f->held_head = h->next))
             f->held_tail = &f->held_head;
         if (h->op)
-            handle_completion(f, h->op, h->len, h->err);
+            handle_now(f, h->op, h->len, h->err);
         else
             handle_message(f, h->data, h->len);
         free(h);
@@ -648,7 +659,7 @@ static int poll_as_owner(fr_fabric *f)
 {
     int rc = poll_cq(f, 1);
     fr__batch_flush_own(f);
-    while (f->held_head && !f->holding) {
+    while (f->held_head) {
         int n = poll_cq(f, 0);
         if (rc >= 0)
             rc += n;

@@ -258,8 +258,8 @@ typedef struct waiter {
 } waiter;
 
 /* Polls until w is done (1), until passes (0), or the spin window ends
- * with nothing to do (-1). */
-/* *now: the clock's last reading, for the caller (no second read). */
+ * with nothing to do (-1). *now: the clock's last reading, for the
+ * caller (no second read). */
 static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
                         uint64_t *now)
 {
