@@ -109,12 +109,14 @@ int bench_baseline(const char *fi_provider, const char *provider,
                    const bench_opts *o);
 
 /*
- * A blocking TCP ping-pong on 127.0.0.1 (bench_tcp_pingpong.c): size bytes
- * each way, iters timed round trips after iters/10 untimed ones, both ends
- * sleeping in recv(2). Sets *p50 and *p99 in us; returns 0, or -1 with a
- * message on stderr. Bounded: a silent peer ends it after 30 s.
+ * A TCP ping-pong on 127.0.0.1 (bench_tcp_pingpong.c): size bytes each
+ * way, iters timed round trips after iters/10 untimed ones, both ends
+ * sleeping in recv(2), or with busy spinning on a non-blocking recv(2).
+ * Sets *p50 and *p99 in us; returns 0, or -1 with a message on stderr.
+ * Bounded: a silent peer ends it after 30 s.
  */
-int bench_tcp_pingpong(size_t size, long iters, double *p50, double *p99);
+int bench_tcp_pingpong(size_t size, long iters, int busy, double *p50,
+                       double *p99);
 
 /* Sends (sending) or receives exactly len bytes on a blocking socket,
  * retrying on EINTR; 0, or -1 on EOF or an error (errno says which). */

@@ -186,9 +186,9 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     return rt;
 }
 
-/* Emits a baseline's row for one size (p99: NAN when unknown) and sets
- * *ratio_of(kept fabrpc row) to fabrpc's p50 over it in the fabrpc
- * latency row of that size. */
+/* Emits a baseline's row for one size (p99: NAN when unknown) and, unless
+ * ratio_of is NULL, sets *ratio_of(kept fabrpc row) to fabrpc's p50 over
+ * it in the fabrpc latency row of that size. */
 static void emit_baseline(const char *system, const char *provider,
                           size_t size, long iters, double p50, double p99,
                           double *(*ratio_of)(bench_row *))
@@ -203,7 +203,7 @@ static void emit_baseline(const char *system, const char *provider,
     r.calls_per_s = 1e6 / p50;
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
     bench_row *kept = bench_kept(&nkept);
-    for (int k = 0; k < nkept; k++)
+    for (int k = 0; ratio_of && k < nkept; k++)
         if (!strcmp(kept[k].system, "fabrpc") &&
             !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
             *ratio_of(&kept[k]) = kept[k].p50_us / p50;
@@ -215,7 +215,9 @@ static double *ratio_tcp(bench_row *r) { return &r->ratio_tcp; }
 static double *ratio_fib(bench_row *r) { return &r->ratio_fi_blocking; }
 
 /* --progress blocking: the blocking ping-pongs' rows and ratios, over
- * kernel TCP and over raw libfabric on fabrpc's provider. */
+ * kernel TCP and over raw libfabric on fabrpc's provider, and a busy TCP
+ * ping-pong's row: what two wake-ups cost is the blocking one's p50 less
+ * the busy one's. */
 static int blocking_baselines(const char *fi_provider, const char *provider,
                               const bench_opts *o)
 {
@@ -224,11 +226,16 @@ static int blocking_baselines(const char *fi_provider, const char *provider,
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
         double p50, p99;
-        if (bench_tcp_pingpong(size, iters, &p50, &p99))
+        if (bench_tcp_pingpong(size, iters, 0, &p50, &p99))
             rc = 3;
         else /* kernel TCP on loopback whatever fabrpc's provider */
             emit_baseline("tcp_pingpong", "loopback", size, iters, p50, p99,
                           ratio_tcp);
+        if (bench_tcp_pingpong(size, iters, 1, &p50, &p99))
+            rc = 3;
+        else
+            emit_baseline("tcp_pingpong_busy", "loopback", size, iters, p50,
+                          p99, NULL);
         if (fi_skip)
             continue;
         int st = bench_fi_blocking(fi_provider, size, iters, &p50, &p99);

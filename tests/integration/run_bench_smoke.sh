@@ -135,8 +135,9 @@ baseline() {
         expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out"
 }
 # --progress blocking adds the rows and ratios of a blocking TCP ping-pong
-# and of a blocking ping-pong over raw libfabric on the same provider (they
-# need no fi_pingpong; exit 3 only says fi_pingpong is missing).
+# and of a blocking ping-pong over raw libfabric on the same provider, and
+# a busy TCP ping-pong's row (they need no fi_pingpong; exit 3 only says
+# fi_pingpong is missing).
 baseline_blocking() {
     local out="$TMPD/baseb-$1.out" st=0
     run_bounded 90 "$FABRPC_BENCH" latency --provider $1 --sizes 8 \
@@ -146,6 +147,7 @@ baseline_blocking() {
         { cat "$out" "$out.err" >&2; return 1; }
     check_json "$out" latency 2 &&
         expect_grep '^\{"system":"tcp_pingpong","provider":"loopback".*"size":8,' "$out" &&
+        expect_grep '^\{"system":"tcp_pingpong_busy","provider":"loopback".*"size":8,.*"p50_us":[0-9]' "$out" &&
         expect_grep '^\{"system":"fabrpc",.*"ratio_to_tcp_pingpong":[0-9]' "$out" ||
         return 1
     # A provider with no CQ wait object has no blocking path to measure:
