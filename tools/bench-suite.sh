@@ -58,13 +58,19 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
 {
     sys = field("system"); prov = field("provider"); met = field("metric")
     size = field("size"); w = field("inflight")
+    # The blocking ping-pongs come after the fabrpc row of their run.
+    if (sys == "tcp_pingpong" && size == 8) tcp_blk[FILENAME, cur] = field("p50_us")
+    if (sys == "tcp_pingpong_busy" && size == 8) tcp_busy[FILENAME, cur] = field("p50_us")
     if (sys != "fabrpc") next
-    if (met == "latency" && size == 8 && field("ratio_to_tcp_pingpong") != "")
+    if (met == "latency" && size == 8 && field("ratio_to_tcp_pingpong") != "") {
+        cur = prov
         add("blocking " prov ": ratio to tcp_pingpong (target 1.2)",
             field("ratio_to_tcp_pingpong"))
-    else if (met == "latency" && size == 8)
+    } else if (met == "latency" && size == 8) {
+        awake[FILENAME, prov] = field("p50_us")
         add("latency " prov ": ratio to fi_pingpong (target shm 1.3, tcp 1.15)",
             field("ratio_to_fi_pingpong"))
+    }
     if (met == "rate" && w == 64)
         add("rate " prov " W=64 calls/s (target shm 1.3M, tcp 130k)",
             field("calls_per_s"))
@@ -83,6 +89,15 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
     }
 }
 END {
+    # The least any mode that sleeps once per message could take: fabrpc
+    # awake (its own round trip), plus what two wake-ups cost (the blocking TCP
+    # ping-pong less the busy one), as a ratio to the blocking ping-pong.
+    for (k in awake) {
+        if (!(k in tcp_blk) || !(k in tcp_busy) || tcp_blk[k] <= 0) continue
+        split(k, rp, SUBSEP)
+        add("blocking " rp[2] ": floor ratio, awake p50 + 2 wake-ups",
+            sprintf("%.2f", (awake[k] + tcp_blk[k] - tcp_busy[k]) / tcp_blk[k]))
+    }
     for (k in vals) {
         n = split(substr(vals[k], 2), a, " ")
         for (i = 1; i <= n; i++)           # insertion sort: n is small
