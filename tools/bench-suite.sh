@@ -46,7 +46,7 @@ for i in $(seq 1 "$runs"); do
 done
 
 # One line per target: the figure of each run and their median.
-cat "$out"/run-*.jsonl | awk '
+awk '
 function field(name,   m, re) {
     re = "\"" name "\":(\"[^\"]*\"|[-0-9.eE]+|null)"
     if (!match($0, re)) return ""
@@ -107,4 +107,4 @@ END {
         med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
         printf "%-62s median %-10s (%s)\n", k, med, substr(vals[k], 2)
     }
-}' | sort
+}' "$out"/run-*.jsonl | sort
