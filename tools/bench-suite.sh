@@ -59,6 +59,7 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
     sys = field("system"); prov = field("provider"); met = field("metric")
     size = field("size"); w = field("inflight")
     # The blocking ping-pongs come after the fabrpc row of their run.
+    if (FNR == 1) cur = ""
     if (sys == "tcp_pingpong" && size == 8) tcp_blk[FILENAME, cur] = field("p50_us")
     if (sys == "tcp_pingpong_busy" && size == 8) tcp_busy[FILENAME, cur] = field("p50_us")
     if (sys != "fabrpc") next
