@@ -15,9 +15,13 @@
 need_var FABRPC_RUN ASYNC PROV
 
 export FABRPC_PROGRESS=adaptive
-STRESS_N=$((${STRESS_CALLS:-25000} * ${FABRPC_TEST_SCALE:-100} / 100))
-[ "$STRESS_N" -gt 0 ] || STRESS_N=1
-STALL_N=$((${STALL_CALLS:-20000} * ${FABRPC_TEST_SCALE:-100} / 100 + 1))
+# scaled N: N calls at FABRPC_TEST_SCALE percent, at least 1.
+scaled() {
+    local n=$(($1 * ${FABRPC_TEST_SCALE:-100} / 100))
+    echo $((n > 0 ? n : 1))
+}
+STRESS_N=$(scaled "${STRESS_CALLS:-25000}")
+STALL_N=$(scaled "${STALL_CALLS:-20000}")
 
 # run_async RANKS SECS MODE: MODE on RANKS ranks, all stopped after SECS.
 run_async() {
