@@ -18,7 +18,6 @@
 #define FR_EAGER_MAX (64u << 10)
 #define FR_RECV_COUNT 64
 #define FR_ADDR_MAX 512
-#define FR_LEAVE_TIMEOUT_MS 5000
 
 static void say(char *err, size_t errlen, const char *f, ...)
 {
@@ -59,75 +58,131 @@ static int store_get_str(frpc_agent *a, const char *key, uint64_t deadline,
     return 0;
 }
 
+/* The store's explanation of its last failure, "" without a store. */
+static const char *store_why(const frpc_agent *a)
+{
+    return a->store ? fr_store_last_error(a->store) : "";
+}
+
+/* This rank's identity for the store: who it is, the job it believes in. */
+static fr_store_ident store_ident(const frpc_agent *a, fr_store_role role)
+{
+    return (fr_store_ident){.rank = a->set.rank,
+                            .world = a->set.world,
+                            .version = FR_ENV_VERSION,
+                            .key = (const uint8_t *)a->set.job_key,
+                            .key_len = a->set.job_key_len,
+                            .role = role};
+}
+
 static int connect_store(frpc_agent *a, char *err, size_t errlen)
 {
     const fr_settings *s = &a->set;
+    fr_store_ident me = store_ident(a, FR_STORE_ROLE_MAIN);
     int rc;
     if (s->rank == 0) {
-        rc = fr_store_server_start(s->store_host, s->store_port,
+        rc = fr_store_server_start(s->store_host, s->store_port, &me,
                                    &a->store_srv, err, errlen);
         if (rc)
             return rc;
     }
     return fr_store_connect(s->store_host, s->store_port, s->init_timeout_ms,
-                            &a->store, err, errlen);
+                            &me, &a->store, err, errlen);
 }
 
-/* Every rank publishes the providers that came up and its host; all pick
- * the same one from rank 0's order. */
-static int agree_provider(frpc_agent *a, uint64_t deadline, char *err,
-                          size_t errlen)
+/* What tells this host apart: its boot and this pid namespace. Two ranks
+ * with the same id can watch each other's pids. */
+static void host_id(char *buf, size_t len)
 {
-    char key[64], mine[512], host[256] = "";
-    char **lists = calloc((size_t)a->set.world, sizeof(char *));
-    char *host0 = NULL;
-    int same_host = 1, rc;
+    char boot[64] = "";
+    char ns[64] = "";
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
+    ns[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%s", boot, ns);
+}
 
-    if (!lists)
-        return FRPC_ENOMEM;
-    fr_backends_up_list(&a->backends, mine, sizeof(mine));
+/* One rank's published facts: "providers\nhostname\nhostid\npid". */
+typedef struct rank_info {
+    char *up, *host, *hostid;
+    int pid;
+} rank_info;
+
+static int parse_info(char *v, rank_info *ri)
+{
+    char *save = NULL;
+    ri->up = strtok_r(v, "\n", &save);
+    ri->host = strtok_r(NULL, "\n", &save);
+    ri->hostid = strtok_r(NULL, "\n", &save);
+    char *pid = strtok_r(NULL, "\n", &save);
+    if (!ri->up || !ri->host || !ri->hostid || !pid)
+        return FRPC_EPROTO;
+    ri->pid = atoi(pid);
+    return 0;
+}
+
+/* Every rank publishes the providers that came up, its host and pid; all
+ * pick the same provider from rank 0's order. peers gets what liveness
+ * needs of each rank. */
+static int agree_provider(frpc_agent *a, uint64_t deadline,
+                          fr_peer_info *peers, char *err, size_t errlen)
+{
+    char key[64], mine[1024], up[512], host[256] = "", hid[160];
+    int world = a->set.world, same_host = 1, rc;
+    char **raw = calloc((size_t)world, sizeof(char *));
+    rank_info *ri = calloc((size_t)world, sizeof(*ri));
+    const char **lists = calloc((size_t)world, sizeof(char *));
+
+    if (!raw || !ri || !lists) {
+        rc = FRPC_ENOMEM;
+        goto out;
+    }
+    fr_backends_up_list(&a->backends, up, sizeof(up));
     gethostname(host, sizeof(host) - 1);
-    snprintf(key, sizeof(key), "up/%d", a->set.rank);
+    host_id(hid, sizeof(hid));
+    snprintf(mine, sizeof(mine), "%s\n%s\n%s\n%d", up[0] ? up : ",", host,
+             hid, (int)getpid());
+    snprintf(key, sizeof(key), "info/%d", a->set.rank);
     rc = fr_store_set(a->store, key, mine, strlen(mine));
-    snprintf(key, sizeof(key), "host/%d", a->set.rank);
-    if (!rc)
-        rc = fr_store_set(a->store, key, host, strlen(host));
-    for (int r = 0; !rc && r < a->set.world; r++) {
-        char *h = NULL;
-        snprintf(key, sizeof(key), "up/%d", r);
-        rc = store_get_str(a, key, deadline, &lists[r], NULL);
-        snprintf(key, sizeof(key), "host/%d", r);
-        if (!rc)
-            rc = store_get_str(a, key, deadline, &h, NULL);
-        if (!rc && r == 0)
-            host0 = h;
-        else if (!rc) {
-            same_host &= strcmp(h, host0) == 0;
-            free(h);
+    for (int r = 0; !rc && r < world; r++) {
+        snprintf(key, sizeof(key), "info/%d", r);
+        rc = store_get_str(a, key, deadline, &raw[r], NULL);
+        if (!rc && (rc = parse_info(raw[r], &ri[r])) == 0) {
+            lists[r] = ri[r].up;
+            same_host &= strcmp(ri[r].host, ri[0].host) == 0;
+            peers[r].pid = ri[r].pid;
+            peers[r].same_host = strcmp(ri[r].hostid, hid) == 0;
         }
     }
     if (rc) {
         say(err, errlen,
             "bootstrap: rank %d did not get the other ranks' providers from "
-            "the store at %s:%u: %s",
+            "the store at %s:%u: %s%s%s",
             a->set.rank, a->set.store_host, a->set.store_port,
-            frpc_strerror(rc));
+            frpc_strerror(rc), *store_why(a) ? ": " : "",
+            store_why(a));
         rc = rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
     } else {
-        rc = fr_backends_choose(lists[0], (const char *const *)lists,
-                                a->set.world, same_host, a->provider,
-                                sizeof(a->provider));
+        rc = fr_backends_choose(lists[0], lists, world, same_host,
+                                a->provider, sizeof(a->provider));
         if (rc)
             say(err, errlen,
                 "no provider is common to all %d ranks (rank 0 has \"%s\", "
                 "this rank has \"%s\"%s)",
-                a->set.world, lists[0], mine,
-                same_host ? "" : "; shm needs one host");
+                world, lists[0], up, same_host ? "" : "; shm needs one host");
     }
-    for (int r = 0; r < a->set.world; r++)
-        free(lists[r]);
+out:
+    for (int r = 0; raw && r < world; r++)
+        free(raw[r]);
+    free(raw);
+    free(ri);
     free(lists);
-    free(host0);
     return rc;
 }
 
@@ -185,13 +240,19 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
                                .on_poll_end = fr_agent_on_poll_end,
+                               .on_peer_unreachable =
+                                   fr_agent_on_peer_unreachable,
                                .ctx = a}};
-    char name[64];
+    char name[96];
     int rc;
     if (!b || !b->up)
         return FRPC_ENOBACKEND;
     if (strcmp(a->provider, "shm") == 0) {
-        snprintf(name, sizeof(name), "fabrpc_%016llx_%d",
+        /* fabrpc-run removes what a killed rank leaves in /dev/shm by
+         * its job id (FABRPC_JOB_ID): it must be in the name. */
+        const char *job = getenv("FABRPC_JOB_ID");
+        snprintf(name, sizeof(name), "fabrpc_%.40s_%016llx_%d",
+                 job && *job && !strchr(job, '/') ? job : "nojob",
                  (unsigned long long)a->token, a->set.rank);
         o.ep_name = name;
     }
@@ -237,7 +298,8 @@ static int connect_doorbells(frpc_agent *a, char *err, size_t errlen)
     return rc;
 }
 
-static int bootstrap(frpc_agent *a, char *err, size_t errlen)
+static int bootstrap(frpc_agent *a, fr_peer_info *peers, char *err,
+                     size_t errlen)
 {
     uint64_t deadline = fr_deadline_ms(a->set.init_timeout_ms);
     int rc;
@@ -256,24 +318,31 @@ static int bootstrap(frpc_agent *a, char *err, size_t errlen)
         return exchange_addresses(a, deadline);
     }
     if ((rc = connect_store(a, err, errlen)) ||
-        (rc = agree_provider(a, deadline, err, errlen)))
+        (rc = agree_provider(a, deadline, peers, err, errlen)))
         return rc;
     if ((rc = exchange_token(a, deadline)) ||
         (rc = open_transport(a, err, errlen)) ||
         (rc = open_doorbell(a, err, errlen)) ||
-        (rc = exchange_addresses(a, deadline))) {
+        (rc = exchange_addresses(a, deadline)) ||
+        (rc = fr_fabric_connect_peers(a->fab, deadline))) {
         if (err && !err[0])
             say(err, errlen,
-                "bootstrap through the store at %s:%u failed on rank %d: %s",
+                "bootstrap through the store at %s:%u failed on rank %d: "
+                "%s%s%s",
                 a->set.store_host, a->set.store_port, a->set.rank,
-                frpc_strerror(rc));
+                frpc_strerror(rc),
+                *store_why(a) ? ": " : "",
+                store_why(a));
         return rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
     }
     return 0;
 }
 
+static int barrier(frpc_agent *a, int timeout_ms);
+
 static void destroy(frpc_agent *a)
 {
+    fr_liveness_stop(a);
     fr_progress_stop(a);
     /* Every call ends exactly once: what is still in flight ends now. */
     fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
@@ -288,6 +357,7 @@ static void destroy(frpc_agent *a)
     fr_backends_free(&a->backends);
     fr_registry_destroy(&a->reg);
     fr_pending_destroy(&a->pend);
+    fr_liveness_destroy(a);
     pthread_mutex_destroy(&a->store_lock);
     pthread_mutex_destroy(&a->req_lock);
     free(a);
@@ -300,6 +370,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     char *err = local_err;
     size_t errlen = sizeof(local_err);
     frpc_agent *a;
+    fr_peer_info *peers = NULL;
     int rc;
 
     if (!out)
@@ -323,6 +394,11 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
         goto fail;
+    if ((rc = fr_liveness_create(a)) ||
+        !(peers = calloc((size_t)a->set.world, sizeof(*peers)))) {
+        rc = FRPC_ENOMEM;
+        goto fail;
+    }
     rc = fr_backends_discover(&a->backends,
                               a->set.providers[0] ? a->set.providers : NULL);
     if (rc) {
@@ -345,31 +421,40 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         say(err, errlen, "cannot start %u pool threads", a->set.threads);
         goto fail;
     }
-    if ((rc = bootstrap(a, err, errlen)) || (rc = fr_progress_start(a)))
+    if ((rc = bootstrap(a, peers, err, errlen)) ||
+        (rc = fr_progress_start(a)))
         goto fail;
-    if (a->set.world > 1 && (rc = frpc_barrier(a, a->set.init_timeout_ms))) {
-        say(err, errlen, "rank %d: not every rank joined within %d ms",
-            a->set.rank, a->set.init_timeout_ms);
-        rc = FRPC_EBOOTSTRAP;
+    if (a->set.world > 1 && (rc = barrier(a, a->set.init_timeout_ms))) {
+        say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
+            a->set.rank, a->set.init_timeout_ms,
+            *store_why(a) ? ": " : "",
+            store_why(a));
+        rc = rc == FRPC_EPEERLOST ? rc : FRPC_EBOOTSTRAP;
         goto fail;
     }
-    if ((rc = connect_doorbells(a, err, errlen)))
+    if ((rc = connect_doorbells(a, err, errlen)) ||
+        (rc = fr_liveness_start(a, peers, err, errlen)))
         goto fail;
+    free(peers);
     *out = a;
     return 0;
 fail:
+    free(peers);
     destroy(a);
     return rc;
 }
 
-int frpc_barrier(frpc_agent *a, int timeout_ms)
+/* The barrier, timeout_ms as the store takes it (<= 0: no limit). A rank
+ * known lost would never come: fail at once. */
+static int barrier(frpc_agent *a, int timeout_ms)
 {
     char key[64];
     int rc;
-    if (!a)
-        return FRPC_EINVAL;
     if (a->set.world == 1)
         return 0;
+    for (int r = 0; r < a->set.world; r++)
+        if (fr_agent_peer_lost_why(a, (uint32_t)r))
+            return FRPC_EPEERLOST;
     pthread_mutex_lock(&a->store_lock);
     snprintf(key, sizeof(key), "barrier/%llu",
              (unsigned long long)a->barrier_gen++);
@@ -378,18 +463,43 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
     return rc;
 }
 
-/* Rank 0 serves the store: it leaves only once every rank has left it, so
- * no rank loses the store in the middle of its last barrier. */
-static void leave_store(frpc_agent *a)
+int frpc_barrier(frpc_agent *a, int timeout_ms)
+{
+    if (!a)
+        return FRPC_EINVAL;
+    if (atomic_load(&a->shutting_down))
+        return FRPC_ESHUTDOWN;
+    return barrier(a, fr_agent_timeout(a, timeout_ms));
+}
+
+/* Tells the store this rank leaves (so nobody takes it for dead). Rank 0
+ * serves the store: after a graceful shutdown it stays until every other
+ * rank has left it or is lost, or deadline, so that no rank loses the
+ * store in the middle of its last barrier. */
+static void leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
 {
     if (!a->store)
         return;
     pthread_mutex_lock(&a->store_lock);
-    fr_store_add(a->store, "shutdown/left", 1, NULL);
-    if (a->set.rank == 0)
-        fr_store_wait_ge(a->store, "shutdown/left", a->set.world,
-                         FR_LEAVE_TIMEOUT_MS);
+    fr_store_leave(a->store);
     pthread_mutex_unlock(&a->store_lock);
+    if (a->store_srv && wait_others)
+        fr_store_server_wait_gone(a->store_srv, deadline == UINT64_MAX
+                                                    ? INT32_MAX
+                                                    : left_ms(deadline));
+}
+
+/* Waits until this rank's own calls have ended (they end by their own
+ * deadlines, or as their peers are lost) or deadline. 1 if they have. */
+static int drain(frpc_agent *a, uint64_t deadline)
+{
+    while (atomic_load(&a->pend.inflight)) {
+        if (fr_now_ns() >= deadline)
+            return 0;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return 1;
 }
 
 int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
@@ -397,22 +507,25 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
     int rc = 0;
     if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))
         return FRPC_EINVAL;
-    if (timeout_ms <= 0)
-        timeout_ms = 60000;
+    uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     atomic_store(&a->shutting_down, how + 1);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
          * serving until every rank is here. */
-        uint64_t deadline = fr_deadline_ms(timeout_ms);
-        while (atomic_load(&a->pend.inflight) && fr_now_ns() < deadline) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        if (a->set.world > 1 && frpc_barrier(a, left_ms(deadline)))
+        if (!drain(a, deadline))
             rc = FRPC_ETIMEDOUT;
+        int b = barrier(a, left_ms(deadline));
+        if (b == FRPC_EPEERLOST)
+            rc = b;
+        else if (b && !rc)
+            rc = b == FRPC_EBOOTSTRAP ? b : FRPC_ETIMEDOUT;
         fr_progress_stop(a);
-        leave_store(a);
     }
+    fr_liveness_stop(a);
+    if (rc == FRPC_EPEERLOST && !fr_liveness_report_lost(a, "shut down"))
+        fprintf(stderr, "fabrpc: rank %d: shut down without a lost rank: "
+                "%s\n", a->set.rank, store_why(a));
+    leave_store(a, how == FRPC_SHUTDOWN_GRACEFUL, deadline);
     destroy(a); /* immediate: what is in flight ends with FRPC_ESHUTDOWN */
     return rc;
 }

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "comm/clock.h"
 #include "comm/fabric.h"
 #include "comm/providers.h"
 #include "comm/store.h"
@@ -22,6 +23,8 @@
 #define FR_ANSWERS_PER_LOCK 32
 
 /* Settings after the config, the environment and the defaults are merged. */
+typedef struct fr_liveness fr_liveness;
+
 typedef struct fr_settings {
     int rank, world;
     char store_host[256];
@@ -31,6 +34,9 @@ typedef struct fr_settings {
     int coalesce;
     size_t max_msg;
     int init_timeout_ms;
+    int timeout_ms; /* FRPC_TIMEOUT_DEFAULT's meaning; < 0: no limit */
+    char job_key[256];
+    size_t job_key_len; /* 0: none */
     frpc_progress_mode progress;
     unsigned spin_us;
     unsigned threads, queue_len;
@@ -110,7 +116,77 @@ struct frpc_agent {
     atomic_int shutting_down; /* 0, FRPC_SHUTDOWN_GRACEFUL+1, or ..._IMMEDIATE+1 */
 
     atomic_uint_fast64_t requests_received, requests_answered;
+
+    fr_liveness *live; /* liveness.c */
 };
+
+/* ---- timeouts (see "Timeouts" in fabrpc.h) -------------------------- */
+
+/* timeout_ms with FRPC_TIMEOUT_DEFAULT resolved: > 0 ms, < 0 no limit. */
+static inline int fr_agent_timeout(const frpc_agent *a, int timeout_ms)
+{
+    return timeout_ms == FRPC_TIMEOUT_DEFAULT ? a->set.timeout_ms
+                                              : timeout_ms;
+}
+
+static inline uint64_t fr_agent_deadline(const frpc_agent *a, int timeout_ms)
+{
+    return fr_deadline_ms(fr_agent_timeout(a, timeout_ms));
+}
+
+/* A request carries its caller's time left (envelope status, ms; 0: no
+ * limit), so that the callee's answer waits for room no longer than the
+ * caller waits for it. */
+static inline int32_t fr_wire_timeout(uint64_t deadline)
+{
+    uint64_t now;
+    if (deadline == UINT64_MAX)
+        return 0;
+    now = fr_now_ns();
+    if (deadline <= now + 1000000)
+        return 1;
+    uint64_t ms = (deadline - now) / 1000000;
+    return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
+}
+
+/* ---- lost peers (liveness.c) --------------------------------------- */
+
+/* Why rank is lost (owned by the agent, valid till it is destroyed), or
+ * NULL while it is alive. One atomic load: it is on every call's path. */
+const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
+
+/* Marks rank lost with state (FRPC_PEER_DEAD or _LEFT) and why (copied),
+ * once: the first mark wins, later ones are ignored. The winner tells the
+ * fabric (sends to it fail, transfers with it end), ends every call to it
+ * with FRPC_EPEERLOST, and queues the report for frpc_on_peer_lost's
+ * function. Any thread; never blocks on the network. */
+void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
+                        const char *why);
+
+/* The fabric's on_peer_unreachable: marks the rank DEAD. */
+void fr_agent_on_peer_unreachable(void *ctx, uint32_t rank, const char *why);
+
+/* Per rank, what the liveness mechanisms need to know of the others,
+ * gathered at bootstrap. */
+typedef struct fr_peer_info {
+    int pid;       /* 0: unknown */
+    int same_host; /* same boot and pid namespace: its pid can be watched */
+} fr_peer_info;
+
+/* Allocates the agent's liveness state (before the transport opens: the
+ * fabric's callbacks may mark ranks). FRPC_ENOMEM. */
+int fr_liveness_create(frpc_agent *a);
+/* Starts watching: the pids of same-host peers (peers[rank]) and, with
+ * more than one rank, the store's events through a second connection.
+ * peers is copied. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
+int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
+                      size_t errlen);
+/* Stops the liveness threads (reports still queued are dropped). */
+void fr_liveness_stop(frpc_agent *a);
+void fr_liveness_destroy(frpc_agent *a);
+/* Writes "rank N (why)" for each lost rank to f, once per agent; returns
+ * how many ranks are lost. */
+int fr_liveness_report_lost(frpc_agent *a, const char *what);
 
 /* config.c: merges cfg, environment and defaults. FRPC_EINVAL with a
  * message naming the bad value. */

@@ -67,8 +67,17 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
                  const void *args, size_t len)
 {
     fr_env e = {.kind = FR_ENV_REQUEST, .req_id = p->id,
-                .func_id = fr_func_id(name)};
-    int rc = fr_fabric_send(a->fab, p->dst, &e, args, len, p->deadline);
+                .func_id = fr_func_id(name),
+                .status = fr_wire_timeout(p->deadline)};
+    int rc;
+    /* After the add: a loss marked before this load is seen here, one
+     * marked after it finds p in the table (liveness.c). */
+    if (fr_agent_peer_lost_why(a, p->dst)) {
+        fr_pending_abort(&a->pend, p, FRPC_EPEERLOST,
+                         fr_agent_peer_lost_why(a, p->dst));
+        return FRPC_EPEERLOST;
+    }
+    rc = fr_fabric_send(a->fab, p->dst, &e, args, len, p->deadline);
     if (rc)
         fr_pending_abort(&a->pend, p, rc, NULL);
     return rc;
@@ -100,6 +109,7 @@ int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
                           fmt("call to '%s' on rank %d: nesting limit "
                               "reached (every pool thread would wait)",
                               name, dst));
+    timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add(&a->pend, &p, (uint32_t)dst, name, timeout_ms,
                         fr_deadline_ms(timeout_ms), NULL);
     if (rc) {

@@ -14,6 +14,7 @@
 
 #define FR_DEFAULT_MAX_MSG (64u << 20)
 #define FR_DEFAULT_INIT_TIMEOUT_MS 60000
+#define FR_DEFAULT_TIMEOUT_MS 60000
 #define FR_DEFAULT_SPIN_US 200
 #define FR_DEFAULT_THREADS 4
 #define FR_DEFAULT_QUEUE_LEN 1024
@@ -153,6 +154,55 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
     return 0;
 }
 
+/* FRPC_TIMEOUT_DEFAULT's meaning: the field, else FABRPC_TIMEOUT_MS
+ * (milliseconds, or "none"), else a minute. */
+static int resolve_timeout(const frpc_config *cfg, fr_settings *s, char *err,
+                           size_t errlen)
+{
+    unsigned long long x = 0;
+    const char *v = getenv("FABRPC_TIMEOUT_MS");
+    int rc;
+
+    if (cfg->timeout_ms) {
+        s->timeout_ms = cfg->timeout_ms < 0 ? FRPC_TIMEOUT_NONE
+                                            : cfg->timeout_ms;
+        return 0;
+    }
+    s->timeout_ms = FR_DEFAULT_TIMEOUT_MS;
+    if (v && strcmp(v, "none") == 0) {
+        s->timeout_ms = FRPC_TIMEOUT_NONE;
+        return 0;
+    }
+    if ((rc = env_ullong("FABRPC_TIMEOUT_MS", 1, INT32_MAX, &x, err,
+                         errlen)) < 0)
+        return rc;
+    if (rc)
+        s->timeout_ms = (int)x;
+    return 0;
+}
+
+/* The job's secret: the field, else FABRPC_JOB_KEY; 1..255 bytes. */
+static int resolve_job_key(const frpc_config *cfg, fr_settings *s, char *err,
+                           size_t errlen)
+{
+    const char *k = cfg->job_key ? cfg->job_key : getenv("FABRPC_JOB_KEY");
+    size_t n = k ? strlen(k) : 0;
+    if (cfg->job_key && n == 0) {
+        snprintf(err, errlen, "config.job_key is empty");
+        return FRPC_EINVAL;
+    }
+    if (n >= sizeof(s->job_key)) {
+        snprintf(err, errlen, "the job key (%s) is %zu bytes: at most %zu",
+                 cfg->job_key ? "config.job_key" : "FABRPC_JOB_KEY", n,
+                 sizeof(s->job_key) - 1);
+        return FRPC_EINVAL;
+    }
+    if (n)
+        memcpy(s->job_key, k, n);
+    s->job_key_len = n;
+    return 0;
+}
+
 static int resolve_providers(const frpc_config *cfg, fr_settings *s,
                              char *err, size_t errlen)
 {
@@ -197,7 +247,9 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
     s->store_port = be.store_port;
     if ((rc = resolve_progress(cfg, s, err, errlen)) ||
         (rc = resolve_limits(cfg, s, err, errlen)) ||
-        (rc = resolve_providers(cfg, s, err, errlen)))
+        (rc = resolve_providers(cfg, s, err, errlen)) ||
+        (rc = resolve_timeout(cfg, s, err, errlen)) ||
+        (rc = resolve_job_key(cfg, s, err, errlen)))
         return rc;
     return 0;
 }

@@ -28,6 +28,30 @@
  *
  * Callbacks: when a function that takes a callback returns an error, the
  * callback will never be called.
+ *
+ * Timeouts: every timeout_ms argument means the same thing. > 0: that many
+ * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
+ * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
+ * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
+ * no limit; a call with no limit still ends when its peer is lost or the
+ * agent shuts down.
+ *
+ * Lost peers: a rank whose process ends without frpc_shutdown (killed,
+ * crashed, exited) is lost, and so is one that shut down while others
+ * still call it. Every call to it, in flight or new, then ends with
+ * FRPC_EPEERLOST, whatever its timeout; so do barriers, which can no
+ * longer complete. A process that dies is noticed at once (its connection
+ * to the bootstrap store closes; on one host its pid ends); a host that
+ * vanishes without closing connections, within about 5 s (TCP
+ * keepalive). See frpc_peer_state and frpc_on_peer_lost.
+ *
+ * Membership: only members of the job can make a rank run anything. With
+ * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
+ * prove it holds the key to use the bootstrap store, and the key never
+ * crosses the network. Without one, anyone who can reach the store's port
+ * can join the job: use a key wherever others share the network. Frames
+ * whose sender is not a member's address, or that carry another job's
+ * token, are dropped and counted (frpc_stats).
  */
 #ifndef FABRPC_H
 #define FABRPC_H
@@ -44,6 +68,9 @@ extern "C" {
 
 typedef struct frpc_agent frpc_agent;
 typedef struct frpc_request frpc_request;
+
+#define FRPC_TIMEOUT_DEFAULT 0 /* the agent's default timeout */
+#define FRPC_TIMEOUT_NONE (-1) /* no limit */
 
 /* ------------------------------------------------------------------ */
 /* Configuration                                                       */
@@ -78,6 +105,13 @@ typedef enum frpc_progress_mode {
  *                    are refused with FRPC_ETOOBIG, on both sides.
  *  init_timeout_ms   0: FABRPC_INIT_TIMEOUT_MS, else 60000. Bound on the
  *                    bootstrap (store connection, address exchange).
+ *  timeout_ms        0: FABRPC_TIMEOUT_MS, else 60000. What
+ *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above);
+ *                    a negative value makes the default "no limit".
+ *  job_key           NULL: FABRPC_JOB_KEY, else none. The job's secret
+ *                    (any string of 1..255 bytes), the same on every rank:
+ *                    see "Membership" above. A rank with another key, or
+ *                    none when others have one, fails frpc_init.
  *  progress, spin_us FABRPC_PROGRESS (busy|adaptive|blocking) and
  *                    FABRPC_SPIN_US override the defaults (adaptive, 200 us)
  *                    only when the fields are left at their defaults.
@@ -107,6 +141,8 @@ typedef struct frpc_config {
     int strict;
     size_t max_msg_size;
     int init_timeout_ms;
+    int timeout_ms;
+    const char *job_key;
     frpc_progress_mode progress;
     unsigned spin_us;
     unsigned threads;
@@ -130,11 +166,19 @@ void frpc_config_init(frpc_config *cfg);
  * the progress thread. Blocks until every rank has joined or the init
  * timeout passes. On success *out owns the agent until frpc_shutdown.
  *
+ * Every rank must have been started with the same world size, job key
+ * and fabrpc protocol version: a rank that differs makes frpc_init fail on
+ * every rank at once (not at the init timeout), with a message that names
+ * the rank and both values.
+ *
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
  * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
- * unreachable or a rank did not join in time; the message names the
- * address), FRPC_ETRANSPORT (libfabric failed; the message has its text),
- * FRPC_ENOMEM. The details go to cfg->errbuf when given.
+ * unreachable, a rank did not join in time, or the ranks disagree on world
+ * size, job key or version; the message says which), FRPC_EPEERLOST (a
+ * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message
+ * has its text), FRPC_ENOMEM. The details go to cfg->errbuf when given.
+ * frpc_init may be called again in the same process once frpc_shutdown
+ * has returned.
  */
 int frpc_init(const frpc_config *cfg, frpc_agent **out);
 
@@ -147,24 +191,66 @@ enum {
  * Ends the agent. Graceful: new calls from this rank's threads fail with
  * FRPC_ESHUTDOWN, calls already in flight finish, and this rank keeps
  * serving the others' requests until every rank has reached shutdown (a
- * barrier bounded by timeout_ms, <= 0 meaning 60 s); handlers serving them
- * may still make nested calls until then. Immediate: in-flight
- * calls end with FRPC_ESHUTDOWN and no barrier is held. Either way, requests
- * that were never answered are released, all threads are joined and the
- * agent is freed: it must not be used again, and no other thread may be
- * using it. Returns 0, or FRPC_ETIMEDOUT if the barrier did not complete (the
- * agent is freed all the same). Blocks.
+ * barrier); handlers serving them may still make nested calls until
+ * then. A rank known lost is not waited for: the barrier fails at once
+ * and shutdown goes on without it. Immediate: in-flight calls end with
+ * FRPC_ESHUTDOWN and no barrier is held. Either way, requests that were
+ * never answered are released, all threads are joined and the agent is
+ * freed: it must not be used again, and no other thread may be using it.
+ *
+ * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
+ * barrier, and rank 0's wait for the others to leave the store it serves
+ * (rank 0 leaves last, so that nobody loses the store in its last
+ * barrier). Returns 0; FRPC_ETIMEDOUT if that ran out; FRPC_EPEERLOST if a
+ * rank was lost (stderr names it, once); FRPC_EINVAL for a NULL agent or a
+ * bad how (then nothing is freed). The agent is freed in every other
+ * case. Blocks.
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
 int frpc_rank(const frpc_agent *agent);
 int frpc_world_size(const frpc_agent *agent);
 
+/* ------------------------------------------------------------------ */
+/* Lost peers                                                          */
+/* ------------------------------------------------------------------ */
+
+/* A rank's state (frpc_peer_state). */
+enum {
+    FRPC_PEER_ALIVE = 0, /* a member, not known to be gone */
+    FRPC_PEER_DEAD = 1,  /* its process ended without frpc_shutdown, or
+                            the provider cannot reach it any more */
+    FRPC_PEER_LEFT = 2   /* it called frpc_shutdown */
+};
+
+/* rank's state as this agent knows it (its own rank: FRPC_PEER_ALIVE), or
+ * FRPC_EINVAL (NULL agent), FRPC_ENORANK. A rank's state changes at most
+ * once, from ALIVE. Never blocks. */
+int frpc_peer_state(const frpc_agent *agent, int rank);
+
+/* What an application may do when a rank is lost: log, stop its own
+ * work, shut down. why: a short explanation, valid during the call. */
+typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
+                             const char *why, void *user);
+
+/*
+ * Sets the function called once for each rank that is lost (state DEAD or
+ * LEFT), after every call to it has ended with FRPC_EPEERLOST. It runs on
+ * the agent's liveness thread, one loss at a time, in the order they were
+ * found; ranks lost before it was set are reported right after. It may
+ * make calls to the survivors and read state, but must not call
+ * frpc_shutdown (do that from another thread). NULL fn stops the reports;
+ * a second call replaces the first. user is passed as is. Errors:
+ * FRPC_EINVAL (NULL agent). Never blocks.
+ */
+int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
+
 /*
  * Waits until every rank has entered frpc_barrier (the same number of times)
- * or timeout_ms passes (<= 0: no limit). Requests keep being served while
- * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EBOOTSTRAP (store lost),
- * FRPC_ESHUTDOWN. Blocks.
+ * or timeout_ms passes (see "Timeouts"). Requests keep being served while
+ * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EPEERLOST (a rank is lost: the
+ * barrier can never complete), FRPC_EBOOTSTRAP (store lost),
+ * FRPC_ESHUTDOWN, FRPC_EINVAL (NULL agent). Blocks.
  */
 int frpc_barrier(frpc_agent *agent, int timeout_ms);
 
@@ -261,8 +347,8 @@ void frpc_result_clear(frpc_result *res);
 
 /*
  * Calls function name on rank dst (any rank, its own included) with len
- * bytes of args and waits for the answer, at most timeout_ms (<= 0: no
- * limit). args is only read, and only until the call returns. The waiting
+ * bytes of args and waits for the answer, at most timeout_ms (see
+ * "Timeouts"). args is only read, and only until the call returns. The waiting
  * thread drives progress itself (and so may run handlers for other ranks'
  * requests meanwhile).
  *
@@ -271,7 +357,8 @@ void frpc_result_clear(frpc_result *res);
  * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
- * FRPC_EPEERLOST, FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, and
+ * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
+ * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, and
  * FRPC_EAGAIN when waiting would exceed the nesting limit (below).
  * Blocks; any thread, including handlers.
  *
@@ -296,8 +383,8 @@ typedef struct frpc_future frpc_future;
  * Starts a call of name on rank dst and returns at once with *out, a
  * future owned by the caller (free it with frpc_future_free). It never
  * waits for the network and never creates a thread; args is copied before
- * return, so the caller may reuse it at once. timeout_ms (<= 0: none)
- * bounds the whole call: past it the future completes with FRPC_ETIMEDOUT,
+ * return, so the caller may reuse it at once. timeout_ms (see
+ * "Timeouts") bounds the whole call: past it the future completes with FRPC_ETIMEDOUT,
  * whether or not anyone waits. Errors (then *out is NULL and nothing was
  * sent): as frpc_call's checks before sending, and FRPC_ETRANSPORT or
  * FRPC_ETIMEDOUT if the provider has no room for the send for longer than
@@ -333,7 +420,7 @@ int frpc_batch_begin(frpc_agent *agent);
 int frpc_batch_end(frpc_agent *agent);
 
 /*
- * Waits until f completes or timeout_ms passes (<= 0: no limit), driving
+ * Waits until f completes or timeout_ms passes (see "Timeouts"), driving
  * progress like frpc_call. Returns the call's status (0 or its FRPC_E*
  * code) when it completed, FRPC_EAGAIN when it is still in flight, or
  * FRPC_EAGAIN at once past the nesting limit (see frpc_call).
@@ -393,7 +480,7 @@ void frpc_future_free(frpc_future *f);
 
 /*
  * Waits until every one of the n futures has completed, or timeout_ms
- * passes (<= 0: no limit). Returns 0 when all completed (their own
+ * passes (see "Timeouts"). Returns 0 when all completed (their own
  * statuses are read with frpc_future_error), FRPC_EAGAIN if some are still
  * in flight, FRPC_EINVAL for bad arguments. NULL entries are skipped.
  */

@@ -117,6 +117,7 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     f->cb = NULL;
     f->cb_user = NULL;
     memcpy(f->name, name, nlen);
+    timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_with_room(&a->pend, &f->p, (uint32_t)dst, f->name,
                                   timeout_ms, fr_deadline_ms(timeout_ms),
                                   on_done, f->reply, sizeof(f->reply));
@@ -152,7 +153,8 @@ int frpc_future_wait(frpc_future *f, int timeout_ms)
         return f->p.res.status;
     if (fr_progress_begin_wait(f->agent))
         return FRPC_EAGAIN;
-    fr_progress_wait_call(f->agent, &f->p, fr_deadline_ms(timeout_ms), 0);
+    fr_progress_wait_call(f->agent, &f->p,
+                          fr_agent_deadline(f->agent, timeout_ms), 0);
     fr_progress_end_wait(f->agent);
     return status_of(f);
 }
@@ -286,7 +288,8 @@ static int wait_many(frpc_future *const *futures, size_t n, int timeout_ms,
         return FRPC_EAGAIN; /* nothing that could ever complete */
     if (fr_progress_begin_wait(a))
         return FRPC_EAGAIN;
-    int ok = fr_progress_wait_until(a, done, m, fr_deadline_ms(timeout_ms));
+    int ok = fr_progress_wait_until(a, done, m,
+                                    fr_agent_deadline(a, timeout_ms));
     fr_progress_end_wait(a);
     return ok ? 0 : FRPC_EAGAIN;
 }

@@ -12,7 +12,7 @@
  *   Rules beyond those listed in envelope.h (decided here, see env_check):
  *   - REMOTE is only valid on ERROR; RNDV only on REQUEST and RESPONSE;
  *   - a REQUEST has a nonzero func_id (0 means "no function");
- *   - status is 0 on every kind but ERROR;
+ *   - status is 0 on every kind but ERROR and REQUEST;
  *   - the payload limit applies to the data a frame stands for: payload_len
  *     for an eager frame, the descriptor's len for a rendezvous frame;
  *   - a rendezvous cookie is nonzero, since RNDV_DONE carries it in req_id.
@@ -73,7 +73,8 @@ static int env_check(const fr_env *e, uint64_t max_payload)
     switch (e->kind) {
     case FR_ENV_REQUEST:
     case FR_ENV_RESPONSE:
-        if (remote || e->status != 0)
+        if (remote || e->status < 0 ||
+            (e->kind == FR_ENV_RESPONSE && e->status != 0))
             return FRPC_EPROTO;
         if (e->kind == FR_ENV_REQUEST && e->func_id == 0)
             return FRPC_EPROTO;

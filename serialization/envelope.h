@@ -12,7 +12,8 @@
  *    8   8   req_id       caller's request id (0 is never a valid id)
  *   16   8   func_id      64-bit hash of the function name (requests)
  *   24   4   src_rank     sender's rank
- *   28   4   status       error kinds: the FRPC_E* code; app code for EREMOTE
+ *   28   4   status       error kinds: the FRPC_E* code; app code for EREMOTE;
+ *                         REQUEST: the caller's time left in ms (0: none)
  *   32   8   token        per-job token; frames with a wrong one are dropped
  *   40   8   payload_len  bytes that follow the header
  *
@@ -33,7 +34,8 @@
 #include "rpc/fabrpc_errors.h"
 
 #define FR_ENV_MAGIC 0x43505246u /* "FRPC" read as little-endian u32 */
-#define FR_ENV_VERSION 2u /* 2: FR_ENV_F_MORE (several frames a message) */
+#define FR_ENV_VERSION 3u /* 2: FR_ENV_F_MORE (several frames a message);
+                            3: a request's status is its time left */
 #define FR_ENV_HDR_SIZE 48u
 
 enum fr_env_kind {
@@ -101,7 +103,7 @@ int fr_env_encode(const fr_env *env, void *out, size_t outlen);
  *   - ERROR: status < 0 unless REMOTE (then any value), message at most
  *     FR_ENV_MAX_ERRMSG bytes;
  *   - RNDV_DONE: no payload;
- *   - every kind but ERROR: status == 0.
+ *   - REQUEST: status >= 0; every other kind but ERROR: status == 0.
  * Rejects with FRPC_ETOOBIG a payload_len (for a RNDV frame: the
  * descriptor's len) over max_payload; header violations are reported
  * before the limit. FRPC_EINVAL for NULL pointers. Pure; any thread.

@@ -28,6 +28,7 @@
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -61,6 +63,8 @@ static struct {
     double timeout, t_start, t_kill, t_drain; /* seconds; 0 = none */
     int stopping, stop_sig, killed, timed_out, got_signal;
     int fail_code;    /* exit status of the first failure; 0 = none */
+    int keep_going;   /* --keep-going: a failed rank does not stop the job */
+    char job_id[64];
     struct rlimit nofile; /* restored in the ranks */
 } J;
 
@@ -74,7 +78,9 @@ static const char usage_text[] =
     "Start N ranks of PROG on this host (PROG is looked up in PATH) and\n"
     "wait for them. Each output line of rank i is printed with \"[i] \"\n"
     "(its stdout to stdout, its stderr to stderr). If a rank fails, the\n"
-    "others are stopped: SIGTERM, then SIGKILL after 3 s.\n"
+    "others are stopped: SIGTERM, then SIGKILL after 3 s (unless\n"
+    "--keep-going). When every rank has ended, what a killed rank left in\n"
+    "/dev/shm is removed.\n"
     "\n"
     "options:\n"
     "  -n N            number of ranks, 1 to 1024 (required)\n"
@@ -83,12 +89,17 @@ static const char usage_text[] =
     "                  and exit 124; default: no limit\n"
     "  --port PORT     port of the bootstrap store; default: a free port\n"
     "  --no-prefix     pass the ranks' output through unchanged\n"
+    "  --keep-going    a rank that fails does not stop the others: they\n"
+    "                  learn of it (FRPC_EPEERLOST) and go on or end\n"
+    "                  as they choose\n"
     "  -h, --help      print this help and exit 0\n"
     "\n"
     "environment of rank i:\n"
     "  FABRPC_RANK=i  FABRPC_LOCAL_RANK=i  FABRPC_WORLD_SIZE=N\n"
     "  FABRPC_STORE_ADDR=127.0.0.1:PORT  (served by rank 0)\n"
     "  FABRPC_JOB_ID=<pid>-<time>        (the same for all ranks of a job)\n"
+    "  FABRPC_JOB_KEY=<64 hex digits>    a new random secret per job (kept\n"
+    "                                    if already set): proves membership\n"
     "  FABRPC_PROVIDER=P                 (with --provider)\n"
     "  FI_TCP_IFACE=lo                   (only if it was unset)\n"
     "Rank 0 reads fabrpc-run's stdin unless it is a terminal; the other\n"
@@ -328,7 +339,8 @@ static void rank_ended(int i, int st)
                 code);
     if (!J.fail_code)
         J.fail_code = code;
-    stop(SIGTERM);
+    if (!J.keep_going)
+        stop(SIGTERM);
 }
 
 static void reap(void)
@@ -431,6 +443,45 @@ static int abort_job(const char *what)
     return -1;
 }
 
+/* A fresh secret for the job, unless the user gave one: only processes
+ * that hold it may join (see fabrpc.h, "Membership"). */
+static int set_job_key(void)
+{
+    unsigned char k[32];
+    char hex[2 * sizeof k + 1];
+    const char *given = getenv("FABRPC_JOB_KEY");
+    if (given && *given)
+        return 0;
+    if (getrandom(k, sizeof k, 0) != (ssize_t)sizeof k)
+        return -1;
+    for (size_t i = 0; i < sizeof k; i++)
+        snprintf(hex + 2 * i, 3, "%02x", k[i]);
+    return setenv("FABRPC_JOB_KEY", hex, 1);
+}
+
+/* Removes what the job's ranks left in /dev/shm: a rank that was killed
+ * cannot remove its own shared-memory segments. fabrpc names them with
+ * the job id (rpc/agent.c), and so does libfabric's shm provider after
+ * fabrpc's endpoint name. */
+static void remove_leftovers(void)
+{
+    char pat[96];
+    int n = 0;
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    if (!d)
+        return;
+    snprintf(pat, sizeof pat, "fabrpc_%s_", J.job_id);
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, pat) && unlinkat(dirfd(d), e->d_name, 0) == 0)
+            n++;
+    closedir(d);
+    if (n && J.fail_code)
+        fprintf(stderr, "fabrpc-run: removed %d shared-memory segment%s "
+                        "left by the job from /dev/shm\n",
+                n, n == 1 ? "" : "s");
+}
+
 static int run_loop(void)
 {
     int rc = 0;
@@ -473,6 +524,7 @@ int main(int argc, char **argv)
         {"timeout", required_argument, NULL, 't'},
         {"port", required_argument, NULL, 'P'},
         {"no-prefix", no_argument, NULL, 'x'},
+        {"keep-going", no_argument, NULL, 'k'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -507,6 +559,9 @@ int main(int argc, char **argv)
         case 'x':
             J.prefix = 0;
             break;
+        case 'k':
+            J.keep_going = 1;
+            break;
         case 'h':
             fputs(usage_text, stdout);
             return 0;
@@ -533,6 +588,11 @@ int main(int argc, char **argv)
     snprintf(buf, sizeof buf, "%ld-%lld.%09ld", (long)getpid(),
              (long long)ts.tv_sec, (long)ts.tv_nsec);
     setenv("FABRPC_JOB_ID", buf, 1);
+    snprintf(J.job_id, sizeof J.job_id, "%s", buf);
+    if (set_job_key() < 0) {
+        perror("fabrpc-run: cannot make a job key");
+        return 1;
+    }
     if (provider)
         setenv("FABRPC_PROVIDER", provider, 1);
     setenv("FI_TCP_IFACE", "lo", 0);
@@ -559,7 +619,9 @@ int main(int argc, char **argv)
             J.fail_code = 1;
             stop(SIGTERM);
         }
-    if (run_loop() < 0)
+    int looped = run_loop();
+    remove_leftovers();
+    if (looped < 0)
         return 1;
     if (J.timed_out)
         return 124;

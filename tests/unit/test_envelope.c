@@ -362,6 +362,13 @@ START_TEST(encode_refuses_invalid_envelopes)
     ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), FRPC_EINVAL);
     bad = mk(FR_ENV_ERROR, 0); bad.status = 3;
     ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), FRPC_EINVAL);
+    /* A request's status is its caller's time left: never negative. */
+    bad = e; bad.status = -1;
+    ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), FRPC_EINVAL);
+    bad = e; bad.status = 5000;
+    ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), 0);
+    bad = mk(FR_ENV_RESPONSE, 0); bad.status = 5000;
+    ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), FRPC_EINVAL);
     bad = mk(FR_ENV_ERROR, 0); bad.payload_len = FR_ENV_MAX_ERRMSG + 1;
     ck_assert_int_eq(fr_env_encode(&bad, buf, sizeof buf), FRPC_EINVAL);
     bad = mk(FR_ENV_REQUEST, FR_ENV_F_RNDV); bad.payload_len = 8;

@@ -1,0 +1,386 @@
+/*
+ * Lost peers: learning that a rank is gone, marking it once, and telling
+ * the application.
+ *
+ * Design notes (the invariant): a rank is marked lost at most once, in
+ * fr_agent_mark_lost, whoever noticed: the first mark wins a
+ * compare-and-swap on its slot, and only the winner acts. From the
+ * winner's mark on, every call to that rank ends with FRPC_EPEERLOST:
+ * calls in the pending table are failed by it, and a new call checks the
+ * slot after its entry is in the table (call.c), so one of the two always
+ * sees the other.
+ *
+ * Who notices, cheapest first:
+ * - the provider: a refused or reset connection (the fabric's
+ *   on_peer_unreachable, on the polling thread);
+ * - the machine: a peer on this host (same boot, same pid namespace) is
+ *   watched through a pidfd, readable the moment its process ends;
+ * - the bootstrap store: rank 0's store sees each rank's own connection
+ *   close; one that closes without LEAVE is a death, and the store tells
+ *   every rank through a second, WATCH connection (a watcher thread
+ *   blocks on it). If that connection itself breaks, rank 0 (the store's
+ *   process) is gone.
+ * A liveness thread sleeps in poll(2) on the pidfds and an eventfd; it
+ * also runs the application's frpc_on_peer_lost function, so that never
+ * runs on a polling thread (which must not block) nor with a lock held.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "rpc/agent.h"
+
+#define FR_WATCH_SLICE_MS 250 /* a watcher's stop is seen within this */
+
+typedef struct fr_loss {
+    struct fr_loss *next; /* the report queue */
+    int queued;           /* on the queue, or reported (under lock) */
+    uint32_t rank;
+    int state;
+    char why[192];
+} fr_loss;
+
+struct fr_liveness {
+    _Atomic(fr_loss *) *slot; /* per rank: NULL while alive; owned */
+    uint32_t world;
+
+    pthread_mutex_t lock; /* the queue and the application's function */
+    fr_loss *queue_head, **queue_tail;
+    frpc_peer_fn fn;
+    void *fn_user;
+    int replay; /* report every loss so far again (a new fn was set) */
+
+    int efd;   /* wakes the liveness thread */
+    int *pidfd; /* per rank, -1 when not watched */
+    fr_store_client *watch;
+    pthread_t thread, watcher;
+    int thread_started, watcher_started;
+    atomic_int stop;
+    atomic_int reported_shutdown; /* fr_liveness_report_lost: once */
+};
+
+static void wake(fr_liveness *l)
+{
+    uint64_t one = 1;
+    if (l->efd >= 0 && write(l->efd, &one, sizeof(one)) < 0) {
+        /* the counter is saturated: the thread is awake already */
+    }
+}
+
+const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank)
+{
+    fr_liveness *l = a->live;
+    if (!l || rank >= l->world)
+        return NULL;
+    fr_loss *x = atomic_load(&l->slot[rank]);
+    return x ? x->why : NULL;
+}
+
+void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
+                        const char *why)
+{
+    fr_liveness *l = a->live;
+    fr_loss *x, *none = NULL;
+
+    if (!l || rank >= l->world || rank == (uint32_t)a->set.rank)
+        return;
+    if (atomic_load(&l->slot[rank]))
+        return; /* marked already: the cheap common case */
+    if (!(x = calloc(1, sizeof(*x))))
+        return; /* the next notice marks it; calls end by their timeout */
+    x->rank = rank;
+    x->state = state;
+    snprintf(x->why, sizeof(x->why), "rank %u %s", rank,
+             why && *why ? why : (state == FRPC_PEER_LEFT ? "left the job"
+                                                          : "died"));
+    if (!atomic_compare_exchange_strong(&l->slot[rank], &none, x)) {
+        free(x);
+        return;
+    }
+    if (a->fab)
+        fr_fabric_peer_lost(a->fab, rank);
+    fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
+    pthread_mutex_lock(&l->lock);
+    if (!x->queued) { /* a replay may have queued it already */
+        x->queued = 1; /* the slot keeps owning it */
+        *l->queue_tail = x;
+        l->queue_tail = &x->next;
+    }
+    pthread_mutex_unlock(&l->lock);
+    wake(l);
+}
+
+void fr_agent_on_peer_unreachable(void *ctx, uint32_t rank, const char *why)
+{
+    char buf[160];
+    snprintf(buf, sizeof(buf), "cannot be reached any more (%s)",
+             why ? why : "the provider says so");
+    fr_agent_mark_lost(ctx, rank, FRPC_PEER_DEAD, buf);
+}
+
+int frpc_peer_state(const frpc_agent *a, int rank)
+{
+    if (!a)
+        return FRPC_EINVAL;
+    if (rank < 0 || rank >= a->set.world)
+        return FRPC_ENORANK;
+    fr_loss *x = a->live ? atomic_load(&a->live->slot[rank]) : NULL;
+    return x ? x->state : FRPC_PEER_ALIVE;
+}
+
+int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
+{
+    if (!a || !a->live)
+        return FRPC_EINVAL;
+    pthread_mutex_lock(&a->live->lock);
+    a->live->fn = fn;
+    a->live->fn_user = user;
+    a->live->replay = fn != NULL;
+    pthread_mutex_unlock(&a->live->lock);
+    wake(a->live);
+    return 0;
+}
+
+/* ---- the liveness thread ------------------------------------------- */
+
+/* Runs the application's function for each loss queued (or, after a new
+ * function was set, each loss so far), one at a time, without the lock. */
+static void report(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    for (;;) {
+        fr_loss *x = NULL;
+        frpc_peer_fn fn;
+        void *user;
+        pthread_mutex_lock(&l->lock);
+        if (l->replay) {
+            /* Losses before fn was set: every marked slot, in rank order,
+             * then the queue is what came after. */
+            l->replay = 0;
+            l->queue_head = NULL;
+            l->queue_tail = &l->queue_head;
+            for (uint32_t r = 0; r < l->world; r++) {
+                fr_loss *s = atomic_load(&l->slot[r]);
+                if (s) {
+                    s->queued = 1;
+                    s->next = NULL;
+                    *l->queue_tail = s;
+                    l->queue_tail = &s->next;
+                }
+            }
+        }
+        if ((x = l->queue_head) && !(l->queue_head = x->next))
+            l->queue_tail = &l->queue_head;
+        fn = l->fn;
+        user = l->fn_user;
+        pthread_mutex_unlock(&l->lock);
+        if (!x)
+            return;
+        if (fn && !atomic_load(&l->stop))
+            fn(a, (int)x->rank, x->state, x->why, user);
+    }
+}
+
+static void *liveness_main(void *arg)
+{
+    frpc_agent *a = arg;
+    fr_liveness *l = a->live;
+    struct pollfd *p = calloc(l->world + 1, sizeof(*p));
+    uint32_t *who = calloc(l->world + 1, sizeof(*who));
+
+    while (p && who && !atomic_load(&l->stop)) {
+        nfds_t n = 0;
+        p[n++] = (struct pollfd){.fd = l->efd, .events = POLLIN};
+        for (uint32_t r = 0; r < l->world; r++)
+            if (l->pidfd[r] >= 0) {
+                who[n] = r;
+                p[n++] = (struct pollfd){.fd = l->pidfd[r], .events = POLLIN};
+            }
+        if (poll(p, n, -1) < 0 && errno != EINTR)
+            break;
+        if (p[0].revents) {
+            uint64_t v;
+            if (read(l->efd, &v, sizeof(v)) < 0) {
+                /* EAGAIN: nothing new */
+            }
+        }
+        for (nfds_t i = 1; i < n; i++)
+            if (p[i].revents) {
+                char why[96];
+                uint32_t r = who[i];
+                snprintf(why, sizeof(why),
+                         "died (its process ended without frpc_shutdown)");
+                close(l->pidfd[r]);
+                l->pidfd[r] = -1;
+                fr_agent_mark_lost(a, r, FRPC_PEER_DEAD, why);
+            }
+        report(a);
+    }
+    free(p);
+    free(who);
+    return NULL;
+}
+
+/* ---- the store's events -------------------------------------------- */
+
+static void *watcher_main(void *arg)
+{
+    frpc_agent *a = arg;
+    fr_liveness *l = a->live;
+    uint64_t seen = 0;
+    fr_store_event *ev = calloc(l->world, sizeof(*ev));
+
+    while (ev && !atomic_load(&l->stop)) {
+        size_t n = 0;
+        uint64_t total = 0;
+        int rc = fr_store_watch(l->watch, seen, FR_WATCH_SLICE_MS, ev,
+                                l->world, &n, &total);
+        if (rc == FRPC_ETIMEDOUT)
+            continue;
+        if (rc) {
+            /* The store's process is rank 0: its connection breaking
+             * means rank 0 is gone (unless we are the ones stopping). */
+            if (!atomic_load(&l->stop) && a->set.rank != 0)
+                fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
+                                   "died (the bootstrap store it served "
+                                   "closed)");
+            break;
+        }
+        /* ev holds the first n of total events: the new ones are those
+         * from seen on. */
+        for (size_t i = (size_t)seen; i < n; i++)
+            if (ev[i].rank >= 0)
+                fr_agent_mark_lost(a, (uint32_t)ev[i].rank, ev[i].state,
+                                   ev[i].reason);
+        seen = total;
+    }
+    free(ev);
+    return NULL;
+}
+
+/* ---- life ---------------------------------------------------------- */
+
+int fr_liveness_create(frpc_agent *a)
+{
+    fr_liveness *l = calloc(1, sizeof(*l));
+    uint32_t world = (uint32_t)a->set.world;
+    if (!l)
+        return FRPC_ENOMEM;
+    l->world = world;
+    l->efd = -1;
+    l->queue_tail = &l->queue_head;
+    pthread_mutex_init(&l->lock, NULL);
+    l->slot = calloc(world, sizeof(*l->slot));
+    l->pidfd = malloc(world * sizeof(*l->pidfd));
+    a->live = l;
+    if (!l->slot || !l->pidfd)
+        return FRPC_ENOMEM;
+    for (uint32_t r = 0; r < world; r++)
+        l->pidfd[r] = -1;
+    l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return l->efd < 0 ? FRPC_ENOMEM : 0;
+}
+
+static int open_pidfd(int pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    return -1; /* older kernels' headers: the store alone watches */
+#endif
+}
+
+int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
+                      size_t errlen)
+{
+    fr_liveness *l = a->live;
+    int rc;
+
+    for (uint32_t r = 0; r < l->world; r++)
+        if (r != (uint32_t)a->set.rank && peers[r].same_host &&
+            peers[r].pid > 0)
+            l->pidfd[r] = open_pidfd(peers[r].pid); /* -1: store only */
+    if (l->world > 1) {
+        fr_store_ident me = {.rank = a->set.rank,
+                             .world = a->set.world,
+                             .version = FR_ENV_VERSION,
+                             .key = (const uint8_t *)a->set.job_key,
+                             .key_len = a->set.job_key_len,
+                             .role = FR_STORE_ROLE_WATCH};
+        rc = fr_store_connect(a->set.store_host, a->set.store_port,
+                              a->set.init_timeout_ms, &me, &l->watch, err,
+                              errlen);
+        if (rc)
+            return rc;
+        if (pthread_create(&l->watcher, NULL, watcher_main, a))
+            return FRPC_ENOMEM;
+        l->watcher_started = 1;
+    }
+    if (pthread_create(&l->thread, NULL, liveness_main, a))
+        return FRPC_ENOMEM;
+    l->thread_started = 1;
+    return 0;
+}
+
+void fr_liveness_stop(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    if (!l)
+        return;
+    atomic_store(&l->stop, 1);
+    wake(l);
+    if (l->thread_started)
+        pthread_join(l->thread, NULL);
+    if (l->watcher_started)
+        pthread_join(l->watcher, NULL);
+    l->thread_started = l->watcher_started = 0;
+    fr_store_close(l->watch);
+    l->watch = NULL;
+}
+
+int fr_liveness_report_lost(frpc_agent *a, const char *what)
+{
+    fr_liveness *l = a->live;
+    int n = 0;
+    if (!l)
+        return 0;
+    int first = !atomic_exchange(&l->reported_shutdown, 1);
+    for (uint32_t r = 0; r < l->world; r++) {
+        fr_loss *x = atomic_load(&l->slot[r]);
+        if (!x)
+            continue;
+        n++;
+        if (first)
+            fprintf(stderr, "fabrpc: rank %d: %s without %s\n", a->set.rank,
+                    what, x->why);
+    }
+    return n;
+}
+
+void fr_liveness_destroy(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    if (!l)
+        return;
+    fr_liveness_stop(a);
+    for (uint32_t r = 0; l->slot && r < l->world; r++) {
+        free(atomic_load(&l->slot[r]));
+        if (l->pidfd && l->pidfd[r] >= 0)
+            close(l->pidfd[r]);
+    }
+    if (l->efd >= 0)
+        close(l->efd);
+    free(l->slot);
+    free(l->pidfd);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+    a->live = NULL;
+}
