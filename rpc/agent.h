@@ -39,7 +39,7 @@ typedef struct fr_settings {
     size_t job_key_len; /* 0: none */
     frpc_progress_mode progress;
     unsigned spin_us;
-    unsigned threads, queue_len;
+    unsigned threads, queue_len, max_inflight;
 } fr_settings;
 
 /* frpc_request.state (request.c): a request is on the agent's list only
@@ -53,6 +53,7 @@ struct frpc_request {
     const fr_func *func;
     uint64_t req_id;
     uint32_t src;
+    int32_t caller_ms; /* the caller's time left when it sent (0: none) */
     void *args; /* a fabric block, or in_place */
     size_t len;
     int args_block; /* args is a fabric block: give it back, not free() */

@@ -49,6 +49,16 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                    name, dst);
         return FRPC_ETOOBIG;
     }
+    if (atomic_load_explicit(&a->pend.inflight, memory_order_relaxed) >=
+        a->set.max_inflight) {
+        char buf[160];
+        snprintf(buf, sizeof(buf),
+                 "call to '%.64s' on rank %d: %u calls in flight already "
+                 "(config.max_inflight)",
+                 name, dst, a->set.max_inflight);
+        *why = strdup(buf);
+        return FRPC_EAGAIN;
+    }
     /* While a graceful shutdown drains, handlers serving other ranks may
      * still call out (they run on the polling thread or the pool); nobody
      * else may. */

@@ -18,6 +18,7 @@
 #define FR_DEFAULT_SPIN_US 200
 #define FR_DEFAULT_THREADS 4
 #define FR_DEFAULT_QUEUE_LEN 1024
+#define FR_DEFAULT_MAX_INFLIGHT 65536
 
 void frpc_config_init(frpc_config *cfg)
 {
@@ -131,6 +132,15 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
     if ((rc = resolve_switch(cfg->coalesce, "FABRPC_COALESCE", 1,
                              &s->coalesce, err, errlen)))
         return rc;
+    s->max_inflight = cfg->max_inflight;
+    if (!s->max_inflight) {
+        s->max_inflight = FR_DEFAULT_MAX_INFLIGHT;
+        if ((rc = env_ullong("FABRPC_MAX_INFLIGHT", 1, 1u << 30, &x, err,
+                             errlen)) < 0)
+            return rc;
+        if (rc)
+            s->max_inflight = (unsigned)x;
+    }
     s->queue_len = cfg->queue_len ? cfg->queue_len : FR_DEFAULT_QUEUE_LEN;
     if (s->queue_len > (1u << 20)) {
         snprintf(err, errlen, "config.queue_len=%u is over %u",

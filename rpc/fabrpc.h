@@ -121,6 +121,10 @@ typedef enum frpc_progress_mode {
  *  queue_len         0: 1024. Tasks the pool queues before back-pressure:
  *                    when the queue is full, the thread that submits runs
  *                    the task itself (and so stops polling meanwhile).
+ *  max_inflight      0: FABRPC_MAX_INFLIGHT, else 65536. Calls this rank
+ *                    may have in flight at once (sync and async, to all
+ *                    ranks): one more fails at once with FRPC_EAGAIN, so
+ *                    memory stays bounded however fast calls are made.
  *  coalesce          -1: FABRPC_COALESCE, else 1. On: a burst of small
  *                    frames to one rank (answers found in one poll, calls
  *                    issued back to back) goes as one transport message
@@ -147,6 +151,7 @@ typedef struct frpc_config {
     unsigned spin_us;
     unsigned threads;
     unsigned queue_len;
+    unsigned max_inflight;
     int coalesce;
     char *errbuf;
     size_t errbuf_len;
@@ -359,7 +364,8 @@ void frpc_result_clear(frpc_result *res);
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
  * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
  * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, and
- * FRPC_EAGAIN when waiting would exceed the nesting limit (below).
+ * FRPC_EAGAIN when waiting would exceed the nesting limit (below) or
+ * max_inflight calls are in flight already (res->error says which).
  * Blocks; any thread, including handlers.
  *
  * Nesting limit: a pool thread may wait for a call (frpc_call,

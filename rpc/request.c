@@ -36,10 +36,12 @@
 #include "rpc/agent.h"
 #include "serialization/mp.h"
 
-/* A respond that cannot get its frame out within this bound gives up; the
- * caller's call then ends by its own timeout. */
-#define FR_RESPOND_TIMEOUT_MS 10000
-
+/* An answer waits for room at the provider (a peer that does not read
+ * for a while) as long as its caller still waits for it: the time left
+ * that the request carried, counted from when the answer is given (so a
+ * little longer, never shorter). A caller with no limit is waited for
+ * until it is lost (the fabric then fails the send at once) or this
+ * agent shuts down. */
 static void track_locked(frpc_agent *a, frpc_request *r)
 {
     r->prev = NULL;
@@ -178,6 +180,7 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     r->func = fn;
     r->req_id = m->env.req_id;
     r->src = m->env.src_rank;
+    r->caller_ms = m->env.status;
     r->len = m->len;
     if (m->owned) {
         r->args = m->owned; /* a rendezvous block: keep it, no copy */
@@ -333,7 +336,7 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
         rc = FRPC_ESHUTDOWN;
     else
         rc = fr_fabric_send(a->fab, req->src, e, data, len,
-                            fr_deadline_ms(FR_RESPOND_TIMEOUT_MS));
+                            fr_deadline_ms(req->caller_ms));
     int in_handler = FR_REQ_IN_HANDLER;
     if (atomic_compare_exchange_strong(&req->state, &in_handler,
                                        FR_REQ_ANSWERED_IN_HANDLER))
