@@ -185,8 +185,8 @@ int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
 void fr_liveness_destroy(frpc_agent *a);
-/* Writes "rank N (why)" for each lost rank to f, once per agent; returns
- * how many ranks are lost. */
+/* Writes "fabrpc: rank R: <what> without rank N: <why>" to stderr for
+ * each lost rank, once per agent; returns how many ranks are lost. */
 int fr_liveness_report_lost(frpc_agent *a, const char *what);
 
 /* config.c: merges cfg, environment and defaults. FRPC_EINVAL with a

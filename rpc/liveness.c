@@ -359,8 +359,8 @@ int fr_liveness_report_lost(frpc_agent *a, const char *what)
             continue;
         n++;
         if (first)
-            fprintf(stderr, "fabrpc: rank %d: %s without %s\n", a->set.rank,
-                    what, x->why);
+            fprintf(stderr, "fabrpc: rank %d: %s without rank %u: %s\n",
+                    a->set.rank, what, r, x->why);
     }
     return n;
 }
