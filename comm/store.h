@@ -1,40 +1,107 @@
 /*
  * Bootstrap key-value store: a small TCP service run by rank 0 (like torch's
- * TCPStore) through which ranks exchange fabric addresses, the job token,
- * and meet at barriers. Keys are strings (1..255 bytes), values are bytes
- * (up to FR_STORE_MAX_VALUE).
+ * TCPStore) through which ranks exchange fabric addresses and meet at
+ * barriers, and the job's authority on membership and liveness. Keys are
+ * strings (1..255 bytes), values are bytes (up to FR_STORE_MAX_VALUE).
  *
- * Wire protocol (all integers little-endian), one request then one reply
- * per round trip on a client's connection:
+ * Wire protocol FR_STORE_PROTO (all integers little-endian), one request
+ * then one reply per round trip on a client's connection:
  *   request: u8 op, u16 keylen, u32 vallen, i64 arg, key bytes, value bytes
- *   reply:   i32 status (0 or FRPC_E*), i64 num, u32 vallen, value bytes
- *   ops: SET=1 (store value), GET=2 (wait until the key exists or arg ms
- *   pass, arg <= 0: no limit, then return its value), ADD=3 (add arg to the
- *   key's counter, created at 0; returns the new value in num), WAIT_GE=4
- *   (wait until the counter key reaches arg; the value is the timeout as
- *   an i64 of ms, <= 0: no limit; num returns the counter).
+ *   reply:   i32 status (0 or FRPC_E*), i64 num, u32 vallen, value bytes;
+ *            on an error the value, if any, is its message (at most 255
+ *            bytes of text), which the client keeps for fr_store_last_error
+ *            (and fr_store_connect copies to errbuf).
+ *   data ops (key required): SET=1 (store value), GET=2 (wait until the key
+ *   exists or arg ms pass, arg <= 0: no limit, then return its value),
+ *   ADD=3 (add arg to the key's counter, created at 0; returns the new
+ *   value in num), WAIT_GE=4 (wait until the counter key reaches arg; the
+ *   value is the timeout as an i64 of ms, <= 0: no limit; num returns the
+ *   counter).
+ *   session ops (no key): HELLO=5, AUTH=6 (below), WATCH=7 (arg = events
+ *   the client has seen, value = i64 timeout ms, <= 0: no limit; parks
+ *   until the server has more events, then returns them all: num = their
+ *   count, value = per event i32 rank, u8 state, u8 reason length, reason),
+ *   LEAVE=8 (MAIN only: the rank leaves the job).
  * A counter is a value holding a decimal integer ("42", as torch's
  * TCPStore keeps them): GET of a counter returns that text, a SET of
  * decimal text may be ADDed to, and ADD or WAIT_GE on any other value
  * answers FRPC_EPROTO. A missing counter counts 0.
+ *
+ * Joining (HELLO/AUTH). A connection's first request must be HELLO
+ * {u32 FR_STORE_PROTO, u32 fabrpc version, i32 rank, i32 world, u8 role,
+ * u8 has_key, 32-byte client nonce}; the server answers {u8 has_key,
+ * 32-byte server nonce, server proof}; the client checks the proof and
+ * sends AUTH {client proof, or nothing when it has no key}; the server
+ * answers 0 (a member) or a refusal. A proof is HMAC-SHA256(job key,
+ * side label || the HELLO bytes || server nonce): both sides prove they
+ * hold the key, nonces are fresh per connection (getrandom), the key never
+ * crosses the wire, MACs are compared in constant time. Authentication
+ * covers the start of a connection only: nothing is encrypted, and a
+ * party on the path can read values and take over a joined connection.
+ * A job without a key (key NULL on both sides) admits anyone who can
+ * reach the port and speaks the protocol: use it only on a trusted
+ * network. A key on one side only is a key mismatch and refused.
+ * Until AUTH succeeds the server accepts nothing else (any other op, or a
+ * HELLO/AUTH of the wrong size, closes the connection), buffers at most one
+ * small request, and closes a connection that has not joined within
+ * FR_STORE_AUTH_MS (3 s): a stranger can never read a value or store one.
+ * A member then checks, in this order: world size and fabrpc version equal
+ * rank 0's (else FRPC_EBOOTSTRAP, "rank 1 was started with world size 3,
+ * rank 0 with 2" / "rank 2 speaks fabrpc protocol 3, rank 0 speaks 2"), rank
+ * in 0..world-1 (else FRPC_ENORANK), not stale (below).
+ *
+ * Roles. A rank's MAIN connection is the rank itself: its liveness. At most
+ * one MAIN per rank, ever. WATCH connections (any number) are for a second
+ * thread, typically parked in WATCH. Both may use every data op.
+ *
+ * Events. When a MAIN connection closes (EOF, reset, keepalive failure)
+ * without LEAVE, that rank is DEAD; after LEAVE it has LEFT. A rank changes
+ * state once, and each change is an event {rank, state, reason} that WATCH
+ * returns. From the first event on, every GET/WAIT_GE that is not
+ * satisfied (parked ones at once, later ones when they arrive) answers
+ * FRPC_EPEERLOST "rank 3 died: ..." / "rank 3 left the job": a wait that
+ * needs a gone rank can never complete. Values a gone rank SET remain
+ * readable, and satisfied waits still succeed (a shutdown barrier completes
+ * before anyone leaves).
+ *
+ * Poisoning. An authenticated member whose world or version differs, or a
+ * connection claiming a rank in 0..world-1 that fails the key proof before
+ * every rank has joined (a MAIN of each rank authenticated), poisons the
+ * job: the failure text is kept and every unsatisfied GET/WAIT_GE, parked
+ * or later, answers FRPC_EBOOTSTRAP with it, so init fails at once on every
+ * rank, not only on the odd one. Poison wins over EPEERLOST. Once every rank
+ * has joined, key failures are refused and counted only: a stranger cannot
+ * end a running job.
+ *
+ * Stale store. A MAIN HELLO for a rank that already died or left, or whose
+ * MAIN is still connected, is refused (FRPC_ESHUTDOWN / FRPC_EEXIST; a
+ * WATCH for a gone rank likewise): it is a previous run's store that is
+ * still closing. fr_store_connect treats that as "not up yet" and retries
+ * until its timeout.
+ *
  * The server validates every length before it buffers anything; a
- * malformed request (unknown op, key of 0 or over FR_STORE_MAX_KEY bytes or
- * holding a NUL, value over FR_STORE_MAX_VALUE, a value on GET or ADD, a
- * WAIT_GE value that is not 8 bytes) closes only that connection. A GET or
- * WAIT_GE that is not ready is parked, not polled: the SET/ADD that makes it
- * ready answers it, or its deadline does with FRPC_ETIMEDOUT.
+ * malformed request (unknown op, a data op's key of 0 or over
+ * FR_STORE_MAX_KEY bytes or holding a NUL, a session op with a key, value
+ * over FR_STORE_MAX_VALUE, a value on GET, ADD or LEAVE, a WAIT_GE or WATCH
+ * value that is not 8 bytes) closes only that connection. A GET, WAIT_GE or
+ * WATCH that is not ready is parked, not polled: the SET/ADD/event that
+ * makes it ready answers it, or its deadline does with FRPC_ETIMEDOUT.
  *
  * Never hangs: the client bounds every wait on its socket with poll(). The
- * server enforces GET/WAIT_GE deadlines and the client gives up 5 s after
- * them; other replies and all sends are bounded by 60 s. A GET/WAIT_GE with
- * no limit waits as long as the connection lives (TCP keepalive is on). A
- * send/receive failure, such a client-side timeout or a malformed reply
- * closes the client's connection: that call and every later one on it
- * return FRPC_EBOOTSTRAP. FRPC_EINVAL is found before anything is sent and
- * leaves the connection usable.
+ * server enforces GET/WAIT_GE/WATCH deadlines and the client gives up 5 s
+ * after them; other replies and all sends are bounded by 60 s (the
+ * handshake's by 3 s per round trip). A wait with no limit lasts as long as
+ * the connection lives; keepalive on both sides notices a vanished host in
+ * about 5 s (see fr_store__tune_socket). A send/receive failure, such a
+ * client-side timeout or a malformed reply closes the client's connection:
+ * that call and every later one on it return FRPC_EBOOTSTRAP. FRPC_EINVAL
+ * is found before anything is sent and leaves the connection usable.
  *
  * Thread safety: a client is used by one thread at a time (the agent holds
- * a lock around it). The server runs its own thread.
+ * a lock around it); different clients are independent, so a WATCH client
+ * may block on one thread while the MAIN client is used on another. The
+ * server runs its own thread; fr_store_server_wait_gone may be called from
+ * any thread.
  */
 #ifndef FR_COMM_STORE_H
 #define FR_COMM_STORE_H
@@ -47,42 +114,97 @@
 #define FR_STORE_MAX_KEY 255u
 #define FR_STORE_MAX_VALUE (1u << 20)
 
+#define FR_STORE_PROTO 1u /* bump when the store wire protocol changes */
+
+typedef enum {
+    FR_STORE_ROLE_MAIN = 0, /* the rank's own connection: its liveness */
+    FR_STORE_ROLE_WATCH = 1 /* a second connection, for liveness events */
+} fr_store_role;
+
+/* Who connects (or, for the server, the job's truth). Borrowed: the
+ * functions that take it copy what they keep. */
+typedef struct fr_store_ident {
+    int rank, world;    /* who connects, and the world size it believes */
+    uint32_t version;   /* fabrpc's protocol version (the envelope's) */
+    const uint8_t *key; /* the job secret (borrowed), or NULL */
+    size_t key_len;     /* 0 with key NULL: a job without a secret */
+    fr_store_role role; /* ignored by the server */
+} fr_store_ident;
+
+/* Event states. */
+#define FR_STORE_DEAD 1 /* its MAIN connection closed without LEAVE */
+#define FR_STORE_LEFT 2 /* it sent LEAVE */
+
+typedef struct fr_store_event {
+    int rank;
+    int state;        /* FR_STORE_DEAD or FR_STORE_LEFT */
+    char reason[96];  /* NUL-terminated, e.g. "its store connection closed
+                         without leaving (process died?)" */
+} fr_store_event;
+
 typedef struct fr_store_server fr_store_server;
 typedef struct fr_store_client fr_store_client;
 
 /*
  * Starts serving on host:port (host NULL or "" means all IPv4 interfaces,
  * "::" all IPv6 ones; port 0 picks a free port, see fr_store_server_port).
- * The socket has SO_REUSEADDR, so a restarted job can take the port back
- * at once. Returns 0 and *out, or FRPC_EBOOTSTRAP (bind/listen failed;
- * errbuf, if not NULL, gets "cannot listen on HOST:PORT: strerror"),
- * FRPC_ENOMEM, FRPC_EINVAL.
+ * self is rank 0's identity: its world, version and key are the job's
+ * truth (copied; self->role is ignored). The socket has SO_REUSEADDR, so a
+ * restarted job can take the port back at once. Returns 0 and *out, or
+ * FRPC_EBOOTSTRAP (bind/listen failed; errbuf, if not NULL, gets "cannot
+ * listen on HOST:PORT: strerror"), FRPC_ENOMEM, FRPC_EINVAL (self NULL,
+ * world outside 1..2^20, rank outside 0..world-1, key_len without key).
  * Does not block beyond setting up the socket; serving runs on a thread.
  */
 int fr_store_server_start(const char *host, uint16_t port,
-                          fr_store_server **out, char *errbuf,
-                          size_t errlen);
+                          const fr_store_ident *self, fr_store_server **out,
+                          char *errbuf, size_t errlen);
 
 /* The port actually bound (0 for NULL). */
 uint16_t fr_store_server_port(const fr_store_server *s);
 
-/* Stops serving, closes every connection (clients blocked in GET/WAIT get
- * FRPC_EBOOTSTRAP), joins the thread and frees s. NULL is a no-op. */
+/* Stops serving, closes every connection (clients blocked in GET/WAIT/
+ * WATCH get FRPC_EBOOTSTRAP), joins the thread and frees s. NULL is a
+ * no-op. No other thread may be in fr_store_server_wait_gone. */
 void fr_store_server_stop(fr_store_server *s);
 
+/* Waits until every other rank's MAIN connection is gone (it left or
+ * died; a rank that never joined counts as gone), at most timeout_ms
+ * (<= 0: just checks). 0 or FRPC_ETIMEDOUT. For rank 0 at shutdown; any
+ * thread, safe against the server thread. Blocks. */
+int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms);
+
 /*
- * Connects to host:port (a name, an IPv4 or a bare IPv6 address), retrying
- * with exponential backoff (10 ms doubling to 500 ms) until timeout_ms has
+ * Connects to host:port (a name, an IPv4 or a bare IPv6 address) and joins
+ * as me (HELLO/AUTH; me is borrowed for the call), retrying with
+ * exponential backoff (10 ms doubling to 500 ms) until timeout_ms has
  * passed; timeout_ms <= 0 makes a single attempt (bounded by 1 s). Name
- * lookup failures are retried too. Returns 0 and *out, or
- * FRPC_EBOOTSTRAP with errbuf = "cannot reach bootstrap store at HOST:PORT
- * after N ms: strerror", FRPC_EINVAL, FRPC_ENOMEM. Blocks.
+ * lookup failures, connections lost during the handshake and stale-store
+ * refusals (FRPC_ESHUTDOWN, FRPC_EEXIST) are retried too. Returns 0 and
+ * *out, or, with a message in errbuf:
+ *   FRPC_EBOOTSTRAP "cannot reach bootstrap store at HOST:PORT after N ms:
+ *     strerror", or "bootstrap store at HOST:PORT still refused rank R
+ *     after N ms: <the server's reason>" (a stale store), or the server's
+ *     refusal (world or version mismatch: the job is poisoned);
+ *   FRPC_EACCES, a key mismatch (either side's proof failed, or only one
+ *     side has a key; the client never trusts a store that cannot prove
+ *     the key);
+ *   FRPC_ENORANK, FRPC_EPROTO (another store protocol), FRPC_EINVAL,
+ *   FRPC_ENOMEM.
+ * Blocks.
  */
 int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
-                     fr_store_client **out, char *errbuf, size_t errlen);
+                     const fr_store_ident *me, fr_store_client **out,
+                     char *errbuf, size_t errlen);
 
-/* Closes and frees c. NULL is a no-op. */
+/* Closes and frees c (without LEAVE: for a MAIN connection the server then
+ * records the rank as DEAD). NULL is a no-op. */
 void fr_store_close(fr_store_client *c);
+
+/* The message of c's last failed call ("" if none failed): the server's
+ * text for FRPC_EBOOTSTRAP/FRPC_EPEERLOST answers, else a short local
+ * description. Owned by c, valid until its next call. */
+const char *fr_store_last_error(const fr_store_client *c);
 
 /* Sets key to len bytes of value (copied; overwrites; value may be NULL
  * when len is 0). Errors: FRPC_EINVAL (bad key or len), FRPC_EBOOTSTRAP
@@ -93,7 +215,9 @@ int fr_store_set(fr_store_client *c, const char *key, const void *value,
 /* Waits until key exists (at most timeout_ms; <= 0 means no limit) and
  * returns a malloc'ed copy of its value in *value (caller frees; a zero-
  * length value gives a non-NULL 1-byte allocation) and its length.
- * Errors: FRPC_ETIMEDOUT, FRPC_EINVAL, FRPC_EBOOTSTRAP, FRPC_ENOMEM. */
+ * Errors: FRPC_ETIMEDOUT, FRPC_EINVAL, FRPC_EBOOTSTRAP (connection lost, or
+ * the job is poisoned: see fr_store_last_error), FRPC_EPEERLOST (a rank
+ * died or left before the key appeared), FRPC_ENOMEM. */
 int fr_store_get(fr_store_client *c, const char *key, int timeout_ms,
                  void **value, size_t *len);
 
@@ -106,7 +230,8 @@ int fr_store_add(fr_store_client *c, const char *key, int64_t delta,
 
 /* Waits until the counter key is >= target, at most timeout_ms (<= 0: no
  * limit). Errors: FRPC_ETIMEDOUT, FRPC_EINVAL, FRPC_EBOOTSTRAP, FRPC_EPROTO
- * (key holds a non-counter value). */
+ * (key holds a non-counter value), and as fr_store_get FRPC_EPEERLOST and
+ * the poisoned FRPC_EBOOTSTRAP. */
 int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
                      int timeout_ms);
 
@@ -117,5 +242,24 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
  */
 int fr_store_barrier(fr_store_client *c, const char *key, int world,
                      int timeout_ms);
+
+/*
+ * Waits until the server has more than seen events (at most timeout_ms;
+ * <= 0: no limit), then copies the first min(cap, total) events into ev
+ * (may be NULL when cap is 0): events are never reordered, so ev[seen..]
+ * are the new ones. *n_out gets the number copied, *total the number of
+ * events so far (either may be NULL). Errors: FRPC_ETIMEDOUT (nothing new),
+ * FRPC_EINVAL, FRPC_EBOOTSTRAP (the connection to the store is lost, e.g.
+ * rank 0 died: returned promptly), FRPC_ENOMEM. Blocks; meant for a WATCH
+ * client on its own thread.
+ */
+int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
+                   fr_store_event *ev, size_t cap, size_t *n_out,
+                   uint64_t *total);
+
+/* Records that this MAIN connection's rank leaves the job (an event LEFT;
+ * later waits that need it fail with FRPC_EPEERLOST), then the caller may
+ * close c. Errors: FRPC_EINVAL (not a MAIN connection), FRPC_EBOOTSTRAP. */
+int fr_store_leave(fr_store_client *c);
 
 #endif /* FR_COMM_STORE_H */

@@ -16,6 +16,15 @@
  *   and every later one return FRPC_EBOOTSTRAP.
  * - Argument errors (FRPC_EINVAL) are found before anything is sent and
  *   leave the connection usable.
+ * - Joining is part of connecting: after each TCP connect, HELLO and AUTH
+ *   (store.h). The client checks the store's proof before it sends its own
+ *   (and sends none to a store that cannot prove the key), so it never
+ *   joins a fake store. A refusal that means "a previous run's store"
+ *   (FRPC_ESHUTDOWN, FRPC_EEXIST) or a connection lost mid-handshake is
+ *   retried like a refused connect; any other refusal ends fr_store_connect
+ *   with the store's message.
+ * - Every failed call leaves a message in err (fr_store_last_error): the
+ *   server's, when its reply carried one, else a local description.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,6 +41,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "comm/sha256.h"
 #include "comm/store_proto.h"
 
 #define FR_STORE_GRACE_MS 5000
@@ -42,7 +52,20 @@
 
 struct fr_store_client {
     int fd; /* -1 once the connection is lost */
+    bool main; /* joined as a MAIN */
+    char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
+
+/* Sets c's message and returns rc. */
+__attribute__((format(printf, 3, 4)))
+static int fail(fr_store_client *c, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    return rc;
+}
 
 /* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
  * limit) passes. Returns 0 when ready, -1 on timeout or error. */
@@ -64,16 +87,6 @@ static int wait_fd(int fd, short ev, int64_t deadline)
 }
 
 /* ---- connect ------------------------------------------------------------ */
-
-static void set_sockopts(int fd)
-{
-    int one = 1, idle = 30, intvl = 10, cnt = 3;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-}
 
 /* One attempt at every address of host:port, each bounded by deadline.
  * Returns a connected blocking socket, or -1 with *why set (static text). */
@@ -119,37 +132,117 @@ static int try_connect(const char *host, const char *portstr,
     }
     freeaddrinfo(res);
     if (fd >= 0)
-        set_sockopts(fd);
+        fr_store__tune_socket(fd);
     return fd;
 }
 
+static int exchange(fr_store_client *c, uint8_t op, const char *key,
+                    int64_t arg, const void *val, size_t len,
+                    int64_t deadline, int64_t *num, void **value,
+                    size_t *vlen);
+static int lost(fr_store_client *c);
+
+/* HELLO and AUTH on c's fresh connection as me (store.h). 0, or a code
+ * with c->err set and *retry telling whether fr_store_connect may try
+ * again (a stale store's refusal, a connection lost on the way). */
+static int handshake(fr_store_client *c, const fr_store_ident *me,
+                     bool *retry)
+{
+    fr_store_hello h = {.proto = FR_STORE_PROTO,
+                        .version = me->version,
+                        .rank = me->rank,
+                        .world = me->world,
+                        .role = (uint8_t)me->role,
+                        .has_key = me->key_len > 0};
+    uint8_t raw[FR_STORE_HELLO_LEN], mine[FR_STORE_MAC_LEN];
+    uint8_t want[FR_STORE_MAC_LEN];
+    uint8_t *v = NULL;
+    size_t vlen = 0;
+    int64_t num;
+    if (fr_store__nonce(h.nonce) != 0)
+        return fail(c, FRPC_EBOOTSTRAP, "getrandom: %s", strerror(errno));
+    fr_store__hello_encode(&h, raw);
+    int rc = exchange(c, FR_STORE_OP_HELLO, "", 0, raw, sizeof(raw),
+                      fr_store__now_ms() + FR_STORE_AUTH_MS, &num,
+                      (void **)&v, &vlen);
+    *retry = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST || c->fd < 0;
+    if (rc != 0)
+        return rc;
+    if (vlen != FR_STORE_CHALLENGE_LEN || v[0] > 1) {
+        free(v);
+        lost(c);
+        return fail(c, FRPC_EPROTO, "not a fabrpc bootstrap store (bad "
+                    "challenge)");
+    }
+    const uint8_t *nonce_s = v + 1, *proof = v + 1 + FR_STORE_NONCE_LEN;
+    bool trusted = !v[0];
+    if (me->key_len) {
+        fr_store__proof(me->key, me->key_len, true, raw, nonce_s, want);
+        trusted = v[0] && fr_ct_equal(proof, want, FR_STORE_MAC_LEN);
+        if (trusted)
+            fr_store__proof(me->key, me->key_len, false, raw, nonce_s, mine);
+    }
+    bool server_key = v[0];
+    free(v);
+    rc = exchange(c, FR_STORE_OP_AUTH, "", 0, mine,
+                  trusted && me->key_len ? FR_STORE_MAC_LEN : 0,
+                  fr_store__now_ms() + FR_STORE_AUTH_MS, &num, NULL, NULL);
+    *retry = trusted &&
+             (rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST || c->fd < 0);
+    if (trusted || rc == FRPC_EACCES) /* the store explained the mismatch */
+        return rc;
+    return fail(c, FRPC_EACCES, "the bootstrap store %s (key mismatch)",
+                !me->key_len ? "has a job key, this rank has none"
+                : server_key ? "could not prove it holds the job key"
+                             : "has no job key, this rank has one");
+}
+
 int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
-                     fr_store_client **out, char *errbuf, size_t errlen)
+                     const fr_store_ident *me, fr_store_client **out,
+                     char *errbuf, size_t errlen)
 {
     if (out)
         *out = NULL;
-    if (!host || !*host || port == 0 || !out) {
+    if (!host || !*host || port == 0 || !out || !me || me->world < 1 ||
+        me->rank < 0 || (me->key_len && !me->key) ||
+        (me->role != FR_STORE_ROLE_MAIN && me->role != FR_STORE_ROLE_WATCH)) {
         fr_store__errf(errbuf, errlen,
-                       "bootstrap store: host, port and out are required");
+                       "bootstrap store: host, port, out and a valid "
+                       "identity are required");
         return FRPC_EINVAL;
     }
-    fr_store_client *c = malloc(sizeof(*c));
+    fr_store_client *c = calloc(1, sizeof(*c));
     if (!c)
         return FRPC_ENOMEM;
-    char portstr[8];
+    char portstr[8], addr[300];
     snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    fr_store__fmt_addr(addr, sizeof(addr), host, port);
     int64_t start = fr_store__now_ms();
     int64_t deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
     int64_t backoff = BACKOFF_MIN_MS;
     const char *why = "unknown error";
+    bool refused = false; /* the last attempt was a stale-store refusal */
+    bool retry = true;    /* false: refused for good */
+    char whybuf[sizeof(c->err)];
+    int rc = FRPC_EBOOTSTRAP;
     for (;;) {
         int64_t now = fr_store__now_ms();
         c->fd = try_connect(host, portstr,
                             timeout_ms > 0 ? deadline
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
                             &why);
+        if (c->fd >= 0) {
+            rc = handshake(c, me, &retry);
+            if (rc == 0 || !retry)
+                break;
+            refused = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST;
+            snprintf(whybuf, sizeof(whybuf), "%s", c->err);
+            why = whybuf;
+            rc = FRPC_EBOOTSTRAP;
+            lost(c);
+        }
         now = fr_store__now_ms();
-        if (c->fd >= 0 || now >= deadline)
+        if (now >= deadline)
             break;
         int64_t nap = backoff < deadline - now ? backoff : deadline - now;
         struct timespec ts = {.tv_sec = nap / 1000,
@@ -158,17 +251,24 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
             ;
         backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
-    if (c->fd < 0) {
-        char addr[300];
-        fr_store__fmt_addr(addr, sizeof(addr), host, port);
-        fr_store__errf(errbuf, errlen,
-                       "cannot reach bootstrap store at %s after %lld ms: %s",
-                       addr, (long long)(fr_store__now_ms() - start), why);
-        free(c);
-        return FRPC_EBOOTSTRAP;
+    if (rc == 0) {
+        c->main = me->role == FR_STORE_ROLE_MAIN;
+        *out = c;
+        return 0;
     }
-    *out = c;
-    return 0;
+    long long ms = (long long)(fr_store__now_ms() - start);
+    if (!retry) /* refused for good: the store's own words */
+        fr_store__errf(errbuf, errlen, "bootstrap store at %s refused rank "
+                       "%d: %s", addr, me->rank, c->err);
+    else if (refused)
+        fr_store__errf(errbuf, errlen, "bootstrap store at %s still refused "
+                       "rank %d after %lld ms (a store from an earlier run?): "
+                       "%s", addr, me->rank, ms, why);
+    else
+        fr_store__errf(errbuf, errlen, "cannot reach bootstrap store at %s "
+                       "after %lld ms: %s", addr, ms, why);
+    fr_store_close(c);
+    return rc;
 }
 
 void fr_store_close(fr_store_client *c)
@@ -245,19 +345,39 @@ static bool key_ok(const char *key)
     return n >= 1 && n <= FR_STORE_MAX_KEY;
 }
 
+/* A short description of a status that came without a message. */
+static const char *status_text(int status)
+{
+    switch (status) {
+    case FRPC_ETIMEDOUT:
+        return "timed out";
+    case FRPC_EPROTO:
+        return "the key does not hold a counter";
+    case FRPC_ENOMEM:
+        return "the bootstrap store is out of memory";
+    case FRPC_EINVAL:
+        return "refused as invalid by the bootstrap store";
+    default:
+        return "the bootstrap store refused the request";
+    }
+}
+
 /*
- * Sends one request and reads its reply. wait_ms is how long the server may
- * hold the request (0: it answers at once; < 0: no limit). Returns the
- * server's status, or FRPC_EBOOTSTRAP when the connection fails (it is then
- * closed), FRPC_ENOMEM. On status 0, *num gets the reply's number and, if
- * value is not NULL, *value and *vlen its malloc'ed value.
+ * Sends one request and reads its reply by deadline (monotonic ms,
+ * INT64_MAX: no limit). Returns the server's status, or FRPC_EBOOTSTRAP
+ * when the connection fails (it is then closed), FRPC_ENOMEM; c->err is
+ * set on every failure (to the reply's message if it carried one). On
+ * status 0, *num gets the reply's number and, if value is not NULL,
+ * *value and *vlen its malloc'ed value.
  */
-static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
-                     int64_t arg, const void *val, size_t len, int64_t wait_ms,
-                     int64_t *num, void **value, size_t *vlen)
+static int exchange(fr_store_client *c, uint8_t op, const char *key,
+                    int64_t arg, const void *val, size_t len,
+                    int64_t deadline, int64_t *num, void **value,
+                    size_t *vlen)
 {
     if (c->fd < 0)
-        return FRPC_EBOOTSTRAP;
+        return fail(c, FRPC_EBOOTSTRAP,
+                    "the connection to the bootstrap store was lost");
     uint8_t hdr[FR_STORE_REQ_HDR], rep[FR_STORE_REP_HDR];
     size_t klen = strlen(key);
     hdr[0] = op;
@@ -267,45 +387,69 @@ static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
     struct iovec iov[3] = {{hdr, sizeof(hdr)},
                            {(void *)key, klen},
                            {(void *)val, len}};
-    int64_t now = fr_store__now_ms();
-    if (send_all(c->fd, iov, 3, now + FR_STORE_IO_TIMEOUT_MS) != 0)
-        return lost(c);
-    int64_t deadline = wait_ms < 0 ? INT64_MAX
-                       : wait_ms == 0
-                           ? fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS
-                           : fr_store__now_ms() + wait_ms + FR_STORE_GRACE_MS;
+    if (send_all(c->fd, iov, 3, fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS))
+        goto broken;
     if (recv_all(c->fd, rep, sizeof(rep), deadline) != 0)
-        return lost(c);
+        goto broken;
     int32_t status = (int32_t)fr_store__get(rep, 4);
     uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
-    if (status > 0 || rlen > FR_STORE_MAX_VALUE || (rlen && !value) ||
-        (rlen && status))
-        return lost(c);
+    if (status > 0 || rlen > FR_STORE_MAX_VALUE || (rlen && !status && !value) ||
+        (status && rlen > FR_STORE_MAX_ERR))
+        goto broken;
     *num = (int64_t)fr_store__get(rep + 4, 8);
-    if (status != 0 || !value)
-        return status;
+    if (status != 0) {
+        char msg[FR_STORE_MAX_ERR + 1];
+        if (recv_all(c->fd, msg, rlen, deadline) != 0)
+            goto broken;
+        msg[rlen] = '\0';
+        return fail(c, status, "%s", rlen ? msg : status_text(status));
+    }
+    if (!value)
+        return 0;
     uint8_t *buf = malloc(rlen ? rlen : 1);
     if (!buf) {
         lost(c); /* the unread value is still in the stream */
-        return FRPC_ENOMEM;
+        return fail(c, FRPC_ENOMEM, "out of memory");
     }
     if (recv_all(c->fd, buf, rlen, deadline) != 0) {
         free(buf);
-        return lost(c);
+        goto broken;
     }
     *value = buf;
     *vlen = rlen;
     return 0;
+broken:
+    lost(c);
+    return fail(c, FRPC_EBOOTSTRAP,
+                "the connection to the bootstrap store was lost");
+}
+
+/* exchange() for a request the server may hold wait_ms (0: it answers at
+ * once; < 0: no limit); the client gives up FR_STORE_GRACE_MS later. */
+static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
+                     int64_t arg, const void *val, size_t len, int64_t wait_ms,
+                     int64_t *num, void **value, size_t *vlen)
+{
+    int64_t now = fr_store__now_ms();
+    int64_t deadline = wait_ms < 0    ? INT64_MAX
+                       : wait_ms == 0 ? now + FR_STORE_IO_TIMEOUT_MS
+                                      : now + wait_ms + FR_STORE_GRACE_MS;
+    return exchange(c, op, key, arg, val, len, deadline, num, value, vlen);
 }
 
 /* ---- operations --------------------------------------------------------- */
+
+const char *fr_store_last_error(const fr_store_client *c)
+{
+    return c ? c->err : "";
+}
 
 int fr_store_set(fr_store_client *c, const char *key, const void *value,
                  size_t len)
 {
     int64_t num;
     if (!c || !key_ok(key) || len > FR_STORE_MAX_VALUE || (len && !value))
-        return FRPC_EINVAL;
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
     return roundtrip(c, FR_STORE_OP_SET, key, 0, value, len, 0, &num, NULL,
                      NULL);
 }
@@ -315,7 +459,7 @@ int fr_store_get(fr_store_client *c, const char *key, int timeout_ms,
 {
     int64_t num;
     if (!c || !key_ok(key) || !value || !len)
-        return FRPC_EINVAL;
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
     *value = NULL;
     *len = 0;
     return roundtrip(c, FR_STORE_OP_GET, key, timeout_ms > 0 ? timeout_ms : 0,
@@ -328,12 +472,18 @@ int fr_store_add(fr_store_client *c, const char *key, int64_t delta,
 {
     int64_t num = 0;
     if (!c || !key_ok(key))
-        return FRPC_EINVAL;
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
     int rc = roundtrip(c, FR_STORE_OP_ADD, key, delta, NULL, 0, 0, &num, NULL,
                        NULL);
     if (rc == 0 && result)
         *result = num;
     return rc;
+}
+
+/* The 8-byte timeout value of WAIT_GE and WATCH. */
+static void put_timeout(uint8_t tmo[8], int timeout_ms)
+{
+    fr_store__put(tmo, (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), 8);
 }
 
 int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
@@ -342,8 +492,8 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
     int64_t num;
     uint8_t tmo[8];
     if (!c || !key_ok(key))
-        return FRPC_EINVAL;
-    fr_store__put(tmo, (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), 8);
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
+    put_timeout(tmo, timeout_ms);
     return roundtrip(c, FR_STORE_OP_WAIT_GE, key, target, tmo, sizeof(tmo),
                      timeout_ms > 0 ? timeout_ms : -1, &num, NULL, NULL);
 }
@@ -351,8 +501,50 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
 int fr_store_barrier(fr_store_client *c, const char *key, int world,
                      int timeout_ms)
 {
-    if (world < 1)
-        return FRPC_EINVAL;
+    if (!c || world < 1)
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
     int rc = fr_store_add(c, key, 1, NULL);
     return rc ? rc : fr_store_wait_ge(c, key, world, timeout_ms);
+}
+
+int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
+                   fr_store_event *ev, size_t cap, size_t *n_out,
+                   uint64_t *total)
+{
+    int64_t num = 0;
+    uint8_t tmo[8];
+    void *v = NULL;
+    size_t vlen = 0, n = 0;
+    if (n_out)
+        *n_out = 0;
+    if (!c || (cap && !ev) || seen > INT64_MAX)
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
+    put_timeout(tmo, timeout_ms);
+    int rc = roundtrip(c, FR_STORE_OP_WATCH, "", (int64_t)seen, tmo,
+                       sizeof(tmo), timeout_ms > 0 ? timeout_ms : -1, &num,
+                       &v, &vlen);
+    if (rc != 0)
+        return rc;
+    rc = num < 0 || fr_store__events_decode(v, vlen, ev, cap, &n) != 0;
+    free(v);
+    if (rc != 0) {
+        lost(c);
+        return fail(c, FRPC_EBOOTSTRAP, "malformed events from the "
+                    "bootstrap store");
+    }
+    if (n_out)
+        *n_out = n;
+    if (total)
+        *total = (uint64_t)num;
+    return 0;
+}
+
+int fr_store_leave(fr_store_client *c)
+{
+    int64_t num;
+    if (!c || !c->main)
+        return c ? fail(c, FRPC_EINVAL, "only a MAIN connection can leave")
+                 : FRPC_EINVAL;
+    return roundtrip(c, FR_STORE_OP_LEAVE, "", 0, NULL, 0, 0, &num, NULL,
+                     NULL);
 }

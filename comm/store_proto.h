@@ -1,17 +1,21 @@
 /*
  * Internal to the bootstrap store (store_server.c, store_client.c,
- * store_table.c): the wire constants of the protocol described in store.h,
- * little-endian codecs, the small helpers both sides need, and the
- * server's key table. Not for other files.
+ * store_table.c, store_wire.c, store_members.c): the wire constants of the
+ * protocol described in store.h, little-endian codecs, the small helpers
+ * both sides need, the handshake's codecs and proofs, the server's key
+ * table and its membership record. Not for other files.
  */
 #ifndef FR_COMM_STORE_PROTO_H
 #define FR_COMM_STORE_PROTO_H
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "comm/clock.h"
 #include "comm/store.h"
@@ -20,13 +24,48 @@ enum fr_store_op {
     FR_STORE_OP_SET = 1,
     FR_STORE_OP_GET = 2,
     FR_STORE_OP_ADD = 3,
-    FR_STORE_OP_WAIT_GE = 4
+    FR_STORE_OP_WAIT_GE = 4,
+    FR_STORE_OP_HELLO = 5,
+    FR_STORE_OP_AUTH = 6,
+    FR_STORE_OP_WATCH = 7,
+    FR_STORE_OP_LEAVE = 8
 };
 
 /* request: u8 op, u16 keylen, u32 vallen, i64 arg */
 #define FR_STORE_REQ_HDR 15u
 /* reply: i32 status, i64 num, u32 vallen */
 #define FR_STORE_REP_HDR 16u
+
+#define FR_STORE_NONCE_LEN 32u
+#define FR_STORE_MAC_LEN 32u
+/* HELLO value: u32 store proto, u32 version, i32 rank, i32 world, u8 role,
+ * u8 has_key, nonce[32] */
+#define FR_STORE_HELLO_LEN (18u + FR_STORE_NONCE_LEN)
+/* HELLO reply value: u8 has_key, nonce[32], proof[32] (zeros: no key) */
+#define FR_STORE_CHALLENGE_LEN (1u + FR_STORE_NONCE_LEN + FR_STORE_MAC_LEN)
+/* An error reply's value (its message) is at most this long. */
+#define FR_STORE_MAX_ERR 255u
+/* The server closes a connection that has not authenticated by then. */
+#define FR_STORE_AUTH_MS 3000
+/* The largest world size the server accepts. */
+#define FR_STORE_MAX_WORLD (1 << 20)
+
+/* Both sides: TCP_NODELAY and keepalive. A peer that vanishes is noticed
+ * within about 5 s: an idle connection is probed after 2 s, every 1 s, and
+ * given up after 3 unanswered probes (2 + 3 * 1 s); unacknowledged data is
+ * given up after TCP_USER_TIMEOUT (5 s). Failures are ignored (best effort). */
+static inline void fr_store__tune_socket(int fd)
+{
+    int one = 1, idle = 2, intvl = 1, cnt = 3;
+    unsigned user_timeout_ms = 5000;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+                     sizeof(user_timeout_ms));
+}
 
 /* n-byte little-endian integers (n <= 8). */
 static inline void fr_store__put(uint8_t *p, uint64_t v, int n)
@@ -103,5 +142,97 @@ int fr_store_table_counter(const fr_store_table *t, const char *key,
  * the key is unchanged on error. */
 int fr_store_table_add(fr_store_table *t, const char *key, int64_t delta,
                        int64_t *result);
+
+/* ---- the handshake and the events (store_wire.c) ------------------------ */
+
+/* A HELLO's fields. */
+typedef struct fr_store_hello {
+    uint32_t proto;   /* FR_STORE_PROTO of the sender */
+    uint32_t version; /* fabrpc protocol version */
+    int32_t rank, world;
+    uint8_t role;    /* fr_store_role */
+    uint8_t has_key; /* 0 or 1 */
+    uint8_t nonce[FR_STORE_NONCE_LEN];
+} fr_store_hello;
+
+void fr_store__hello_encode(const fr_store_hello *h,
+                            uint8_t out[FR_STORE_HELLO_LEN]);
+/* false when a field is out of its domain (role, has_key). */
+bool fr_store__hello_decode(const uint8_t in[FR_STORE_HELLO_LEN],
+                            fr_store_hello *h);
+
+/* A proof of the key: HMAC-SHA256(key, label || hello || server nonce),
+ * the label naming the side ("server" or "client") so one side's proof is
+ * never valid as the other's. hello is the client's encoded HELLO (it holds
+ * the client's nonce and its claimed identity). */
+void fr_store__proof(const uint8_t *key, size_t key_len, bool server,
+                     const uint8_t hello[FR_STORE_HELLO_LEN],
+                     const uint8_t nonce_s[FR_STORE_NONCE_LEN],
+                     uint8_t out[FR_STORE_MAC_LEN]);
+
+/* Fills out with fresh random bytes (getrandom). 0 or -1. */
+int fr_store__nonce(uint8_t out[FR_STORE_NONCE_LEN]);
+
+/* Encodes events ev[0..n) as the WATCH reply value (each: i32 rank, u8
+ * state, u8 reason length, reason bytes) into out (at least n * 102
+ * bytes); returns the bytes written. */
+size_t fr_store__events_encode(const fr_store_event *ev, size_t n,
+                               uint8_t *out);
+/* Decodes up to cap events of a WATCH value into ev; *n gets how many.
+ * -1 when the value is malformed. */
+int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
+                            size_t cap, size_t *n);
+
+/* ---- the server's membership record (store_members.c) ------------------- */
+
+/*
+ * Who has joined, who is connected (MAIN), who died or left, the events,
+ * the poison text, the count of key failures. Used by the server thread;
+ * fr_store_members_wait_gone may be called from any thread (an internal
+ * mutex guards what it reads).
+ */
+typedef struct fr_store_members fr_store_members;
+
+/* A record for self's job (world, version, key copied), or NULL when out of
+ * memory. Free with fr_store_members_free (NULL is a no-op). */
+fr_store_members *fr_store_members_new(const fr_store_ident *self);
+void fr_store_members_free(fr_store_members *m);
+
+/* The job key (NULL, 0: none). */
+const uint8_t *fr_store_members_key(const fr_store_members *m, size_t *len);
+
+/* Admits an authenticated HELLO h: 0, or a refusal code with its message in
+ * msg: FRPC_EBOOTSTRAP (world or version mismatch: the job is poisoned),
+ * FRPC_ENORANK (rank out of range), FRPC_ESHUTDOWN (a MAIN or WATCH of a
+ * rank that died or left: a stale store), FRPC_EEXIST (the rank's MAIN is
+ * still connected). */
+int fr_store_members_admit(fr_store_members *m, const fr_store_hello *h,
+                           char *msg, size_t n);
+
+/* A connection claiming rank failed the key proof for reason why (which
+ * becomes the poison text while the job has not fully joined). */
+void fr_store_members_key_failed(fr_store_members *m, int rank,
+                                 const char *why);
+
+/* rank's MAIN sent LEAVE (an event, LEFT), or its MAIN closed without
+ * LEAVE (an event, DEAD, with reason why) or after it (nothing). */
+void fr_store_members_leave(fr_store_members *m, int rank);
+void fr_store_members_closed(fr_store_members *m, int rank, const char *why);
+
+/* Why a wait that is not satisfied can never be: 0 (it may still be),
+ * FRPC_EBOOTSTRAP (the job is poisoned) or FRPC_EPEERLOST (a rank died or
+ * left), with the message in *msg (owned by m). */
+int fr_store_members_blocked(const fr_store_members *m, const char **msg);
+
+/* The events so far: *n and a pointer owned by m (valid until the next
+ * event). */
+const fr_store_event *fr_store_members_events(const fr_store_members *m,
+                                              size_t *n);
+
+/* See fr_store_server_wait_gone. Any thread. */
+int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms);
+
+/* How many connections failed the key proof. */
+uint64_t fr_store_members_key_failures(const fr_store_members *m);
 
 #endif /* FR_COMM_STORE_PROTO_H */

@@ -13,10 +13,21 @@
  *   or its reply is not fully sent, no further request of that connection
  *   is parsed. Replies therefore leave in request order and the buffers of
  *   a connection never hold more than one request and one reply.
+ * - A connection goes HELLO -> AUTH -> MEMBER (store.h). Before MEMBER,
+ *   header_ok admits only the next handshake op with a small value, so an
+ *   unauthenticated peer never makes the server buffer more than RBUF_MIN
+ *   bytes, never reaches the table, and is closed at its auth deadline
+ *   (FR_STORE_AUTH_MS after accept). A refusal is queued as an error reply
+ *   with its message and the connection closes once it is sent (closing).
+ * - An admitted MAIN connection (main) stands for its rank: when it dies
+ *   the membership record (store_members.c) gets the event. Every change of
+ *   that record (an event, poison) re-examines all parked requests
+ *   (wake(s, NULL)): a WATCH may now be answered, a GET/WAIT_GE may now be
+ *   blocked for ever and is answered with the record's error.
  * - A SET or ADD of key K answers every connection parked on K that is now
  *   ready; a parked request whose deadline passes is answered with
- *   FRPC_ETIMEDOUT. Deadlines use the monotonic clock and set the poll
- *   timeout.
+ *   FRPC_ETIMEDOUT. Deadlines (and auth deadlines) use the monotonic clock
+ *   and set the poll timeout.
  * - A malformed request (see store.h) closes that connection only; out of
  *   memory while serving a request answers it with FRPC_ENOMEM.
  * - The keys and values are in an fr_store_table (store_table.c).
@@ -37,16 +48,28 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/sha256.h"
 #include "comm/store_proto.h"
 
 #define RBUF_MIN 4096u
 #define BUF_KEEP (64u * 1024u) /* larger buffers are freed once idle */
 #define ACCEPT_PAUSE_MS 100
+#define MAX_HELLO 256u /* a HELLO may be longer in a later protocol */
+
+enum phase { PH_HELLO, PH_AUTH, PH_MEMBER };
 
 struct conn {
     int fd;
     bool dead;
     bool parked;
+    bool closing; /* close once the queued reply is sent */
+    bool main;    /* an admitted MAIN: its rank's liveness */
+    enum phase phase;
+    int64_t auth_deadline; /* monotonic ms, before PH_MEMBER */
+    fr_store_hello hello;
+    uint8_t hello_raw[FR_STORE_HELLO_LEN];
+    uint8_t nonce_s[FR_STORE_NONCE_LEN];
+    char why[96]; /* why it closed, for its rank's event */
     uint8_t *rbuf;
     size_t rlen, rcap;
     uint8_t *wbuf;
@@ -54,6 +77,7 @@ struct conn {
     /* The request in progress, while parked. */
     uint8_t op;
     int64_t target;   /* WAIT_GE */
+    uint64_t seen;    /* WATCH */
     int64_t deadline; /* monotonic ms; INT64_MAX: none */
     char key[FR_STORE_MAX_KEY + 1];
 };
@@ -67,12 +91,40 @@ struct fr_store_server {
     size_t nconns, capconns;
     struct pollfd *pfds; /* capconns + 2 */
     fr_store_table *table;
+    fr_store_members *members;
+    int self_rank;
+    bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
     bool work;                  /* a woken conn waits for a pass */
     int64_t accept_paused_until; /* out of fds: stop accepting a while */
 };
 
 /* ---- connections -------------------------------------------------------- */
+
+/* Marks c dead, keeping the first reason. */
+static void conn_kill(struct conn *c, const char *why)
+{
+    if (!c->why[0])
+        snprintf(c->why, sizeof(c->why), "%s", why);
+    c->dead = true;
+}
+
+/* Why c's socket failed: err or its pending error, else EOF. */
+static void conn_kill_sock(struct conn *c, int err)
+{
+    char why[96];
+    if (err == 0) {
+        socklen_t el = sizeof(err);
+        if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+            err = 0;
+    }
+    if (err == 0)
+        conn_kill(c, "its store connection closed without leaving "
+                     "(process died?)");
+    snprintf(why, sizeof(why), "its store connection failed: %s (host "
+             "down?)", strerror(err));
+    conn_kill(c, why);
+}
 
 /* Queues one reply. Returns 0, or -1 when it cannot be buffered. */
 static int conn_reply(struct conn *c, int32_t status, int64_t num,
@@ -96,26 +148,59 @@ static int conn_reply(struct conn *c, int32_t status, int64_t num,
     return 0;
 }
 
-/* Answers c's GET/WAIT_GE if it is ready: 1 answered, 0 not ready,
- * -1 the reply could not be buffered. */
+/* Queues an error reply carrying msg, and closes c once it is sent. */
+static int conn_refuse(struct conn *c, int32_t status, const char *msg)
+{
+    c->closing = true;
+    return conn_reply(c, status, 0, msg, strnlen(msg, FR_STORE_MAX_ERR));
+}
+
+/* Answers c's WATCH if the server has more than c->seen events: 1, 0 not
+ * ready, -1 the reply could not be buffered. At most world <= 2^20 events
+ * of at most 101 bytes: the value may exceed FR_STORE_MAX_VALUE only for
+ * worlds over 10000 that all died, and then ends early. */
+static int answer_watch(struct fr_store_server *s, struct conn *c)
+{
+    const size_t most = 6 + sizeof(((fr_store_event *)0)->reason);
+    size_t n;
+    const fr_store_event *ev = fr_store_members_events(s->members, &n);
+    if ((uint64_t)n <= c->seen)
+        return 0;
+    if (n > FR_STORE_MAX_VALUE / most)
+        n = FR_STORE_MAX_VALUE / most;
+    uint8_t *buf = malloc(n * most);
+    if (!buf)
+        return conn_reply(c, FRPC_ENOMEM, 0, NULL, 0) < 0 ? -1 : 1;
+    size_t len = fr_store__events_encode(ev, n, buf);
+    int rc = conn_reply(c, 0, (int64_t)n, buf, len);
+    free(buf);
+    return rc < 0 ? -1 : 1;
+}
+
+/* Answers c's GET/WAIT_GE/WATCH if it is ready, or a GET/WAIT_GE that can
+ * never be (the job is poisoned or a rank is gone): 1 answered, 0 not
+ * ready, -1 the reply could not be buffered. */
 static int try_answer(struct fr_store_server *s, struct conn *c)
 {
     const uint8_t *val;
+    const char *msg;
     size_t len;
     int64_t v;
     int rc;
+    if (c->op == FR_STORE_OP_WATCH)
+        return answer_watch(s, c);
     if (c->op == FR_STORE_OP_GET) {
-        if (!fr_store_table_get(s->table, c->key, &val, &len))
-            return 0;
-        rc = conn_reply(c, 0, 0, val, len);
+        if (fr_store_table_get(s->table, c->key, &val, &len))
+            return conn_reply(c, 0, 0, val, len) < 0 ? -1 : 1;
     } else if (fr_store_table_counter(s->table, c->key, &v) != 0) {
-        rc = conn_reply(c, FRPC_EPROTO, 0, NULL, 0);
-    } else if (v < c->target) {
-        return 0;
-    } else {
-        rc = conn_reply(c, 0, v, NULL, 0);
+        return conn_reply(c, FRPC_EPROTO, 0, NULL, 0) < 0 ? -1 : 1;
+    } else if (v >= c->target) {
+        return conn_reply(c, 0, v, NULL, 0) < 0 ? -1 : 1;
     }
-    return rc < 0 ? -1 : 1;
+    rc = fr_store_members_blocked(s->members, &msg);
+    if (rc == 0)
+        return 0;
+    return conn_reply(c, rc, 0, msg, strlen(msg)) < 0 ? -1 : 1;
 }
 
 static void unpark(struct fr_store_server *s, struct conn *c)
@@ -125,19 +210,89 @@ static void unpark(struct fr_store_server *s, struct conn *c)
     s->work = true;
 }
 
-/* key changed: answer the connections parked on it that are now ready. */
+/* key changed (NULL: the membership record did): answer the connections
+ * parked on it that are now ready or blocked. */
 static void wake(struct fr_store_server *s, const char *key)
 {
     for (size_t i = 0; i < s->nconns && s->nparked; i++) {
         struct conn *c = s->conns[i];
-        if (!c->parked || strcmp(c->key, key) != 0)
+        if (!c->parked || c->dead || (key && strcmp(c->key, key) != 0))
             continue;
         int r = try_answer(s, c);
         if (r != 0)
             unpark(s, c);
         if (r < 0)
-            c->dead = true;
+            conn_kill(c, "the store ran out of memory serving it");
     }
+}
+
+/* HELLO: checks the store protocol, answers with the challenge. */
+static int handle_hello(struct fr_store_server *s, struct conn *c,
+                        const uint8_t *val, uint32_t vlen)
+{
+    char msg[FR_STORE_MAX_ERR + 1];
+    uint8_t out[FR_STORE_CHALLENGE_LEN] = {0};
+    size_t klen;
+    const uint8_t *key = fr_store_members_key(s->members, &klen);
+    uint32_t proto = (uint32_t)fr_store__get(val, 4);
+    if (proto != FR_STORE_PROTO) {
+        snprintf(msg, sizeof(msg), "a rank speaks bootstrap store protocol "
+                 "%u, rank %d speaks %u", (unsigned)proto, s->self_rank,
+                 (unsigned)FR_STORE_PROTO);
+        return conn_refuse(c, FRPC_EPROTO, msg);
+    }
+    if (vlen != FR_STORE_HELLO_LEN || !fr_store__hello_decode(val, &c->hello) ||
+        fr_store__nonce(c->nonce_s) != 0)
+        return -1;
+    memcpy(c->hello_raw, val, FR_STORE_HELLO_LEN);
+    out[0] = klen > 0;
+    memcpy(out + 1, c->nonce_s, FR_STORE_NONCE_LEN);
+    if (klen)
+        fr_store__proof(key, klen, true, c->hello_raw, c->nonce_s,
+                        out + 1 + FR_STORE_NONCE_LEN);
+    c->phase = PH_AUTH;
+    return conn_reply(c, 0, 0, out, sizeof(out));
+}
+
+/* AUTH: checks the client's proof, then admits it as a member. */
+static int handle_auth(struct fr_store_server *s, struct conn *c,
+                       const uint8_t *val, uint32_t vlen)
+{
+    char msg[FR_STORE_MAX_ERR + 1] = "";
+    uint8_t want[FR_STORE_MAC_LEN];
+    size_t klen;
+    const uint8_t *key = fr_store_members_key(s->members, &klen);
+    const fr_store_hello *h = &c->hello;
+    bool ok;
+    if (klen) {
+        fr_store__proof(key, klen, false, c->hello_raw, c->nonce_s, want);
+        ok = h->has_key && vlen == FR_STORE_MAC_LEN &&
+             fr_ct_equal(val, want, FR_STORE_MAC_LEN);
+        if (!ok)
+            snprintf(msg, sizeof(msg), "rank %d %s, rank %d has one (key "
+                     "mismatch)", (int)h->rank,
+                     h->has_key ? "could not prove the job key"
+                                : "has no job key",
+                     s->self_rank);
+    } else {
+        ok = !h->has_key && vlen == 0;
+        if (!ok)
+            snprintf(msg, sizeof(msg), "rank %d has a job key, rank %d has "
+                     "none (key mismatch)", (int)h->rank, s->self_rank);
+    }
+    if (!ok) {
+        fr_store_members_key_failed(s->members, h->rank, msg);
+        s->changed = true;
+        return conn_refuse(c, FRPC_EACCES, msg);
+    }
+    int rc = fr_store_members_admit(s->members, h, msg, sizeof(msg));
+    if (rc != 0) {
+        s->changed = true;
+        return conn_refuse(c, rc, msg);
+    }
+    c->phase = PH_MEMBER;
+    c->main = h->role == FR_STORE_ROLE_MAIN;
+    return conn_reply(c, 0, 0, NULL, 0);
 }
 
 /* Handles one well-formed request. Returns 0, or -1 to close c. */
@@ -149,6 +304,16 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
     int rc;
 
     switch (op) {
+    case FR_STORE_OP_HELLO:
+        return handle_hello(s, c, val, vlen);
+    case FR_STORE_OP_AUTH:
+        return handle_auth(s, c, val, vlen);
+    case FR_STORE_OP_LEAVE:
+        if (!c->main)
+            return conn_reply(c, FRPC_EINVAL, 0, NULL, 0);
+        fr_store_members_leave(s->members, c->hello.rank);
+        s->changed = true;
+        return conn_reply(c, 0, 0, NULL, 0);
     case FR_STORE_OP_SET:
     case FR_STORE_OP_ADD:
         rc = op == FR_STORE_OP_SET
@@ -157,10 +322,11 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
         if (rc == 0)
             wake(s, key);
         return conn_reply(c, rc, v, NULL, 0);
-    default: /* GET, WAIT_GE */
+    default: /* GET, WAIT_GE, WATCH */
         c->op = op;
         memcpy(c->key, key, strlen(key) + 1);
-        c->target = op == FR_STORE_OP_GET ? 0 : arg;
+        c->target = op == FR_STORE_OP_WAIT_GE ? arg : 0;
+        c->seen = (uint64_t)arg;
         timeout = op == FR_STORE_OP_GET ? arg
                                         : (int64_t)fr_store__get(val, 8);
         int64_t now = fr_store__now_ms();
@@ -187,11 +353,13 @@ static void conn_flush(struct conn *c)
             continue;
         } else {
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
-                c->dead = true;
+                conn_kill_sock(c, errno);
             return;
         }
     }
     c->wlen = c->woff = 0;
+    if (c->closing)
+        conn_kill(c, "it was refused");
     if (c->wcap > BUF_KEEP) {
         free(c->wbuf);
         c->wbuf = NULL;
@@ -210,15 +378,24 @@ static void conn_read(struct conn *c)
             continue;
         else {
             if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                c->dead = true;
+                conn_kill_sock(c, n == 0 ? 0 : errno);
             return;
         }
     }
 }
 
-/* Whether a request header is well-formed (see store.h). */
-static bool header_ok(uint8_t op, uint16_t klen, uint32_t vlen)
+/* Whether a request header is well-formed (see store.h) and its op allowed
+ * in phase ph: before PH_MEMBER only the next handshake op. */
+static bool header_ok(enum phase ph, uint8_t op, uint16_t klen, uint32_t vlen)
 {
+    if (ph == PH_HELLO)
+        return op == FR_STORE_OP_HELLO && klen == 0 && vlen >= 4 &&
+               vlen <= MAX_HELLO;
+    if (ph == PH_AUTH)
+        return op == FR_STORE_OP_AUTH && klen == 0 &&
+               (vlen == 0 || vlen == FR_STORE_MAC_LEN);
+    if (op == FR_STORE_OP_WATCH || op == FR_STORE_OP_LEAVE)
+        return klen == 0 && vlen == (op == FR_STORE_OP_WATCH ? 8u : 0u);
     if (klen < 1 || klen > FR_STORE_MAX_KEY || vlen > FR_STORE_MAX_VALUE)
         return false;
     switch (op) {
@@ -244,15 +421,15 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
             if (c->woff < c->wlen)
                 return;
         }
-        if (c->parked || c->rlen < FR_STORE_REQ_HDR)
+        if (c->parked || c->closing || c->rlen < FR_STORE_REQ_HDR)
             return;
         const uint8_t *p = c->rbuf;
         uint8_t op = p[0];
         uint16_t klen = (uint16_t)fr_store__get(p + 1, 2);
         uint32_t vlen = (uint32_t)fr_store__get(p + 3, 4);
         int64_t arg = (int64_t)fr_store__get(p + 7, 8);
-        if (!header_ok(op, klen, vlen)) {
-            c->dead = true;
+        if (!header_ok(c->phase, op, klen, vlen)) {
+            conn_kill(c, "it sent a malformed store request");
             return;
         }
         size_t total = FR_STORE_REQ_HDR + klen + vlen;
@@ -260,7 +437,7 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
             if (total > c->rcap) {
                 uint8_t *b = realloc(c->rbuf, total);
                 if (!b) {
-                    c->dead = true;
+                    conn_kill(c, "the store ran out of memory serving it");
                     return;
                 }
                 c->rbuf = b;
@@ -273,7 +450,7 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
         key[klen] = '\0';
         if (strlen(key) != klen ||
             handle(s, c, op, key, p + FR_STORE_REQ_HDR + klen, vlen, arg) < 0) {
-            c->dead = true;
+            conn_kill(c, "it sent a malformed store request");
             return;
         }
         c->rlen -= total;
@@ -327,8 +504,7 @@ static void accept_all(struct fr_store_server *s)
                 s->accept_paused_until = fr_store__now_ms() + ACCEPT_PAUSE_MS;
             return;
         }
-        int one = 1;
-        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        fr_store__tune_socket(fd);
         struct conn *c = room_for_conn(s) ? calloc(1, sizeof(*c)) : NULL;
         uint8_t *rbuf = c ? malloc(RBUF_MIN) : NULL;
         if (!rbuf) { /* out of memory: this client sees EOF */
@@ -337,6 +513,7 @@ static void accept_all(struct fr_store_server *s)
             continue;
         }
         c->fd = fd;
+        c->auth_deadline = fr_store__now_ms() + FR_STORE_AUTH_MS;
         c->rbuf = rbuf;
         c->rcap = RBUF_MIN;
         s->conns[s->nconns++] = c;
@@ -350,9 +527,13 @@ static int poll_timeout(const struct fr_store_server *s, int64_t now)
     if (s->work)
         return 0;
     int64_t t = INT64_MAX;
-    for (size_t i = 0; i < s->nconns && s->nparked; i++)
-        if (s->conns[i]->parked && s->conns[i]->deadline < t)
-            t = s->conns[i]->deadline;
+    for (size_t i = 0; i < s->nconns; i++) {
+        const struct conn *c = s->conns[i];
+        if (c->parked && c->deadline < t)
+            t = c->deadline;
+        if (c->phase != PH_MEMBER && c->auth_deadline < t)
+            t = c->auth_deadline;
+    }
     if (s->accept_paused_until > now && s->accept_paused_until < t)
         t = s->accept_paused_until;
     if (t == INT64_MAX)
@@ -386,23 +567,28 @@ static void *serve(void *arg)
         if (rc > 0 && s->pfds[0].revents)
             break;
         for (size_t i = 0; rc > 0 && i < n; i++) {
+            struct conn *c = s->conns[i];
             short re = s->pfds[i + 2].revents;
-            if (re & (POLLERR | POLLHUP | POLLNVAL))
-                s->conns[i]->dead = true;
-            else if (re & POLLIN)
-                conn_read(s->conns[i]);
+            if (re & POLLNVAL)
+                conn_kill(c, "its store connection failed");
+            else if ((re & (POLLIN | POLLHUP | POLLERR)) && c->rlen < c->rcap)
+                conn_read(c); /* reads what is left, then sees EOF/error */
+            else if (re & (POLLHUP | POLLERR))
+                conn_kill_sock(c, 0);
         }
         if (rc > 0 && s->pfds[1].revents)
             accept_all(s);
 
         now = fr_store__now_ms();
         s->work = false;
-        for (size_t i = 0; i < s->nconns && s->nparked; i++) {
+        for (size_t i = 0; i < s->nconns; i++) {
             struct conn *c = s->conns[i];
+            if (c->phase != PH_MEMBER && c->auth_deadline <= now)
+                conn_kill(c, "it did not authenticate in time");
             if (c->parked && !c->dead && c->deadline <= now) {
                 unpark(s, c);
                 if (conn_reply(c, FRPC_ETIMEDOUT, 0, NULL, 0) < 0)
-                    c->dead = true;
+                    conn_kill(c, "the store ran out of memory serving it");
             }
         }
         for (size_t i = 0; i < s->nconns; i++)
@@ -415,8 +601,16 @@ static void *serve(void *arg)
             }
             if (c->parked)
                 s->nparked--;
+            if (c->main) {
+                fr_store_members_closed(s->members, c->hello.rank, c->why);
+                s->changed = true;
+            }
             conn_free(c);
             s->conns[i] = s->conns[--s->nconns];
+        }
+        if (s->changed) {
+            s->changed = false;
+            wake(s, NULL);
         }
     }
     /* Closing every connection ends the clients' waits with EOF. */
@@ -482,6 +676,7 @@ static void server_free(struct fr_store_server *s)
     for (size_t i = 0; i < s->nconns; i++)
         conn_free(s->conns[i]);
     fr_store_table_free(s->table);
+    fr_store_members_free(s->members);
     if (s->lfd >= 0)
         close(s->lfd);
     for (int i = 0; i < 2; i++)
@@ -493,20 +688,28 @@ static void server_free(struct fr_store_server *s)
 }
 
 int fr_store_server_start(const char *host, uint16_t port,
-                          fr_store_server **out, char *errbuf, size_t errlen)
+                          const fr_store_ident *self, fr_store_server **out,
+                          char *errbuf, size_t errlen)
 {
-    if (!out) {
-        fr_store__errf(errbuf, errlen, "store server: out is NULL");
+    if (out)
+        *out = NULL;
+    if (!out || !self || self->world < 1 ||
+        self->world > FR_STORE_MAX_WORLD || self->rank < 0 ||
+        self->rank >= self->world || (self->key_len && !self->key)) {
+        fr_store__errf(errbuf, errlen, "store server: out and a valid self "
+                       "(rank in 0..world-1, world in 1..%d) are required",
+                       FR_STORE_MAX_WORLD);
         return FRPC_EINVAL;
     }
-    *out = NULL;
     struct fr_store_server *s = calloc(1, sizeof(*s));
     if (!s)
         return FRPC_ENOMEM;
     s->lfd = s->pipefd[0] = s->pipefd[1] = -1;
+    s->self_rank = self->rank;
     s->table = fr_store_table_new();
+    s->members = fr_store_members_new(self);
     s->pfds = malloc(2 * sizeof(*s->pfds));
-    if (!s->table || !s->pfds) {
+    if (!s->table || !s->members || !s->pfds) {
         server_free(s);
         return FRPC_ENOMEM;
     }
@@ -533,6 +736,12 @@ int fr_store_server_start(const char *host, uint16_t port,
 uint16_t fr_store_server_port(const fr_store_server *s)
 {
     return s ? s->port : 0;
+}
+
+int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms)
+{
+    return s ? fr_store_members_wait_gone(s->members, timeout_ms)
+             : FRPC_EINVAL;
 }
 
 void fr_store_server_stop(fr_store_server *s)

@@ -1,9 +1,12 @@
 /*
- * Unit tests of the bootstrap key-value store (comm/store.h): server and
- * clients in one process, over 127.0.0.1. Each test is its own case (Check
- * forks it) with a timeout; the names are in the table at the end. Most
- * cases get a fixture: a server on a free port (srv, port) and a connected
- * client (cli). Timing checks use generous bounds so that a slow, loaded
+ * Unit tests of the bootstrap key-value store (comm/store.h) and of its
+ * SHA-256/HMAC (comm/sha256.h): server and clients in one process, over
+ * 127.0.0.1. Each test is its own case (Check forks it) with a timeout; the
+ * names are in the table at the end. Most cases get a fixture: a keyed
+ * server for a job of FIX_WORLD ranks on a free port (srv, port) and rank
+ * 0's MAIN client (cli); helper threads join as WATCH connections of rank 0
+ * so that their closing is not a death. Membership cases start their own
+ * small jobs. Timing checks use generous bounds so that a slow, loaded
  * two-core machine passes.
  */
 #include <arpa/inet.h>
@@ -21,7 +24,9 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/sha256.h"
 #include "comm/store.h"
+#include "comm/store_proto.h"
 
 #include "check_main.h"
 
@@ -30,10 +35,26 @@
 #define NTHREADS 8
 #define NADDS 1000
 #define NCLIENTS 64
+#define FIX_WORLD 4
+#define VERSION 2u
+
+static const uint8_t KEY[] = "a job secret for the store tests";
+static const uint8_t OTHER_KEY[] = "another job's secret";
 
 static fr_store_server *srv; /* fixture: set in the forked test process */
 static uint16_t port;
 static fr_store_client *cli;
+
+/* An identity of the fixture's job (key KEY, FIX_WORLD ranks). */
+static fr_store_ident ident(int rank, fr_store_role role)
+{
+    return (fr_store_ident){.rank = rank,
+                            .world = FIX_WORLD,
+                            .version = VERSION,
+                            .key = KEY,
+                            .key_len = sizeof(KEY) - 1,
+                            .role = role};
+}
 
 static int64_t now_ms(void)
 {
@@ -46,23 +67,38 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static fr_store_client *connect_ok(void)
+/* Joins the server at port as me; fails the test on error. */
+static fr_store_client *join_ok(const fr_store_ident *me)
 {
     fr_store_client *c = NULL;
     char err[256] = "";
-    int rc = fr_store_connect(HOST, port, 10000, &c, err, sizeof(err));
+    int rc = fr_store_connect(HOST, port, 10000, me, &c, err, sizeof(err));
     ck_assert_msg(rc == 0, "connect: %d %s", rc, err);
     return c;
 }
 
-static void server_setup(void)
+/* A WATCH connection of rank 0 of the fixture's job. */
+static fr_store_client *connect_ok(void)
+{
+    fr_store_ident me = ident(0, FR_STORE_ROLE_WATCH);
+    return join_ok(&me);
+}
+
+/* Starts srv on a free port for a job like self; sets port. */
+static void start_server(const fr_store_ident *self)
 {
     char err[256] = "";
-    int rc = fr_store_server_start(HOST, 0, &srv, err, sizeof(err));
+    int rc = fr_store_server_start(HOST, 0, self, &srv, err, sizeof(err));
     ck_assert_msg(rc == 0, "server start: %d %s", rc, err);
     port = fr_store_server_port(srv);
     ck_assert_uint_ne(port, 0);
-    cli = connect_ok();
+}
+
+static void server_setup(void)
+{
+    fr_store_ident self = ident(0, FR_STORE_ROLE_MAIN);
+    start_server(&self);
+    cli = join_ok(&self);
 }
 
 static void server_teardown(void)
@@ -78,7 +114,8 @@ static const fr_fixture server = {server_setup, server_teardown};
 static fr_store_client *thread_client(int *rc)
 {
     fr_store_client *c = NULL;
-    *rc = fr_store_connect(HOST, port, 20000, &c, NULL, 0);
+    fr_store_ident me = ident(0, FR_STORE_ROLE_WATCH);
+    *rc = fr_store_connect(HOST, port, 20000, &me, &c, NULL, 0);
     return c;
 }
 
@@ -338,9 +375,10 @@ START_TEST(test_connect_no_server)
 {
     uint16_t p = free_port();
     fr_store_client *c = (fr_store_client *)1;
+    fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
     char err[256] = "", want[64];
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, p, 500, &c, err, sizeof(err)),
+    ck_assert_int_eq(fr_store_connect(HOST, p, 500, &me, &c, err, sizeof(err)),
                      FRPC_EBOOTSTRAP);
     int64_t dt = now_ms() - t0;
     ck_assert_int_ge(dt, 400);
@@ -351,19 +389,24 @@ START_TEST(test_connect_no_server)
     ck_assert_msg(strstr(err, want) != NULL, "error text: %s", err);
     /* timeout 0: one attempt only. */
     t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, p, 0, &c, NULL, 0),
+    ck_assert_int_eq(fr_store_connect(HOST, p, 0, &me, &c, NULL, 0),
                      FRPC_EBOOTSTRAP);
     ck_assert_int_lt(now_ms() - t0, 15000);
-    ck_assert_int_eq(fr_store_connect(NULL, p, 0, &c, NULL, 0), FRPC_EINVAL);
-    ck_assert_int_eq(fr_store_connect(HOST, 0, 0, &c, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(fr_store_connect(NULL, p, 0, &me, &c, NULL, 0),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(fr_store_connect(HOST, 0, 0, &me, &c, NULL, 0),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(fr_store_connect(HOST, p, 0, NULL, &c, NULL, 0),
+                     FRPC_EINVAL);
 }
 END_TEST
 
 static void *start_late(void *arg)
 {
     int *rc = arg;
+    fr_store_ident self = ident(0, FR_STORE_ROLE_MAIN);
     sleep_ms(400);
-    *rc = fr_store_server_start(HOST, port, &srv, NULL, 0);
+    *rc = fr_store_server_start(HOST, port, &self, &srv, NULL, 0);
     return NULL;
 }
 
@@ -373,8 +416,9 @@ START_TEST(test_connect_retries)
     port = free_port();
     pthread_t th = spawn(start_late, &rc);
     fr_store_client *c = NULL;
+    fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
     char err[256] = "";
-    int crc = fr_store_connect(HOST, port, 20000, &c, err, sizeof(err));
+    int crc = fr_store_connect(HOST, port, 20000, &me, &c, err, sizeof(err));
     pthread_join(th, NULL);
     ck_assert_int_eq(rc, 0);
     ck_assert_msg(crc == 0, "connect: %d %s", crc, err);
@@ -395,19 +439,25 @@ static void *get_forever(void *arg)
     return NULL;
 }
 
-START_TEST(test_stop_wakes_get)
+/* Stops the server while fn blocks on a thread; fn must end promptly with
+ * FRPC_EBOOTSTRAP, and c (fn's client) stays failed. */
+static void stop_ends_blocked(void *(*fn)(void *), fr_store_client *c)
 {
     int rc = 1;
-    pthread_t th = spawn(get_forever, &rc);
+    pthread_t th = spawn(fn, &rc);
     sleep_ms(300);
     int64_t t0 = now_ms();
     fr_store_server_stop(srv);
     srv = NULL;
     pthread_join(th, NULL);
-    ck_assert_int_lt(now_ms() - t0, 20000);
+    ck_assert_int_lt(now_ms() - t0, 3000);
     ck_assert_int_eq(rc, FRPC_EBOOTSTRAP);
-    /* The client stays failed. */
-    ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(fr_store_set(c, "k", "v", 1), FRPC_EBOOTSTRAP);
+}
+
+START_TEST(test_stop_wakes_get)
+{
+    stop_ends_blocked(get_forever, cli);
 }
 END_TEST
 
@@ -423,22 +473,68 @@ static int raw_connect(void)
     return fd;
 }
 
-/* A request header, u8 op, u16 keylen, u32 vallen, i64 arg (0), then tail. */
-static int raw_request(uint8_t op, uint16_t klen, uint32_t vlen,
-                       const char *tail, size_t tlen)
+/* Sends a request: u8 op, u16 keylen, u32 vallen, i64 arg (0), then tail
+ * (tlen bytes; the lengths in the header may lie). */
+static void raw_send(int fd, uint8_t op, uint16_t klen, uint32_t vlen,
+                     const void *tail, size_t tlen)
 {
-    uint8_t b[15 + 64] = {op, (uint8_t)klen, (uint8_t)(klen >> 8),
-                          (uint8_t)vlen, (uint8_t)(vlen >> 8),
-                          (uint8_t)(vlen >> 16), (uint8_t)(vlen >> 24)};
-    int fd = raw_connect();
-    ck_assert_uint_le(tlen, 64);
+    uint8_t b[15 + 128] = {op, (uint8_t)klen, (uint8_t)(klen >> 8),
+                           (uint8_t)vlen, (uint8_t)(vlen >> 8),
+                           (uint8_t)(vlen >> 16), (uint8_t)(vlen >> 24)};
+    ck_assert_uint_le(tlen, 128);
     memcpy(b + 15, tail, tlen);
     ck_assert_int_eq(send(fd, b, 15 + tlen, MSG_NOSIGNAL),
                      (ssize_t)(15 + tlen));
+}
+
+/* Reads exactly n bytes, or fails the test. */
+static void raw_recv(int fd, void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        ck_assert_int_eq(poll(&p, 1, 10000), 1);
+        ssize_t k = recv(fd, (char *)buf + got, n - got, 0);
+        ck_assert_int_gt(k, 0);
+        got += (size_t)k;
+    }
+}
+
+/* Joins fd as a WATCH of rank 0 of the fixture's job, by hand (HELLO,
+ * AUTH), checking the store's proof like the client does. */
+static void raw_join(int fd)
+{
+    fr_store_hello h = {.proto = FR_STORE_PROTO, .version = VERSION,
+                        .rank = 0, .world = FIX_WORLD,
+                        .role = FR_STORE_ROLE_WATCH, .has_key = 1};
+    uint8_t hello[FR_STORE_HELLO_LEN], mac[FR_STORE_MAC_LEN];
+    uint8_t rep[16 + FR_STORE_CHALLENGE_LEN];
+    fr_store__hello_encode(&h, hello);
+    raw_send(fd, FR_STORE_OP_HELLO, 0, sizeof(hello), hello, sizeof(hello));
+    raw_recv(fd, rep, sizeof(rep));
+    ck_assert_int_eq(rep[0], 0);
+    ck_assert_int_eq(rep[16], 1);
+    fr_store__proof(KEY, sizeof(KEY) - 1, true, hello, rep + 17, mac);
+    ck_assert(fr_ct_equal(mac, rep + 17 + FR_STORE_NONCE_LEN, sizeof(mac)));
+    fr_store__proof(KEY, sizeof(KEY) - 1, false, hello, rep + 17, mac);
+    raw_send(fd, FR_STORE_OP_AUTH, 0, sizeof(mac), mac, sizeof(mac));
+    raw_recv(fd, rep, 16);
+    ck_assert_int_eq(rep[0], 0);
+}
+
+/* A new connection (joined first if join) that sends one request. */
+static int raw_request(bool join, uint8_t op, uint16_t klen, uint32_t vlen,
+                       const char *tail, size_t tlen)
+{
+    int fd = raw_connect();
+    if (join)
+        raw_join(fd);
+    raw_send(fd, op, klen, vlen, tail, tlen);
     return fd;
 }
 
-/* True when the server closes fd within a generous bound. */
+/* True when the server closes fd within a generous bound without sending
+ * anything (more). */
 static bool closed_by_server(int fd)
 {
     struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -453,21 +549,23 @@ START_TEST(test_garbage_disconnected)
     ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), 0);
     int partial = raw_connect(); /* half a header, then silence */
     ck_assert_int_eq(send(partial, "\x01\x01", 2, MSG_NOSIGNAL), 2);
-    int huge_val = raw_request(1, 1, 0xFFFFFFFFu, "k", 1);
-    int huge_key = raw_request(2, 0xFFFF, 0, "k", 1);
-    int bad_op = raw_request(0x77, 1, 0, "k", 1);
-    int nul_key = raw_request(2, 2, 0, "a\0", 2);
-    int get_val = raw_request(2, 1, 1, "kv", 2);
+    int fds[12], n = 0;
+    for (int join = 0; join < 2; join++) { /* strangers, then members */
+        fds[n++] = raw_request(join, 1, 1, 0xFFFFFFFFu, "k", 1);
+        fds[n++] = raw_request(join, 2, 0xFFFF, 0, "k", 1);
+        fds[n++] = raw_request(join, 0x77, 1, 0, "k", 1);
+        fds[n++] = raw_request(join, 2, 2, 0, "a\0", 2);
+        fds[n++] = raw_request(join, 2, 1, 1, "kv", 2);
+        fds[n++] = raw_request(join, FR_STORE_OP_HELLO, 0, 1000, "", 0);
+    }
     int noise = raw_connect();
     ck_assert_int_eq(send(noise, "GET / HTTP/1.1\r\n\r\n", 18, MSG_NOSIGNAL),
                      18);
-    int leaver = raw_request(2, 4, 0, "gone", 4); /* parks, then leaves */
+    /* A member parks, then goes away. */
+    int leaver = raw_request(true, 2, 4, 0, "gone", 4);
 
-    ck_assert(closed_by_server(huge_val));
-    ck_assert(closed_by_server(huge_key));
-    ck_assert(closed_by_server(bad_op));
-    ck_assert(closed_by_server(nul_key));
-    ck_assert(closed_by_server(get_val));
+    for (int i = 0; i < n; i++)
+        ck_assert_msg(closed_by_server(fds[i]), "request %d not closed", i);
     ck_assert(closed_by_server(noise));
     close(leaver);
     expect_value(cli, "k", "v");
@@ -530,15 +628,497 @@ START_TEST(test_port_zero)
     ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), 0);
     /* The port is taken now: a second server names it in its error. */
     fr_store_server *s2 = (fr_store_server *)1;
+    fr_store_ident self = ident(0, FR_STORE_ROLE_MAIN);
     char err[256] = "", want[64];
-    ck_assert_int_eq(fr_store_server_start(HOST, port, &s2, err, sizeof(err)),
-                     FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(
+        fr_store_server_start(HOST, port, &self, &s2, err, sizeof(err)),
+        FRPC_EBOOTSTRAP);
     ck_assert_ptr_null(s2);
     snprintf(want, sizeof(want), "cannot listen on 127.0.0.1:%u",
              (unsigned)port);
     ck_assert_msg(strstr(err, want) != NULL, "error text: %s", err);
     fr_store_server_stop(NULL);
     fr_store_close(NULL);
+}
+END_TEST
+
+/* ---- SHA-256 and HMAC ----------------------------------------------------- */
+
+static void hex(const uint8_t *p, size_t n, char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        sprintf(out + 2 * i, "%02x", p[i]);
+}
+
+static void expect_sha(const void *msg, size_t len, const char *want)
+{
+    uint8_t d[FR_SHA256_LEN];
+    char got[2 * FR_SHA256_LEN + 1];
+    fr_sha256_digest(msg, len, d);
+    hex(d, sizeof(d), got);
+    ck_assert_str_eq(got, want);
+}
+
+static void expect_hmac(const void *key, size_t klen, const void *msg,
+                        size_t mlen, const char *want)
+{
+    uint8_t d[FR_SHA256_LEN];
+    char got[2 * FR_SHA256_LEN + 1];
+    const void *parts[2] = {msg, (const char *)msg + mlen / 2};
+    size_t lens[2] = {mlen / 2, mlen - mlen / 2}; /* parts concatenate */
+    fr_hmac_sha256(key, klen, parts, lens, 2, d);
+    hex(d, sizeof(d), got);
+    ck_assert_str_eq(got, want);
+}
+
+START_TEST(test_sha256_vectors)
+{
+    /* FIPS 180-4 examples. */
+    expect_sha("", 0, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    expect_sha("abc", 3, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m2 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    expect_sha(m2, strlen(m2), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    static char million[1000000];
+    memset(million, 'a', sizeof(million));
+    expect_sha(million, sizeof(million), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* Fed in odd pieces, the same digest. */
+    fr_sha256 st;
+    uint8_t d1[FR_SHA256_LEN], d2[FR_SHA256_LEN];
+    fr_sha256_init(&st);
+    for (size_t off = 0, k = 1; off < strlen(m2); off += k, k = k * 3 % 17 + 1)
+        fr_sha256_update(&st, m2 + off, off + k > strlen(m2) ? strlen(m2) - off : k);
+    fr_sha256_final(&st, d1);
+    fr_sha256_digest(m2, strlen(m2), d2);
+    ck_assert(memcmp(d1, d2, sizeof(d1)) == 0);
+}
+END_TEST
+
+START_TEST(test_hmac_rfc4231_vectors)
+{
+    uint8_t k20[20], k131[131], d50[50];
+    memset(k20, 0x0b, sizeof(k20));
+    expect_hmac(k20, 20, "Hi There", 8, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+    expect_hmac("Jefe", 4, "what do ya want for nothing?", 28, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+    memset(k20, 0xaa, sizeof(k20));
+    memset(d50, 0xdd, sizeof(d50));
+    expect_hmac(k20, 20, d50, 50, "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+    uint8_t k25[25];
+    for (int i = 0; i < 25; i++)
+        k25[i] = (uint8_t)(i + 1);
+    memset(d50, 0xcd, sizeof(d50));
+    expect_hmac(k25, 25, d50, 50, "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+    memset(k131, 0xaa, sizeof(k131));
+    const char *t6 = "Test Using Larger Than Block-Size Key - Hash Key First";
+    expect_hmac(k131, 131, t6, strlen(t6), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+    const char *t7 = "This is a test using a larger than block-size key and a "
+                     "larger than block-size data. The key needs to be hashed "
+                     "before being used by the HMAC algorithm.";
+    expect_hmac(k131, 131, t7, strlen(t7), "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
+    ck_assert(fr_ct_equal("abc", "abc", 3));
+    ck_assert(!fr_ct_equal("abc", "abd", 3));
+}
+END_TEST
+
+/* ---- joining ---------------------------------------------------------------- */
+
+/* An identity for a job of world ranks with key (NULL: none). */
+static fr_store_ident job(int rank, int world, const uint8_t *key,
+                          fr_store_role role)
+{
+    return (fr_store_ident){.rank = rank,
+                            .world = world,
+                            .version = VERSION,
+                            .key = key,
+                            .key_len = key ? strlen((const char *)key) : 0,
+                            .role = role};
+}
+
+/* Tries to join as me once (short timeout); returns the code, err the text. */
+static int join(const fr_store_ident *me, fr_store_client **c, char *err,
+                size_t errlen)
+{
+    *c = NULL;
+    err[0] = '\0';
+    return fr_store_connect(HOST, port, 1000, me, c, err, errlen);
+}
+
+static void stop_all(fr_store_client **cs, int n)
+{
+    for (int i = 0; i < n; i++)
+        fr_store_close(cs[i]);
+    fr_store_server_stop(srv);
+    srv = NULL;
+}
+
+START_TEST(test_keyed_join)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident w1 = job(1, 2, KEY, FR_STORE_ROLE_WATCH);
+    start_server(&r0);
+    fr_store_client *c[3] = {join_ok(&r0), join_ok(&r1), join_ok(&w1)};
+    ck_assert_int_eq(fr_store_set(c[1], "addr/1", "one", 3), 0);
+    expect_value(c[0], "addr/1", "one");
+    expect_value(c[2], "addr/1", "one");
+    ck_assert_str_eq(fr_store_last_error(c[0]), "");
+    stop_all(c, 3);
+}
+END_TEST
+
+/* A job without a key on both sides admits anyone who speaks the protocol. */
+START_TEST(test_keyless_join)
+{
+    fr_store_ident r0 = job(0, 2, NULL, FR_STORE_ROLE_MAIN);
+    fr_store_ident r1 = job(1, 2, NULL, FR_STORE_ROLE_MAIN);
+    start_server(&r0);
+    fr_store_client *c[2] = {join_ok(&r0), join_ok(&r1)};
+    ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
+    expect_value(c[0], "k", "v");
+    stop_all(c, 2);
+}
+END_TEST
+
+struct parked {
+    fr_store_client *c;
+    const char *key; /* GET key, or WAIT_GE key when target > 0 */
+    int64_t target;
+    int rc;
+    int64_t ms; /* how long it waited */
+    char err[256];
+};
+
+static void *park(void *arg)
+{
+    struct parked *p = arg;
+    void *v = NULL;
+    size_t len;
+    int64_t t0 = now_ms();
+    p->rc = p->target > 0 ? fr_store_wait_ge(p->c, p->key, p->target, LONG_MS)
+                          : fr_store_get(p->c, p->key, LONG_MS, &v, &len);
+    p->ms = now_ms() - t0;
+    snprintf(p->err, sizeof(p->err), "%s", fr_store_last_error(p->c));
+    free(v);
+    return NULL;
+}
+
+START_TEST(test_wrong_key_refused_and_poisons)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident bad = job(1, 2, OTHER_KEY, FR_STORE_ROLE_MAIN);
+    start_server(&r0);
+    fr_store_client *c0 = join_ok(&r0), *c1;
+    struct parked p = {.c = c0, .key = "addr/1"};
+    pthread_t th = spawn(park, &p);
+    sleep_ms(200);
+    char err[256];
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(join(&bad, &c1, err, sizeof(err)), FRPC_EACCES);
+    ck_assert_int_lt(now_ms() - t0, 900); /* refused, not retried */
+    ck_assert_ptr_null(c1);
+    ck_assert_msg(strstr(err, "key mismatch"), "error text: %s", err);
+    pthread_join(th, NULL);
+    /* The job had not fully joined: rank 0's wait fails at once. */
+    ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(p.ms, 5000);
+    ck_assert_msg(strstr(p.err, "rank 1") && strstr(p.err, "key mismatch"),
+                  "poison text: %s", p.err);
+    stop_all(&c0, 1);
+}
+END_TEST
+
+START_TEST(test_wrong_key_after_join_only_refused)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident bad = job(1, 2, OTHER_KEY, FR_STORE_ROLE_WATCH);
+    start_server(&r0);
+    fr_store_client *c[2] = {join_ok(&r0), join_ok(&r1)}, *x;
+    char err[256];
+    ck_assert_int_eq(join(&bad, &x, err, sizeof(err)), FRPC_EACCES);
+    /* Every rank had joined: a stranger cannot end the job. */
+    ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
+    expect_value(c[0], "k", "v");
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(c[0], "missing", 200, &v, &len),
+                     FRPC_ETIMEDOUT);
+    stop_all(c, 2);
+}
+END_TEST
+
+/* A server for self refuses me with code and a message holding want. */
+static void expect_refused(fr_store_ident self, fr_store_ident me, int code,
+                           const char *want)
+{
+    fr_store_client *c = (fr_store_client *)1;
+    char err[256];
+    start_server(&self);
+    ck_assert_int_eq(join(&me, &c, err, sizeof(err)), code);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err, want), "error text: %s", err);
+    fr_store_server_stop(srv);
+}
+
+START_TEST(test_key_on_one_side_refused)
+{
+    expect_refused(job(0, 2, KEY, FR_STORE_ROLE_MAIN),
+                   job(1, 2, NULL, FR_STORE_ROLE_WATCH), FRPC_EACCES,
+                   "rank 1 has no job key, rank 0 has one (key mismatch)");
+    expect_refused(job(0, 2, NULL, FR_STORE_ROLE_MAIN),
+                   job(1, 2, KEY, FR_STORE_ROLE_MAIN), FRPC_EACCES,
+                   "rank 1 has a job key, rank 0 has none (key mismatch)");
+}
+END_TEST
+
+/* A stranger's ops before (or instead of) AUTH close its connection and
+ * reach nothing: no value read, none stored. */
+START_TEST(test_stranger_cannot_get_or_set)
+{
+    ck_assert_int_eq(fr_store_set(cli, "anything", "secret", 6), 0);
+    ck_assert(closed_by_server(raw_request(false, 2, 8, 0, "anything", 8)));
+    ck_assert(closed_by_server(raw_request(false, 1, 3, 1, "newx", 4)));
+    /* HELLO, then a GET instead of AUTH: the challenge, then nothing. */
+    /* (rank -1: a key failure for a member's rank would poison the job) */
+    fr_store_hello h = {.proto = FR_STORE_PROTO, .version = VERSION,
+                        .rank = -1, .world = FIX_WORLD, .has_key = 1};
+    uint8_t hello[FR_STORE_HELLO_LEN], rep[16 + FR_STORE_CHALLENGE_LEN];
+    fr_store__hello_encode(&h, hello);
+    int fd = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello), (char *)hello,
+                         sizeof(hello));
+    raw_recv(fd, rep, sizeof(rep));
+    raw_send(fd, 2, 8, 0, "anything", 8);
+    ck_assert(closed_by_server(fd));
+    /* A wrong proof is refused with a message, then closed. */
+    fd = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello), (char *)hello,
+                     sizeof(hello));
+    raw_recv(fd, rep, sizeof(rep));
+    raw_send(fd, FR_STORE_OP_AUTH, 0, 32, rep + 17, 32); /* not a proof */
+    raw_recv(fd, rep, 16);
+    ck_assert_int_eq((int32_t)(rep[0] | rep[1] << 8 | rep[2] << 16 |
+                               (uint32_t)rep[3] << 24), FRPC_EACCES);
+    close(fd);
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(cli, "newx", 200, &v, &len),
+                     FRPC_ETIMEDOUT);
+}
+END_TEST
+
+START_TEST(test_never_authenticating_closed)
+{
+    int idle = raw_connect();
+    fr_store_hello h = {.proto = FR_STORE_PROTO, .version = VERSION,
+                        .world = FIX_WORLD, .has_key = 1};
+    uint8_t hello[FR_STORE_HELLO_LEN], rep[16 + FR_STORE_CHALLENGE_LEN];
+    fr_store__hello_encode(&h, hello);
+    int half = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello),
+                           (char *)hello, sizeof(hello));
+    raw_recv(half, rep, sizeof(rep)); /* then never AUTH */
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), 0); /* not disturbed */
+    ck_assert(closed_by_server(idle));
+    ck_assert(closed_by_server(half));
+    ck_assert_int_lt(now_ms() - t0, FR_STORE_AUTH_MS + 2000);
+    expect_value(cli, "k", "v");
+}
+END_TEST
+
+/* A member with another world size (or version) fails its own join and,
+ * at once, every other member's wait that is not satisfied. */
+static void mismatch_poisons(fr_store_ident odd, const char *want)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&r0);
+    fr_store_client *c0 = join_ok(&r0), *c1;
+    ck_assert_int_eq(fr_store_set(c0, "there", "yes", 3), 0);
+    struct parked p = {.c = c0, .key = "addr/1"};
+    pthread_t th = spawn(park, &p);
+    sleep_ms(200);
+    char err[256];
+    ck_assert_int_eq(join(&odd, &c1, err, sizeof(err)), FRPC_EBOOTSTRAP);
+    ck_assert_msg(strstr(err, want), "error text: %s", err);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(p.ms, 5000);
+    ck_assert_msg(strstr(p.err, want), "poison text: %s", p.err);
+    /* Later waits that are not satisfied fail at once; values stay. */
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_barrier(c0, "b", 2, LONG_MS), FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(now_ms() - t0, 5000);
+    ck_assert_msg(strstr(fr_store_last_error(c0), want), "text: %s",
+                  fr_store_last_error(c0));
+    expect_value(c0, "there", "yes");
+    stop_all(&c0, 1);
+}
+
+START_TEST(test_world_mismatch_poisons_job)
+{
+    mismatch_poisons(job(1, 3, KEY, FR_STORE_ROLE_MAIN),
+                     "rank 1 was started with world size 3, rank 0 with 2");
+}
+END_TEST
+
+START_TEST(test_version_mismatch_poisons_job)
+{
+    fr_store_ident odd = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    odd.version = 3;
+    mismatch_poisons(odd, "rank 1 speaks fabrpc protocol 3, rank 0 speaks 2");
+}
+END_TEST
+
+START_TEST(test_rank_out_of_range_refused)
+{
+    expect_refused(job(0, 2, KEY, FR_STORE_ROLE_MAIN),
+                   job(5, 2, KEY, FR_STORE_ROLE_MAIN), FRPC_ENORANK,
+                   "rank 5 is outside 0..1");
+}
+END_TEST
+
+/* ---- liveness --------------------------------------------------------------- */
+
+/* A job of 3 ranks, all joined as MAIN, and a WATCH of rank 0. */
+static fr_store_client *mains[3], *watcher;
+
+static void job3_setup(void)
+{
+    fr_store_ident me = job(0, 3, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&me);
+    for (int r = 0; r < 3; r++) {
+        me.rank = r;
+        mains[r] = join_ok(&me);
+    }
+    me = job(0, 3, KEY, FR_STORE_ROLE_WATCH);
+    watcher = join_ok(&me);
+}
+
+static void job3_teardown(void)
+{
+    for (int r = 0; r < 3; r++)
+        fr_store_close(mains[r]);
+    fr_store_close(watcher);
+    fr_store_server_stop(srv);
+}
+
+static const fr_fixture job3 = {job3_setup, job3_teardown};
+
+/* Waits for the first event and checks it. */
+static void expect_event(int rank, int state, const char *reason)
+{
+    fr_store_event ev[4];
+    size_t n = 9;
+    uint64_t total = 0;
+    ck_assert_int_eq(fr_store_watch(watcher, 0, 10000, ev, 4, &n, &total), 0);
+    ck_assert_uint_eq(total, 1);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ev[0].rank, rank);
+    ck_assert_int_eq(ev[0].state, state);
+    ck_assert_msg(strstr(ev[0].reason, reason), "reason: %s", ev[0].reason);
+}
+
+START_TEST(test_close_without_leave_is_death)
+{
+    ck_assert_int_eq(fr_store_set(mains[2], "addr/2", "two", 3), 0);
+    struct parked p = {.c = mains[1], .key = "barrier", .target = 3};
+    pthread_t th = spawn(park, &p);
+    sleep_ms(200);
+    /* Nothing happened yet: WATCH times out. */
+    ck_assert_int_eq(fr_store_watch(watcher, 0, 100, NULL, 0, NULL, NULL),
+                     FRPC_ETIMEDOUT);
+    fr_store_close(mains[2]);
+    mains[2] = NULL;
+    expect_event(2, FR_STORE_DEAD, "closed without leaving");
+    pthread_join(th, NULL);
+    ck_assert_int_eq(p.rc, FRPC_EPEERLOST);
+    ck_assert_int_lt(p.ms, 5000);
+    ck_assert_msg(strstr(p.err, "rank 2 died"), "text: %s", p.err);
+    /* What the dead rank set stays readable; a satisfied wait succeeds. */
+    expect_value(mains[0], "addr/2", "two");
+    ck_assert_int_eq(fr_store_wait_ge(mains[0], "nothing", 0, 1000), 0);
+    /* Seen everything: the next WATCH waits for more. */
+    ck_assert_int_eq(fr_store_watch(watcher, 1, 100, NULL, 0, NULL, NULL),
+                     FRPC_ETIMEDOUT);
+}
+END_TEST
+
+START_TEST(test_leave_is_left)
+{
+    ck_assert_int_eq(fr_store_set(mains[1], "addr/1", "one", 3), 0);
+    ck_assert_int_eq(fr_store_leave(mains[1]), 0);
+    ck_assert_int_eq(fr_store_leave(watcher), FRPC_EINVAL); /* not a MAIN */
+    expect_event(1, FR_STORE_LEFT, "left");
+    fr_store_close(mains[1]); /* closing after LEAVE is no death */
+    mains[1] = NULL;
+    sleep_ms(100);
+    uint64_t total = 0;
+    ck_assert_int_eq(fr_store_watch(watcher, 1, 200, NULL, 0, NULL, &total),
+                     FRPC_ETIMEDOUT);
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(mains[0], "addr/9", 10000, &v, &len),
+                     FRPC_EPEERLOST);
+    ck_assert_msg(strstr(fr_store_last_error(mains[0]), "rank 1 left the job"),
+                  "text: %s", fr_store_last_error(mains[0]));
+    expect_value(mains[0], "addr/1", "one");
+}
+END_TEST
+
+START_TEST(test_wait_gone)
+{
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_server_wait_gone(srv, 200), FRPC_ETIMEDOUT);
+    ck_assert_int_ge(now_ms() - t0, 150);
+    ck_assert_int_eq(fr_store_leave(mains[1]), 0); /* left, still open */
+    ck_assert_int_eq(fr_store_server_wait_gone(srv, 100), FRPC_ETIMEDOUT);
+    fr_store_close(mains[2]); /* died */
+    mains[2] = NULL;
+    t0 = now_ms();
+    ck_assert_int_eq(fr_store_server_wait_gone(srv, 10000), 0);
+    ck_assert_int_lt(now_ms() - t0, 5000);
+    /* Rank 0 itself does not count. */
+    ck_assert_int_eq(fr_store_server_wait_gone(srv, 0), 0);
+}
+END_TEST
+
+START_TEST(test_stale_store_refused_after_retries)
+{
+    fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = (fr_store_client *)1;
+    char err[256];
+    /* Rank 1's MAIN is still connected. */
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_connect(HOST, port, 600, &r1, &c, err,
+                                      sizeof(err)), FRPC_EBOOTSTRAP);
+    ck_assert_int_ge(now_ms() - t0, 500); /* retried until the timeout */
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err, "still refused rank 1") &&
+                  strstr(err, "already connected"), "error text: %s", err);
+    /* Rank 1 left: a new process for it finds the old job's store. */
+    ck_assert_int_eq(fr_store_leave(mains[1]), 0);
+    fr_store_close(mains[1]);
+    mains[1] = NULL;
+    t0 = now_ms();
+    ck_assert_int_eq(fr_store_connect(HOST, port, 600, &r1, &c, err,
+                                      sizeof(err)), FRPC_EBOOTSTRAP);
+    ck_assert_int_ge(now_ms() - t0, 500);
+    ck_assert_msg(strstr(err, "still refused rank 1") &&
+                  strstr(err, "already left"), "error text: %s", err);
+    /* Told apart from a store that is not there. */
+    ck_assert_ptr_null(strstr(err, "cannot reach"));
+}
+END_TEST
+
+static void *watch_forever(void *arg)
+{
+    int *rc = arg;
+    *rc = fr_store_watch(watcher, 0, 0, NULL, 0, NULL, NULL);
+    return NULL;
+}
+
+START_TEST(test_server_stop_ends_watch)
+{
+    stop_ends_blocked(watch_forever, watcher);
+    ck_assert_int_eq(fr_store_watch(watcher, 0, 100, NULL, 0, NULL, NULL),
+                     FRPC_EBOOTSTRAP);
 }
 END_TEST
 
@@ -565,6 +1145,38 @@ int main(void)
         {"64 clients exchange keys and meet", test_many_clients, 120,
          &server},
         {"port 0 picks a free port", test_port_zero, 30, &server},
+        {"sha256 matches the FIPS 180-4 vectors", test_sha256_vectors, 30},
+        {"hmac-sha256 matches the RFC 4231 vectors",
+         test_hmac_rfc4231_vectors, 30},
+        {"members with the job key join and share keys", test_keyed_join, 30},
+        {"a job without a key admits members without one", test_keyless_join,
+         30},
+        {"a wrong key is refused and poisons a job still joining",
+         test_wrong_key_refused_and_poisons, 30},
+        {"a wrong key after everyone joined is only refused",
+         test_wrong_key_after_join_only_refused, 30},
+        {"a key on one side only is refused as a key mismatch",
+         test_key_on_one_side_refused, 30},
+        {"a stranger cannot get or set anything without auth",
+         test_stranger_cannot_get_or_set, 30, &server},
+        {"a connection that never authenticates is closed",
+         test_never_authenticating_closed, 30, &server},
+        {"world mismatch fails the other members' waits at once",
+         test_world_mismatch_poisons_job, 30},
+        {"version mismatch fails the other members' waits at once",
+         test_version_mismatch_poisons_job, 30},
+        {"a rank outside the world is refused", test_rank_out_of_range_refused,
+         30},
+        {"main closed without leave is a death seen by watch and waits",
+         test_close_without_leave_is_death, 30, &job3},
+        {"leave is an event and fails waits that need the rank",
+         test_leave_is_left, 30, &job3},
+        {"wait_gone returns when the others left or died, else times out",
+         test_wait_gone, 30, &job3},
+        {"stale store refusals are retried, then named at the timeout",
+         test_stale_store_refused_after_retries, 30, &job3},
+        {"server stop ends a blocked watch with EBOOTSTRAP",
+         test_server_stop_ends_watch, 30, &job3},
     };
     return fr_run_tests("store", tests, sizeof(tests) / sizeof(tests[0]), 30);
 }
