@@ -67,74 +67,7 @@ static int fail(fr_store_client *c, int rc, const char *fmt, ...)
     return rc;
 }
 
-/* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
- * limit) passes. Returns 0 when ready, -1 on timeout or error. */
-static int wait_fd(int fd, short ev, int64_t deadline)
-{
-    for (;;) {
-        int64_t left = deadline - fr_store__now_ms();
-        int ms = deadline == INT64_MAX ? -1
-                 : left <= 0           ? 0
-                 : left > 1000000000   ? 1000000000
-                                       : (int)left;
-        struct pollfd p = {.fd = fd, .events = ev};
-        int rc = poll(&p, 1, ms);
-        if (rc > 0)
-            return 0; /* ready, or an error the next call will report */
-        if (rc == 0 || errno != EINTR)
-            return -1;
-    }
-}
-
 /* ---- connect ------------------------------------------------------------ */
-
-/* One attempt at every address of host:port, each bounded by deadline.
- * Returns a connected blocking socket, or -1 with *why set (static text). */
-static int try_connect(const char *host, const char *portstr,
-                       int64_t deadline, const char **why)
-{
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-    int gai = getaddrinfo(host, portstr, &hints, &res);
-    if (gai != 0) {
-        *why = gai_strerror(gai);
-        return -1;
-    }
-    int fd = -1;
-    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family,
-                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-        if (fd < 0) {
-            *why = strerror(errno);
-            continue;
-        }
-        int err = 0;
-        socklen_t el = sizeof(err);
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
-            err = errno;
-            if (err == EINPROGRESS) {
-                err = ETIMEDOUT;
-                if (wait_fd(fd, POLLOUT, deadline) == 0 &&
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-                    err = errno;
-            }
-        }
-        if (err == 0 && fcntl(fd, F_SETFL, 0) != 0)
-            err = errno;
-        if (err != 0) {
-            *why = strerror(err);
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    if (fd >= 0)
-        fr_store__tune_socket(fd);
-    return fd;
-}
 
 static int exchange(fr_store_client *c, uint8_t op, const char *key,
                     int64_t arg, const void *val, size_t len,
@@ -227,7 +160,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
     int rc = FRPC_EBOOTSTRAP;
     for (;;) {
         int64_t now = fr_store__now_ms();
-        c->fd = try_connect(host, portstr,
+        c->fd = fr_store__dial(host, portstr,
                             timeout_ms > 0 ? deadline
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
                             &why);
@@ -303,7 +236,7 @@ static int send_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            if (wait_fd(fd, POLLOUT, deadline) != 0)
+            if (fr_store__wait_fd(fd, POLLOUT, deadline) != 0)
                 return -1;
             continue;
         }
@@ -327,7 +260,7 @@ static int recv_all(int fd, void *buf, size_t len, int64_t deadline)
 {
     size_t got = 0;
     while (got < len) {
-        if (wait_fd(fd, POLLIN, deadline) != 0)
+        if (fr_store__wait_fd(fd, POLLIN, deadline) != 0)
             return -1;
         ssize_t n = recv(fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
         if (n > 0)

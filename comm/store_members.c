@@ -1,8 +1,13 @@
 /*
- * Bootstrap store: the server's membership record (interface in
- * store_proto.h, protocol in store.h).
+ * Bootstrap store: the server's membership record and the handshake's
+ * decisions (interface in store_proto.h, protocol in store.h): the HELLO
+ * challenge, the AUTH proof check, and who may join. No I/O.
  *
  * Design notes
+ * - AUTH checks the proof first (constant-time compare), then world and
+ *   version (a mismatch poisons), then the rank's range, then staleness.
+ *   A key failure is counted; it poisons only while some rank has not
+ *   joined yet, so a stranger cannot end a running job.
  * - Per rank: joined (a MAIN authenticated once), open (that MAIN is still
  *   connected) and state (alive, DEAD, LEFT). A rank changes state once:
  *   alive -> LEFT (LEAVE) or alive -> DEAD (its MAIN closed without LEAVE);
@@ -21,6 +26,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "comm/sha256.h"
 #include "comm/store_proto.h"
 
 struct rank_rec {
@@ -91,20 +97,15 @@ void fr_store_members_free(fr_store_members *m)
     free(m);
 }
 
-const uint8_t *fr_store_members_key(const fr_store_members *m, size_t *len)
-{
-    *len = m->key_len;
-    return m->key;
-}
-
 static void poison(fr_store_members *m, const char *msg)
 {
     if (!m->poison[0])
         snprintf(m->poison, sizeof(m->poison), "%s", msg);
 }
 
-int fr_store_members_admit(fr_store_members *m, const fr_store_hello *h,
-                           char *msg, size_t n)
+/* Admits an authenticated h: 0, or a refusal code with msg (store.h). */
+static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
+                 size_t n)
 {
     if (h->world != m->world) {
         snprintf(msg, n, "rank %d was started with world size %d, rank %d "
@@ -150,12 +151,70 @@ int fr_store_members_admit(fr_store_members *m, const fr_store_hello *h,
     return 0;
 }
 
-void fr_store_members_key_failed(fr_store_members *m, int rank,
-                                 const char *why)
+/* A connection claiming rank failed the key proof for reason why. */
+static void key_failed(fr_store_members *m, int rank, const char *why)
 {
     m->key_failures++;
     if (rank >= 0 && rank < m->world && m->njoined < m->world)
         poison(m, why);
+}
+
+int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
+                           uint32_t vlen, fr_store_hello *h,
+                           uint8_t raw[FR_STORE_HELLO_LEN],
+                           uint8_t nonce_s[FR_STORE_NONCE_LEN],
+                           uint8_t out[FR_STORE_CHALLENGE_LEN], char *msg,
+                           size_t n)
+{
+    uint32_t proto = (uint32_t)fr_store__get(val, 4);
+    if (proto != FR_STORE_PROTO) {
+        snprintf(msg, n, "a rank speaks bootstrap store protocol %u, rank "
+                 "%d speaks %u", (unsigned)proto, m->self,
+                 (unsigned)FR_STORE_PROTO);
+        return FRPC_EPROTO;
+    }
+    if (vlen != FR_STORE_HELLO_LEN || !fr_store__hello_decode(val, h) ||
+        fr_store__nonce(nonce_s) != 0)
+        return FRPC_EINVAL;
+    memcpy(raw, val, FR_STORE_HELLO_LEN);
+    memset(out, 0, FR_STORE_CHALLENGE_LEN);
+    out[0] = m->key_len > 0;
+    memcpy(out + 1, nonce_s, FR_STORE_NONCE_LEN);
+    if (m->key_len)
+        fr_store__proof(m->key, m->key_len, true, raw, nonce_s,
+                        out + 1 + FR_STORE_NONCE_LEN);
+    return 0;
+}
+
+int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
+                          const uint8_t raw[FR_STORE_HELLO_LEN],
+                          const uint8_t nonce_s[FR_STORE_NONCE_LEN],
+                          const uint8_t *val, uint32_t vlen, char *msg,
+                          size_t n)
+{
+    uint8_t want[FR_STORE_MAC_LEN];
+    bool ok;
+    if (m->key_len) {
+        fr_store__proof(m->key, m->key_len, false, raw, nonce_s, want);
+        ok = h->has_key && vlen == FR_STORE_MAC_LEN &&
+             fr_ct_equal(val, want, FR_STORE_MAC_LEN);
+        if (!ok)
+            snprintf(msg, n, "rank %d %s, rank %d has one (key mismatch)",
+                     (int)h->rank,
+                     h->has_key ? "could not prove the job key"
+                                : "has no job key",
+                     m->self);
+    } else {
+        ok = !h->has_key && vlen == 0;
+        if (!ok)
+            snprintf(msg, n, "rank %d has a job key, rank %d has none (key "
+                     "mismatch)", (int)h->rank, m->self);
+    }
+    if (!ok) {
+        key_failed(m, h->rank, msg);
+        return FRPC_EACCES;
+    }
+    return admit(m, h, msg, n);
 }
 
 /* rank's state becomes st (an event) unless it already changed. */

@@ -8,14 +8,11 @@
 #ifndef FR_COMM_STORE_PROTO_H
 #define FR_COMM_STORE_PROTO_H
 
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "comm/clock.h"
 #include "comm/store.h"
@@ -50,22 +47,28 @@ enum fr_store_op {
 /* The largest world size the server accepts. */
 #define FR_STORE_MAX_WORLD (1 << 20)
 
-/* Both sides: TCP_NODELAY and keepalive. A peer that vanishes is noticed
- * within about 5 s: an idle connection is probed after 2 s, every 1 s, and
- * given up after 3 unanswered probes (2 + 3 * 1 s); unacknowledged data is
- * given up after TCP_USER_TIMEOUT (5 s). Failures are ignored (best effort). */
-static inline void fr_store__tune_socket(int fd)
-{
-    int one = 1, idle = 2, intvl = 1, cnt = 3;
-    unsigned user_timeout_ms = 5000;
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
-                     sizeof(user_timeout_ms));
-}
+/* ---- TCP plumbing of both sides (store_net.c) ---------------------------- */
+
+/* TCP_NODELAY and keepalive on a connected socket: a peer that vanishes is
+ * noticed within about 5 s (see store_net.c). Best effort. */
+void fr_store__tune_socket(int fd);
+
+/* A non-blocking listening socket on host:port (SO_REUSEADDR) in *lfd and
+ * the port bound in *bound. 0, or FRPC_EBOOTSTRAP with errbuf = "cannot
+ * listen on HOST:PORT: reason". */
+int fr_store__listen(const char *host, uint16_t port, int *lfd,
+                     uint16_t *bound, char *errbuf, size_t errlen);
+
+/* One attempt at every address of host:port (portstr), each bounded by
+ * deadline (monotonic ms). A connected, blocking, tuned socket, or -1 with
+ * *why set (static text). */
+int fr_store__dial(const char *host, const char *portstr, int64_t deadline,
+                   const char **why);
+
+/* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
+ * limit) passes. 0 when ready (or in error: the next call reports it), -1
+ * on timeout or a poll error. */
+int fr_store__wait_fd(int fd, short ev, int64_t deadline);
 
 /* n-byte little-endian integers (n <= 8). */
 static inline void fr_store__put(uint8_t *p, uint64_t v, int n)
@@ -198,21 +201,29 @@ typedef struct fr_store_members fr_store_members;
 fr_store_members *fr_store_members_new(const fr_store_ident *self);
 void fr_store_members_free(fr_store_members *m);
 
-/* The job key (NULL, 0: none). */
-const uint8_t *fr_store_members_key(const fr_store_members *m, size_t *len);
+/* A HELLO's value val (vlen >= 4 bytes): 0 with h, raw (its bytes) and
+ * nonce_s (fresh) filled in and the challenge to send in out;
+ * FRPC_EPROTO with msg (another store protocol: refuse); FRPC_EINVAL
+ * (malformed, or no randomness: close). */
+int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
+                           uint32_t vlen, fr_store_hello *h,
+                           uint8_t raw[FR_STORE_HELLO_LEN],
+                           uint8_t nonce_s[FR_STORE_NONCE_LEN],
+                           uint8_t out[FR_STORE_CHALLENGE_LEN], char *msg,
+                           size_t n);
 
-/* Admits an authenticated HELLO h: 0, or a refusal code with its message in
- * msg: FRPC_EBOOTSTRAP (world or version mismatch: the job is poisoned),
- * FRPC_ENORANK (rank out of range), FRPC_ESHUTDOWN (a MAIN or WATCH of a
+/* An AUTH's proof val (vlen bytes) for the HELLO h: 0, the connection is a
+ * member (a MAIN now stands for its rank), or a refusal code with its
+ * message in msg: FRPC_EACCES (key mismatch; it poisons the job while not
+ * every rank has joined), FRPC_EBOOTSTRAP (world or version mismatch: the
+ * job is poisoned), FRPC_ENORANK (rank out of range), FRPC_ESHUTDOWN (a
  * rank that died or left: a stale store), FRPC_EEXIST (the rank's MAIN is
  * still connected). */
-int fr_store_members_admit(fr_store_members *m, const fr_store_hello *h,
-                           char *msg, size_t n);
-
-/* A connection claiming rank failed the key proof for reason why (which
- * becomes the poison text while the job has not fully joined). */
-void fr_store_members_key_failed(fr_store_members *m, int rank,
-                                 const char *why);
+int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
+                          const uint8_t raw[FR_STORE_HELLO_LEN],
+                          const uint8_t nonce_s[FR_STORE_NONCE_LEN],
+                          const uint8_t *val, uint32_t vlen, char *msg,
+                          size_t n);
 
 /* rank's MAIN sent LEAVE (an event, LEFT), or its MAIN closed without
  * LEAVE (an event, DEAD, with reason why) or after it (nothing). */

@@ -48,7 +48,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "comm/sha256.h"
 #include "comm/store_proto.h"
 
 #define RBUF_MIN 4096u
@@ -226,72 +225,36 @@ static void wake(struct fr_store_server *s, const char *key)
     }
 }
 
-/* HELLO: checks the store protocol, answers with the challenge. */
+/* HELLO: answers with the challenge, or refuses another store protocol. */
 static int handle_hello(struct fr_store_server *s, struct conn *c,
                         const uint8_t *val, uint32_t vlen)
 {
     char msg[FR_STORE_MAX_ERR + 1];
-    uint8_t out[FR_STORE_CHALLENGE_LEN] = {0};
-    size_t klen;
-    const uint8_t *key = fr_store_members_key(s->members, &klen);
-    uint32_t proto = (uint32_t)fr_store__get(val, 4);
-    if (proto != FR_STORE_PROTO) {
-        snprintf(msg, sizeof(msg), "a rank speaks bootstrap store protocol "
-                 "%u, rank %d speaks %u", (unsigned)proto, s->self_rank,
-                 (unsigned)FR_STORE_PROTO);
-        return conn_refuse(c, FRPC_EPROTO, msg);
-    }
-    if (vlen != FR_STORE_HELLO_LEN || !fr_store__hello_decode(val, &c->hello) ||
-        fr_store__nonce(c->nonce_s) != 0)
+    uint8_t out[FR_STORE_CHALLENGE_LEN];
+    int rc = fr_store_members_hello(s->members, val, vlen, &c->hello,
+                                    c->hello_raw, c->nonce_s, out, msg,
+                                    sizeof(msg));
+    if (rc == FRPC_EPROTO)
+        return conn_refuse(c, rc, msg);
+    if (rc != 0)
         return -1;
-    memcpy(c->hello_raw, val, FR_STORE_HELLO_LEN);
-    out[0] = klen > 0;
-    memcpy(out + 1, c->nonce_s, FR_STORE_NONCE_LEN);
-    if (klen)
-        fr_store__proof(key, klen, true, c->hello_raw, c->nonce_s,
-                        out + 1 + FR_STORE_NONCE_LEN);
     c->phase = PH_AUTH;
     return conn_reply(c, 0, 0, out, sizeof(out));
 }
 
-/* AUTH: checks the client's proof, then admits it as a member. */
+/* AUTH: a member, or refused (the record may have changed). */
 static int handle_auth(struct fr_store_server *s, struct conn *c,
                        const uint8_t *val, uint32_t vlen)
 {
-    char msg[FR_STORE_MAX_ERR + 1] = "";
-    uint8_t want[FR_STORE_MAC_LEN];
-    size_t klen;
-    const uint8_t *key = fr_store_members_key(s->members, &klen);
-    const fr_store_hello *h = &c->hello;
-    bool ok;
-    if (klen) {
-        fr_store__proof(key, klen, false, c->hello_raw, c->nonce_s, want);
-        ok = h->has_key && vlen == FR_STORE_MAC_LEN &&
-             fr_ct_equal(val, want, FR_STORE_MAC_LEN);
-        if (!ok)
-            snprintf(msg, sizeof(msg), "rank %d %s, rank %d has one (key "
-                     "mismatch)", (int)h->rank,
-                     h->has_key ? "could not prove the job key"
-                                : "has no job key",
-                     s->self_rank);
-    } else {
-        ok = !h->has_key && vlen == 0;
-        if (!ok)
-            snprintf(msg, sizeof(msg), "rank %d has a job key, rank %d has "
-                     "none (key mismatch)", (int)h->rank, s->self_rank);
-    }
-    if (!ok) {
-        fr_store_members_key_failed(s->members, h->rank, msg);
-        s->changed = true;
-        return conn_refuse(c, FRPC_EACCES, msg);
-    }
-    int rc = fr_store_members_admit(s->members, h, msg, sizeof(msg));
+    char msg[FR_STORE_MAX_ERR + 1];
+    int rc = fr_store_members_auth(s->members, &c->hello, c->hello_raw,
+                                   c->nonce_s, val, vlen, msg, sizeof(msg));
     if (rc != 0) {
         s->changed = true;
         return conn_refuse(c, rc, msg);
     }
     c->phase = PH_MEMBER;
-    c->main = h->role == FR_STORE_ROLE_MAIN;
+    c->main = c->hello.role == FR_STORE_ROLE_MAIN;
     return conn_reply(c, 0, 0, NULL, 0);
 }
 
@@ -622,55 +585,6 @@ static void *serve(void *arg)
 
 /* ---- start / stop ------------------------------------------------------- */
 
-static int open_listener(struct fr_store_server *s, const char *host,
-                         uint16_t port, char *errbuf, size_t errlen)
-{
-    char portstr[8], addr[300];
-    struct addrinfo hints = {.ai_family = AF_UNSPEC,
-                             .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
-    struct addrinfo *res = NULL;
-
-    fr_store__fmt_addr(addr, sizeof(addr), host, port);
-    snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
-    int gai = getaddrinfo(host, portstr, &hints, &res);
-    if (gai != 0) {
-        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
-                       gai_strerror(gai));
-        return FRPC_EBOOTSTRAP;
-    }
-    int err = EADDRNOTAVAIL;
-    struct sockaddr_storage ss;
-    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-        int fd = socket(ai->ai_family,
-                        ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                        ai->ai_protocol);
-        int one = 1;
-        socklen_t sl = sizeof(ss);
-        if (fd >= 0 &&
-            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
-            bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-            listen(fd, 1024) == 0 &&
-            getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
-            s->lfd = fd;
-            break;
-        }
-        err = errno;
-        if (fd >= 0)
-            close(fd);
-    }
-    freeaddrinfo(res);
-    if (s->lfd < 0) {
-        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
-                       strerror(err));
-        return FRPC_EBOOTSTRAP;
-    }
-    s->port = ntohs(ss.ss_family == AF_INET6
-                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                        : ((struct sockaddr_in *)&ss)->sin_port);
-    return 0;
-}
-
 static void server_free(struct fr_store_server *s)
 {
     for (size_t i = 0; i < s->nconns; i++)
@@ -713,8 +627,8 @@ int fr_store_server_start(const char *host, uint16_t port,
         server_free(s);
         return FRPC_ENOMEM;
     }
-    int rc = open_listener(s, (host && *host) ? host : "0.0.0.0", port,
-                           errbuf, errlen);
+    int rc = fr_store__listen((host && *host) ? host : "0.0.0.0", port,
+                              &s->lfd, &s->port, errbuf, errlen);
     if (rc == 0 && pipe2(s->pipefd, O_NONBLOCK | O_CLOEXEC) != 0) {
         fr_store__errf(errbuf, errlen, "store server: pipe: %s",
                        strerror(errno));

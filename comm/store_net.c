@@ -1,0 +1,152 @@
+/*
+ * Bootstrap store: the TCP plumbing of both sides (interface in
+ * store_proto.h): the server's listening socket, the client's connect
+ * attempt, socket tuning, and bounded waits on a socket. No protocol here.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "comm/store_proto.h"
+
+/* Both sides: TCP_NODELAY and keepalive. A peer that vanishes is noticed
+ * within about 5 s: an idle connection is probed after 2 s, every 1 s, and
+ * given up after 3 unanswered probes (2 + 3 * 1 s); unacknowledged data is
+ * given up after TCP_USER_TIMEOUT (5 s). Failures are ignored (best effort). */
+void fr_store__tune_socket(int fd)
+{
+    int one = 1, idle = 2, intvl = 1, cnt = 3;
+    unsigned user_timeout_ms = 5000;
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms,
+                     sizeof(user_timeout_ms));
+}
+
+/* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
+ * limit) passes. Returns 0 when ready, -1 on timeout or error. */
+int fr_store__wait_fd(int fd, short ev, int64_t deadline)
+{
+    for (;;) {
+        int64_t left = deadline - fr_store__now_ms();
+        int ms = deadline == INT64_MAX ? -1
+                 : left <= 0           ? 0
+                 : left > 1000000000   ? 1000000000
+                                       : (int)left;
+        struct pollfd p = {.fd = fd, .events = ev};
+        int rc = poll(&p, 1, ms);
+        if (rc > 0)
+            return 0; /* ready, or an error the next call will report */
+        if (rc == 0 || errno != EINTR)
+            return -1;
+    }
+}
+
+int fr_store__listen(const char *host, uint16_t port, int *lfd,
+                     uint16_t *bound, char *errbuf, size_t errlen)
+{
+    char portstr[8], addr[300];
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+
+    fr_store__fmt_addr(addr, sizeof(addr), host, port);
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
+    int gai = getaddrinfo(host, portstr, &hints, &res);
+    if (gai != 0) {
+        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
+                       gai_strerror(gai));
+        return FRPC_EBOOTSTRAP;
+    }
+    int err = EADDRNOTAVAIL;
+    *lfd = -1;
+    struct sockaddr_storage ss;
+    for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family,
+                        ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                        ai->ai_protocol);
+        int one = 1;
+        socklen_t sl = sizeof(ss);
+        if (fd >= 0 &&
+            setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) == 0 &&
+            bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, 1024) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &sl) == 0) {
+            *lfd = fd;
+            break;
+        }
+        err = errno;
+        if (fd >= 0)
+            close(fd);
+    }
+    freeaddrinfo(res);
+    if (*lfd < 0) {
+        fr_store__errf(errbuf, errlen, "cannot listen on %s: %s", addr,
+                       strerror(err));
+        return FRPC_EBOOTSTRAP;
+    }
+    *bound = ntohs(ss.ss_family == AF_INET6
+                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                        : ((struct sockaddr_in *)&ss)->sin_port);
+    return 0;
+}
+
+/* One attempt at every address of host:port, each bounded by deadline.
+ * Returns a connected blocking socket, or -1 with *why set (static text). */
+int fr_store__dial(const char *host, const char *portstr,
+                       int64_t deadline, const char **why)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo *res = NULL;
+    int gai = getaddrinfo(host, portstr, &hints, &res);
+    if (gai != 0) {
+        *why = gai_strerror(gai);
+        return -1;
+    }
+    int fd = -1;
+    for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
+        fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+        if (fd < 0) {
+            *why = strerror(errno);
+            continue;
+        }
+        int err = 0;
+        socklen_t el = sizeof(err);
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+            err = errno;
+            if (err == EINPROGRESS) {
+                err = ETIMEDOUT;
+                if (fr_store__wait_fd(fd, POLLOUT, deadline) == 0 &&
+                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+                    err = errno;
+            }
+        }
+        if (err == 0 && fcntl(fd, F_SETFL, 0) != 0)
+            err = errno;
+        if (err != 0) {
+            *why = strerror(err);
+            close(fd);
+            fd = -1;
+        }
+    }
+    freeaddrinfo(res);
+    if (fd >= 0)
+        fr_store__tune_socket(fd);
+    return fd;
+}
