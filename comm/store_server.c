@@ -63,6 +63,7 @@ struct conn {
     bool parked;
     bool closing; /* close once the queued reply is sent */
     bool main;    /* an admitted MAIN: its rank's liveness */
+    bool eof;     /* the peer closed: dies once its requests are served */
     enum phase phase;
     int64_t auth_deadline; /* monotonic ms, before PH_MEMBER */
     fr_store_hello hello;
@@ -340,8 +341,10 @@ static void conn_read(struct conn *c)
         else if (n < 0 && errno == EINTR)
             continue;
         else {
-            if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK))
-                conn_kill_sock(c, n == 0 ? 0 : errno);
+            if (n == 0)
+                c->eof = true; /* after the requests already read */
+            else if (errno != EAGAIN && errno != EWOULDBLOCK)
+                conn_kill_sock(c, errno);
             return;
         }
     }
@@ -556,6 +559,9 @@ static void *serve(void *arg)
         }
         for (size_t i = 0; i < s->nconns; i++)
             conn_process(s, s->conns[i]);
+        for (size_t i = 0; i < s->nconns; i++)
+            if (s->conns[i]->eof)
+                conn_kill_sock(s->conns[i], 0);
         for (size_t i = 0; i < s->nconns;) {
             struct conn *c = s->conns[i];
             if (!c->dead) {

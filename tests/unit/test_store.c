@@ -500,13 +500,13 @@ static void raw_recv(int fd, void *buf, size_t n)
     }
 }
 
-/* Joins fd as a WATCH of rank 0 of the fixture's job, by hand (HELLO,
+/* Joins fd as rank of a job of world ranks keyed with KEY, by hand (HELLO,
  * AUTH), checking the store's proof like the client does. */
-static void raw_join(int fd)
+static void raw_join_as(int fd, int rank, int world, fr_store_role role)
 {
     fr_store_hello h = {.proto = FR_STORE_PROTO, .version = VERSION,
-                        .rank = 0, .world = FIX_WORLD,
-                        .role = FR_STORE_ROLE_WATCH, .has_key = 1};
+                        .rank = rank, .world = world, .role = (uint8_t)role,
+                        .has_key = 1};
     uint8_t hello[FR_STORE_HELLO_LEN], mac[FR_STORE_MAC_LEN];
     uint8_t rep[16 + FR_STORE_CHALLENGE_LEN];
     fr_store__hello_encode(&h, hello);
@@ -520,6 +520,12 @@ static void raw_join(int fd)
     raw_send(fd, FR_STORE_OP_AUTH, 0, sizeof(mac), mac, sizeof(mac));
     raw_recv(fd, rep, 16);
     ck_assert_int_eq(rep[0], 0);
+}
+
+/* Joins fd as a WATCH of rank 0 of the fixture's job. */
+static void raw_join(int fd)
+{
+    raw_join_as(fd, 0, FIX_WORLD, FR_STORE_ROLE_WATCH);
 }
 
 /* A new connection (joined first if join) that sends one request. */
@@ -1062,6 +1068,28 @@ START_TEST(test_leave_is_left)
 }
 END_TEST
 
+/* A LEAVE sent just before the close still counts: the server serves what
+ * it read before it sees the EOF. */
+START_TEST(test_leave_then_close_at_once_is_left)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident w0 = job(0, 2, KEY, FR_STORE_ROLE_WATCH);
+    start_server(&r0);
+    fr_store_client *c[2] = {join_ok(&r0), join_ok(&w0)};
+    int fd = raw_connect();
+    raw_join_as(fd, 1, 2, FR_STORE_ROLE_MAIN);
+    raw_send(fd, FR_STORE_OP_LEAVE, 0, 0, "", 0);
+    close(fd);
+    fr_store_event ev[2];
+    size_t n = 0;
+    ck_assert_int_eq(fr_store_watch(c[1], 0, 10000, ev, 2, &n, NULL), 0);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ev[0].rank, 1);
+    ck_assert_int_eq(ev[0].state, FR_STORE_LEFT);
+    stop_all(c, 2);
+}
+END_TEST
+
 START_TEST(test_wait_gone)
 {
     int64_t t0 = now_ms();
@@ -1171,6 +1199,8 @@ int main(void)
          test_close_without_leave_is_death, 30, &job3},
         {"leave is an event and fails waits that need the rank",
          test_leave_is_left, 30, &job3},
+        {"leave sent just before the close is still a leave",
+         test_leave_then_close_at_once_is_left, 30},
         {"wait_gone returns when the others left or died, else times out",
          test_wait_gone, 30, &job3},
         {"stale store refusals are retried, then named at the timeout",
