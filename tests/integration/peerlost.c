@@ -1,0 +1,901 @@
+/*
+ * peerlost: multi-rank tests of lost peers, shutdown bounds and init
+ * checks, run by run_peer_lost.sh (through fabrpc-run --keep-going, and
+ * with ranks started by hand) and run_jobcheck.sh. Usage: peerlost MODE
+ * Written against rpc/fabrpc.h alone ("Timeouts", "Lost peers",
+ * "Membership", frpc_init, frpc_shutdown, frpc_peer_state,
+ * frpc_on_peer_lost).
+ *
+ * A rank that kills itself first writes its CLOCK_MONOTONIC time in ns to
+ * $PEERLOST_DIR/killtime, so that the others can print how long after the
+ * death each of their calls ended.
+ *
+ *   kill          4 ranks. Ranks 0-2 start 100 async calls each to rank
+ *                 3's "hold" (never answered; half with a 60 s timeout,
+ *                 half with none) and async echo calls to each other; rank
+ *                 3 SIGKILLs itself once it holds all 300. On the
+ *                 survivors every call to 3 ends FRPC_EPEERLOST (< 20 s
+ *                 after the kill), new calls to 3 fail at once, its state is
+ *                 DEAD, frpc_on_peer_lost reported it once (and no other
+ *                 rank), survivor calls succeed before and after, and
+ *                 graceful shutdown returns FRPC_EPEERLOST in bounded time.
+ *   die-in-handler 3 ranks. Rank 2 calls rank 0's pool handler "relay",
+ *                 which calls rank 1's "die" (it SIGKILLs its process)
+ *                 with no timeout and answers with the status it got:
+ *                 FRPC_EPEERLOST.
+ *   rndv-death    2 ranks. Rank 0 sends 64 MiB args to rank 1 in a loop
+ *                 while rank 1 kills itself 10-200 ms after a barrier:
+ *                 every call succeeds or ends FRPC_EPEERLOST, none hangs,
+ *                 and no call is in flight at the end.
+ *   store-death   4 ranks. Rank 0 (it serves the bootstrap store) kills
+ *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
+ *                 calls among 1-3 succeed, their shutdown ends in bounded
+ *                 time.
+ *   init-death    3 ranks. Rank 2 kills itself 0-300 ms after starting
+ *                 frpc_init on another thread. Ranks 0 and 1 (run with
+ *                 FABRPC_INIT_TIMEOUT_MS=8000) either fail frpc_init in
+ *                 bounded time or see rank 2 DEAD in bounded time.
+ *   late-shutdown 2 ranks. Rank 1 waits 4 s before frpc_shutdown: rank 0's
+ *                 frpc_shutdown(GRACEFUL, 1000) ends FRPC_ETIMEDOUT within
+ *                 1.5 s; rank 1's ends too.
+ *   reinit        2 ranks: init, a call each way, graceful shutdown, 20
+ *                 times in one process, at once.
+ *   first-call    4 ranks: right after init (and a barrier for the
+ *                 registrations), each rank calls every other one with a
+ *                 10 ms timeout, sync and async; frpc_call_async returns in
+ *                 < 5 ms. All succeed.
+ *   default-timeout 2 ranks, FABRPC_TIMEOUT_MS=300: FRPC_TIMEOUT_DEFAULT
+ *                 to a handler that never answers ends FRPC_ETIMEDOUT after
+ *                 about 300 ms (sync and async); then with config
+ *                 timeout_ms = -1 it is still in flight after 1 s.
+ *   init-only     frpc_init, print its status, error text and duration
+ *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
+ *                 Exits 0 when init failed, 3 when it worked.
+ *
+ * Prints "ok: ..." per check and the measured figures; exits 1 at the
+ * first failure.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+
+/* Not every helper of async_util.h is used here. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "async_util.h"
+#pragma GCC diagnostic pop
+
+#define BOUND_MS 20000.0     /* detection, shutdown: generous on a loaded box */
+#define AT_ONCE_MS 2000.0    /* "at once" on a loaded box */
+#define SHUTDOWN_MS 10000
+
+/* ---- common ------------------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char *kill_path(void)
+{
+    static char path[512];
+    const char *dir = getenv("PEERLOST_DIR");
+    CHECK(dir && *dir, "PEERLOST_DIR is not set");
+    snprintf(path, sizeof(path), "%s/killtime", dir);
+    return path;
+}
+
+/* Writes the time of death, then dies. */
+__attribute__((noreturn)) static void die_now(void)
+{
+    char tmp[600], buf[32];
+    const char *path = kill_path();
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    int n = snprintf(buf, sizeof(buf), "%llu\n", (unsigned long long)now_ns());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd >= 0) {
+        if (write(fd, buf, (size_t)n) != n)
+            fprintf(stderr, "rank %d: short write of %s\n", me, tmp);
+        close(fd);
+        rename(tmp, path);
+    }
+    fprintf(stderr, "rank %d: raising SIGKILL\n", me);
+    fflush(stdout);
+    fflush(stderr);
+    raise(SIGKILL);
+    _exit(99); /* not reached */
+}
+
+/* The time of death in ms on au_now_ms's clock (waits for the file). */
+static double kill_time_ms(void)
+{
+    double t0 = au_now_ms();
+    for (;;) {
+        FILE *f = fopen(kill_path(), "r");
+        unsigned long long ns = 0;
+        if (f) {
+            int ok = fscanf(f, "%llu", &ns) == 1;
+            fclose(f);
+            if (ok)
+                return (double)ns / 1e6;
+        }
+        CHECK(au_now_ms() - t0 < BOUND_MS, "no %s after %.0f ms", kill_path(),
+              BOUND_MS);
+        au_sleep_us(1000);
+    }
+}
+
+/* cfg with the "unset" values and err as its errbuf. */
+static void config_with_errbuf(frpc_config *cfg, char *err, size_t len)
+{
+    frpc_config_init(cfg);
+    err[0] = '\0';
+    cfg->errbuf = err;
+    cfg->errbuf_len = len;
+}
+
+static uint64_t rand_seed(void)
+{
+    return now_ns() ^ ((uint64_t)getpid() << 32);
+}
+
+/* Waits (polling, bounded) until *v >= want. */
+static int wait_count(atomic_int *v, int want, double bound_ms)
+{
+    double t0 = au_now_ms();
+    while (atomic_load(v) < want) {
+        if (au_now_ms() - t0 > bound_ms)
+            return 0;
+        au_sleep_us(1000);
+    }
+    return 1;
+}
+
+/* hold: keeps the request and never answers it (frpc_shutdown frees it). */
+#define MAX_KEPT 4096
+static frpc_request *kept[MAX_KEPT];
+static atomic_int nkept;
+
+static void hold_forever(frpc_request *req, void *user)
+{
+    int i = atomic_fetch_add(&nkept, 1);
+    CHECK(i < MAX_KEPT, "too many held requests");
+    kept[i] = req;
+}
+
+/* ready: the survivors' rendezvous (barriers fail once a rank is lost). */
+static atomic_int nready;
+
+static void ready(frpc_request *req, void *user)
+{
+    atomic_fetch_add(&nready, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Every rank in ranks[0..n) (this one among them) calls this once per
+ * round: returns when all have. */
+static void survivors_meet(const int *ranks, int n)
+{
+    static int round;
+    frpc_result res;
+    round++;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] == me)
+            continue;
+        int rc = frpc_call(agent, ranks[i], "ready", NULL, 0, CALL_TIMEOUT_MS,
+                           &res);
+        CHECK(rc == 0, "ready on %d: %s", ranks[i], au_why(rc, res.error));
+        frpc_result_clear(&res);
+    }
+    CHECK(wait_count(&nready, round * (n - 1), 60000),
+          "survivors' rendezvous: %d of %d", atomic_load(&nready),
+          round * (n - 1));
+}
+
+/* frpc_on_peer_lost reports, per rank and state. */
+#define MAX_RANKS 16
+static atomic_int lost_dead[MAX_RANKS], lost_left[MAX_RANKS], lost_other;
+static double lost_at_ms[MAX_RANKS];
+
+static void on_lost(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    printf("peer lost: rank %d state %d (%s) at %.0f ms\n", rank, state,
+           why ? why : "(null)", au_now_ms());
+    if (rank < 0 || rank >= MAX_RANKS) {
+        atomic_fetch_add(&lost_other, 1);
+        return;
+    }
+    lost_at_ms[rank] = au_now_ms();
+    if (state == FRPC_PEER_DEAD)
+        atomic_fetch_add(&lost_dead[rank], 1);
+    else if (state == FRPC_PEER_LEFT)
+        atomic_fetch_add(&lost_left[rank], 1);
+    else
+        atomic_fetch_add(&lost_other, 1);
+}
+
+/* Exactly one report, DEAD, for rank dead; none for any other rank. */
+static void check_reports(int dead)
+{
+    for (int r = 0; r < nranks && r < MAX_RANKS; r++) {
+        int d = atomic_load(&lost_dead[r]), l = atomic_load(&lost_left[r]);
+        CHECK(d == (r == dead) && l == 0,
+              "frpc_on_peer_lost for rank %d: %d DEAD, %d LEFT reports", r, d,
+              l);
+    }
+    CHECK(atomic_load(&lost_other) == 0, "%d odd peer-lost reports",
+          atomic_load(&lost_other));
+    printf("ok: frpc_on_peer_lost reported rank %d once (DEAD), no other\n",
+           dead);
+}
+
+/* Waits (bounded) until rank is DEAD; returns how long it took. */
+static double wait_dead(int rank)
+{
+    double t0 = au_now_ms();
+    int st;
+    while ((st = frpc_peer_state(agent, rank)) != FRPC_PEER_DEAD) {
+        CHECK(st == FRPC_PEER_ALIVE, "frpc_peer_state(%d) = %d, want DEAD",
+              rank, st);
+        CHECK(au_now_ms() - t0 < BOUND_MS, "rank %d not DEAD after %.0f ms",
+              rank, BOUND_MS);
+        au_sleep_us(1000);
+    }
+    return au_now_ms() - t0;
+}
+
+/* Graceful shutdown: returns its status; prints it and its duration. */
+static int timed_shutdown(int timeout_ms, double *ms)
+{
+    double t0 = au_now_ms();
+    int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, timeout_ms);
+    *ms = au_now_ms() - t0;
+    printf("shutdown(GRACEFUL, %d): %s in %.0f ms\n", timeout_ms,
+           frpc_err_name(rc), *ms);
+    agent = NULL;
+    return rc;
+}
+
+/* New calls to a lost rank: sync and async, with and without timeouts,
+ * all FRPC_EPEERLOST at once. */
+static void check_new_calls_fail(int dead)
+{
+    static const int tmo[] = {60000, FRPC_TIMEOUT_NONE, FRPC_TIMEOUT_DEFAULT,
+                              10};
+    double worst = 0;
+    for (size_t i = 0; i < sizeof(tmo) / sizeof(tmo[0]); i++) {
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = au_call(dead, "echo", 1000 + i, 64, tmo[i], &res);
+        double ms = au_now_ms() - t0;
+        CHECK(rc == FRPC_EPEERLOST, "new sync call to lost rank %d "
+              "(timeout %d): %s (%s), want FRPC_EPEERLOST", dead, tmo[i],
+              frpc_err_name(rc), au_why(rc, res.error));
+        CHECK(ms < AT_ONCE_MS, "new sync call to lost rank %d took %.0f ms",
+              dead, ms);
+        frpc_result_clear(&res);
+        worst = ms > worst ? ms : worst;
+
+        frpc_future *f = NULL;
+        void *args = au_msg(2000 + i, 64);
+        t0 = au_now_ms();
+        rc = frpc_call_async(agent, dead, "echo", args, 64, tmo[i], &f);
+        free(args);
+        if (rc == 0) {
+            rc = frpc_future_wait(f, 60000);
+            if (rc != FRPC_EAGAIN)
+                rc = frpc_future_error(f, NULL, NULL);
+            frpc_future_free(f);
+        }
+        ms = au_now_ms() - t0;
+        CHECK(rc == FRPC_EPEERLOST, "new async call to lost rank %d "
+              "(timeout %d): %s, want FRPC_EPEERLOST", dead, tmo[i],
+              frpc_err_name(rc));
+        CHECK(ms < AT_ONCE_MS, "new async call to lost rank %d took %.0f ms",
+              dead, ms);
+        worst = ms > worst ? ms : worst;
+    }
+    printf("ok: new calls to lost rank %d (sync and async, timeouts 60 s, "
+           "none, default, 10 ms) failed FRPC_EPEERLOST, slowest %.2f ms\n",
+           dead, worst);
+}
+
+static void start_lost(void)
+{
+    au_start();
+    CHECK(nranks <= MAX_RANKS, "too many ranks");
+    const char *job = getenv("FABRPC_JOB_ID");
+    printf("job id: %s provider: %s\n", job ? job : "(none)",
+           frpc_provider(agent));
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_register("hold", hold_forever, NULL, 0);
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    int rc = frpc_on_peer_lost(agent, on_lost, NULL);
+    CHECK(rc == 0, "frpc_on_peer_lost: %s", frpc_strerror(rc));
+}
+
+/* ---- kill ------------------------------------------------------------- */
+
+#define KILL_HOLDS 100
+#define KILL_ECHOS 50 /* to each other survivor */
+
+/* A completion time per future, set by its frpc_future_then callback. */
+struct done_at {
+    double ms;
+};
+static atomic_int ndone;
+
+static void mark_done(frpc_future *f, void *user)
+{
+    ((struct done_at *)user)->ms = au_now_ms();
+    atomic_fetch_add(&ndone, 1);
+}
+
+static int mode_kill(void)
+{
+    static frpc_future *holds[KILL_HOLDS], *echos[2 * KILL_ECHOS];
+    static struct done_at at[KILL_HOLDS];
+    start_lost();
+    CHECK(nranks == 4, "kill needs 4 ranks");
+    au_barrier();
+    if (me == 3) {
+        int want = 3 * KILL_HOLDS;
+        int all = wait_count(&nkept, want, 30000);
+        printf("rank 3 holds %d of %d requests%s\n", atomic_load(&nkept),
+               want, all ? "" : " (gave up waiting)");
+        die_now();
+    }
+    int others[2], no = 0;
+    for (int r = 0; r < 3; r++)
+        if (r != me)
+            others[no++] = r;
+    /* Holds and echoes interleaved. */
+    int ne = 0;
+    for (int i = 0; i < KILL_HOLDS; i++) {
+        holds[i] = au_async(3, "hold", au_mix(me * 1000 + i), 64,
+                            i % 2 ? 60000 : FRPC_TIMEOUT_NONE);
+        int rc = frpc_future_then(holds[i], mark_done, &at[i]);
+        CHECK(rc == 0, "frpc_future_then: %s", frpc_strerror(rc));
+        if (i % 2 == 0) {
+            for (int k = 0; k < 2; k++, ne++)
+                echos[ne] = au_async(others[k], "echo",
+                                     au_mix(0xec0000 + me * 1000 + ne),
+                                     64 + (size_t)ne * 13, CALL_TIMEOUT_MS);
+        }
+    }
+    CHECK(ne == 2 * KILL_ECHOS, "echo count");
+    int rc = frpc_wait_all(echos, (size_t)ne, CALL_TIMEOUT_MS);
+    CHECK(rc == 0, "echo calls: wait_all %s", frpc_err_name(rc));
+    for (int i = 0; i < ne; i++) {
+        au_check_echo(echos[i], au_mix(0xec0000 + me * 1000 + i),
+                      64 + (size_t)i * 13, "survivor echo (around the kill)");
+        frpc_future_free(echos[i]);
+    }
+    printf("ok: %d async echo calls to the other survivors succeeded\n", ne);
+
+    rc = frpc_wait_all(holds, KILL_HOLDS, 60000);
+    CHECK(rc == 0, "calls to the killed rank 3: %s after 60 s (%d ended)",
+          frpc_err_name(rc), atomic_load(&ndone));
+    CHECK(wait_count(&ndone, KILL_HOLDS, BOUND_MS), "%d of %d callbacks ran",
+          atomic_load(&ndone), KILL_HOLDS);
+    double tk = kill_time_ms(), worst = -1e9, first = 1e18;
+    for (int i = 0; i < KILL_HOLDS; i++) {
+        const char *msg = NULL;
+        rc = frpc_future_error(holds[i], NULL, &msg);
+        CHECK(rc == FRPC_EPEERLOST, "call %d to the killed rank 3 (timeout "
+              "%s): %s (%s), want FRPC_EPEERLOST", i, i % 2 ? "60 s" : "none",
+              frpc_err_name(rc), au_why(rc, msg));
+        double lat = at[i].ms - tk;
+        worst = lat > worst ? lat : worst;
+        first = lat < first ? lat : first;
+    }
+    printf("detection: %d calls to rank 3 ended FRPC_EPEERLOST %.1f .. %.1f "
+           "ms after the kill\n", KILL_HOLDS, first, worst);
+    CHECK(worst < BOUND_MS, "a call to rank 3 ended %.0f ms after the kill",
+          worst);
+    printf("ok: every call to rank 3 (60 s timeout or none) ended "
+           "FRPC_EPEERLOST, the last %.1f ms after the kill\n", worst);
+
+    int st = frpc_peer_state(agent, 3);
+    CHECK(st == FRPC_PEER_DEAD, "frpc_peer_state(3) = %d, want DEAD", st);
+    for (int k = 0; k < 2; k++) {
+        st = frpc_peer_state(agent, others[k]);
+        CHECK(st == FRPC_PEER_ALIVE, "frpc_peer_state(%d) = %d, want ALIVE",
+              others[k], st);
+    }
+    printf("ok: frpc_peer_state(3) is DEAD, the survivors ALIVE\n");
+    check_new_calls_fail(3);
+
+    CHECK(wait_count(&lost_dead[3], 1, BOUND_MS),
+          "frpc_on_peer_lost never reported rank 3");
+    printf("report: rank 3 reported %.1f ms after the kill\n",
+           lost_at_ms[3] - tk);
+    /* More survivor calls after the death, sync and async. */
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < 20; i++) {
+            au_sync_echo(others[k], "echo", au_mix(0xaf7e0000 + i), 100 + i);
+            frpc_future *f = au_async(others[k], "echo",
+                                      au_mix(0xaf7f0000 + i), 2000 + i,
+                                      CALL_TIMEOUT_MS);
+            rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
+            CHECK(rc == 0, "async echo after the death: %s",
+                  frpc_err_name(rc));
+            au_check_echo(f, au_mix(0xaf7f0000 + i), 2000 + i,
+                          "async echo after the death");
+            frpc_future_free(f);
+        }
+    printf("ok: 80 survivor calls after the death succeeded\n");
+    int surv[3] = {0, 1, 2};
+    survivors_meet(surv, 3);
+    check_reports(3);
+
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 3 lost: %s, want "
+          "FRPC_EPEERLOST", frpc_err_name(rc));
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    for (int i = 0; i < KILL_HOLDS; i++)
+        frpc_future_free(holds[i]);
+    printf("ok: rank %d survivor checks passed (shutdown FRPC_EPEERLOST in "
+           "%.0f ms)\n", me, ms);
+    return 0;
+}
+
+/* ---- die-in-handler ----------------------------------------------------- */
+
+static atomic_int relayed;
+
+static void die(frpc_request *req, void *user)
+{
+    die_now();
+}
+
+/* relay: calls rank 1's "die" with no timeout, answers with its status. */
+static void relay(frpc_request *req, void *user)
+{
+    frpc_result res;
+    double t0 = au_now_ms();
+    int32_t rc = frpc_call(agent, 1, "die", NULL, 0, FRPC_TIMEOUT_NONE, &res);
+    printf("relay: call to rank 1's die: %s (%s) after %.1f ms\n",
+           frpc_err_name(rc), res.error ? res.error : "", au_now_ms() - t0);
+    frpc_result_clear(&res);
+    int r = frpc_respond(req, &rc, sizeof(rc));
+    CHECK(r == 0, "relay: respond: %s", frpc_strerror(r));
+    atomic_fetch_add(&relayed, 1);
+}
+
+static int mode_die_in_handler(void)
+{
+    start_lost();
+    CHECK(nranks == 3, "die-in-handler needs 3 ranks");
+    au_register("die", die, NULL, 0);
+    au_register("relay", relay, NULL, 0);
+    au_barrier();
+    double ms;
+    if (me == 1) {
+        au_sleep_us(60 * 1000000);
+        CHECK(0, "rank 1 is still alive after 60 s");
+    }
+    if (me == 2) {
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = frpc_call(agent, 0, "relay", NULL, 0, FRPC_TIMEOUT_NONE,
+                           &res);
+        double took = au_now_ms() - t0;
+        CHECK(rc == 0, "relay: %s (%s)", frpc_err_name(rc),
+              au_why(rc, res.error));
+        int32_t got = 0;
+        CHECK(res.len == sizeof(got), "relay answer of %zu bytes", res.len);
+        memcpy(&got, res.data, sizeof(got));
+        frpc_result_clear(&res);
+        double lat = au_now_ms() - kill_time_ms();
+        CHECK(got == FRPC_EPEERLOST, "the relay's call to the dying rank 1 "
+              "ended %s, want FRPC_EPEERLOST", frpc_err_name(got));
+        CHECK(took < BOUND_MS, "relay took %.0f ms", took);
+        printf("ok: the handler waiting on the dead rank 1 was released: "
+               "FRPC_EPEERLOST relayed in %.1f ms (%.1f ms after the kill)\n",
+               took, lat);
+    } else {
+        CHECK(wait_count(&relayed, 1, 60000), "relay never answered");
+    }
+    CHECK(wait_dead(1) < BOUND_MS, "rank 1 not DEAD");
+    int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s, want "
+          "FRPC_EPEERLOST", frpc_err_name(rc));
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* ---- rndv-death --------------------------------------------------------- */
+
+#define RNDV_LEN (64u << 20)
+
+static void sink(frpc_request *req, void *user)
+{
+    size_t len = 0;
+    frpc_request_args(req, &len);
+    frpc_respond(req, &len, sizeof(len));
+}
+
+static int mode_rndv_death(void)
+{
+    start_lost();
+    CHECK(nranks == 2, "rndv-death needs 2 ranks");
+    au_register("sink", sink, NULL, 0);
+    uint8_t *big = NULL;
+    if (me == 0) { /* filled before the barrier: rank 1 dies soon after */
+        big = malloc(RNDV_LEN);
+        CHECK(big, "malloc 64 MiB");
+        memset(big, 0x5a, RNDV_LEN);
+    }
+    au_barrier();
+    if (me == 1) {
+        uint64_t s = rand_seed();
+        unsigned delay = 10 + (unsigned)(au_rand(&s) % 191);
+        printf("rank 1 dies in %u ms\n", delay);
+        au_sleep_us(delay * 1000);
+        die_now();
+    }
+    int ok = 0, rc = 0;
+    double t0 = au_now_ms(), slowest = 0;
+    while (au_now_ms() - t0 < 60000) {
+        frpc_result res;
+        double c0 = au_now_ms();
+        rc = frpc_call(agent, 1, "sink", big, RNDV_LEN, FRPC_TIMEOUT_NONE,
+                       &res);
+        double ms = au_now_ms() - c0;
+        slowest = ms > slowest ? ms : slowest;
+        CHECK(rc == 0 || rc == FRPC_EPEERLOST, "64 MiB call %d: %s (%s)", ok,
+              frpc_err_name(rc), au_why(rc, res.error));
+        CHECK(ms < BOUND_MS, "64 MiB call took %.0f ms", ms);
+        frpc_result_clear(&res);
+        if (rc == FRPC_EPEERLOST)
+            break;
+        ok++;
+    }
+    CHECK(rc == FRPC_EPEERLOST, "rank 1 never lost in 60 s (%d calls)", ok);
+    double lat = au_now_ms() - kill_time_ms();
+    printf("detection: %d calls of 64 MiB succeeded, then FRPC_EPEERLOST "
+           "%.1f ms after the kill; slowest call %.1f ms\n", ok, lat, slowest);
+    frpc_result res;
+    double c0 = au_now_ms();
+    rc = frpc_call(agent, 1, "sink", big, RNDV_LEN, FRPC_TIMEOUT_NONE, &res);
+    CHECK(rc == FRPC_EPEERLOST && au_now_ms() - c0 < AT_ONCE_MS,
+          "64 MiB call after the death: %s in %.0f ms", frpc_err_name(rc),
+          au_now_ms() - c0);
+    frpc_result_clear(&res);
+    free(big);
+    frpc_stats s;
+    rc = frpc_get_stats(agent, &s);
+    CHECK(rc == 0, "frpc_get_stats: %s", frpc_strerror(rc));
+    CHECK(s.calls_in_flight == 0, "%llu calls in flight at the end",
+          (unsigned long long)s.calls_in_flight);
+    printf("ok: no call in flight (started %llu ok %llu failed %llu)\n",
+           (unsigned long long)s.calls_started,
+           (unsigned long long)s.calls_ok,
+           (unsigned long long)s.calls_failed);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s",
+          frpc_err_name(rc));
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank 0 done\n");
+    return 0;
+}
+
+/* ---- store-death -------------------------------------------------------- */
+
+static int mode_store_death(void)
+{
+    start_lost();
+    CHECK(nranks == 4, "store-death needs 4 ranks");
+    au_barrier();
+    if (me == 0) {
+        au_sleep_us(100 * 1000);
+        die_now();
+    }
+    int n = 0, rc;
+    double t0 = au_now_ms();
+    for (;; n++) {
+        frpc_result res;
+        rc = au_call(0, "echo", au_mix(0x5700 + n), 64, FRPC_TIMEOUT_NONE,
+                     &res);
+        CHECK(rc == 0 || rc == FRPC_EPEERLOST, "call %d to rank 0: %s (%s)",
+              n, frpc_err_name(rc), au_why(rc, res.error));
+        frpc_result_clear(&res);
+        if (rc)
+            break;
+        CHECK(au_now_ms() - t0 < 60000, "rank 0 still answers after 60 s");
+    }
+    double lat = au_now_ms() - kill_time_ms();
+    printf("detection: %d calls to rank 0 succeeded, then FRPC_EPEERLOST "
+           "%.1f ms after the kill\n", n, lat);
+    CHECK(lat < BOUND_MS, "rank 0's death noticed after %.0f ms", lat);
+    double dead_ms = wait_dead(0);
+    printf("ok: rank 0 DEAD (%.1f ms after the failed call)\n", dead_ms);
+    check_new_calls_fail(0);
+    for (int r = 1; r < 4; r++)
+        if (r != me)
+            for (int i = 0; i < 20; i++)
+                au_sync_echo(r, "echo", au_mix(0x5800 + i), 64 + i);
+    printf("ok: 40 calls to the other survivors succeeded\n");
+    int surv[3] = {1, 2, 3};
+    survivors_meet(surv, 3);
+    CHECK(wait_count(&lost_dead[0], 1, BOUND_MS),
+          "frpc_on_peer_lost never reported rank 0");
+    check_reports(0);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank %d done (shutdown %s in %.0f ms)\n", me,
+           frpc_err_name(rc), ms);
+    return 0;
+}
+
+/* ---- init-death --------------------------------------------------------- */
+
+static void *init_thread(void *arg)
+{
+    char err[1024];
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    config_with_errbuf(&cfg, err, sizeof(err));
+    int rc = frpc_init(&cfg, &a);
+    printf("rank 2: frpc_init %s %s\n", frpc_err_name(rc), err);
+    return NULL;
+}
+
+static int mode_init_death(void)
+{
+    const char *r = getenv("FABRPC_RANK");
+    int rank = r ? atoi(r) : -1;
+    if (rank == 2) {
+        me = 2;
+        uint64_t s = rand_seed();
+        unsigned delay = (unsigned)(au_rand(&s) % 301);
+        printf("rank 2 dies %u ms after starting frpc_init\n", delay);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, init_thread, NULL) == 0, "thread");
+        au_sleep_us(delay * 1000);
+        die_now();
+    }
+    char err[1024];
+    frpc_config cfg;
+    config_with_errbuf(&cfg, err, sizeof(err));
+    me = rank;
+    double t0 = au_now_ms();
+    int rc = frpc_init(&cfg, &agent);
+    double ms = au_now_ms() - t0;
+    if (rc != 0) {
+        printf("init: failed %s in %.0f ms: %s\n", frpc_err_name(rc), ms, err);
+        CHECK(ms < BOUND_MS, "frpc_init took %.0f ms", ms);
+        printf("ok: rank %d: frpc_init failed in bounded time\n", rank);
+        return 0;
+    }
+    nranks = frpc_world_size(agent);
+    printf("init: succeeded in %.0f ms\n", ms);
+    double dead = wait_dead(2);
+    printf("ok: rank %d: rank 2 DEAD %.1f ms after init returned\n", rank,
+           dead);
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank %d done\n", rank);
+    return 0;
+}
+
+/* ---- late-shutdown ------------------------------------------------------ */
+
+static int mode_late_shutdown(void)
+{
+    au_start();
+    CHECK(nranks == 2, "late-shutdown needs 2 ranks");
+    au_barrier();
+    double ms;
+    if (me == 1) {
+        au_sleep_us(4000000);
+        int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+        CHECK(ms < SHUTDOWN_MS + 2000, "rank 1's shutdown took %.0f ms", ms);
+        printf("ok: rank 1's late shutdown returned %s in %.0f ms\n",
+               frpc_err_name(rc), ms);
+        return 0;
+    }
+    int rc = timed_shutdown(1000, &ms);
+    CHECK(rc == FRPC_ETIMEDOUT, "shutdown(GRACEFUL, 1000) with rank 1 4 s "
+          "late: %s, want FRPC_ETIMEDOUT", frpc_err_name(rc));
+    CHECK(ms < 1500, "shutdown(GRACEFUL, 1000) took %.0f ms (> 1000 + 500)",
+          ms);
+    printf("ok: rank 0's shutdown(GRACEFUL, 1000) ended FRPC_ETIMEDOUT in "
+           "%.0f ms\n", ms);
+    return 0;
+}
+
+/* ---- reinit ------------------------------------------------------------- */
+
+static int mode_reinit(void)
+{
+    double worst = 0;
+    for (int k = 0; k < 20; k++) {
+        double t0 = au_now_ms();
+        au_start();
+        CHECK(nranks == 2, "reinit needs 2 ranks");
+        au_register("echo", echo, NULL, FRPC_INLINE);
+        au_barrier();
+        au_sync_echo(1 - me, "echo", au_mix(0x4e17 + k), 100 + k);
+        au_barrier();
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 30000);
+        CHECK(rc == 0, "round %d: frpc_shutdown: %s", k, frpc_err_name(rc));
+        double ms = au_now_ms() - t0;
+        worst = ms > worst ? ms : worst;
+    }
+    printf("ok: 20 rounds of init, a call each way, shutdown (slowest round "
+           "%.0f ms)\n", worst);
+    return 0;
+}
+
+/* ---- first-call --------------------------------------------------------- */
+
+static int mode_first_call(void)
+{
+    au_start();
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_barrier();
+    double worst_async = 0, worst_sync = 0, worst_wait = 0;
+    for (int kind = 0; kind < 2; kind++)
+        for (int p = 0; p < nranks; p++) {
+            if (p == me)
+                continue;
+            /* Half the peers first see a sync call, half an async one. */
+            int async = (((p - me + nranks) % nranks) % 2) ^ kind;
+            uint64_t seed = au_mix(0xf125700 + me * 100 + p * 2 + kind);
+            if (!async) {
+                frpc_result res;
+                double t0 = au_now_ms();
+                int rc = au_call(p, "echo", seed, 64, 10, &res);
+                double ms = au_now_ms() - t0;
+                CHECK(rc == 0, "%s sync call to %d (10 ms timeout): %s (%s) "
+                      "in %.2f ms", kind ? "second" : "first", p,
+                      frpc_err_name(rc), au_why(rc, res.error), ms);
+                CHECK(au_reply_ok(res.data, res.len, seed, 64), "wrong reply");
+                frpc_result_clear(&res);
+                worst_sync = ms > worst_sync ? ms : worst_sync;
+            } else {
+                frpc_future *f = NULL;
+                void *args = au_msg(seed, 64);
+                double t0 = au_now_ms();
+                int rc = frpc_call_async(agent, p, "echo", args, 64, 10, &f);
+                double ms = au_now_ms() - t0;
+                free(args);
+                CHECK(rc == 0, "call_async to %d: %s", p, frpc_err_name(rc));
+                worst_async = ms > worst_async ? ms : worst_async;
+                rc = frpc_future_wait(f, 20000);
+                double wms = au_now_ms() - t0;
+                CHECK(rc == 0, "%s async call to %d (10 ms timeout): %s in "
+                      "%.2f ms", kind ? "second" : "first", p,
+                      frpc_err_name(rc), wms);
+                au_check_echo(f, seed, 64, "async first call");
+                frpc_future_free(f);
+                worst_wait = wms > worst_wait ? wms : worst_wait;
+            }
+        }
+    printf("first calls: slowest sync %.2f ms, async completion %.2f ms, "
+           "frpc_call_async itself %.3f ms\n", worst_sync, worst_wait,
+           worst_async);
+    CHECK(worst_async < 5, "frpc_call_async took %.3f ms (>= 5 ms)",
+          worst_async);
+    printf("ok: rank %d's calls with a 10 ms timeout to every rank "
+           "succeeded\n", me);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+/* ---- default-timeout ---------------------------------------------------- */
+
+static int mode_default_timeout(void)
+{
+    au_start();
+    CHECK(nranks == 2, "default-timeout needs 2 ranks");
+    au_register("hold", hold_forever, NULL, 0);
+    au_barrier();
+    if (me == 0) {
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = au_call(1, "hold", 1, 64, FRPC_TIMEOUT_DEFAULT, &res);
+        double ms = au_now_ms() - t0;
+        frpc_result_clear(&res);
+        CHECK(rc == FRPC_ETIMEDOUT, "sync call, default timeout: %s",
+              frpc_err_name(rc));
+        CHECK(ms >= 250 && ms < 10000, "sync call, default timeout (300 ms) "
+              "ended after %.0f ms", ms);
+        frpc_future *f = au_async(1, "hold", 2, 64, FRPC_TIMEOUT_DEFAULT);
+        rc = frpc_future_wait(f, 20000);
+        double ams = au_now_ms() - t0 - ms;
+        CHECK(rc == FRPC_ETIMEDOUT, "async call, default timeout: %s",
+              frpc_err_name(rc));
+        CHECK(ams >= 250 && ams < 10000, "async call, default timeout "
+              "(300 ms) ended after %.0f ms", ams);
+        frpc_future_free(f);
+        printf("ok: FRPC_TIMEOUT_DEFAULT with FABRPC_TIMEOUT_MS=300 ended "
+               "FRPC_ETIMEDOUT after %.0f ms (sync), %.0f ms (async)\n", ms,
+               ams);
+    }
+    au_barrier();
+    au_finish();
+
+    /* Again, rank 0 with config.timeout_ms = -1: the default is no limit. */
+    char err[1024];
+    frpc_config cfg;
+    config_with_errbuf(&cfg, err, sizeof(err));
+    if (me == 0)
+        cfg.timeout_ms = -1;
+    int rc = frpc_init(&cfg, &agent);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    au_register("hold", hold_forever, NULL, 0);
+    au_barrier();
+    if (me == 0) {
+        frpc_future *f = au_async(1, "hold", 3, 64, FRPC_TIMEOUT_DEFAULT);
+        rc = frpc_future_wait(f, 1000);
+        CHECK(rc == FRPC_EAGAIN, "call with the default timeout under "
+              "config.timeout_ms = -1: %s after 1 s, want still in flight",
+              frpc_err_name(rc));
+        rc = frpc_future_cancel(f);
+        CHECK(rc == 0, "cancel: %s", frpc_err_name(rc));
+        au_expect_status(f, FRPC_ECANCELED, "cancelled call");
+        frpc_future_free(f);
+        printf("ok: with config.timeout_ms = -1 a FRPC_TIMEOUT_DEFAULT call "
+               "is still in flight after 1 s\n");
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+/* ---- init-only ---------------------------------------------------------- */
+
+static int mode_init_only(void)
+{
+    char err[1024];
+    frpc_config cfg;
+    config_with_errbuf(&cfg, err, sizeof(err));
+    const char *r = getenv("FABRPC_RANK");
+    me = r ? atoi(r) : -1;
+    double t0 = au_now_ms();
+    int rc = frpc_init(&cfg, &agent);
+    double ms = au_now_ms() - t0;
+    printf("init: rc=%s ms=%.0f err=%s\n", frpc_err_name(rc), ms, err);
+    if (rc != 0)
+        return 0;
+    double sms;
+    timed_shutdown(5000, &sms);
+    return 3;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } modes[] = {{"kill", mode_kill},
+                 {"die-in-handler", mode_die_in_handler},
+                 {"rndv-death", mode_rndv_death},
+                 {"store-death", mode_store_death},
+                 {"init-death", mode_init_death},
+                 {"late-shutdown", mode_late_shutdown},
+                 {"reinit", mode_reinit},
+                 {"first-call", mode_first_call},
+                 {"default-timeout", mode_default_timeout},
+                 {"init-only", mode_init_only}};
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
+        if (strcmp(argv[1], modes[i].name) == 0)
+            return modes[i].fn();
+    fprintf(stderr, "usage: peerlost MODE (see peerlost.c)\n");
+    return 2;
+}

@@ -1,0 +1,90 @@
+#!/bin/bash
+# Ranks that do not belong together must not start a job: two ranks
+# started by hand (no fabrpc-run) that disagree on the world size, on the
+# job key, or where only one has a key. frpc_init must fail on both, within
+# 2 s (not at the init timeout), with a message that says why (fabrpc.h,
+# frpc_init and "Membership"). Uses peerlost's init-only mode, which
+# prints "init: rc=NAME ms=N err=TEXT". Init times are printed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/free_port.sh"
+need_var PEERLOST
+make_tmpdir
+
+# pair NAME WS0 WS1 KEY0 KEY1: ranks 0 and 1 of one job, with these world
+# sizes and keys ("-" for none), each bounded by 30 s; outputs in
+# $TMPD/NAME.{0,1}; both must exit 0 (init-only's "init failed").
+pair() {
+    local name=$1 port i st pids=()
+    local ws=("$2" "$3") key=("$4" "$5")
+    port=$(free_port)
+    for i in 0 1; do
+        (
+            export FABRPC_RANK=$i FABRPC_WORLD_SIZE=${ws[i]} \
+                FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
+                FABRPC_INIT_TIMEOUT_MS=20000
+            unset FABRPC_JOB_KEY
+            [ "${key[i]}" = - ] || export FABRPC_JOB_KEY=${key[i]}
+            exec timeout -k 5 30 "$PEERLOST" init-only
+        ) >"$TMPD/$name.$i" 2>&1 &
+        pids[i]=$!
+        echo $! >>"$TMPD/$name.pid"
+    done
+    for i in 0 1; do
+        st=0
+        wait "${pids[i]}" || st=$?
+        sed "s/^/    rank $i: /" "$TMPD/$name.$i"
+        case $st in
+        0) ;;
+        3) fail "rank $i: frpc_init succeeded" ;;
+        124 | 137) fail "rank $i: still in frpc_init after 30 s" ;;
+        *) fail "rank $i ended with status $st" ;;
+        esac
+    done
+}
+
+# within NAME MS: each rank's init failed in under MS ms.
+within() {
+    local i ms
+    for i in 0 1; do
+        ms=$(sed -n 's/^init: rc=[A-Z_]* ms=\([0-9]*\) .*/\1/p' "$TMPD/$1.$i")
+        [ -n "$ms" ] || fail "rank $i: no init line"
+        [ "$ms" -lt "$2" ] || fail "rank $i: frpc_init failed after $ms ms, want < $2 ms"
+    done
+}
+
+# says NAME ERE...: each rank's message matches every ERE (case-blind).
+says() {
+    local name=$1 i pat
+    shift
+    for i in 0 1; do
+        for pat in "$@"; do
+            grep -Eiq -e "$pat" "$TMPD/$name.$i" ||
+                fail "rank $i's message does not match /$pat/"
+        done
+    done
+}
+
+world_mismatch() {
+    pair ws 2 3 - -
+    within ws 2000
+    says ws 'world' '(^|[^0-9])2([^0-9]|$)' '(^|[^0-9])3([^0-9]|$)'
+}
+
+key_mismatch() {
+    pair key 2 2 "key-a-$$" "key-b-$$"
+    within key 2000
+    says key 'key'
+}
+
+key_one_side() {
+    pair onekey 2 2 "key-a-$$" -
+    within onekey 2000
+    says onekey 'key'
+}
+
+for PROV in shm tcp; do
+    run_case "$PROV: world sizes 2 and 3: both ranks' init fails at once, naming both" world_mismatch
+    run_case "$PROV: different job keys: both ranks' init fails at once, about the key" key_mismatch
+    run_case "$PROV: a job key on one rank only: both ranks' init fails at once" key_one_side
+done
+finish_cases

@@ -1,0 +1,250 @@
+#!/bin/bash
+# Lost peers, over shm and tcp (and udp for the kill): ranks of peerlost
+# (see peerlost.c for what each mode checks) killed at the worst moments —
+# holding 300 unanswered calls, inside a handler a nested call waits on,
+# in the middle of a 64 MiB rendezvous, serving the bootstrap store,
+# during frpc_init — plus shutdown's bound, init/shutdown 20 times in one
+# process, first calls with a 10 ms timeout and the default timeout.
+# Jobs run through fabrpc-run --keep-going (it must exit 137 and name the
+# killed rank, and leave nothing in /dev/shm); the kill also runs with 4
+# ranks started by hand, where nobody stops the survivors: they must end
+# by themselves with status 0.
+#
+# PEERLOST_PROVIDERS (default "shm tcp") and PEERLOST_KILL_EXTRA (default
+# "udp": providers that run only the kill) choose the providers.
+# Measured figures (detection latency, shutdown durations) are printed.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/free_port.sh"
+need_var FABRPC_RUN PEERLOST
+make_tmpdir
+export FABRPC_PROGRESS=adaptive # 4 ranks share 2 cores: never busy
+
+# show DIR: the measured figures and what the ranks said about the loss.
+show() {
+    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|DEFAULT|rounds|dies|holds' \
+        "$1/out" "$1/err" 2>/dev/null | sed 's/^/    /'
+}
+
+# dump DIR: everything, for a failure.
+dump() {
+    echo "--- stdout:" >&2
+    head -c 6000 "$1/out" >&2
+    echo "--- stderr:" >&2
+    head -c 6000 "$1/err" >&2
+}
+
+# job NAME RANKS SECS MODE [VAR=VALUE...]: MODE on RANKS ranks of provider
+# $PROV through fabrpc-run --keep-going --timeout SECS, with the variables
+# set; output in $TMPD/$PROV-NAME/{out,err}. Returns fabrpc-run's status.
+job() {
+    local name=$1 n=$2 secs=$3 mode=$4
+    shift 4
+    JOB=$TMPD/$PROV-$name
+    mkdir -p "$JOB"
+    (
+        [ $# -gt 0 ] && export "$@"
+        export PEERLOST_DIR=$JOB
+        run_bounded $((secs + 20)) "$FABRPC_RUN" -n "$n" --provider "$PROV" \
+            --keep-going --timeout "$secs" "$PEERLOST" "$mode" \
+            >"$JOB/out" 2>"$JOB/err"
+    )
+}
+
+# expect_status ST WANT: fail (with the output) unless ST == WANT.
+expect_status() {
+    [ "$1" -eq "$2" ] && return 0
+    dump "$JOB"
+    fail "fabrpc-run exited $1, want $2"
+}
+
+# expect_killed ST RANK: fabrpc-run exited 137 naming RANK's SIGKILL.
+expect_killed() {
+    expect_status "$1" 137
+    expect_grep "^fabrpc-run: rank $2 killed by signal SIGKILL" "$JOB/err"
+    if grep -E '^fabrpc-run: rank [0-9]+ exited with status' "$JOB/err" >&2; then
+        dump "$JOB"
+        fail "a surviving rank failed"
+    fi
+}
+
+# expect_ok RANK...: each rank printed its final "ok: rank R ..." line.
+expect_ok() {
+    local r
+    for r in "$@"; do
+        grep -Eq "^\[$r\] ok: rank $r[: ]" "$JOB/out" || {
+            dump "$JOB"
+            fail "rank $r did not finish its checks"
+        }
+    done
+}
+
+# expect_no_leftovers: nothing of the job (its id printed by rank 0) in
+# /dev/shm.
+expect_no_leftovers() {
+    local id
+    id=$(sed -n 's/^\[[0-9]*\] job id: \([^ ]*\) .*/\1/p' "$JOB/out" | head -n 1)
+    [ -n "$id" ] || fail "no job id in the output"
+    if ls /dev/shm | grep -F "fabrpc_${id}_" >&2; then
+        fail "/dev/shm still has the job's segments (above)"
+    fi
+    echo "    /dev/shm: nothing left of job $id"
+}
+
+# ---- kill ----------------------------------------------------------------
+
+kill_run() {
+    local st=0
+    job kill 4 90 kill || st=$?
+    show "$JOB"
+    expect_killed $st 3
+    expect_ok 0 1 2
+    # Shutdown's stderr names the lost rank (each survivor's own line).
+    local r
+    for r in 0 1 2; do
+        expect_grep "^\[$r\] .*rank 3" "$JOB/err"
+    done
+    expect_no_leftovers
+}
+
+# kill_by_hand: 4 ranks started here, no launcher; the survivors must end
+# by themselves (status 0) and rank 3 by its SIGKILL (timeout reports 137).
+kill_by_hand() {
+    local dir=$TMPD/$PROV-kill-hand port key id i st t0 pids=()
+    mkdir -p "$dir"
+    port=$(free_port)
+    key=peerlost-$$-$RANDOM$RANDOM
+    id=peerlost-hand-$$-$PROV
+    t0=$(date +%s%N)
+    for i in 0 1 2 3; do
+        FABRPC_RANK=$i FABRPC_WORLD_SIZE=4 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_JOB_KEY=$key FABRPC_JOB_ID=$id FABRPC_PROVIDER=$PROV \
+            PEERLOST_DIR=$dir run_bounded 60 "$PEERLOST" kill \
+            >"$dir/$i.out" 2>"$dir/$i.err" &
+        pids[i]=$!
+        echo $! >>"$TMPD/hand-$PROV.pid"
+    done
+    for i in 0 1 2 3; do
+        st=0
+        wait "${pids[i]}" || st=$?
+        echo "    rank $i ended with status $st after $((($(date +%s%N) - t0) / 1000000)) ms"
+        if [ "$i" -eq 3 ] && [ $st -ne 137 ]; then
+            cat "$dir/3.out" "$dir/3.err" >&2
+            fail "rank 3 ended with $st, want 137 (SIGKILL)"
+        fi
+        if [ "$i" -ne 3 ] && [ $st -ne 0 ]; then
+            cat "$dir/$i.out" "$dir/$i.err" >&2
+            [ $st -eq 124 ] && fail "rank $i hung (still running after 60 s)"
+            fail "survivor rank $i ended with status $st"
+        fi
+    done
+    for i in 0 1 2; do
+        grep -hE 'detection|shutdown\(' "$dir/$i.out" | sed "s/^/    [$i] /"
+        expect_grep "ok: rank $i survivor checks passed" "$dir/$i.out"
+        expect_grep "rank 3" "$dir/$i.err"
+    done
+    # Nobody cleans up after a killed rank here: say what it left, remove it.
+    local left
+    left=$(ls /dev/shm | grep -cF "fabrpc_${id}_")
+    echo "    /dev/shm: $left segment(s) left by the killed rank (removed)"
+    rm -f /dev/shm/fabrpc_"${id}"_*
+    # For survivors_not_dead.
+    mkdir -p "$TMPD/$PROV-kill-hand-all"
+    cat "$dir"/[0-3].out >"$TMPD/$PROV-kill-hand-all/out"
+}
+
+# survivors_not_dead LOST DIR...: no rank but LOST was ever reported DEAD
+# (frpc_on_peer_lost's "peer lost: rank R state 1"): the others called
+# frpc_shutdown, so at worst they LEFT (fabrpc.h, frpc_peer_state).
+survivors_not_dead() {
+    local lost=$1 d bad=0
+    shift
+    for d in "$@"; do
+        [ -f "$d/out" ] || continue
+        if grep -E "peer lost: rank [0-9]+ state 1 " "$d/out" |
+            grep -vE "peer lost: rank $lost " >&2; then
+            echo "    ^ in $d" >&2
+            bad=1
+        fi
+        # Not a failure: shutdown's stderr naming ranks that left normally.
+        grep -hE "shut down without rank [0-9]+: rank [0-9]+ it left" \
+            "$d/err" 2>/dev/null | sed 's/^/    note: /'
+    done
+    [ $bad -eq 0 ] || fail "a rank that called frpc_shutdown was reported DEAD"
+}
+
+# ---- the other modes --------------------------------------------------------
+
+# killed NAME RANKS SECS MODE DEAD "OK..." [VAR=VALUE...]: a job in which
+# rank DEAD kills itself; the ranks OK finish their checks.
+killed() {
+    local name=$1 n=$2 secs=$3 mode=$4 dead=$5 ok=$6 st=0
+    shift 6
+    job "$name" "$n" "$secs" "$mode" "$@" || st=$?
+    show "$JOB"
+    expect_killed $st "$dead"
+    expect_ok $ok
+}
+
+# clean NAME RANKS SECS MODE "OK..." [VAR=VALUE...]: a job every rank of
+# which ends with status 0, the ranks OK after their checks.
+clean() {
+    local name=$1 n=$2 secs=$3 mode=$4 ok=$5 st=0
+    shift 5
+    job "$name" "$n" "$secs" "$mode" "$@" || st=$?
+    show "$JOB"
+    expect_status $st 0
+    expect_ok $ok
+}
+
+die_in_handler() {
+    killed die 3 60 die-in-handler 1 "0 2"
+    expect_grep "^\[2\] ok: the handler waiting on the dead rank 1 was released" "$JOB/out"
+}
+
+rndv_death() {
+    killed rndv 2 90 rndv-death 1 0
+    expect_grep "^\[0\] ok: no call in flight" "$JOB/out"
+}
+
+store_death() {
+    killed store 4 90 store-death 0 "1 2 3"
+    expect_no_leftovers
+}
+
+# rank 2 dies 0-300 ms into frpc_init (ranks 0 and 1 have an 8 s init
+# timeout); whether they see it depends on the moment.
+init_death() { killed init 3 60 init-death 2 "0 1" FABRPC_INIT_TIMEOUT_MS=8000; }
+
+late_shutdown() {
+    clean late 2 60 late-shutdown ""
+    expect_grep "^\[0\] ok: rank 0's shutdown\(GRACEFUL, 1000\) ended FRPC_ETIMEDOUT" "$JOB/out"
+    expect_grep "^\[1\] ok: rank 1's late shutdown returned" "$JOB/out"
+}
+
+reinit() { clean reinit 2 120 reinit "0 1"; }
+first_call() { clean first 4 60 first-call "0 1 2 3"; }
+
+default_timeout() {
+    clean deftmo 2 60 default-timeout "0 1" FABRPC_TIMEOUT_MS=300
+    expect_grep "^\[0\] ok: FRPC_TIMEOUT_DEFAULT with FABRPC_TIMEOUT_MS=300" "$JOB/out"
+    expect_grep "^\[0\] ok: with config.timeout_ms = -1" "$JOB/out"
+}
+
+for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
+    run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
+    run_case "$PROV: the same with 4 ranks started by hand: the survivors end by themselves" kill_by_hand
+    run_case "$PROV: a nested call waiting on a rank that dies in the handler is released" die_in_handler
+    run_case "$PROV: a rank dies during a 64 MiB rendezvous: no call hangs or stays in flight" rndv_death
+    run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
+    run_case "$PROV: a rank that called frpc_shutdown is never reported DEAD" survivors_not_dead 3 "$TMPD/$PROV-kill" "$TMPD/$PROV-kill-hand-all"
+    run_case "$PROV: the same after the store's death" survivors_not_dead 0 "$TMPD/$PROV-store"
+    run_case "$PROV: a rank dies during frpc_init: init fails or sees it DEAD, no hang" init_death
+    run_case "$PROV: graceful shutdown with a peer 4 s late ends FRPC_ETIMEDOUT at its bound" late_shutdown
+    run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
+    run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
+    run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
+done
+for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
+    run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run
+done
+finish_cases
