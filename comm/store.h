@@ -30,7 +30,9 @@
  * Joining (HELLO/AUTH). A connection's first request must be HELLO
  * {u32 FR_STORE_PROTO, u32 fabrpc version, i32 rank, i32 world, u8 role,
  * u8 has_key, 32-byte client nonce}; the server answers {u8 has_key,
- * 32-byte server nonce, server proof}; the client checks the proof and
+ * 32-byte server nonce, 32-byte server proof (zeros without a key)}, or
+ * FRPC_EPROTO when the HELLO names another FR_STORE_PROTO (only that field
+ * is read then); the client checks the proof and
  * sends AUTH {client proof, or nothing when it has no key}; the server
  * answers 0 (a member) or a refusal. A proof is HMAC-SHA256(job key,
  * side label || the HELLO bytes || server nonce): both sides prove they
@@ -45,10 +47,12 @@
  * HELLO/AUTH of the wrong size, closes the connection), buffers at most one
  * small request, and closes a connection that has not joined within
  * FR_STORE_AUTH_MS (3 s): a stranger can never read a value or store one.
- * A member then checks, in this order: world size and fabrpc version equal
- * rank 0's (else FRPC_EBOOTSTRAP, "rank 1 was started with world size 3,
- * rank 0 with 2" / "rank 2 speaks fabrpc protocol 3, rank 0 speaks 2"), rank
- * in 0..world-1 (else FRPC_ENORANK), not stale (below).
+ * At AUTH the server checks, in this order: the proof (else FRPC_EACCES,
+ * "rank 1 could not prove the job key, rank 0 has one (key mismatch)"),
+ * world size and fabrpc version equal rank 0's (else FRPC_EBOOTSTRAP,
+ * "rank 1 was started with world size 3, rank 0 with 2" / "rank 2 speaks
+ * fabrpc protocol 3, rank 0 speaks 2"), rank in 0..world-1 (else
+ * FRPC_ENORANK), not stale (below). A refusal closes the connection.
  *
  * Roles. A rank's MAIN connection is the rank itself: its liveness. At most
  * one MAIN per rank, ever. WATCH connections (any number) are for a second
@@ -70,8 +74,8 @@
  * job: the failure text is kept and every unsatisfied GET/WAIT_GE, parked
  * or later, answers FRPC_EBOOTSTRAP with it, so init fails at once on every
  * rank, not only on the odd one. Poison wins over EPEERLOST. Once every rank
- * has joined, key failures are refused and counted only: a stranger cannot
- * end a running job.
+ * has joined, key failures are refused and counted only
+ * (fr_store_server_key_failures): a stranger cannot end a running job.
  *
  * Stale store. A MAIN HELLO for a rank that already died or left, or whose
  * MAIN is still connected, is refused (FRPC_ESHUTDOWN / FRPC_EEXIST; a
@@ -162,6 +166,10 @@ int fr_store_server_start(const char *host, uint16_t port,
 
 /* The port actually bound (0 for NULL). */
 uint16_t fr_store_server_port(const fr_store_server *s);
+
+/* How many connections failed the key proof so far (0 for NULL). Any
+ * thread. */
+uint64_t fr_store_server_key_failures(fr_store_server *s);
 
 /* Stops serving, closes every connection (clients blocked in GET/WAIT/
  * WATCH get FRPC_EBOOTSTRAP), joins the thread and frees s. NULL is a

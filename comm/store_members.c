@@ -17,8 +17,8 @@
  *   joined; it never clears. fr_store_members_blocked reports the poison
  *   first, then the first event.
  * - Only the server thread changes the record. The mutex guards `alive`
- *   (the count of other ranks whose MAIN is open and that have not left),
- *   which fr_store_members_wait_gone reads from another thread; the
+ *   (the count of other ranks whose MAIN is open and that have not left)
+ *   and key_failures, which other threads read; the
  *   condition variable (monotonic clock) is signalled when it drops.
  */
 #include <errno.h>
@@ -45,10 +45,10 @@ struct fr_store_members {
     size_t nev, capev;
     char poison[FR_STORE_MAX_ERR + 1]; /* "" while not poisoned */
     char lost[FR_STORE_MAX_ERR + 1];   /* the first event, as a message */
-    uint64_t key_failures;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int alive; /* under mu */
+    uint64_t key_failures; /* under mu */
 };
 
 fr_store_members *fr_store_members_new(const fr_store_ident *self)
@@ -154,7 +154,9 @@ static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
 /* A connection claiming rank failed the key proof for reason why. */
 static void key_failed(fr_store_members *m, int rank, const char *why)
 {
+    pthread_mutex_lock(&m->mu);
     m->key_failures++;
+    pthread_mutex_unlock(&m->mu);
     if (rank >= 0 && rank < m->world && m->njoined < m->world)
         poison(m, why);
 }
@@ -299,7 +301,10 @@ int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms)
     return rc;
 }
 
-uint64_t fr_store_members_key_failures(const fr_store_members *m)
+uint64_t fr_store_members_key_failures(fr_store_members *m)
 {
-    return m->key_failures;
+    pthread_mutex_lock(&m->mu);
+    uint64_t n = m->key_failures;
+    pthread_mutex_unlock(&m->mu);
+    return n;
 }

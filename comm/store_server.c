@@ -658,6 +658,11 @@ uint16_t fr_store_server_port(const fr_store_server *s)
     return s ? s->port : 0;
 }
 
+uint64_t fr_store_server_key_failures(fr_store_server *s)
+{
+    return s ? fr_store_members_key_failures(s->members) : 0;
+}
+
 int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms)
 {
     return s ? fr_store_members_wait_gone(s->members, timeout_ms)

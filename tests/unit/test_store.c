@@ -840,7 +840,9 @@ START_TEST(test_wrong_key_after_join_only_refused)
     start_server(&r0);
     fr_store_client *c[2] = {join_ok(&r0), join_ok(&r1)}, *x;
     char err[256];
+    ck_assert_uint_eq(fr_store_server_key_failures(srv), 0);
     ck_assert_int_eq(join(&bad, &x, err, sizeof(err)), FRPC_EACCES);
+    ck_assert_uint_eq(fr_store_server_key_failures(srv), 1);
     /* Every rank had joined: a stranger cannot end the job. */
     ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
     expect_value(c[0], "k", "v");
