@@ -39,15 +39,19 @@ dump() {
 job() {
     local name=$1 n=$2 secs=$3 mode=$4
     shift 4
+    local t0 st=0
     JOB=$TMPD/$PROV-$name
     mkdir -p "$JOB"
+    t0=$(date +%s%N)
     (
         [ $# -gt 0 ] && export "$@"
         export PEERLOST_DIR=$JOB
         run_bounded $((secs + 20)) "$FABRPC_RUN" -n "$n" --provider "$PROV" \
             --keep-going --timeout "$secs" "$PEERLOST" "$mode" \
             >"$JOB/out" 2>"$JOB/err"
-    )
+    ) || st=$?
+    echo "    job: $mode on $n ranks ($PROV): status $st in $((($(date +%s%N) - t0) / 1000000)) ms"
+    return $st
 }
 
 # expect_status ST WANT: fail (with the output) unless ST == WANT.
