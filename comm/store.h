@@ -209,6 +209,13 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
  * records the rank as DEAD). NULL is a no-op. */
 void fr_store_close(fr_store_client *c);
 
+/* Ends c's connection from another thread: a call blocked on it (a WATCH)
+ * returns FRPC_EBOOTSTRAP at once, and so does every later one. For a
+ * MAIN connection the server then sees a death unless the rank left.
+ * Safe while another thread is inside a call on c; c must still be
+ * closed with fr_store_close. NULL is a no-op. */
+void fr_store_interrupt(fr_store_client *c);
+
 /* The message of c's last failed call ("" if none failed): the server's
  * text for FRPC_EBOOTSTRAP/FRPC_EPEERLOST answers, else a short local
  * description. Owned by c, valid until its next call. */

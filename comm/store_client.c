@@ -52,6 +52,10 @@
 
 struct fr_store_client {
     int fd; /* -1 once the connection is lost */
+    /* A second descriptor of the same socket, closed only by
+     * fr_store_close, for fr_store_interrupt: fd itself may be closed
+     * (and its number reused) by the thread in a call at any moment. */
+    int shut_fd;
     bool main; /* joined as a MAIN */
     char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
@@ -147,6 +151,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
     fr_store_client *c = calloc(1, sizeof(*c));
     if (!c)
         return FRPC_ENOMEM;
+    c->shut_fd = -1;
     char portstr[8], addr[300];
     snprintf(portstr, sizeof(portstr), "%u", (unsigned)port);
     fr_store__fmt_addr(addr, sizeof(addr), host, port);
@@ -186,6 +191,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
     }
     if (rc == 0) {
         c->main = me->role == FR_STORE_ROLE_MAIN;
+        c->shut_fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
         *out = c;
         return 0;
     }
@@ -210,7 +216,15 @@ void fr_store_close(fr_store_client *c)
         return;
     if (c->fd >= 0)
         close(c->fd);
+    if (c->shut_fd >= 0)
+        close(c->shut_fd);
     free(c);
+}
+
+void fr_store_interrupt(fr_store_client *c)
+{
+    if (c && c->shut_fd >= 0)
+        shutdown(c->shut_fd, SHUT_RDWR);
 }
 
 /* ---- one round trip ----------------------------------------------------- */

@@ -37,7 +37,9 @@
 
 #include "rpc/agent.h"
 
-#define FR_WATCH_SLICE_MS 250 /* a watcher's stop is seen within this */
+/* A watcher's wait, renewed: stopping interrupts it (fr_store_interrupt),
+ * so this only bounds how long a lost stop could go unseen. */
+#define FR_WATCH_SLICE_MS 2000
 
 typedef struct fr_loss {
     struct fr_loss *next; /* the report queue */
@@ -337,6 +339,7 @@ void fr_liveness_stop(frpc_agent *a)
         return;
     atomic_store(&l->stop, 1);
     wake(l);
+    fr_store_interrupt(l->watch); /* the watcher may be blocked in it */
     if (l->thread_started)
         pthread_join(l->thread, NULL);
     if (l->watcher_started)

@@ -23,7 +23,8 @@ typedef enum bench_mode {
     BENCH_RATE,
     BENCH_BANDWIDTH,
     BENCH_IDLE,
-    BENCH_INIT
+    BENCH_INIT,
+    BENCH_TIMEOUTS
 } bench_mode;
 
 typedef struct bench_opts {
@@ -62,6 +63,8 @@ typedef struct bench_row {
     /* rate, bandwidth: frames rank 0 sent per transport message in the
      * timed window (1: none coalesced) */
     double frames_per_msg;
+    /* timeouts: the latest lateness, and calls that did not time out */
+    double max_us, not_timed_out;
 } bench_row;
 
 /* A row with every value null and the system/provider/metric given. */
@@ -95,6 +98,11 @@ int bench_register(frpc_agent *a, int world);
  * just before frpc_init (init mode). Returns 0 or 1 (a message was
  * printed). */
 int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
+
+/* bench_timeouts.c: the timeouts mode's handler (every rank) and its
+ * measurement (rank 0). */
+int bench_register_timeouts(frpc_agent *a);
+int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
 
 /*
  * Runs fi_pingpong (server and client on 127.0.0.1) over fi_provider

@@ -111,7 +111,8 @@ int bench_register(frpc_agent *a, int world)
         return FRPC_ENOMEM;
     if ((rc = frpc_register(a, "bench_echo", echo, NULL, FRPC_INLINE)) ||
         (rc = frpc_register(a, "bench_sink", sink, NULL, FRPC_INLINE)) ||
-        (rc = frpc_register(a, "bench_report", report, NULL, FRPC_INLINE)))
+        (rc = frpc_register(a, "bench_report", report, NULL, FRPC_INLINE)) ||
+        (rc = bench_register_timeouts(a)))
         return rc;
     return 0;
 }
@@ -493,13 +494,16 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us)
     case BENCH_LATENCY:
         rc = rank == 0 ? run_latency(a, o) : 0;
         break;
+    case BENCH_TIMEOUTS:
+        rc = rank == 0 ? bench_run_timeouts(a, o) : 0;
+        break;
     default:
         rc = rank == 0 ? run_windows(a, o) : 0;
         break;
     }
     /* Rank 0 may take long: the others wait here, serving, without a
      * limit (fabrpc-run ends the job if rank 0 dies). */
-    int brc = frpc_barrier(a, 0);
+    int brc = frpc_barrier(a, FRPC_TIMEOUT_NONE);
     if (brc) {
         fprintf(stderr, "fabrpc-bench: rank %d: final barrier: %s\n", rank,
                 frpc_strerror(brc));

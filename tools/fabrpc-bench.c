@@ -46,6 +46,12 @@ static const char usage_text[] =
     "             size = N; job_s = first rank's start (exec) to last rank\n"
     "             ready; rss_mb = largest VmRSS. Any N: fabrpc-run -n N, or\n"
     "             --ranks N when fabrpc-bench starts its own ranks\n"
+    "  timeouts   how late a call's timeout fires: --iters calls\n"
+    "             (default 200) with a timeout of each --sizes value in ms\n"
+    "             (default 10) to a handler that answers after 100 ms,\n"
+    "             one after another (timeout_sync) and all at once\n"
+    "             (timeout_async): p50/p99/max_us of the lateness, and\n"
+    "             not_timed_out (calls that did not end FRPC_ETIMEDOUT)\n"
     "\n"
     "options:\n"
     "  --provider P     use provider P (shm, tcp, ...; sets FABRPC_PROVIDER,\n"
@@ -116,7 +122,8 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
-                   .frames_per_msg = NAN,
+                   .frames_per_msg = NAN, .max_us = NAN,
+                   .not_timed_out = NAN,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -183,6 +190,8 @@ static void print_row(const bench_row *r)
     put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
     put_extra("ratio_to_fi_blocking", r->ratio_fi_blocking, 4);
     put_extra("frames_per_message", r->frames_per_msg, 2);
+    put_extra("max_us", r->max_us, 1);
+    put_extra("not_timed_out", r->not_timed_out, 0);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }
@@ -226,6 +235,7 @@ static const struct {
     {"bandwidth", "1m,16m", "4", BENCH_BANDWIDTH},
     {"idle", "8", "1", BENCH_IDLE},
     {"init", "8", "1", BENCH_INIT},
+    {"timeouts", "10", "1", BENCH_TIMEOUTS},
 };
 
 /* A count with an optional k or m suffix (x1024, x1048576), > 0. */

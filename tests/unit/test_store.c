@@ -1152,6 +1152,22 @@ START_TEST(test_server_stop_ends_watch)
 }
 END_TEST
 
+START_TEST(test_interrupt_ends_watch)
+{
+    int rc = 1;
+    pthread_t t = spawn(watch_forever, &rc);
+    sleep_ms(100); /* let it block */
+    int64_t t0 = now_ms();
+    fr_store_interrupt(watcher);
+    pthread_join(t, NULL);
+    ck_assert_int_eq(rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(now_ms() - t0, 2000);
+    ck_assert_int_eq(fr_store_watch(watcher, 0, 100, NULL, 0, NULL, NULL),
+                     FRPC_EBOOTSTRAP);
+    fr_store_interrupt(NULL); /* a no-op */
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -1209,6 +1225,8 @@ int main(void)
          test_stale_store_refused_after_retries, 30, &job3},
         {"server stop ends a blocked watch with EBOOTSTRAP",
          test_server_stop_ends_watch, 30, &job3},
+        {"interrupt ends a blocked watch at once",
+         test_interrupt_ends_watch, 30, &job3},
     };
     return fr_run_tests("store", tests, sizeof(tests) / sizeof(tests[0]), 30);
 }
