@@ -35,6 +35,7 @@
  *                 frpc_init on another thread. Ranks 0 and 1 (run with
  *                 FABRPC_INIT_TIMEOUT_MS=8000) either fail frpc_init in
  *                 bounded time or see rank 2 DEAD in bounded time.
+ *                 PEERLOST_DIE_MS=N makes the moment N ms.
  *   late-shutdown 2 ranks. Rank 1 waits 4 s before frpc_shutdown: rank 0's
  *                 frpc_shutdown(GRACEFUL, 1000) ends FRPC_ETIMEDOUT within
  *                 1.5 s; rank 1's ends too.
@@ -668,6 +669,9 @@ static int mode_init_death(void)
         me = 2;
         uint64_t s = rand_seed();
         unsigned delay = (unsigned)(au_rand(&s) % 301);
+        const char *d = getenv("PEERLOST_DIE_MS"); /* to try one moment */
+        if (d && *d)
+            delay = (unsigned)atoi(d);
         printf("rank 2 dies %u ms after starting frpc_init\n", delay);
         pthread_t t;
         CHECK(pthread_create(&t, NULL, init_thread, NULL) == 0, "thread");

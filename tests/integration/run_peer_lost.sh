@@ -153,27 +153,34 @@ kill_by_hand() {
     rm -f /dev/shm/fabrpc_"${id}"_*
     # For survivors_not_dead.
     mkdir -p "$TMPD/$PROV-kill-hand-all"
-    cat "$dir"/[0-3].out >"$TMPD/$PROV-kill-hand-all/out"
+    for i in 0 1 2 3; do
+        sed "s/^/[$i] /" "$dir/$i.out"
+    done >"$TMPD/$PROV-kill-hand-all/out"
 }
 
-# survivors_not_dead LOST DIR...: no rank but LOST was ever reported DEAD
-# (frpc_on_peer_lost's "peer lost: rank R state 1"): the others called
-# frpc_shutdown, so at worst they LEFT (fabrpc.h, frpc_peer_state).
+# survivors_not_dead LOST DIR...: no rank but LOST was reported DEAD
+# ("[R] peer lost: rank X state 1" from frpc_on_peer_lost) when its own
+# output shows it called frpc_shutdown ("[X] shutdown(GRACEFUL..."): such a
+# rank LEFT (fabrpc.h, frpc_peer_state).
 survivors_not_dead() {
-    local lost=$1 d bad=0
+    local lost=$1 d line x bad=0
     shift
     for d in "$@"; do
         [ -f "$d/out" ] || continue
-        if grep -E "peer lost: rank [0-9]+ state 1 " "$d/out" |
-            grep -vE "peer lost: rank $lost " >&2; then
-            echo "    ^ in $d" >&2
+        while read -r line; do
+            x=$(echo "$line" | sed -n 's/.*peer lost: rank \([0-9]*\) state 1 .*/\1/p')
+            [ -n "$x" ] && [ "$x" != "$lost" ] || continue
+            grep -q "^\[$x\] shutdown(GRACEFUL" "$d/out" || continue
+            echo "$line" >&2
+            grep "^\[$x\] shutdown(GRACEFUL" "$d/out" >&2
             bad=1
-        fi
+        done <"$d/out"
         # Not a failure: shutdown's stderr naming ranks that left normally.
         grep -hE "shut down without rank [0-9]+: rank [0-9]+ it left" \
             "$d/err" 2>/dev/null | sed 's/^/    note: /'
     done
-    [ $bad -eq 0 ] || fail "a rank that called frpc_shutdown was reported DEAD"
+    [ $bad -eq 0 ] ||
+        fail "a rank that called frpc_shutdown was reported DEAD (above)"
 }
 
 # ---- the other modes --------------------------------------------------------
