@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
 #include <time.h>
 
 #include "comm/clock.h"
@@ -27,11 +29,40 @@ static void set_err(char *errbuf, size_t errlen, const char *what, int ret)
                  fi_strerror(ret < 0 ? -ret : ret), ret);
 }
 
+/*
+ * shm (libfabric 1.17) copies a message over its inject size by CMA
+ * (process_vm_readv) in a loop that runs until the sender's whole length
+ * is copied: into a shorter receive buffer it copies 0 bytes, forever,
+ * inside fi_cq_read (smr_cma_loop). One message larger than a receive
+ * buffer from anyone who can map our region stopped this rank. So on shm
+ * every receive buffer is followed in its iov by a sink: FR_SINK_BYTES of
+ * address space that is reserved, not committed, given FR_SINK_IOVS
+ * times (the entries may alias), where such a message lands whole and is
+ * then dropped as oversize (handle_now), the sink's pages given back. A
+ * message larger than the buffer and all the sink entries would still
+ * spin in libfabric; shm only serves processes of the same user.
+ */
+#define FR_SINK_BYTES ((size_t)256 << 20)
+#define FR_SINK_IOVS 3
+
 static int post_recv(fr_fabric *f, fr_recv_buf *r)
 {
     for (;;) {
-        ssize_t ret = fi_recv(f->ep, r->buf, f->opts.eager_max, NULL,
-                              FI_ADDR_UNSPEC, &r->op.fictx);
+        ssize_t ret;
+        if (f->sink) {
+            struct iovec iov[1 + FR_SINK_IOVS];
+            iov[0].iov_base = r->buf;
+            iov[0].iov_len = f->opts.eager_max + 1;
+            for (unsigned i = 1; i <= f->sink_iovs; i++) {
+                iov[i].iov_base = f->sink;
+                iov[i].iov_len = FR_SINK_BYTES;
+            }
+            ret = fi_recvv(f->ep, iov, NULL, 1 + f->sink_iovs,
+                           FI_ADDR_UNSPEC, &r->op.fictx);
+        } else {
+            ret = fi_recv(f->ep, r->buf, f->opts.eager_max + 1, NULL,
+                          FI_ADDR_UNSPEC, &r->op.fictx);
+        }
         if (ret == 0)
             return 0;
         if (ret != -FI_EAGAIN)
@@ -151,6 +182,10 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     f->mr_virt_addr = !!(f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR);
     f->mr_prov_key = !!(f->info->domain_attr->mr_mode & FI_MR_PROV_KEY);
     f->mr_local = !!(f->info->domain_attr->mr_mode & FI_MR_LOCAL);
+    /* Every provider fabrpc runs on here offers it (providers.c asks
+     * tcp;ofi_rxm for it); one that does not leaves the token as the
+     * only check. */
+    f->check_src = !!(f->info->caps & FI_SOURCE);
     f->all_slots = calloc(f->max_slots, sizeof(*f->all_slots));
     f->recv = calloc(opts->recv_count, sizeof(*f->recv));
     if (!f->all_slots || !f->recv) {
@@ -159,10 +194,22 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     }
     if ((ret = open_endpoint(f, errbuf, errlen)))
         goto fail;
+    if (f->info->fabric_attr->prov_name &&
+        strcmp(f->info->fabric_attr->prov_name, "shm") == 0 &&
+        f->info->rx_attr->iov_limit >= 2) {
+        void *m = mmap(NULL, FR_SINK_BYTES, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (m != MAP_FAILED) {
+            f->sink = m;
+            f->sink_iovs = f->info->rx_attr->iov_limit - 1 < FR_SINK_IOVS
+                               ? (unsigned)f->info->rx_attr->iov_limit - 1
+                               : FR_SINK_IOVS;
+        }
+    }
     for (unsigned i = 0; i < opts->recv_count; i++) {
         fr_recv_buf *r = &f->recv[i];
         r->op.type = FR_OP_RECV;
-        r->buf = malloc(opts->eager_max);
+        r->buf = malloc(opts->eager_max + 1); /* + 1: see handle_now */
         if (!r->buf) {
             ret = FRPC_ENOMEM;
             goto fail;
@@ -195,7 +242,9 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     if (!f || world == 0 || rank >= world || f->peer)
         return FRPC_EINVAL;
     f->peer = malloc(sizeof(*f->peer) * world);
-    if (!f->peer)
+    f->lost = calloc(world, sizeof(*f->lost));
+    f->unreach = calloc(world, sizeof(*f->unreach));
+    if (!f->peer || !f->lost || !f->unreach)
         return FRPC_ENOMEM;
     for (uint32_t i = 0; i < world; i++)
         f->peer[i] = FI_ADDR_NOTAVAIL;
@@ -274,8 +323,10 @@ void fr__put_slot(fr_fabric *f, fr_send_slot *s)
 
 static int read_cq(fr_fabric *f);
 
-int fr__backoff(fr_fabric *f, uint64_t deadline_ns)
+int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns)
 {
+    if (dst < f->world && fr__lost(f, dst))
+        return FRPC_EPEERLOST;
     if (fr_now_ns() >= deadline_ns)
         return FRPC_ETIMEDOUT;
     if (fr_fabric_polling_here(f)) {
@@ -296,14 +347,41 @@ int fr__backoff(fr_fabric *f, uint64_t deadline_ns)
     return 0;
 }
 
-static int acquire_slot(fr_fabric *f, uint64_t deadline_ns,
+static int acquire_slot(fr_fabric *f, uint32_t dst, uint64_t deadline_ns,
                         fr_send_slot **out)
 {
     int rc;
     while (!(*out = fr__get_slot(f)))
-        if ((rc = fr__backoff(f, deadline_ns)))
+        if ((rc = fr__backoff(f, dst, deadline_ns)))
             return rc;
     return 0;
+}
+
+int fr__peer_err(int err, const char **why)
+{
+    const char *w = NULL;
+    switch (err < 0 ? -err : err) {
+    /* Not ENOTCONN nor ECONNABORTED: tcp;ofi_rxm reports those when it
+     * drops a connection over a bad RMA key (a forged rendezvous
+     * descriptor), and connects again on the next send. */
+    case FI_ECONNREFUSED: w = "connection refused"; break;
+    case FI_ECONNRESET: w = "connection reset"; break;
+    case FI_EHOSTUNREACH: w = "host unreachable"; break;
+    case FI_ENETUNREACH: w = "network unreachable"; break;
+    case FI_EADDRNOTAVAIL: w = "address not available"; break;
+    default: break;
+    }
+    if (why)
+        *why = w;
+    return w ? FRPC_EPEERLOST : FRPC_ETRANSPORT;
+}
+
+void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why)
+{
+    if (dst >= f->world || !why || fr__lost(f, dst))
+        return;
+    f->unreach[dst] = why;
+    f->unreach_any = 1;
 }
 
 /* Sends len bytes of slot's buffer; the slot returns to the free list on
@@ -314,15 +392,19 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
     ssize_t ret;
     int rc;
     sl->dst = dst;
+    if (fr__lost(f, dst)) {
+        fr__put_slot(f, sl);
+        return FRPC_EPEERLOST;
+    }
     while ((ret = fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                           &sl->op.fictx)) == -FI_EAGAIN)
-        if ((rc = fr__backoff(f, deadline_ns))) {
+        if ((rc = fr__backoff(f, dst, deadline_ns))) {
             fr__put_slot(f, sl);
             return rc;
         }
     if (ret) {
         fr__put_slot(f, sl);
-        return FRPC_ETRANSPORT;
+        return fr__peer_err((int)ret, NULL);
     }
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
     fr_doorbell_ring(f->bell, dst);
@@ -335,11 +417,13 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
 {
     ssize_t ret;
     int rc;
+    if (fr__lost(f, dst))
+        return FRPC_EPEERLOST;
     while ((ret = fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
-        if ((rc = fr__backoff(f, deadline_ns)))
+        if ((rc = fr__backoff(f, dst, deadline_ns)))
             return rc;
     if (ret)
-        return FRPC_ETRANSPORT;
+        return fr__peer_err((int)ret, NULL);
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
     fr_doorbell_ring(f->bell, dst);
     return 0;
@@ -369,13 +453,14 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
             return rc;
     } else {
         fr_send_slot *sl;
-        if ((rc = acquire_slot(f, deadline_ns, &sl)))
+        if ((rc = acquire_slot(f, dst, deadline_ns, &sl)))
             return rc;
         memcpy(sl->buf, buf, FR_ENV_HDR_SIZE);
         if (len)
             memcpy(sl->buf + FR_ENV_HDR_SIZE, payload, len);
         sl->len = frame;
         sl->raw = 0;
+        sl->ctl = 0;
         if ((rc = fr__post_slot(f, sl, dst, frame, deadline_ns)))
             return rc;
     }
@@ -394,11 +479,14 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
         return FRPC_EINVAL;
     if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
         return FRPC_ENORANK;
-    if ((rc = acquire_slot(f, deadline_ns, &sl)))
+    if (fr__lost(f, dst))
+        return FRPC_EPEERLOST;
+    if ((rc = acquire_slot(f, dst, deadline_ns, &sl)))
         return rc;
     memcpy(sl->buf, bytes, len);
     sl->len = len;
     sl->raw = 1; /* no call to route a failure to */
+    sl->ctl = 0;
     return fr__post_slot(f, sl, dst, len, deadline_ns);
 }
 
@@ -409,6 +497,8 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
         return FRPC_EINVAL;
     if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
         return FRPC_ENORANK;
+    if (fr__lost(f, dst))
+        return FRPC_EPEERLOST;
     if (len > f->opts.max_msg)
         return FRPC_ETOOBIG;
     if (FR_ENV_HDR_SIZE + len <= f->opts.eager_max)
@@ -441,21 +531,31 @@ void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
     fr__fabric_deliver(f, &m);
 }
 
-int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
-                     const char *text)
+int fr_fabric_refuse_by(fr_fabric *f, const fr_env *req, int code,
+                        const char *text, uint64_t deadline_ns)
 {
     fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
                 .func_id = req->func_id, .status = code};
     size_t len = strlen(text);
     if (req->src_rank >= f->world)
         return FRPC_ENORANK;
+    if (fr__lost(f, req->src_rank))
+        return FRPC_EPEERLOST;
     return fr__fabric_send_frame(f, req->src_rank, &e, text,
                                  len < FR_ENV_MAX_ERRMSG ? len
                                                          : FR_ENV_MAX_ERRMSG,
-                                 fr_deadline_ms(1000));
+                                 deadline_ns);
 }
 
-static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
+int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
+                     const char *text)
+{
+    return fr_fabric_refuse_by(f, req, code, text,
+                               fr_deadline_ms(FR_FABRIC_ANSWER_MS));
+}
+
+static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
+                         fi_addr_t src)
 {
     fr_env env;
     const uint8_t *payload;
@@ -464,6 +564,15 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
     if (fr_env_decode_header(buf, len, UINT64_MAX, &env) ||
         env.src_rank >= f->world) {
         atomic_fetch_add(&f->st.dropped_malformed, 1);
+        return;
+    }
+    if (f->check_src && f->peer[env.src_rank] != src) {
+        /* Not sent by the rank it names: whatever its token says. */
+        atomic_fetch_add(&f->st.dropped_stranger, 1);
+        return;
+    }
+    if (fr__lost(f, env.src_rank)) {
+        atomic_fetch_add(&f->st.dropped_lost, 1);
         return;
     }
     if (env.token != f->token) {
@@ -485,6 +594,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
         return;
     }
     env.flags &= (uint16_t)~FR_ENV_F_MORE; /* framing, not the call's */
+    if (env.kind == FR_ENV_RNDV_DONE && env.req_id == FR_FABRIC_CONNECT_COOKIE)
+        return; /* fr_fabric_connect_peers: its delivery was the point */
     atomic_fetch_add(&f->st.received, 1);
     atomic_fetch_add(&f->st.bytes_received, len);
     if (env.kind == FR_ENV_RNDV_DONE) {
@@ -501,15 +612,22 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len)
 /* One received message: one frame, or several back to back. A frame that
  * does not fit drops the rest of the message; each frame is checked alone
  * by handle_frame. */
-static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len)
+static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len,
+                           fi_addr_t src)
 {
     size_t pos = 0, n;
+    if (f->check_src && src == FI_ADDR_NOTAVAIL) {
+        /* From an address no rank inserted: not a member, whatever the
+         * bytes claim. Not even parsed. */
+        atomic_fetch_add(&f->st.dropped_stranger, 1);
+        return;
+    }
     do {
         if (fr_env_frame_len(buf + pos, len - pos, &n)) {
             atomic_fetch_add(&f->st.dropped_malformed, 1);
             return;
         }
-        handle_frame(f, buf + pos, n);
+        handle_frame(f, buf + pos, n, src);
         pos += n;
     } while (pos < len);
 }
@@ -534,14 +652,22 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
-    if (err && s->raw)
+    const char *why = NULL;
+    int code = err ? fr__peer_err(err, &why) : 0;
+    if (err)
+        fr__note_unreachable(f, s->dst, why);
+    if (s->ctl) {
+        int none = 0;
+        if (err) {
+            atomic_fetch_add(&f->st.send_errors, 1);
+            atomic_compare_exchange_strong(&f->ctl_err, &none, code);
+        }
+        atomic_fetch_sub(&f->ctl_pending, 1);
+    } else if (err && s->raw) {
         atomic_fetch_add(&f->st.send_errors, 1);
-    else if (err)
-        fr__fail_frames(f, s->dst, s->buf, s->len,
-                        err == -FI_ECONNREFUSED || err == -FI_ECONNRESET ||
-                                err == -FI_EHOSTUNREACH
-                            ? FRPC_EPEERLOST
-                            : FRPC_ETRANSPORT);
+    } else if (err) {
+        fr__fail_frames(f, s->dst, s->buf, s->len, code);
+    }
     fr__put_slot(f, s);
 }
 
@@ -549,13 +675,14 @@ static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
  * later (fr__backoff): 1 if held. A message is copied so that its receive
  * buffer is posted again now: peers waiting to send to us must not wait
  * for our wait. 0 without memory. */
-static int hold(fr_fabric *f, fr_op *op, size_t len, int err)
+static int hold(fr_fabric *f, fr_op *op, size_t len, int err, fi_addr_t src)
 {
     int copy = op->type == FR_OP_RECV;
     fr_held *h = malloc(sizeof(*h) + (copy ? len : 0));
     if (!h)
         return 0;
-    *h = (fr_held){.op = copy ? NULL : op, .len = len, .err = err};
+    *h = (fr_held){.op = copy ? NULL : op, .len = len, .err = err,
+                   .src = src};
     if (copy) {
         memcpy(h->data, ((fr_recv_buf *)op)->buf, len);
         post_recv(f, (fr_recv_buf *)op);
@@ -565,13 +692,23 @@ static int hold(fr_fabric *f, fr_op *op, size_t len, int err)
     return 1;
 }
 
-static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err)
+static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err,
+                       fi_addr_t src)
 {
     switch (op->type) {
     case FR_OP_RECV: {
         fr_recv_buf *r = (fr_recv_buf *)op;
-        if (!err)
-            handle_message(f, r->buf, len);
+        if (!err && len <= f->opts.eager_max) {
+            handle_message(f, r->buf, len, src);
+        } else if (!err || err == -FI_ETRUNC) {
+            /* Longer than eager_max: no member sends one. Buffers have a
+             * byte more than that, as udp;ofi_rxd truncates without
+             * saying so (a whole buffer, no FI_ETRUNC): a message that
+             * fills one was cut. On shm it went on into the sink. */
+            atomic_fetch_add(&f->st.dropped_oversize, 1);
+            if (f->sink && len > f->opts.eager_max + 1)
+                madvise(f->sink, FR_SINK_BYTES, MADV_DONTNEED);
+        }
         if (err != -FI_ECANCELED)
             post_recv(f, r);
         break;
@@ -587,18 +724,19 @@ static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err)
     }
 }
 
-static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
+static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err,
+                              fi_addr_t src)
 {
     /* Sends' completions and failed receives run no handler. */
     if (!f->holding || op->type == FR_OP_SEND ||
         (op->type == FR_OP_RECV && err)) {
-        handle_now(f, op, len, err);
-    } else if (!hold(f, op, len, err)) {
+        handle_now(f, op, len, err, src);
+    } else if (!hold(f, op, len, err, src)) {
         /* No memory to hold it: handle it now, one level deeper, as a
          * poll of its own (a handler waiting in it must see its answer). */
         int holding = f->holding;
         f->holding = 0;
-        handle_now(f, op, len, err);
+        handle_now(f, op, len, err, src);
         f->holding = holding;
     }
 }
@@ -607,11 +745,14 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err)
 static int read_cq(fr_fabric *f)
 {
     struct fi_cq_msg_entry ent[FR_CQ_BATCH];
-    ssize_t n = fi_cq_read(f->cq, ent, FR_CQ_BATCH);
+    fi_addr_t src[FR_CQ_BATCH];
+    ssize_t n = f->check_src ? fi_cq_readfrom(f->cq, ent, FR_CQ_BATCH, src)
+                             : fi_cq_read(f->cq, ent, FR_CQ_BATCH);
 
     if (n > 0) {
         for (ssize_t i = 0; i < n; i++)
-            handle_completion(f, ent[i].op_context, ent[i].len, 0);
+            handle_completion(f, ent[i].op_context, ent[i].len, 0,
+                              f->check_src ? src[i] : FI_ADDR_UNSPEC);
         return (int)n;
     }
     if (n == -FI_EAGAIN)
@@ -620,7 +761,8 @@ static int read_cq(fr_fabric *f)
         struct fi_cq_err_entry ee = {0};
         if (fi_cq_readerr(f->cq, &ee, 0) == 1 && ee.op_context) {
             handle_completion(f, ee.op_context, ee.len,
-                              ee.err ? -(int)ee.err : -FI_EIO);
+                              ee.err ? -(int)ee.err : -FI_EIO,
+                              FI_ADDR_NOTAVAIL);
             return 1;
         }
         return 0;
@@ -637,9 +779,9 @@ static int handle_held(fr_fabric *f)
         if (!(f->held_head = h->next))
             f->held_tail = &f->held_head;
         if (h->op)
-            handle_now(f, h->op, h->len, h->err);
+            handle_now(f, h->op, h->len, h->err, h->src);
         else
-            handle_message(f, h->data, h->len);
+            handle_message(f, h->data, h->len, h->src);
         free(h);
         n++;
     }
@@ -648,21 +790,43 @@ static int handle_held(fr_fabric *f)
 
 /* Every delivery happens in here, so on_poll_end follows each of them:
  * new completions if read, then any held ones. */
+/* The provider's reports of unreachable peers, to the upper layer. */
+static void report_unreachable(fr_fabric *f)
+{
+    f->unreach_any = 0;
+    for (uint32_t r = 0; r < f->world; r++) {
+        const char *why = f->unreach[r];
+        if (!why)
+            continue;
+        f->unreach[r] = NULL;
+        if (f->opts.cb.on_peer_unreachable && !fr__lost(f, r))
+            f->opts.cb.on_peer_unreachable(f->opts.cb.ctx, r, why);
+    }
+}
+
 static int poll_cq(fr_fabric *f, int read)
 {
     atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     int n = read ? read_cq(f) : 0;
     int held = handle_held(f);
+    if (atomic_load_explicit(&f->lost_work, memory_order_relaxed) ||
+        atomic_load_explicit(&f->transfers, memory_order_relaxed)) {
+        int ended = fr__rndv_end_lost(f);
+        if (ended > 0)
+            held += ended;
+    }
     if ((n > 0 || held > 0) && f->opts.cb.on_poll_end)
         f->opts.cb.on_poll_end(f->opts.cb.ctx);
+    if (f->unreach_any)
+        report_unreachable(f);
     return n < 0 ? n : n + held;
 }
 
 /* The poll owner's turn: poll, send our batches, and handle what our
  * sends held (they may hold more) before the lock may go. */
-static int poll_as_owner(fr_fabric *f)
+static int poll_as_owner(fr_fabric *f, int read)
 {
-    int rc = poll_cq(f, 1);
+    int rc = poll_cq(f, read);
     fr__batch_flush_own(f);
     while (f->held_head) {
         int n = poll_cq(f, 0);
@@ -679,7 +843,10 @@ int fr_fabric_polling_here(fr_fabric *f)
            pthread_equal(atomic_load(&f->poll_owner), pthread_self());
 }
 
-int fr_fabric_progress(fr_fabric *f)
+/* A poll by this thread if no other holds the CQ: FRPC_EAGAIN if one
+ * does. read 0: only what needs no CQ read (the ends of transfers with
+ * lost peers). */
+static int poll_once(fr_fabric *f, int read)
 {
     pthread_t self = pthread_self();
     int rc;
@@ -688,18 +855,23 @@ int fr_fabric_progress(fr_fabric *f)
      * CQ (it may be in a long inline handler). */
     fr__batch_flush(f);
     if (fr_fabric_polling_here(f)) {
-        rc = poll_as_owner(f); /* nested: a handler of ours is waiting */
+        rc = poll_as_owner(f, read); /* nested: a handler of ours waits */
     } else {
         if (pthread_mutex_trylock(&f->poll_lock))
             return FRPC_EAGAIN;
         atomic_store(&f->poll_owner, self);
         atomic_store(&f->poll_owned, 1);
-        rc = poll_as_owner(f);
+        rc = poll_as_owner(f, read);
         atomic_store(&f->poll_owned, 0);
         pthread_mutex_unlock(&f->poll_lock);
     }
     fr__batch_flush(f); /* what the handlers just answered */
     return rc;
+}
+
+int fr_fabric_progress(fr_fabric *f)
+{
+    return poll_once(f, 1);
 }
 
 typedef struct recheck_ctx {
@@ -780,6 +952,95 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->rndv_received = atomic_load(&m->st.rndv_received);
     o->coalesced = atomic_load(&m->st.coalesced);
     o->messages = atomic_load(&m->st.messages);
+    o->dropped_stranger = atomic_load(&m->st.dropped_stranger);
+    o->dropped_oversize = atomic_load(&m->st.dropped_oversize);
+    o->dropped_lost = atomic_load(&m->st.dropped_lost);
+}
+
+int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank)
+{
+    if (!f || !f->lost || rank >= f->world)
+        return 0;
+    return fr__lost((fr_fabric *)f, rank);
+}
+
+int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
+{
+    fr_send_slot *sl;
+    size_t len;
+
+    if (!f || !f->lost || rank >= f->world)
+        return FRPC_EINVAL;
+    if (atomic_exchange(&f->lost[rank], 1))
+        return 0;
+    /* Frames waiting in the shared batch: their calls end now. (The
+     * poll owner's own batch fails at its next flush: every send checks
+     * the mark.) The batch stays listed, empty. */
+    pthread_mutex_lock(&f->batch_lock);
+    fr_batch *b = &f->shared.per_peer[rank];
+    sl = b->slot;
+    len = b->len;
+    b->slot = NULL;
+    b->len = 0;
+    b->deadline = 0;
+    pthread_mutex_unlock(&f->batch_lock);
+    if (sl) {
+        fr__fail_frames(f, rank, sl->buf, len, FRPC_EPEERLOST);
+        fr__put_slot(f, sl);
+    }
+    fr__rndv_drop_out(f, rank);
+    /* Incoming transfers end in a poll (they deliver): ours now if the
+     * CQ is free, else the owner's, which a sleeper's wake-up starts. */
+    atomic_fetch_add(&f->lost_work, 1);
+    if (!fr_fabric_polling_here(f))
+        poll_once(f, 0);
+    if (f->wait_fd >= 0)
+        fi_cq_signal(f->cq);
+    else if (f->bell)
+        fr_doorbell_ring(f->bell, f->rank);
+    return 0;
+}
+
+int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns)
+{
+    uint8_t hdr[FR_ENV_HDR_SIZE];
+    fr_env e = {.kind = FR_ENV_RNDV_DONE, .req_id = FR_FABRIC_CONNECT_COOKIE};
+    int rc = 0;
+
+    if (!f || !f->peer)
+        return FRPC_EINVAL;
+    e.src_rank = f->rank;
+    e.token = f->token;
+    if (fr_env_encode(&e, hdr, sizeof(hdr)))
+        return FRPC_EINVAL;
+    atomic_store(&f->ctl_err, 0);
+    for (uint32_t r = 0; r < f->world && !rc; r++) {
+        fr_send_slot *sl;
+        if (r == f->rank || f->peer[r] == FI_ADDR_NOTAVAIL)
+            continue;
+        if (fr__lost(f, r))
+            return FRPC_EPEERLOST;
+        if ((rc = acquire_slot(f, r, deadline_ns, &sl)))
+            break;
+        memcpy(sl->buf, hdr, sizeof(hdr));
+        sl->len = sizeof(hdr);
+        sl->raw = 0;
+        sl->ctl = 1;
+        atomic_fetch_add(&f->ctl_pending, 1);
+        if ((rc = fr__post_slot(f, sl, r, sizeof(hdr), deadline_ns)))
+            atomic_fetch_sub(&f->ctl_pending, 1);
+    }
+    /* Every frame posted is waited for, also after a failure to post
+     * one: a slot must not be reused while the provider holds it. */
+    while (atomic_load(&f->ctl_pending) > 0) {
+        if (fr_now_ns() >= deadline_ns)
+            return rc ? rc : FRPC_ETIMEDOUT;
+        if (fr_fabric_progress(f) == FRPC_EAGAIN)
+            sched_yield();
+    }
+    if (!rc)
+        rc = atomic_load(&f->ctl_err);
+    return rc;
 }
 
 void fr_fabric_close(fr_fabric *f)
@@ -802,6 +1063,8 @@ void fr_fabric_close(fr_fabric *f)
     if (f->recv)
         for (unsigned i = 0; i < f->opts.recv_count; i++)
             free(f->recv[i].buf);
+    if (f->sink)
+        munmap(f->sink, FR_SINK_BYTES);
     free(f->recv);
     while (f->held_head) { /* only if its poll owner never came back */
         fr_held *h = f->held_head;
@@ -815,6 +1078,8 @@ void fr_fabric_close(fr_fabric *f)
     free(f->all_slots);
     fr__batch_free(f);
     free(f->peer);
+    free((void *)f->lost);
+    free((void *)f->unreach);
     if (f->info)
         fi_freeinfo(f->info);
     pthread_mutex_destroy(&f->slot_lock);

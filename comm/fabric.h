@@ -29,6 +29,38 @@
  *   sender as an FR_ENV_ERROR; a failed read of a response is delivered as
  *   a local FR_ENV_ERROR with status FRPC_ETRANSPORT. Frames that fail to
  *   decode or carry the wrong job token are dropped and counted.
+ * - Strangers: where the provider reports sources we can trust
+ *   (FI_SOURCE; in libfabric 1.17 here: tcp;ofi_rxm and sockets),
+ *   completions are read with fi_cq_readfrom and a frame whose source is
+ *   not the peer[] entry of the src_rank it claims (FI_ADDR_NOTAVAIL: an
+ *   address no rank inserted) is dropped as dropped_stranger before its
+ *   token is looked at. shm and udp;ofi_rxd offer FI_SOURCE but report
+ *   wrong sources (providers.c): there, as with any provider without it,
+ *   the job token is the only check. The source is the address the
+ *   provider ties to the connection or queue, which a process that
+ *   forges the provider's own handshake could claim: it stops strangers
+ *   that use an endpoint of their own (with a stolen token too), and the
+ *   token stays the last line. A message longer than a receive buffer
+ *   (truncated: FI_ETRUNC, or a buffer filled to its extra last byte) is
+ *   dropped as dropped_oversize and its buffer posted again; a member
+ *   never sends one (larger payloads go by rendezvous). shm needs more
+ *   (post_recv in fabric.c): its CMA copy spins forever into a short
+ *   buffer.
+ * - Peers lost: fr_fabric_peer_lost marks a rank (one relaxed load per
+ *   send checks it). Everything that waits on that rank ends at once with
+ *   FRPC_EPEERLOST: sends waiting for room, batches, rendezvous reads and
+ *   the blocks it was to read or release. A connection error from the
+ *   provider is reported up through on_peer_unreachable; the upper layer
+ *   decides.
+ * - No flat bounds: a wait for room to send ends at its frame's deadline
+ *   (a call's own; FR_FABRIC_ANSWER_MS for what the transport answers by
+ *   itself) or at once when its peer is lost. fr_fabric_refuse's error
+ *   answer gets the same bound as any answer (FR_FABRIC_ANSWER_MS, or the
+ *   caller's with fr_fabric_refuse_by); a rendezvous transfer's reads, its
+ *   RNDV_DONE and its refusal share one deadline, FR_FABRIC_ANSWER_MS from
+ *   the descriptor's arrival, and end when the peer is lost: the posted
+ *   reads are abandoned (a response's call ends with FRPC_EPEERLOST) and
+ *   their block freed when the provider gives them back.
  */
 #ifndef FR_COMM_FABRIC_H
 #define FR_COMM_FABRIC_H
@@ -67,6 +99,12 @@ typedef struct fr_fabric_callbacks {
      * NULL. Every on_msg is made by a poll, so one follows each of them:
      * the upper layer may set answers aside until then. */
     void (*on_poll_end)(void *ctx);
+    /* The provider says rank is unreachable (a refused or reset connection
+     * on tcp, an FI_EADDRNOTAVAIL/EHOSTUNREACH-like CQ error): the upper
+     * layer decides to mark it lost. why: static or short text. Runs on
+     * the polling thread (after the poll's deliveries, never inside a
+     * send); may be NULL. */
+    void (*on_peer_unreachable)(void *ctx, uint32_t rank, const char *why);
     void *ctx;
 } fr_fabric_callbacks;
 
@@ -90,7 +128,19 @@ typedef struct fr_fabric_stats {
         rndv_received;
     uint64_t messages;  /* messages posted (a batch is one) */
     uint64_t coalesced; /* frames that rode in another frame's message */
+    /* frames whose libfabric source address is not the member rank they
+     * claim (FI_SOURCE providers) */
+    uint64_t dropped_stranger;
+    /* messages larger than a receive buffer (truncated by the provider) */
+    uint64_t dropped_oversize;
+    /* frames from a rank marked lost */
+    uint64_t dropped_lost;
 } fr_fabric_stats;
+
+/* How long the transport tries to send what it answers by itself (a
+ * refusal, a rendezvous read and its RNDV_DONE): the bound rpc/ gives an
+ * answer. A lost peer ends such a wait at once. */
+#define FR_FABRIC_ANSWER_MS 10000
 
 /*
  * Opens fabric, domain, CQ (with an fd wait object when the provider has
@@ -123,6 +173,7 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
  * provider has no room (FI_EAGAIN) this drives progress and retries until
  * deadline_ns (fr_now_ns clock; UINT64_MAX: no limit).
  * Errors: FRPC_ENORANK, FRPC_ETOOBIG (len > max_msg), FRPC_ETIMEDOUT,
+ * FRPC_EPEERLOST (dst is marked lost, also while waiting for room),
  * FRPC_ETRANSPORT, FRPC_ENOMEM. May block only in that retry loop.
  */
 int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
@@ -131,12 +182,52 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
 /*
  * Answers the request req (as received: its src_rank, req_id, func_id) with
  * an error frame carrying code and text (cut to FR_ENV_MAX_ERRMSG): for a
- * request that cannot be served. Gives up after a second without room to
- * send (the caller's call then ends by its own timeout). Errors as
- * fr_fabric_send.
+ * request that cannot be served. Waits for room to send as an answer
+ * does: until FR_FABRIC_ANSWER_MS from now (fr_fabric_refuse_by: until
+ * deadline_ns), or at once FRPC_EPEERLOST when the requester is marked
+ * lost. Errors as fr_fabric_send.
  */
 int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
                      const char *text);
+int fr_fabric_refuse_by(fr_fabric *f, const fr_env *req, int code,
+                        const char *text, uint64_t deadline_ns);
+
+/*
+ * Marks rank lost (idempotent; any thread, also one that is not polling,
+ * e.g. a liveness thread, while others poll and send): from then on
+ * fr_fabric_send / refuse / send_raw to it fail at once with
+ * FRPC_EPEERLOST; a send already waiting for room to it (fr__backoff
+ * loops, batch flushes, slot waits) gives up with FRPC_EPEERLOST instead
+ * of waiting for its deadline; queued batch frames to it are failed
+ * through on_send_error(FRPC_EPEERLOST); rendezvous transfers with it
+ * end: an incoming request being read from it is dropped and its block
+ * freed, an incoming response being read from it is delivered as a local
+ * FR_ENV_ERROR with status FRPC_EPEERLOST (so its call ends), and
+ * outgoing blocks waiting for its RNDV_DONE are freed. Frames that still
+ * arrive from it afterwards are dropped and counted (dropped_lost).
+ * The transfers end in the next poll (this call polls once itself when no
+ * other thread does, and wakes sleepers); a block into which reads are
+ * still posted is freed when the provider gives them back, never before.
+ * 0, FRPC_EINVAL (no such rank). Never blocks on the network.
+ */
+int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank);
+/* 1 if rank was marked lost, else 0 (also for a rank out of range). */
+int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank);
+
+/*
+ * Establishes the connections to every peer ahead of use, for providers
+ * that connect on first send (tcp;ofi_rxm, sockets): afterwards no send
+ * waits for connection set-up. Call after every fr_fabric_set_peer, while
+ * every rank does the same (it sends one small control frame to each peer
+ * and drives progress until each completed, or deadline_ns passes). The
+ * control frame is an RNDV_DONE naming FR_FABRIC_CONNECT_COOKIE, a
+ * cookie no block ever has; peers drop it silently (not counted as
+ * received). One thread at a time. 0, FRPC_ETIMEDOUT, FRPC_ETRANSPORT,
+ * FRPC_EPEERLOST (a peer refused the connection or is marked lost).
+ * Blocks.
+ */
+int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns);
+#define FR_FABRIC_CONNECT_COOKIE UINT64_MAX
 
 /*
  * Polls the CQ if no other thread is polling (or this thread already is),

@@ -37,6 +37,7 @@ typedef struct fr_held {
     fr_op *op;
     size_t len;
     int err;
+    fi_addr_t src; /* a message's source (FI_SOURCE), else FI_ADDR_UNSPEC */
     uint8_t data[];
 } fr_held;
 
@@ -51,6 +52,7 @@ typedef struct fr_send_slot {
     uint32_t dst;
     size_t len; /* bytes sent: the frames to fail if the send fails */
     int raw;    /* fr_fabric_send_raw: no frames, no call to fail */
+    int ctl;    /* fr_fabric_connect_peers' frame: counted in ctl_pending */
     uint8_t *buf;
 } fr_send_slot;
 
@@ -111,7 +113,12 @@ typedef struct fr_rndv_in {
     fr_block blk; /* requests: buf comes from the in-cache (blk.buf == buf) */
     struct fid_mr *mr; /* only when the provider wants local registration */
     unsigned chunks, chunks_done;
+    unsigned reads_out; /* reads the provider holds until they complete */
+    int posting;        /* post_reads is under way */
     int err;
+    int abandoned; /* its peer was lost: off the list, freed on the last
+                      posted read's completion (or at close) */
+    uint64_t deadline; /* for its reads, RNDV_DONE and refusal */
     fr_read_chunk *chunk;
 } fr_rndv_in;
 
@@ -134,8 +141,22 @@ struct fr_fabric {
     uint32_t rank, world;
     uint64_t token;
     fi_addr_t *peer; /* rank -> fi_addr, FI_ADDR_NOTAVAIL until set */
+    int check_src;   /* the provider reports sources (FI_SOURCE) */
+    /* Per rank: marked lost (fr_fabric_peer_lost); read relaxed on every
+     * send. lost_work: marks whose transfers a poll has yet to end. */
+    atomic_uchar *lost;
+    atomic_int lost_work;
+    /* Per rank, the poll owner's: why the provider said it is unreachable
+     * (NULL: it did not), reported after the poll's deliveries. */
+    const char **unreach;
+    int unreach_any;
+    /* fr_fabric_connect_peers: control frames not yet completed, and the
+     * first error among them. */
+    atomic_int ctl_pending, ctl_err;
 
     fr_recv_buf *recv;
+    void *sink;          /* shm: where oversize messages land (fabric.c) */
+    unsigned sink_iovs;  /* times the sink follows each receive buffer */
 
     pthread_mutex_t slot_lock;
     fr_send_slot *free_slots;
@@ -155,6 +176,8 @@ struct fr_fabric {
     pthread_mutex_t rndv_lock;
     fr_rndv_out *rndv_out;
     fr_rndv_in *rndv_in;
+    fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
+    uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
     uint64_t next_cookie;
     atomic_uint_fast64_t next_key;
     /* Rendezvous transfers under way, both directions: while there are
@@ -183,7 +206,7 @@ struct fr_fabric {
     struct {
         atomic_uint_fast64_t sent, coalesced, messages, received, bytes_sent, bytes_received,
             dropped_malformed, dropped_token, send_errors, rndv_sent,
-            rndv_received;
+            rndv_received, dropped_stranger, dropped_oversize, dropped_lost;
     } st;
 };
 
@@ -195,6 +218,11 @@ void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
 void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
                             int code, const char *text);
 
+/* 1 if dst is marked lost (one relaxed load). */
+static inline int fr__lost(fr_fabric *f, uint32_t dst)
+{
+    return atomic_load_explicit(&f->lost[dst], memory_order_relaxed) != 0;
+}
 int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                   uint64_t deadline_ns);
 int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
@@ -203,11 +231,18 @@ fr_send_slot *fr__get_slot(fr_fabric *f);
 void fr__put_slot(fr_fabric *f, fr_send_slot *s);
 void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
                      size_t len, int err);
-/* A moment's wait for the provider to free room for a send: reads the CQ
- * (holding its deliveries when this thread owns the poll, so that
- * handlers never nest inside a send) or yields. FRPC_ETIMEDOUT once
- * deadline_ns (fr_now_ns clock) has passed, else 0. */
-int fr__backoff(fr_fabric *f, uint64_t deadline_ns);
+/* A moment's wait for the provider to free room for a send to dst:
+ * reads the CQ (holding its deliveries when this thread owns the poll, so
+ * that handlers never nest inside a send) or yields. FRPC_EPEERLOST once
+ * dst is marked lost, FRPC_ETIMEDOUT once deadline_ns (fr_now_ns clock)
+ * has passed, else 0. */
+int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns);
+/* Maps a libfabric error (negative) on an operation with a peer to an
+ * FRPC_E* code; *why (if not NULL) is set to static text when the error
+ * says the peer is unreachable, else NULL. */
+int fr__peer_err(int err, const char **why);
+/* The poll owner notes that the provider called dst unreachable. */
+void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why);
 
 /* batch.c */
 int fr__batch_init(fr_fabric *f);
@@ -236,5 +271,11 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie);
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err);
 void fr__rndv_free_all(fr_fabric *f);
+/* The poll owner ends the incoming transfers whose peer was marked lost
+ * or whose deadline passed: returns how many it ended (each delivered or
+ * answered). */
+int fr__rndv_end_lost(fr_fabric *f);
+/* Ends the lost peer's outgoing blocks (any thread). */
+void fr__rndv_drop_out(fr_fabric *f, uint32_t peer);
 
 #endif /* FR_COMM_FABRIC_INTERNAL_H */

@@ -92,6 +92,26 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
             b->info = fi_dupinfo(fi);
             fi->next = next;
             b->up = b->info != NULL;
+            /* Sources (FI_SOURCE) let fabric.c drop what a process
+             * outside the job sends. In 1.17 shm, udp;ofi_rxd and sockets
+             * report the capability unasked; ofi_rxm (tcp;ofi_rxm,
+             * verbs;ofi_rxm) has it but returns it only when asked, and
+             * asking in the hints would hide every provider without it,
+             * so it is asked for here. */
+            if (b->up && strstr(fi->fabric_attr->prov_name, "ofi_rxm"))
+                b->info->caps |= FI_SOURCE;
+            /* Two offer it but report sources that cannot be trusted,
+             * and there the job token is the only check:
+             * - udp;ofi_rxd: a member's frames came with another member's
+             *   fi_addr (the rogue test over udp: 5 frames of rank 1
+             *   reported as rank 0's);
+             * - shm: the source is the peer id the sender writes into our
+             *   queue: a stranger's frames came as a member's (the
+             *   stranger test: rank 1's fi_addr at rank 0 and the
+             *   reverse). shm serves only processes of the same user. */
+            if (b->up && (strstr(fi->fabric_attr->prov_name, "ofi_rxd") ||
+                          strcmp(fi->fabric_attr->prov_name, "shm") == 0))
+                b->info->caps &= ~(uint64_t)FI_SOURCE;
         }
         if (!b->up)
             snprintf(b->reason, sizeof(b->reason),

@@ -14,6 +14,17 @@
  *   message with the block owned by the upper layer.
  * - Every incoming transfer is on f->rndv_in until it ends, so a failure,
  *   or close, frees it exactly once.
+ * - Bounds: a transfer has one deadline, set when its descriptor arrives:
+ *   FR_FABRIC_ANSWER_MS plus 100 ns a byte (10 MB/s, the slowest pull we
+ *   wait for). Posting its reads waits for room until then; a poll ends
+ *   it if its reads have not all completed by then (a forged key that
+ *   the provider never answers: a request is refused, a response ends
+ *   its call with FRPC_ETIMEDOUT). A lost peer ends it at the next poll
+ *   (fr__rndv_end_lost). An ended transfer whose reads the provider still
+ *   holds is kept aside (rndv_abandoned), its block freed only when the
+ *   last of them completes, or at close: the provider never writes into
+ *   freed memory. Refusals and RNDV_DONE are answers: FR_FABRIC_ANSWER_MS
+ *   from when they are sent, and never to a lost peer.
  */
 #include "config.h"
 
@@ -24,7 +35,8 @@
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
 
-#define FR_RNDV_POST_TIMEOUT_MS 5000
+#define FR_RNDV_NS_PER_BYTE 100u /* the slowest pull waited for */
+#define FR_RNDV_SCAN_NS 100000000ull /* how often polls look for expiry */
 
 static uint64_t next_requested_key(fr_fabric *f)
 {
@@ -89,6 +101,30 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     return 0;
 }
 
+void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
+{
+    fr_rndv_out **pp, *gone = NULL;
+    pthread_mutex_lock(&f->rndv_lock);
+    for (pp = &f->rndv_out; *pp;) {
+        fr_rndv_out *o = *pp;
+        if (o->dst == peer) {
+            *pp = o->next;
+            o->next = gone;
+            gone = o;
+            atomic_fetch_sub(&f->transfers, 1);
+        } else {
+            pp = &o->next;
+        }
+    }
+    pthread_mutex_unlock(&f->rndv_lock);
+    while (gone) {
+        fr_rndv_out *o = gone;
+        gone = o->next;
+        fr__block_put(&f->out_cache, &o->blk);
+        free(o);
+    }
+}
+
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
 {
     fr_rndv_out **pp, *o = NULL;
@@ -109,16 +145,31 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
     free(o);
 }
 
+static void unlink_in_locked(fr_rndv_in **head, fr_rndv_in *in)
+{
+    if (in->prev)
+        in->prev->next = in->next;
+    else
+        *head = in->next;
+    if (in->next)
+        in->next->prev = in->prev;
+    in->next = in->prev = NULL;
+}
+
+static void link_in_locked(fr_rndv_in **head, fr_rndv_in *in)
+{
+    in->prev = NULL;
+    in->next = *head;
+    if (in->next)
+        in->next->prev = in;
+    *head = in;
+}
+
 static void unlink_in(fr_fabric *f, fr_rndv_in *in)
 {
     pthread_mutex_lock(&f->rndv_lock);
     atomic_fetch_sub(&f->transfers, 1);
-    if (in->prev)
-        in->prev->next = in->next;
-    else
-        f->rndv_in = in->next;
-    if (in->next)
-        in->next->prev = in->prev;
+    unlink_in_locked(&f->rndv_in, in);
     pthread_mutex_unlock(&f->rndv_lock);
 }
 
@@ -145,16 +196,22 @@ void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len)
 static void send_done(fr_fabric *f, const fr_rndv_in *in)
 {
     fr_env done = {.kind = FR_ENV_RNDV_DONE, .req_id = in->desc.cookie};
-    if (in->desc.cookie)
+    if (in->desc.cookie && !fr__lost(f, in->src))
         fr__fabric_send_frame(f, in->src, &done, NULL, 0,
-                              fr_deadline_ms(1000));
+                              fr_deadline_ms(FR_FABRIC_ANSWER_MS));
 }
 
-/* The transfer could not be completed: tell whoever waits for it. */
+/* The transfer could not be completed: tell whoever waits for it (a
+ * lost peer's request: nobody). */
 static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
 {
+    if (fr__lost(f, in->src)) {
+        code = FRPC_EPEERLOST;
+        why = "peer lost during a rendezvous transfer";
+    }
     if (in->env.kind == FR_ENV_REQUEST) {
-        fr_fabric_refuse(f, &in->env, code, why);
+        if (code != FRPC_EPEERLOST)
+            fr_fabric_refuse(f, &in->env, code, why);
     } else {
         fr__fabric_local_error(f, &in->env, in->src, code, why);
     }
@@ -167,7 +224,11 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
 
     unlink_in(f, in);
     if (in->err) {
-        fail_in(f, in, FRPC_ETRANSPORT, "rendezvous read of the payload failed");
+        fail_in(f, in,
+                in->err == FRPC_ETIMEDOUT ? FRPC_ETIMEDOUT : FRPC_ETRANSPORT,
+                in->err == FRPC_ETIMEDOUT
+                    ? "no room to read the rendezvous payload in time"
+                    : "rendezvous read of the payload failed");
         free_in(f, in);
         return;
     }
@@ -188,6 +249,19 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
 {
     fr_rndv_in *in = c->parent;
+    in->reads_out--;
+    if (in->abandoned) {
+        /* Ended already (lost peer, expired): the last read frees it. */
+        if (in->reads_out == 0) {
+            pthread_mutex_lock(&f->rndv_lock);
+            unlink_in_locked(&f->rndv_abandoned, in);
+            pthread_mutex_unlock(&f->rndv_lock);
+            free_in(f, in);
+        }
+        return;
+    }
+    /* A failed read says nothing of the peer's life: the descriptor may
+     * be forged. Only sends report a peer unreachable. */
     if (err)
         in->err = err;
     if (++in->chunks_done == in->chunks)
@@ -196,7 +270,7 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
 
 static int post_reads(fr_fabric *f, fr_rndv_in *in)
 {
-    uint64_t deadline = fr_deadline_ms(FR_RNDV_POST_TIMEOUT_MS);
+    uint64_t deadline = in->deadline;
     void *desc = in->mr ? fi_mr_desc(in->mr) : NULL;
 
     for (unsigned i = 0; i < in->chunks; i++) {
@@ -204,20 +278,23 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
         size_t n = in->desc.len - off < f->rma_chunk ? in->desc.len - off
                                                      : f->rma_chunk;
         ssize_t ret;
+        int rc = 0;
         in->chunk[i].op.type = FR_OP_READ;
         in->chunk[i].parent = in;
         while ((ret = fi_read(f->ep, in->buf + off, n, desc,
                               f->peer[in->src], in->desc.addr + off,
                               in->desc.key, &in->chunk[i].op.fictx)) ==
                -FI_EAGAIN)
-            if (fr__backoff(f, deadline))
+            if ((rc = fr__backoff(f, in->src, deadline)))
                 break;
-        if (ret == 0)
+        if (ret == 0) {
+            in->reads_out++;
             fr_doorbell_ring(f->bell, in->src); /* it may serve the read */
+        }
         if (ret) {
             /* Chunks already posted still complete; count the rest as
              * done-with-error so the transfer ends exactly once. */
-            in->err = (int)ret;
+            in->err = rc ? rc : (int)ret;
             in->chunks_done += in->chunks - i;
             return in->chunks_done == in->chunks;
         }
@@ -240,6 +317,8 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     in->src = env->src_rank;
     rc = fr_rndv_decode(desc, len, f->opts.max_msg, &in->desc);
     if (rc == 0) {
+        in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
+                       in->desc.len * FR_RNDV_NS_PER_BYTE;
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);
         /* A request's args come back through fr_fabric_release_block, so
@@ -265,14 +344,58 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
         return;
     }
     pthread_mutex_lock(&f->rndv_lock);
-    in->next = f->rndv_in;
-    if (in->next)
-        in->next->prev = in;
-    f->rndv_in = in;
+    link_in_locked(&f->rndv_in, in);
     atomic_fetch_add(&f->transfers, 1);
     pthread_mutex_unlock(&f->rndv_lock);
-    if (post_reads(f, in))
+    in->posting = 1; /* not ended under post_reads' feet */
+    rc = post_reads(f, in);
+    in->posting = 0;
+    if (rc)
         finish_in(f, in);
+}
+
+int fr__rndv_end_lost(fr_fabric *f)
+{
+    int work = atomic_exchange(&f->lost_work, 0) > 0;
+    int expiry = 0, n = 0;
+    uint64_t now = 0;
+    fr_rndv_in *in, *next, *ended = NULL;
+
+    if (atomic_load_explicit(&f->transfers, memory_order_relaxed) > 0) {
+        now = fr_now_ns();
+        if (now >= f->next_expiry_scan) {
+            expiry = 1;
+            f->next_expiry_scan = now + FR_RNDV_SCAN_NS;
+        }
+    }
+    if (!work && !expiry)
+        return 0;
+    pthread_mutex_lock(&f->rndv_lock);
+    for (in = f->rndv_in; in; in = next) {
+        next = in->next;
+        if (in->posting ||
+            !(fr__lost(f, in->src) || (expiry && now >= in->deadline)))
+            continue;
+        unlink_in_locked(&f->rndv_in, in);
+        atomic_fetch_sub(&f->transfers, 1);
+        in->next = ended;
+        ended = in;
+    }
+    pthread_mutex_unlock(&f->rndv_lock);
+    for (in = ended; in; in = next, n++) {
+        next = in->next;
+        fail_in(f, in, FRPC_ETIMEDOUT,
+                "rendezvous read of the payload did not complete in time");
+        if (in->reads_out > 0) {
+            in->abandoned = 1;
+            pthread_mutex_lock(&f->rndv_lock);
+            link_in_locked(&f->rndv_abandoned, in);
+            pthread_mutex_unlock(&f->rndv_lock);
+        } else {
+            free_in(f, in);
+        }
+    }
+    return n;
 }
 
 void fr__rndv_free_all(fr_fabric *f)
@@ -283,9 +406,11 @@ void fr__rndv_free_all(fr_fabric *f)
         fr__block_put(&f->out_cache, &o->blk);
         free(o);
     }
-    while (f->rndv_in) {
-        fr_rndv_in *in = f->rndv_in;
-        f->rndv_in = in->next;
-        free_in(f, in);
-    }
+    fr_rndv_in **lists[2] = {&f->rndv_in, &f->rndv_abandoned};
+    for (int i = 0; i < 2; i++)
+        while (*lists[i]) {
+            fr_rndv_in *in = *lists[i];
+            *lists[i] = in->next;
+            free_in(f, in);
+        }
 }
