@@ -248,12 +248,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     if (!b || !b->up)
         return FRPC_ENOBACKEND;
     if (strcmp(a->provider, "shm") == 0) {
-        /* fabrpc-run removes what a killed rank leaves in /dev/shm by
-         * its job id (FABRPC_JOB_ID): it must be in the name. */
-        const char *job = getenv("FABRPC_JOB_ID");
-        snprintf(name, sizeof(name), "fabrpc_%.40s_%016llx_%d",
-                 job && *job && !strchr(job, '/') ? job : "nojob",
-                 (unsigned long long)a->token, a->set.rank);
+        fr_agent_shm_name(a, (uint32_t)a->set.rank, name, sizeof(name));
         o.ep_name = name;
     }
     snprintf(a->provider_full, sizeof(a->provider_full), "%s",
@@ -267,6 +262,17 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
         a->pend.wake = fr_fabric_wake_sleepers;
     }
     return rc;
+}
+
+void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
+                       size_t len)
+{
+    /* fabrpc-run removes what a killed rank leaves in /dev/shm by its
+     * job id (FABRPC_JOB_ID): it must be in the name. */
+    const char *job = getenv("FABRPC_JOB_ID");
+    snprintf(buf, len, "fabrpc_%.40s_%016llx_%u",
+             job && *job && !strchr(job, '/') ? job : "nojob",
+             (unsigned long long)a->token, rank);
 }
 
 /* shm has no wait object: give this rank a doorbell peers ring. */
@@ -421,8 +427,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         say(err, errlen, "cannot start %u pool threads", a->set.threads);
         goto fail;
     }
-    if ((rc = bootstrap(a, peers, err, errlen)) ||
-        (rc = fr_progress_start(a)))
+    if ((rc = bootstrap(a, peers, err, errlen)))
+        goto fail;
+    fr_liveness_set_peers(a, peers);
+    if ((rc = fr_progress_start(a)))
         goto fail;
     if (a->set.world > 1 && (rc = barrier(a, a->set.init_timeout_ms))) {
         say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",

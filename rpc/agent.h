@@ -164,6 +164,11 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
 void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
                         const char *why);
 
+/* The name of rank's shared-memory endpoint (shm provider), which is also
+ * the name of the region libfabric makes in /dev/shm. */
+void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
+                       size_t len);
+
 /* The fabric's on_peer_unreachable: marks the rank DEAD. */
 void fr_agent_on_peer_unreachable(void *ctx, uint32_t rank, const char *why);
 
@@ -177,6 +182,9 @@ typedef struct fr_peer_info {
 /* Allocates the agent's liveness state (before the transport opens: the
  * fabric's callbacks may mark ranks). FRPC_ENOMEM. */
 int fr_liveness_create(frpc_agent *a);
+/* Takes note of which peers share this host, before any thread but the
+ * caller may mark a rank lost (before the progress thread starts). */
+void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
 /* Starts watching: the pids of same-host peers (peers[rank]) and, with
  * more than one rank, the store's events through a second connection.
  * peers is copied. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */

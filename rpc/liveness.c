@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -61,6 +62,7 @@ struct fr_liveness {
 
     int efd;   /* wakes the liveness thread */
     int *pidfd; /* per rank, -1 when not watched */
+    unsigned char *same_host; /* per rank, from fr_liveness_start */
     fr_store_client *watch;
     pthread_t thread, watcher;
     int thread_started, watcher_started;
@@ -109,6 +111,13 @@ void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
     if (a->fab)
         fr_fabric_peer_lost(a->fab, rank);
     fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
+    if (state == FRPC_PEER_DEAD && a->bell && l->same_host[rank]) {
+        /* A killed shm peer cannot remove its region: the survivors do
+         * (our mapping of it, if any, stays valid). */
+        char name[96];
+        fr_agent_shm_name(a, rank, name, sizeof(name));
+        shm_unlink(name);
+    }
     pthread_mutex_lock(&l->lock);
     if (!x->queued) { /* a replay may have queued it already */
         x->queued = 1; /* the slot keeps owning it */
@@ -281,13 +290,20 @@ int fr_liveness_create(frpc_agent *a)
     pthread_mutex_init(&l->lock, NULL);
     l->slot = calloc(world, sizeof(*l->slot));
     l->pidfd = malloc(world * sizeof(*l->pidfd));
+    l->same_host = calloc(world, 1);
     a->live = l;
-    if (!l->slot || !l->pidfd)
+    if (!l->slot || !l->pidfd || !l->same_host)
         return FRPC_ENOMEM;
     for (uint32_t r = 0; r < world; r++)
         l->pidfd[r] = -1;
     l->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     return l->efd < 0 ? FRPC_ENOMEM : 0;
+}
+
+void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers)
+{
+    for (uint32_t r = 0; r < a->live->world; r++)
+        a->live->same_host[r] = (unsigned char)peers[r].same_host;
 }
 
 static int open_pidfd(int pid)
@@ -383,6 +399,7 @@ void fr_liveness_destroy(frpc_agent *a)
         close(l->efd);
     free(l->slot);
     free(l->pidfd);
+    free(l->same_host);
     pthread_mutex_destroy(&l->lock);
     free(l);
     a->live = NULL;
