@@ -14,7 +14,7 @@
 # "udp": providers that run only the kill) choose the providers.
 # Measured figures (detection latency, shutdown durations) are printed.
 . "$(dirname "$0")/lib.sh"
-. "$(dirname "$0")/free_port.sh"
+. "$(dirname "$0")/byhand.sh"
 need_var FABRPC_RUN PEERLOST
 make_tmpdir
 export FABRPC_PROGRESS=adaptive # 4 ranks share 2 cores: never busy
@@ -111,9 +111,9 @@ kill_run() {
 }
 
 # kill_by_hand: 4 ranks started here, no launcher; the survivors must end
-# by themselves (status 0) and rank 3 by its SIGKILL (timeout reports 137).
+# by themselves (status 0) within 60 s, and rank 3 by its SIGKILL (137).
 kill_by_hand() {
-    local dir=$TMPD/$PROV-kill-hand port key id i st t0 pids=()
+    local dir=$TMPD/$PROV-kill-hand port key id i st t0 left pids=()
     mkdir -p "$dir"
     port=$(free_port)
     key=peerlost-$$-$RANDOM$RANDOM
@@ -122,14 +122,14 @@ kill_by_hand() {
     for i in 0 1 2 3; do
         FABRPC_RANK=$i FABRPC_WORLD_SIZE=4 FABRPC_STORE_ADDR=127.0.0.1:$port \
             FABRPC_JOB_KEY=$key FABRPC_JOB_ID=$id FABRPC_PROVIDER=$PROV \
-            PEERLOST_DIR=$dir run_bounded 60 "$PEERLOST" kill \
-            >"$dir/$i.out" 2>"$dir/$i.err" &
+            PEERLOST_DIR=$dir "$PEERLOST" kill >"$dir/$i.out" 2>"$dir/$i.err" &
         pids[i]=$!
         echo $! >>"$TMPD/hand-$PROV.pid"
     done
     for i in 0 1 2 3; do
         st=0
-        wait "${pids[i]}" || st=$?
+        left=$((60 - ($(date +%s%N) - t0) / 1000000000))
+        wait_bounded $((left > 1 ? left : 1)) "${pids[i]}" || st=$?
         echo "    rank $i ended with status $st after $((($(date +%s%N) - t0) / 1000000)) ms"
         if [ "$i" -eq 3 ] && [ $st -ne 137 ]; then
             cat "$dir/3.out" "$dir/3.err" >&2
