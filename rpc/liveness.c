@@ -266,10 +266,19 @@ static void *watcher_main(void *arg)
         }
         /* ev holds the first n of total events: the new ones are those
          * from seen on. */
-        for (size_t i = (size_t)seen; i < n; i++)
-            if (ev[i].rank >= 0)
-                fr_agent_mark_lost(a, (uint32_t)ev[i].rank, ev[i].state,
-                                   ev[i].reason);
+        for (size_t i = (size_t)seen; i < n; i++) {
+            char why[160];
+            if (ev[i].rank < 0)
+                continue;
+            if (ev[i].state == FR_STORE_LEFT)
+                snprintf(why, sizeof(why), "left the job (frpc_shutdown)");
+            else
+                snprintf(why, sizeof(why), "died: %s", ev[i].reason);
+            fr_agent_mark_lost(a, (uint32_t)ev[i].rank,
+                               ev[i].state == FR_STORE_LEFT ? FRPC_PEER_LEFT
+                                                            : FRPC_PEER_DEAD,
+                               why);
+        }
         seen = total;
     }
     free(ev);
