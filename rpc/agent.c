@@ -593,6 +593,11 @@ int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
         fr_fabric_get_stats(m->fab, &fs);
     o->frames_malformed = fs.dropped_malformed;
     o->frames_bad_token = fs.dropped_token;
+    o->frames_stranger = fs.dropped_stranger;
+    o->frames_oversize = fs.dropped_oversize;
+    o->frames_from_lost = fs.dropped_lost;
+    for (int r = 0; r < m->set.world; r++)
+        o->peers_lost += fr_agent_peer_lost_why(m, (uint32_t)r) != NULL;
     o->bytes_sent = fs.bytes_sent;
     o->bytes_received = fs.bytes_received;
     o->messages_sent = fs.messages;

@@ -523,6 +523,12 @@ typedef struct frpc_stats {
     uint64_t requests_answered;
     uint64_t frames_malformed;   /* dropped: failed to decode */
     uint64_t frames_bad_token;   /* dropped: another job's token */
+    uint64_t frames_stranger;    /* dropped: from an address that is not
+                                    the member rank it claims to be */
+    uint64_t frames_oversize;    /* dropped: messages larger than any
+                                    frame fabrpc sends eagerly */
+    uint64_t frames_from_lost;   /* dropped: from a rank marked lost */
+    uint64_t peers_lost;         /* ranks marked lost (frpc_peer_state) */
     uint64_t bytes_sent, bytes_received;
     uint64_t messages_sent;      /* transport messages; a burst of small
                                     frames to one rank shares one */
