@@ -547,11 +547,19 @@ int fr_fabric_refuse_by(fr_fabric *f, const fr_env *req, int code,
                                  deadline_ns);
 }
 
+uint64_t fr__answer_deadline(const fr_env *req)
+{
+    /* A request carries its caller's time left in status (envelope v3):
+     * past that nobody waits for the answer. */
+    if (req->kind == FR_ENV_REQUEST && req->status > 0)
+        return fr_deadline_ms(req->status);
+    return fr_deadline_ms(FR_FABRIC_ANSWER_MS);
+}
+
 int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
                      const char *text)
 {
-    return fr_fabric_refuse_by(f, req, code, text,
-                               fr_deadline_ms(FR_FABRIC_ANSWER_MS));
+    return fr_fabric_refuse_by(f, req, code, text, fr__answer_deadline(req));
 }
 
 static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,

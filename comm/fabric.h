@@ -54,13 +54,16 @@
  *   decides.
  * - No flat bounds: a wait for room to send ends at its frame's deadline
  *   (a call's own; FR_FABRIC_ANSWER_MS for what the transport answers by
- *   itself) or at once when its peer is lost. fr_fabric_refuse's error
- *   answer gets the same bound as any answer (FR_FABRIC_ANSWER_MS, or the
- *   caller's with fr_fabric_refuse_by); a rendezvous transfer's reads, its
- *   RNDV_DONE and its refusal share one deadline, FR_FABRIC_ANSWER_MS from
- *   the descriptor's arrival, and end when the peer is lost: the posted
- *   reads are abandoned (a response's call ends with FRPC_EPEERLOST) and
- *   their block freed when the provider gives them back.
+ *   itself) or at once when its peer is lost. fr_fabric_refuse (once a
+ *   flat second) waits for the caller's time left that the request
+ *   carries, else FR_FABRIC_ANSWER_MS. A rendezvous transfer (its reads
+ *   were posted under a flat 5 s) has one deadline from the descriptor's
+ *   arrival: a request's caller's time left, else FR_FABRIC_ANSWER_MS
+ *   plus the time of a slow pull; past it a poll ends the transfer
+ *   (refused, or its call ended with FRPC_ETIMEDOUT). A lost peer ends
+ *   it at the next poll: the posted reads are abandoned (a response's
+ *   call ends with FRPC_EPEERLOST) and their block freed when the
+ *   provider gives them back. RNDV_DONE gets FR_FABRIC_ANSWER_MS.
  */
 #ifndef FR_COMM_FABRIC_H
 #define FR_COMM_FABRIC_H
@@ -183,8 +186,9 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
  * Answers the request req (as received: its src_rank, req_id, func_id) with
  * an error frame carrying code and text (cut to FR_ENV_MAX_ERRMSG): for a
  * request that cannot be served. Waits for room to send as an answer
- * does: until FR_FABRIC_ANSWER_MS from now (fr_fabric_refuse_by: until
- * deadline_ns), or at once FRPC_EPEERLOST when the requester is marked
+ * does: for the caller's time left that the request carries (its status,
+ * envelope v3), else FR_FABRIC_ANSWER_MS (fr_fabric_refuse_by: until
+ * deadline_ns); FRPC_EPEERLOST at once when the requester is marked
  * lost. Errors as fr_fabric_send.
  */
 int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,

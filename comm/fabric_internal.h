@@ -218,6 +218,9 @@ void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
 void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
                             int code, const char *text);
 
+/* How long to try to answer the frame req: its caller's time left (a
+ * request's status, envelope v3), else FR_FABRIC_ANSWER_MS. */
+uint64_t fr__answer_deadline(const fr_env *req);
 /* 1 if dst is marked lost (one relaxed load). */
 static inline int fr__lost(fr_fabric *f, uint32_t dst)
 {

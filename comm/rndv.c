@@ -15,8 +15,9 @@
  * - Every incoming transfer is on f->rndv_in until it ends, so a failure,
  *   or close, frees it exactly once.
  * - Bounds: a transfer has one deadline, set when its descriptor arrives:
- *   FR_FABRIC_ANSWER_MS plus 100 ns a byte (10 MB/s, the slowest pull we
- *   wait for). Posting its reads waits for room until then; a poll ends
+ *   a request's caller's time left (the request's status, envelope v3),
+ *   else FR_FABRIC_ANSWER_MS plus 100 ns a byte (10 MB/s, the slowest
+ *   pull we wait for). Posting its reads waits for room until then; a poll ends
  *   it if its reads have not all completed by then (a forged key that
  *   the provider never answers: a request is refused, a response ends
  *   its call with FRPC_ETIMEDOUT). A lost peer ends it at the next poll
@@ -317,8 +318,14 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     in->src = env->src_rank;
     rc = fr_rndv_decode(desc, len, f->opts.max_msg, &in->desc);
     if (rc == 0) {
-        in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
-                       in->desc.len * FR_RNDV_NS_PER_BYTE;
+        /* A request: its caller's time left, if it says; else (and for
+         * a response, whose caller's deadline only rpc/ knows) the
+         * answer bound and the slowest pull. */
+        if (env->kind == FR_ENV_REQUEST && env->status > 0)
+            in->deadline = fr__answer_deadline(env);
+        else
+            in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
+                           in->desc.len * FR_RNDV_NS_PER_BYTE;
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);
         /* A request's args come back through fr_fabric_release_block, so
