@@ -107,6 +107,18 @@ mode_idle() {
         check_json "$TMPD/idle-$1.out" idle 2 &&
         expect_grep '"cpu_s":[0-9]' "$TMPD/idle-$1.out"
 }
+# Every call of the timeouts mode must end FRPC_ETIMEDOUT (not_timed_out
+# 0); how late is a figure, not a threshold here.
+mode_timeouts() {
+    bench tmo-$1 timeouts --provider $1 --iters 20 --json || return 1
+    grep '"metric":"timeout_sync"' "$TMPD/tmo-$1.out" >"$TMPD/tmo-$1.sync" &&
+        grep '"metric":"timeout_async"' "$TMPD/tmo-$1.out" \
+            >"$TMPD/tmo-$1.async" &&
+        check_json "$TMPD/tmo-$1.sync" timeout_sync 1 &&
+        check_json "$TMPD/tmo-$1.async" timeout_async 1 &&
+        expect_grep '"not_timed_out":0.*$' "$TMPD/tmo-$1.sync" &&
+        expect_grep '"max_us":[0-9].*"not_timed_out":0' "$TMPD/tmo-$1.async"
+}
 # init under fabrpc-run with 3 ranks (the launcher's path, rank tags on).
 mode_init() {
     local out="$TMPD/init-$1.out"
@@ -167,7 +179,7 @@ table() {
 help_lists_all() {
     local w
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
-    for w in latency rate bandwidth idle init --provider --sizes --inflight \
+    for w in latency rate bandwidth idle init timeouts --provider --sizes --inflight \
         --iters --warmup --progress --seconds --ranks --json --baseline \
         --batch; do
         expect_grep "^ +$w " "$TMPD/help.out"
@@ -186,6 +198,7 @@ for prov in shm tcp; do
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
+    run_case "timeouts, $prov: every call times out" mode_timeouts $prov
     run_case "baseline against fi_pingpong, $prov" baseline $prov
     run_case "blocking baselines (TCP, raw libfabric), $prov" baseline_blocking $prov
 done
