@@ -31,6 +31,10 @@
  *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
  *                 calls among 1-3 succeed, their shutdown ends in bounded
  *                 time.
+ *   storm         the last rank dies 30-150 ms after a barrier while the
+ *                 others flood it with calls (2 threads of sync calls and
+ *                 async windows, no timeouts): every call ends, no thread
+ *                 hangs (a watchdog names a hung call after 20 s).
  *   init-death    3 ranks. Rank 2 kills itself 0-300 ms after starting
  *                 frpc_init on another thread. Ranks 0 and 1 (run with
  *                 FABRPC_INIT_TIMEOUT_MS=8000) either fail frpc_init in
@@ -250,6 +254,40 @@ static double wait_dead(int rank)
     }
     return au_now_ms() - t0;
 }
+
+/* A watchdog for a thread that may hang in a call to a lost rank: if
+ * watchdog_done is not called within secs, the process reports what hung
+ * and exits 1 (rather than waiting for fabrpc-run's --timeout). */
+static atomic_int wd_done;
+static const char *wd_what;
+static double wd_secs;
+
+static void *watchdog_main(void *arg)
+{
+    double t0 = au_now_ms();
+    while (!atomic_load(&wd_done)) {
+        if (au_now_ms() - t0 > wd_secs * 1000) {
+            fprintf(stderr, "FAIL rank %d: HUNG: %s has not returned after "
+                    "%.0f s\n", me, wd_what, wd_secs);
+            fflush(stderr);
+            _exit(1);
+        }
+        au_sleep_us(10000);
+    }
+    return NULL;
+}
+
+static void watchdog_start(const char *what, double secs)
+{
+    pthread_t t;
+    wd_what = what;
+    wd_secs = secs;
+    atomic_store(&wd_done, 0);
+    CHECK(pthread_create(&t, NULL, watchdog_main, NULL) == 0, "thread");
+    pthread_detach(t);
+}
+
+static void watchdog_done(void) { atomic_store(&wd_done, 1); }
 
 /* Graceful shutdown: returns its status; prints it and its duration. */
 static int timed_shutdown(int timeout_ms, double *ms)
@@ -615,6 +653,7 @@ static int mode_store_death(void)
     }
     int n = 0, rc;
     double t0 = au_now_ms();
+    watchdog_start("the loop of calls to rank 0 (no timeout)", BOUND_MS / 1000);
     for (;; n++) {
         frpc_result res;
         rc = au_call(0, "echo", au_mix(0x5700 + n), 64, FRPC_TIMEOUT_NONE,
@@ -624,8 +663,9 @@ static int mode_store_death(void)
         frpc_result_clear(&res);
         if (rc)
             break;
-        CHECK(au_now_ms() - t0 < 60000, "rank 0 still answers after 60 s");
+        CHECK(au_now_ms() - t0 < 30000, "rank 0 still answers after 30 s");
     }
+    watchdog_done();
     double lat = au_now_ms() - kill_time_ms();
     printf("detection: %d calls to rank 0 succeeded, then FRPC_EPEERLOST "
            "%.1f ms after the kill\n", n, lat);
@@ -649,6 +689,85 @@ static int mode_store_death(void)
     CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
     printf("ok: rank %d done (shutdown %s in %.0f ms)\n", me,
            frpc_err_name(rc), ms);
+    return 0;
+}
+
+/* ---- storm -------------------------------------------------------------- */
+
+/* One survivor thread: sync calls to the doomed rank until one fails. */
+static void *storm_sync(void *arg)
+{
+    int dead = nranks - 1, n = 0, rc;
+    for (;; n++) {
+        frpc_result res;
+        rc = au_call(dead, "echo", au_mix(0x5707 + n), 64 + n % 200,
+                     FRPC_TIMEOUT_NONE, &res);
+        CHECK(rc == 0 || rc == FRPC_EPEERLOST, "sync call %d to rank %d: %s "
+              "(%s)", n, dead, frpc_err_name(rc), au_why(rc, res.error));
+        frpc_result_clear(&res);
+        if (rc)
+            break;
+    }
+    *(int *)arg = n;
+    return NULL;
+}
+
+/*
+ * storm: the last rank dies 30-150 ms after a barrier while every other
+ * rank sends to it as fast as it can (two threads of sync calls and a
+ * window of async ones, no timeouts): on shm the victim is likely to die
+ * inside its own progress, its queue locked. Every call must still end.
+ */
+static int mode_storm(void)
+{
+    start_lost();
+    int dead = nranks - 1;
+    au_barrier();
+    if (me == dead) {
+        uint64_t s = rand_seed();
+        unsigned delay = 30 + (unsigned)(au_rand(&s) % 121);
+        printf("rank %d dies in %u ms\n", me, delay);
+        au_sleep_us(delay * 1000);
+        die_now();
+    }
+    watchdog_start("a call to the dying rank (no timeout)", BOUND_MS / 1000);
+    pthread_t t[2];
+    int nsync[2] = {0, 0};
+    for (int i = 0; i < 2; i++)
+        CHECK(pthread_create(&t[i], NULL, storm_sync, &nsync[i]) == 0,
+              "thread");
+    int nasync = 0, rc = 0;
+    while (rc == 0) {
+        enum { W = 16 };
+        frpc_future *w[W];
+        for (int i = 0; i < W; i++)
+            w[i] = au_async(dead, "echo", au_mix(0xa5700 + nasync + i), 64,
+                            FRPC_TIMEOUT_NONE);
+        rc = frpc_wait_all(w, W, FRPC_TIMEOUT_NONE);
+        CHECK(rc == 0, "wait_all: %s", frpc_err_name(rc));
+        for (int i = 0; i < W; i++) {
+            int st = frpc_future_error(w[i], NULL, NULL);
+            CHECK(st == 0 || st == FRPC_EPEERLOST, "async call to rank %d: "
+                  "%s", dead, frpc_err_name(st));
+            if (st)
+                rc = st;
+            else
+                nasync++;
+            frpc_future_free(w[i]);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    watchdog_done();
+    double lat = au_now_ms() - kill_time_ms();
+    printf("detection: %d + %d sync and %d async calls to rank %d "
+           "succeeded; all threads had FRPC_EPEERLOST %.1f ms after the "
+           "kill\n", nsync[0], nsync[1], nasync, dead, lat);
+    CHECK(lat < BOUND_MS, "the last call ended %.0f ms after the kill", lat);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank %d done\n", me);
     return 0;
 }
 
@@ -907,6 +1026,7 @@ int main(int argc, char **argv)
                  {"die-in-handler", mode_die_in_handler},
                  {"rndv-death", mode_rndv_death},
                  {"store-death", mode_store_death},
+                 {"storm", mode_storm},
                  {"init-death", mode_init_death},
                  {"late-shutdown", mode_late_shutdown},
                  {"reinit", mode_reinit},

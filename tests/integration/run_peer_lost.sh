@@ -3,7 +3,7 @@
 # (see peerlost.c for what each mode checks) killed at the worst moments —
 # holding 300 unanswered calls, inside a handler a nested call waits on,
 # in the middle of a 64 MiB rendezvous, serving the bootstrap store,
-# during frpc_init — plus shutdown's bound, init/shutdown 20 times in one
+# flooded with calls, during frpc_init — plus shutdown's bound, init/shutdown 20 times in one
 # process, first calls with a 10 ms timeout and the default timeout.
 # Jobs run through fabrpc-run --keep-going (it must exit 137 and name the
 # killed rank, and leave nothing in /dev/shm); the kill also runs with 4
@@ -226,6 +226,14 @@ store_death() {
     expect_no_leftovers
 }
 
+# storm: 4 times, the last of 3 ranks dies while the others flood it.
+storm() {
+    local k
+    for k in 1 2 3 4; do
+        killed "storm$k" 3 60 storm 2 "0 1"
+    done
+}
+
 # rank 2 dies 0-300 ms into frpc_init (ranks 0 and 1 have an 8 s init
 # timeout); whether they see it depends on the moment.
 init_death() { killed init 3 60 init-death 2 "0 1" FABRPC_INIT_TIMEOUT_MS=8000; }
@@ -251,6 +259,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: a nested call waiting on a rank that dies in the handler is released" die_in_handler
     run_case "$PROV: a rank dies during a 64 MiB rendezvous: no call hangs or stays in flight" rndv_death
     run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
+    run_case "$PROV: a rank dies flooded with calls from 3 threads per rank (4 times): every call ends" storm
     run_case "$PROV: a rank that called frpc_shutdown is never reported DEAD" survivors_not_dead 3 "$TMPD/$PROV-kill" "$TMPD/$PROV-kill-hand-all"
     run_case "$PROV: the same after the store's death" survivors_not_dead 0 "$TMPD/$PROV-store"
     run_case "$PROV: a rank dies during frpc_init: init fails or sees it DEAD, no hang" init_death
