@@ -73,7 +73,7 @@
 #include "async_util.h"
 #pragma GCC diagnostic pop
 
-#define BOUND_MS 20000.0     /* detection, shutdown: generous on a loaded box */
+#define BOUND_MS 20000.0  /* detection, shutdown: generous on a loaded box */
 #define AT_ONCE_MS 2000.0    /* "at once" on a loaded box */
 #define SHUTDOWN_MS 10000
 
@@ -653,7 +653,7 @@ static int mode_store_death(void)
     }
     int n = 0, rc;
     double t0 = au_now_ms();
-    watchdog_start("the loop of calls to rank 0 (no timeout)", BOUND_MS / 1000);
+    watchdog_start("the calls to rank 0 (no timeout)", BOUND_MS / 1000);
     for (;; n++) {
         frpc_result res;
         rc = au_call(0, "echo", au_mix(0x5700 + n), 64, FRPC_TIMEOUT_NONE,
