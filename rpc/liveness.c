@@ -36,15 +36,20 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "comm/shm_repair.h"
 #include "rpc/agent.h"
 
 /* A watcher's wait, renewed: stopping interrupts it (fr_store_interrupt),
  * so this only bounds how long a lost stop could go unseen. */
 #define FR_WATCH_SLICE_MS 2000
+/* A shm lock held this long after a death is held by the dead (see
+ * comm/shm_repair.h): live holders keep it for microseconds. */
+#define FR_SHM_STUCK_MS 250
 
 typedef struct fr_loss {
     struct fr_loss *next; /* the report queue */
     int queued;           /* on the queue, or reported (under lock) */
+    int cleaned;          /* its shm leftovers seen to (liveness thread) */
     uint32_t rank;
     int state;
     char why[192];
@@ -62,7 +67,8 @@ struct fr_liveness {
 
     int efd;   /* wakes the liveness thread */
     int *pidfd; /* per rank, -1 when not watched */
-    unsigned char *same_host; /* per rank, from fr_liveness_start */
+    unsigned char *same_host; /* per rank, from fr_liveness_set_peers */
+    int *pid;                 /* per rank, from fr_liveness_set_peers */
     fr_store_client *watch;
     pthread_t thread, watcher;
     int thread_started, watcher_started;
@@ -111,13 +117,6 @@ void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
     if (a->fab)
         fr_fabric_peer_lost(a->fab, rank);
     fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
-    if (state == FRPC_PEER_DEAD && a->bell && l->same_host[rank]) {
-        /* A killed shm peer cannot remove its region: the survivors do
-         * (our mapping of it, if any, stays valid). */
-        char name[96];
-        fr_agent_shm_name(a, rank, name, sizeof(name));
-        shm_unlink(name);
-    }
     pthread_mutex_lock(&l->lock);
     if (!x->queued) { /* a replay may have queued it already */
         x->queued = 1; /* the slot keeps owning it */
@@ -199,6 +198,52 @@ static void report(frpc_agent *a)
     }
 }
 
+/* What a dead shm peer on this host leaves: spin locks it held in the
+ * regions of this host's ranks (threads sending to them would spin for
+ * ever inside the provider: comm/shm_repair.h) and its own region, which
+ * it cannot remove (our mapping of it, if any, stays valid). */
+static void clean_after(frpc_agent *a, fr_loss *x)
+{
+    fr_liveness *l = a->live;
+    char (*names)[96] = calloc(l->world, sizeof(*names));
+    fr_shm_region_ref *refs = calloc(l->world, sizeof(*refs));
+    int n = 0;
+
+    x->cleaned = 1;
+    if (!a->bell || !l->same_host[x->rank] || !names || !refs)
+        goto out;
+    for (uint32_t r = 0; r < l->world; r++) {
+        if (!l->same_host[r] || (r != x->rank && r != (uint32_t)a->set.rank &&
+                                 atomic_load(&l->slot[r])))
+            continue; /* other lost ranks were seen to when they died */
+        fr_agent_shm_name(a, r, names[n], sizeof(names[n]));
+        refs[n].name = names[n];
+        refs[n].pid = l->pid[r];
+        n++;
+    }
+    int released = fr_shm_release_stuck(refs, n, FR_SHM_STUCK_MS);
+    if (released)
+        fprintf(stderr,
+                "fabrpc: rank %d: released %d shared-memory lock%s that "
+                "rank %u held when it died\n",
+                a->set.rank, released, released == 1 ? "" : "s", x->rank);
+    fr_agent_shm_name(a, x->rank, names[0], sizeof(names[0]));
+    shm_unlink(names[0]);
+out:
+    free(names);
+    free(refs);
+}
+
+static void clean_after_deaths(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    for (uint32_t r = 0; r < l->world; r++) {
+        fr_loss *x = atomic_load(&l->slot[r]);
+        if (x && !x->cleaned && x->state == FRPC_PEER_DEAD)
+            clean_after(a, x);
+    }
+}
+
 static void *liveness_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -232,6 +277,7 @@ static void *liveness_main(void *arg)
                 l->pidfd[r] = -1;
                 fr_agent_mark_lost(a, r, FRPC_PEER_DEAD, why);
             }
+        clean_after_deaths(a);
         report(a);
     }
     free(p);
@@ -300,8 +346,9 @@ int fr_liveness_create(frpc_agent *a)
     l->slot = calloc(world, sizeof(*l->slot));
     l->pidfd = malloc(world * sizeof(*l->pidfd));
     l->same_host = calloc(world, 1);
+    l->pid = calloc(world, sizeof(*l->pid));
     a->live = l;
-    if (!l->slot || !l->pidfd || !l->same_host)
+    if (!l->slot || !l->pidfd || !l->same_host || !l->pid)
         return FRPC_ENOMEM;
     for (uint32_t r = 0; r < world; r++)
         l->pidfd[r] = -1;
@@ -311,8 +358,10 @@ int fr_liveness_create(frpc_agent *a)
 
 void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers)
 {
-    for (uint32_t r = 0; r < a->live->world; r++)
+    for (uint32_t r = 0; r < a->live->world; r++) {
         a->live->same_host[r] = (unsigned char)peers[r].same_host;
+        a->live->pid[r] = peers[r].pid;
+    }
 }
 
 static int open_pidfd(int pid)
@@ -409,6 +458,7 @@ void fr_liveness_destroy(frpc_agent *a)
     free(l->slot);
     free(l->pidfd);
     free(l->same_host);
+    free(l->pid);
     pthread_mutex_destroy(&l->lock);
     free(l);
     a->live = NULL;

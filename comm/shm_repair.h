@@ -1,0 +1,38 @@
+/*
+ * Repairing what a killed process leaves locked in libfabric's shm
+ * provider.
+ *
+ * libfabric 1.17's shm provider keeps a spin lock at the head of each
+ * endpoint's shared region: its owner takes it to read its command queue,
+ * and every sender takes it to add a command. A process killed while it
+ * holds one (its own region, receiving; or a peer's, sending) leaves it
+ * held for ever, and every later sender to that region, and the region's
+ * owner, spins inside fi_inject / fi_send / fi_cq_read with no way out:
+ * no deadline of ours can end a thread stuck inside the provider. Seen
+ * with a rank SIGKILLed while others flooded it with calls.
+ *
+ * After a peer on this host died, fr_shm_release_stuck looks at the
+ * regions of the ranks on this host and releases a lock that stays held
+ * for hold_ms: no live holder keeps it that long (it is held for the few
+ * instructions of a queue operation). The region's layout is checked
+ * first (libfabric 1.17: its version byte, and the pid of the process
+ * that made it at its place); a region that does not match is left alone.
+ */
+#ifndef FR_COMM_SHM_REPAIR_H
+#define FR_COMM_SHM_REPAIR_H
+
+/* One region: its name under /dev/shm (the shm endpoint's name) and the
+ * pid of the process that made it. */
+typedef struct fr_shm_region_ref {
+    const char *name;
+    int pid;
+} fr_shm_region_ref;
+
+/* Releases each region's lock that stays held for hold_ms (see above).
+ * Returns how many were released. Blocks up to hold_ms per region that is
+ * held; a region that cannot be opened (gone already) is skipped. Any
+ * thread; never one that could itself be spinning on such a lock. */
+int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
+                         unsigned hold_ms);
+
+#endif /* FR_COMM_SHM_REPAIR_H */
