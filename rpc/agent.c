@@ -405,6 +405,8 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         rc = FRPC_ENOMEM;
         goto fail;
     }
+    if ((rc = fr_liveness_register(a)))
+        goto fail;
     rc = fr_backends_discover(&a->backends,
                               a->set.providers[0] ? a->set.providers : NULL);
     if (rc) {
@@ -448,6 +450,9 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     return 0;
 fail:
     free(peers);
+    /* The others learn that this rank gave up, not that it died. */
+    if (a->store)
+        fr_store_leave(a->store);
     destroy(a);
     return rc;
 }
@@ -516,6 +521,7 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
     if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))
         return FRPC_EINVAL;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
+    fr_liveness_say_goodbye(a);
     atomic_store(&a->shutting_down, how + 1);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep

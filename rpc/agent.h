@@ -190,6 +190,12 @@ void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
  * peers is copied. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
 int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
                       size_t errlen);
+/* Registers the handler of other ranks' goodbyes (at init). */
+int fr_liveness_register(frpc_agent *a);
+/* When rank 0 (and the store's LEAVE) is gone: tells every other rank
+ * that this one leaves, so that its end is not taken for a death. Waits
+ * up to half a second. Before the agent refuses calls (shutdown). */
+void fr_liveness_say_goodbye(frpc_agent *a);
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
 void fr_liveness_destroy(frpc_agent *a);

@@ -206,7 +206,9 @@ enum {
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
  * (rank 0 leaves last, so that nobody loses the store in its last
- * barrier). Returns 0; FRPC_ETIMEDOUT if that ran out; FRPC_EPEERLOST if a
+ * barrier). A rank that shuts down after rank 0 was lost tells the
+ * others itself (a call to each, at most half a second), so that they see
+ * it LEFT rather than DEAD. Returns 0; FRPC_ETIMEDOUT if that ran out; FRPC_EPEERLOST if a
  * rank was lost (stderr names it, once); FRPC_EINVAL for a NULL agent or a
  * bad how (then nothing is freed). The agent is freed in every other
  * case. Blocks.

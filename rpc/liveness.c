@@ -158,6 +158,44 @@ int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
     return 0;
 }
 
+/* ---- goodbyes ------------------------------------------------------ */
+
+/* A rank that leaves says so through the store (LEAVE). Once rank 0 and
+ * its store are gone it says so itself, with a call to every rank:
+ * otherwise the others, seeing its process end, would take it for dead. */
+#define FR_BYE_FN "fabrpc.internal.bye"
+#define FR_BYE_MS 500
+
+static void on_bye(frpc_request *req, void *user)
+{
+    uint32_t src = (uint32_t)frpc_request_source(req);
+    frpc_respond(req, NULL, 0); /* first: once it is lost, no answer goes */
+    fr_agent_mark_lost(user, src, FRPC_PEER_LEFT,
+                       "left the job (frpc_shutdown)");
+}
+
+int fr_liveness_register(frpc_agent *a)
+{
+    return frpc_register(a, FR_BYE_FN, on_bye, a, FRPC_INLINE);
+}
+
+void fr_liveness_say_goodbye(frpc_agent *a)
+{
+    int world = a->set.world, n = 0;
+    frpc_future **f;
+    if (world == 1 || a->set.rank == 0 || !fr_agent_peer_lost_why(a, 0) ||
+        !(f = calloc((size_t)world, sizeof(*f))))
+        return;
+    for (int r = 1; r < world; r++)
+        if (r != a->set.rank && !fr_agent_peer_lost_why(a, (uint32_t)r) &&
+            frpc_call_async(a, r, FR_BYE_FN, NULL, 0, FR_BYE_MS, &f[n]) == 0)
+            n++;
+    frpc_wait_all(f, (size_t)n, FR_BYE_MS);
+    for (int i = 0; i < n; i++)
+        frpc_future_free(f[i]);
+    free(f);
+}
+
 /* ---- the liveness thread ------------------------------------------- */
 
 /* Runs the application's function for each loss queued (or, after a new
