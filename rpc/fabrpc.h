@@ -179,7 +179,9 @@ void frpc_config_init(frpc_config *cfg);
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
  * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
  * unreachable, a rank did not join in time, or the ranks disagree on world
- * size, job key or version; the message says which), FRPC_EPEERLOST (a
+ * size or version; the message says which), FRPC_EACCES (this rank's job
+ * key is not the job's: another key, or none where the job has one, or
+ * one where it has none), FRPC_EPEERLOST (a
  * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message
  * has its text), FRPC_ENOMEM. The details go to cfg->errbuf when given.
  * frpc_init may be called again in the same process once frpc_shutdown
@@ -208,10 +210,10 @@ enum {
  * (rank 0 leaves last, so that nobody loses the store in its last
  * barrier). A rank that shuts down after rank 0 was lost tells the
  * others itself (a call to each, at most half a second), so that they see
- * it LEFT rather than DEAD. Returns 0; FRPC_ETIMEDOUT if that ran out; FRPC_EPEERLOST if a
- * rank was lost (stderr names it, once); FRPC_EINVAL for a NULL agent or a
- * bad how (then nothing is freed). The agent is freed in every other
- * case. Blocks.
+ * it LEFT rather than DEAD. Returns 0; FRPC_ETIMEDOUT if that ran out;
+ * FRPC_EPEERLOST if a rank was lost (stderr names it, once); FRPC_EINVAL
+ * for a NULL agent or a bad how (then nothing is freed). The agent is
+ * freed in every other case. Blocks.
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
@@ -392,10 +394,12 @@ typedef struct frpc_future frpc_future;
  * future owned by the caller (free it with frpc_future_free). It never
  * waits for the network and never creates a thread; args is copied before
  * return, so the caller may reuse it at once. timeout_ms (see
- * "Timeouts") bounds the whole call: past it the future completes with FRPC_ETIMEDOUT,
- * whether or not anyone waits. Errors (then *out is NULL and nothing was
- * sent): as frpc_call's checks before sending, and FRPC_ETRANSPORT or
- * FRPC_ETIMEDOUT if the provider has no room for the send for longer than
+ * "Timeouts") bounds the whole call: past it the future completes with
+ * FRPC_ETIMEDOUT, whether or not anyone waits. Errors (then *out is NULL
+ * and nothing was sent): as frpc_call's checks before sending (with
+ * FRPC_EAGAIN at max_inflight, FRPC_EPEERLOST for a lost dst), and
+ * FRPC_ETRANSPORT or FRPC_ETIMEDOUT if the provider has no room for the
+ * send for longer than
  * the timeout.
  *
  * Refilling a window: after one of this thread's waits (frpc_future_wait,
