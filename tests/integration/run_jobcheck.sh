@@ -10,6 +10,11 @@
 need_var PEERLOST
 make_tmpdir
 
+# The promise is "at once": 2 s on an idle machine, against the 20 s init
+# timeout set here. The check allows for a loaded machine (3 s) and for
+# the sanitizer builds (FABRPC_TEST_SCALE set: 8 s); the times are printed.
+if [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then BOUND=8000; else BOUND=3000; fi
+
 # pair NAME WS0 WS1 KEY0 KEY1: ranks 0 and 1 of one job, with these world
 # sizes and keys ("-" for none), each bounded by 30 s; outputs in
 # $TMPD/NAME.{0,1}; both must exit 0 (init-only's "init failed").
@@ -66,19 +71,19 @@ says() {
 
 world_mismatch() {
     pair ws 2 3 - -
-    within ws 2000
+    within ws $BOUND
     says ws 'world' '(^|[^0-9])2([^0-9]|$)' '(^|[^0-9])3([^0-9]|$)'
 }
 
 key_mismatch() {
     pair key 2 2 "key-a-$$" "key-b-$$"
-    within key 2000
+    within key $BOUND
     says key 'key'
 }
 
 key_one_side() {
     pair onekey 2 2 "key-a-$$" -
-    within onekey 2000
+    within onekey $BOUND
     says onekey 'key'
 }
 
