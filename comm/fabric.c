@@ -1039,7 +1039,8 @@ int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns)
             atomic_fetch_sub(&f->ctl_pending, 1);
     }
     /* Every frame posted is waited for, also after a failure to post
-     * one: a slot must not be reused while the provider holds it. */
+     * one, until the deadline; a slot the provider still holds then goes
+     * back to the pool on its completion, as any send's. */
     while (atomic_load(&f->ctl_pending) > 0) {
         if (fr_now_ns() >= deadline_ns)
             return rc ? rc : FRPC_ETIMEDOUT;
