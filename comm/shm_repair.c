@@ -6,8 +6,8 @@
  *  16  ptr base_addr     the region's address in that process
  *  24  pthread_spinlock_t lock
  * It is only trusted when the running libfabric is 1.17 and both the
- * version and the pid match; the lock is then handled with glibc's own
- * spin-lock functions, whatever value means "free" on this machine.
+ * version and the pid match; what value means "free" is learnt from
+ * glibc's own spin-lock functions (spin_values).
  */
 #include "config.h"
 
@@ -29,21 +29,38 @@
 #define SMR_V117_LOCK_OFF 24
 #define HEAD_LEN 4096
 
-/* 1 if the lock was held for all of hold_ms and has been released. */
-static int release_if_stuck(pthread_spinlock_t *lock, unsigned hold_ms)
+_Static_assert(sizeof(pthread_spinlock_t) == sizeof(int),
+               "glibc's spin lock is one int");
+
+/* The value glibc gives a free spin lock on this machine (x86-64: 1;
+ * elsewhere 0), read from a lock of our own. The shared lock is then only
+ * read and, if stuck, stored to, with atomics: this thread never takes it
+ * (nor do sanitizers see a lock taken by one process and released by
+ * another). */
+static int spin_free_value(void)
 {
+    pthread_spinlock_t l;
+    int v;
+    pthread_spin_init(&l, PTHREAD_PROCESS_SHARED);
+    memcpy(&v, (const void *)&l, sizeof(v));
+    pthread_spin_destroy(&l);
+    return v;
+}
+
+/* 1 if the lock was never seen free for hold_ms and has been released. */
+static int release_if_stuck(int *lock, unsigned hold_ms)
+{
+    int free_v = spin_free_value();
     uint64_t until = fr_now_ns() + (uint64_t)hold_ms * 1000000ull;
     for (;;) {
-        if (pthread_spin_trylock(lock) == 0) {
-            pthread_spin_unlock(lock); /* free: nobody is stuck */
-            return 0;
-        }
+        if (__atomic_load_n(lock, __ATOMIC_ACQUIRE) == free_v)
+            return 0; /* free now: nobody is stuck on it */
         if (fr_now_ns() >= until)
             break;
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    pthread_spin_unlock(lock); /* its holder is gone */
+    __atomic_store_n(lock, free_v, __ATOMIC_RELEASE); /* its holder is gone */
     return 1;
 }
 
@@ -61,9 +78,8 @@ static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
     int pid;
     memcpy(&pid, head + SMR_V117_PID_OFF, sizeof(pid));
     if (head[0] == SMR_V117_VERSION && pid == r->pid)
-        released = release_if_stuck(
-            (pthread_spinlock_t *)(void *)(head + SMR_V117_LOCK_OFF),
-            hold_ms);
+        released = release_if_stuck((int *)(void *)(head + SMR_V117_LOCK_OFF),
+                                     hold_ms);
     munmap(head, HEAD_LEN);
     return released;
 }
