@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/clock.h"
 #include "rpc/agent.h"
@@ -189,6 +190,16 @@ int main(void)
     CHECK(frpc_barrier(a, TIMEOUT_MS) == 0, "barrier after");
     call_ok(a, 1 - me);
     if (me == 0) {
+        /* The unreadable rendezvous must not stay under way: a transfer
+         * in flight keeps pollers from sleeping. Its deadline (the answer
+         * bound and a slow pull) ends it if the provider never answers
+         * the read. */
+        uint64_t until = fr_deadline_ms(20000);
+        while (fr_fabric_transfers_active(a->fab) && fr_now_ns() < until)
+            usleep(50000);
+        CHECK(!fr_fabric_transfers_active(a->fab),
+              "a forged rendezvous is still under way after 20 s");
+        printf("ok: no rendezvous left under way\n");
         fr_fabric_stats st;
         fr_fabric_get_stats(a->fab, &st);
         CHECK(st.dropped_malformed >= 52 && st.dropped_token == 1,
