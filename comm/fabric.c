@@ -363,7 +363,10 @@ int fr__peer_err(int err, const char **why)
     switch (err < 0 ? -err : err) {
     /* Not ENOTCONN nor ECONNABORTED: tcp;ofi_rxm reports those when it
      * drops a connection over a bad RMA key (a forged rendezvous
-     * descriptor), and connects again on the next send. */
+     * descriptor), and connects again on the next send. udp;ofi_rxd
+     * fails sends with ECONNREFUSED after 50 retransmissions without an
+     * acknowledgement (minutes, backed off to 4 s each): it sends to
+     * that peer no more, so unreachable is the word. */
     case FI_ECONNREFUSED: w = "connection refused"; break;
     case FI_ECONNRESET: w = "connection reset"; break;
     case FI_EHOSTUNREACH: w = "host unreachable"; break;
