@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/sha256.h"
 #include "rpc/agent.h"
 
 #define FR_EAGER_MAX (64u << 10)
@@ -268,11 +269,21 @@ void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
                        size_t len)
 {
     /* fabrpc-run removes what a killed rank leaves in /dev/shm by its
-     * job id (FABRPC_JOB_ID): it must be in the name. */
+     * job id (FABRPC_JOB_ID): it must be in the name. The name is
+     * published (it is the endpoint's address, and anyone may list
+     * /dev/shm): it must not show the job token, so it holds a hash of
+     * it, the same on every rank. */
     const char *job = getenv("FABRPC_JOB_ID");
-    snprintf(buf, len, "fabrpc_%.40s_%016llx_%u",
-             job && *job && !strchr(job, '/') ? job : "nojob",
-             (unsigned long long)a->token, rank);
+    static const char tag[] = "fabrpc shm endpoint name";
+    uint8_t h[FR_SHA256_LEN];
+    fr_sha256 s;
+    fr_sha256_init(&s);
+    fr_sha256_update(&s, tag, sizeof(tag));
+    fr_sha256_update(&s, &a->token, sizeof(a->token));
+    fr_sha256_final(&s, h);
+    snprintf(buf, len, "fabrpc_%.40s_%02x%02x%02x%02x%02x%02x%02x%02x_%u",
+             job && *job && !strchr(job, '/') ? job : "nojob", h[0], h[1],
+             h[2], h[3], h[4], h[5], h[6], h[7], rank);
 }
 
 /* shm has no wait object: give this rank a doorbell peers ring. */
