@@ -133,6 +133,12 @@ typedef struct fr_store_ident {
     const uint8_t *key; /* the job secret (borrowed), or NULL */
     size_t key_len;     /* 0 with key NULL: a job without a secret */
     fr_store_role role; /* ignored by the server */
+    /* How soon a peer that vanished without closing (host down, network
+     * cut) is given up on this side's connections, in ms: keepalive
+     * probes and TCP_USER_TIMEOUT (fr_store__tune_socket). 0: 5000;
+     * below 4000 is taken as 4000 (keepalive counts whole seconds: 1 s
+     * idle, then 3 probes 1 s apart). */
+    int liveness_ms;
 } fr_store_ident;
 
 /* Event states. */

@@ -168,7 +168,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
         c->fd = fr_store__dial(host, portstr,
                             timeout_ms > 0 ? deadline
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
-                            &why);
+                            me->liveness_ms, &why);
         if (c->fd >= 0) {
             rc = handshake(c, me, &retry);
             if (rc == 0 || !retry)

@@ -18,13 +18,22 @@
 #include "comm/store_proto.h"
 
 /* Both sides: TCP_NODELAY and keepalive. A peer that vanishes is noticed
- * within about 5 s: an idle connection is probed after 2 s, every 1 s, and
- * given up after 3 unanswered probes (2 + 3 * 1 s); unacknowledged data is
- * given up after TCP_USER_TIMEOUT (5 s). Failures are ignored (best effort). */
-void fr_store__tune_socket(int fd)
+ * within about liveness_ms (default 5 s): an idle connection is probed
+ * after idle s, every intvl s, and given up after 3 unanswered probes
+ * (5 s: 2 + 3 * 1 s); unacknowledged data is given up after
+ * TCP_USER_TIMEOUT (liveness_ms). Failures are ignored (best effort). */
+void fr_store__tune_socket(int fd, int liveness_ms)
 {
-    int one = 1, idle = 2, intvl = 1, cnt = 3;
-    unsigned user_timeout_ms = 5000;
+    int one = 1, cnt = 3;
+    if (liveness_ms <= 0)
+        liveness_ms = 5000;
+    if (liveness_ms < 4000)
+        liveness_ms = 4000;
+    int intvl = liveness_ms / 5000 > 1 ? liveness_ms / 5000 : 1;
+    int idle = liveness_ms / 1000 - cnt * intvl;
+    unsigned user_timeout_ms = (unsigned)liveness_ms;
+    if (idle < 1)
+        idle = 1;
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     (void)setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     (void)setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
@@ -106,7 +115,7 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
 /* One attempt at every address of host:port, each bounded by deadline.
  * Returns a connected blocking socket, or -1 with *why set (static text). */
 int fr_store__dial(const char *host, const char *portstr,
-                       int64_t deadline, const char **why)
+                       int64_t deadline, int liveness_ms, const char **why)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC,
                              .ai_socktype = SOCK_STREAM,
@@ -147,6 +156,6 @@ int fr_store__dial(const char *host, const char *portstr,
     }
     freeaddrinfo(res);
     if (fd >= 0)
-        fr_store__tune_socket(fd);
+        fr_store__tune_socket(fd, liveness_ms);
     return fd;
 }

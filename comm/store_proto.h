@@ -50,8 +50,9 @@ enum fr_store_op {
 /* ---- TCP plumbing of both sides (store_net.c) ---------------------------- */
 
 /* TCP_NODELAY and keepalive on a connected socket: a peer that vanishes is
- * noticed within about 5 s (see store_net.c). Best effort. */
-void fr_store__tune_socket(int fd);
+ * noticed within about liveness_ms (fr_store_ident; see store_net.c).
+ * Best effort. */
+void fr_store__tune_socket(int fd, int liveness_ms);
 
 /* A non-blocking listening socket on host:port (SO_REUSEADDR) in *lfd and
  * the port bound in *bound. 0, or FRPC_EBOOTSTRAP with errbuf = "cannot
@@ -63,7 +64,7 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
  * deadline (monotonic ms). A connected, blocking, tuned socket, or -1 with
  * *why set (static text). */
 int fr_store__dial(const char *host, const char *portstr, int64_t deadline,
-                   const char **why);
+                   int liveness_ms, const char **why);
 
 /* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
  * limit) passes. 0 when ready (or in error: the next call reports it), -1

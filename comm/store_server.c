@@ -93,6 +93,7 @@ struct fr_store_server {
     fr_store_table *table;
     fr_store_members *members;
     int self_rank;
+    int liveness_ms; /* fr_store_ident's, for accepted connections */
     bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
     bool work;                  /* a woken conn waits for a pass */
@@ -470,7 +471,7 @@ static void accept_all(struct fr_store_server *s)
                 s->accept_paused_until = fr_store__now_ms() + ACCEPT_PAUSE_MS;
             return;
         }
-        fr_store__tune_socket(fd);
+        fr_store__tune_socket(fd, s->liveness_ms);
         struct conn *c = room_for_conn(s) ? calloc(1, sizeof(*c)) : NULL;
         uint8_t *rbuf = c ? malloc(RBUF_MIN) : NULL;
         if (!rbuf) { /* out of memory: this client sees EOF */
@@ -626,6 +627,7 @@ int fr_store_server_start(const char *host, uint16_t port,
         return FRPC_ENOMEM;
     s->lfd = s->pipefd[0] = s->pipefd[1] = -1;
     s->self_rank = self->rank;
+    s->liveness_ms = self->liveness_ms;
     s->table = fr_store_table_new();
     s->members = fr_store_members_new(self);
     s->pfds = malloc(2 * sizeof(*s->pfds));

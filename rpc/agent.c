@@ -65,21 +65,21 @@ static const char *store_why(const frpc_agent *a)
     return a->store ? fr_store_last_error(a->store) : "";
 }
 
-/* This rank's identity for the store: who it is, the job it believes in. */
-static fr_store_ident store_ident(const frpc_agent *a, fr_store_role role)
+fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role)
 {
     return (fr_store_ident){.rank = a->set.rank,
                             .world = a->set.world,
                             .version = FR_ENV_VERSION,
                             .key = (const uint8_t *)a->set.job_key,
                             .key_len = a->set.job_key_len,
-                            .role = role};
+                            .role = role,
+                            .liveness_ms = a->set.peer_timeout_ms};
 }
 
 static int connect_store(frpc_agent *a, char *err, size_t errlen)
 {
     const fr_settings *s = &a->set;
-    fr_store_ident me = store_ident(a, FR_STORE_ROLE_MAIN);
+    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
     int rc;
     if (s->rank == 0) {
         rc = fr_store_server_start(s->store_host, s->store_port, &me,

@@ -35,6 +35,7 @@ typedef struct fr_settings {
     size_t max_msg;
     int init_timeout_ms;
     int timeout_ms; /* FRPC_TIMEOUT_DEFAULT's meaning; < 0: no limit */
+    int peer_timeout_ms;
     char job_key[256];
     size_t job_key_len; /* 0: none */
     frpc_progress_mode progress;
@@ -163,6 +164,10 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
  * function. Any thread; never blocks on the network. */
 void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
                         const char *why);
+
+/* This rank's identity for the store (agent.c): who it is, the job it
+ * believes in, how soon a vanished peer is given up. */
+fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role);
 
 /* The name of rank's shared-memory endpoint (shm provider), which is also
  * the name of the region libfabric makes in /dev/shm. */

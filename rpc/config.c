@@ -15,6 +15,7 @@
 #define FR_DEFAULT_MAX_MSG (64u << 20)
 #define FR_DEFAULT_INIT_TIMEOUT_MS 60000
 #define FR_DEFAULT_TIMEOUT_MS 60000
+#define FR_DEFAULT_PEER_TIMEOUT_MS 5000
 #define FR_DEFAULT_SPIN_US 200
 #define FR_DEFAULT_THREADS 4
 #define FR_DEFAULT_QUEUE_LEN 1024
@@ -191,6 +192,28 @@ static int resolve_timeout(const frpc_config *cfg, fr_settings *s, char *err,
     return 0;
 }
 
+/* How soon a silent vanished host is given up: the field, else
+ * FABRPC_PEER_TIMEOUT_MS, else 5 s; 4 s at the least (keepalive's
+ * granularity). */
+static int resolve_peer_timeout(const frpc_config *cfg, fr_settings *s,
+                                char *err, size_t errlen)
+{
+    unsigned long long x = FR_DEFAULT_PEER_TIMEOUT_MS;
+    int rc = 0;
+    if (cfg->peer_timeout_ms < 0) {
+        snprintf(err, errlen, "config.peer_timeout_ms=%d is negative",
+                 cfg->peer_timeout_ms);
+        return FRPC_EINVAL;
+    }
+    if (cfg->peer_timeout_ms)
+        x = (unsigned long long)cfg->peer_timeout_ms;
+    else if ((rc = env_ullong("FABRPC_PEER_TIMEOUT_MS", 1, 3600000, &x, err,
+                              errlen)) < 0)
+        return rc;
+    s->peer_timeout_ms = x < 4000 ? 4000 : (int)x;
+    return 0;
+}
+
 /* The job's secret: the field, else FABRPC_JOB_KEY; 1..255 bytes. */
 static int resolve_job_key(const frpc_config *cfg, fr_settings *s, char *err,
                            size_t errlen)
@@ -259,6 +282,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
         (rc = resolve_limits(cfg, s, err, errlen)) ||
         (rc = resolve_providers(cfg, s, err, errlen)) ||
         (rc = resolve_timeout(cfg, s, err, errlen)) ||
+        (rc = resolve_peer_timeout(cfg, s, err, errlen)) ||
         (rc = resolve_job_key(cfg, s, err, errlen)))
         return rc;
     return 0;

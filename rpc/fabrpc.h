@@ -42,8 +42,8 @@
  * FRPC_EPEERLOST, whatever its timeout; so do barriers, which can no
  * longer complete. A process that dies is noticed at once (its connection
  * to the bootstrap store closes; on one host its pid ends); a host that
- * vanishes without closing connections, within about 5 s (TCP
- * keepalive). See frpc_peer_state and frpc_on_peer_lost.
+ * vanishes without closing connections, within config.peer_timeout_ms
+ * (5 s; TCP keepalive). See frpc_peer_state and frpc_on_peer_lost.
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
@@ -105,6 +105,11 @@ typedef enum frpc_progress_mode {
  *                    are refused with FRPC_ETOOBIG, on both sides.
  *  init_timeout_ms   0: FABRPC_INIT_TIMEOUT_MS, else 60000. Bound on the
  *                    bootstrap (store connection, address exchange).
+ *  peer_timeout_ms   0: FABRPC_PEER_TIMEOUT_MS, else 5000 (4000 at the
+ *                    least). How soon a rank whose host vanished without
+ *                    closing its connections (power, network cut) is
+ *                    taken for lost; a process that dies is noticed at
+ *                    once whatever this is (see "Lost peers").
  *  timeout_ms        0: FABRPC_TIMEOUT_MS, else 60000. What
  *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above);
  *                    a negative value makes the default "no limit".
@@ -145,6 +150,7 @@ typedef struct frpc_config {
     int strict;
     size_t max_msg_size;
     int init_timeout_ms;
+    int peer_timeout_ms;
     int timeout_ms;
     const char *job_key;
     frpc_progress_mode progress;

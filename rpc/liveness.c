@@ -423,12 +423,7 @@ int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
             peers[r].pid > 0)
             l->pidfd[r] = open_pidfd(peers[r].pid); /* -1: store only */
     if (l->world > 1) {
-        fr_store_ident me = {.rank = a->set.rank,
-                             .world = a->set.world,
-                             .version = FR_ENV_VERSION,
-                             .key = (const uint8_t *)a->set.job_key,
-                             .key_len = a->set.job_key_len,
-                             .role = FR_STORE_ROLE_WATCH};
+        fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);
         rc = fr_store_connect(a->set.store_host, a->set.store_port,
                               a->set.init_timeout_ms, &me, &l->watch, err,
                               errlen);
