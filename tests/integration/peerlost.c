@@ -965,6 +965,53 @@ static int mode_first_call(void)
     return 0;
 }
 
+/* ---- vanish ------------------------------------------------------------- */
+
+/* Writes $PEERLOST_DIR/ready.<me>: the script cuts the link once both
+ * ranks wrote theirs. */
+static void say_ready(void)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s", kill_path());
+    char *slash = strrchr(path, '/');
+    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path),
+             "ready.%d", me);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    fclose(f);
+}
+
+/* Two ranks on two hosts (network namespaces, run_host_vanish.sh) call
+ * each other's "hold" with no timeout; the script then takes the link
+ * down, silently (no reset), and writes the time as killtime. Each call
+ * must end FRPC_EPEERLOST (the store's keepalive, config.peer_timeout_ms),
+ * and each rank see the other lost. */
+static int mode_vanish(void)
+{
+    au_start();
+    CHECK(nranks == 2, "vanish needs 2 ranks");
+    au_register("hold", hold_forever, NULL, 0);
+    au_barrier();
+    say_ready();
+    frpc_result res;
+    int rc = frpc_call(agent, 1 - me, "hold", NULL, 0, FRPC_TIMEOUT_NONE,
+                       &res);
+    double lat = au_now_ms() - kill_time_ms();
+    CHECK(rc == FRPC_EPEERLOST, "call to the vanished rank %d: %s (%s)",
+          1 - me, frpc_err_name(rc), au_why(rc, res.error));
+    printf("vanish: the call to rank %d ended FRPC_EPEERLOST %.0f ms after "
+           "the link went down (%s)\n", 1 - me, lat, res.error);
+    frpc_result_clear(&res);
+    CHECK(lat < BOUND_MS, "noticed after %.0f ms", lat);
+    CHECK(frpc_peer_state(agent, 1 - me) == FRPC_PEER_DEAD,
+          "rank %d not DEAD", 1 - me);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d saw rank %d vanish; shutdown %s in %.0f ms\n", me,
+           1 - me, frpc_err_name(rc), ms);
+    return 0;
+}
+
 /* ---- default-timeout ---------------------------------------------------- */
 
 static int mode_default_timeout(void)
@@ -1061,7 +1108,8 @@ int main(int argc, char **argv)
                  {"reinit", mode_reinit},
                  {"first-call", mode_first_call},
                  {"default-timeout", mode_default_timeout},
-                 {"init-only", mode_init_only}};
+                 {"init-only", mode_init_only},
+                 {"vanish", mode_vanish}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
