@@ -741,13 +741,21 @@ static int mode_storm(void)
     int nasync = 0, rc = 0;
     while (rc == 0) {
         enum { W = 16 };
-        frpc_future *w[W];
-        for (int i = 0; i < W; i++)
-            w[i] = au_async(dead, "echo", au_mix(0xa5700 + nasync + i), 64,
-                            FRPC_TIMEOUT_NONE);
+        frpc_future *w[W] = {NULL};
+        for (int i = 0; i < W && rc == 0; i++) {
+            /* Once the rank is known lost, the call is refused at once
+             * (FRPC_EPEERLOST, no future): frpc_call_async's contract. */
+            void *args = au_msg(au_mix(0xa5700 + nasync + i), 64);
+            rc = frpc_call_async(agent, dead, "echo", args, 64,
+                                 FRPC_TIMEOUT_NONE, &w[i]);
+            free(args);
+            CHECK(rc == 0 || (rc == FRPC_EPEERLOST && !w[i]),
+                  "call_async to rank %d: %s", dead, frpc_err_name(rc));
+        }
+        int refused = rc;
         rc = frpc_wait_all(w, W, FRPC_TIMEOUT_NONE);
         CHECK(rc == 0, "wait_all: %s", frpc_err_name(rc));
-        for (int i = 0; i < W; i++) {
+        for (int i = 0; i < W && w[i]; i++) {
             int st = frpc_future_error(w[i], NULL, NULL);
             CHECK(st == 0 || st == FRPC_EPEERLOST, "async call to rank %d: "
                   "%s", dead, frpc_err_name(st));
@@ -757,6 +765,7 @@ static int mode_storm(void)
                 nasync++;
             frpc_future_free(w[i]);
         }
+        rc = rc ? rc : refused;
     }
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
