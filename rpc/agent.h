@@ -136,21 +136,6 @@ static inline uint64_t fr_agent_deadline(const frpc_agent *a, int timeout_ms)
     return fr_deadline_ms(fr_agent_timeout(a, timeout_ms));
 }
 
-/* A request carries its caller's time left (envelope status, ms; 0: no
- * limit), so that the callee's answer waits for room no longer than the
- * caller waits for it. */
-static inline int32_t fr_wire_timeout(uint64_t deadline)
-{
-    uint64_t now;
-    if (deadline == UINT64_MAX)
-        return 0;
-    now = fr_now_ns();
-    if (deadline <= now + 1000000)
-        return 1;
-    uint64_t ms = (deadline - now) / 1000000;
-    return ms > INT32_MAX ? INT32_MAX : (int32_t)ms;
-}
-
 /* ---- lost peers (liveness.c) --------------------------------------- */
 
 /* Why rank is lost (owned by the agent, valid till it is destroyed), or

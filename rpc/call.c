@@ -76,9 +76,13 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
 int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
                  const void *args, size_t len)
 {
+    /* The request carries its caller's time left (envelope status, ms;
+     * 0: no limit), so that the callee's answer waits for room no longer
+     * than the caller waits for it. The call's whole timeout: it was
+     * added just now (no clock read on the call's path). */
     fr_env e = {.kind = FR_ENV_REQUEST, .req_id = p->id,
                 .func_id = fr_func_id(name),
-                .status = fr_wire_timeout(p->deadline)};
+                .status = p->timeout_ms > 0 ? p->timeout_ms : 0};
     int rc;
     /* After the add: a loss marked before this load is seen here, one
      * marked after it finds p in the table (liveness.c). */
