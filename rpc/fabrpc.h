@@ -50,8 +50,10 @@
  * prove it holds the key to use the bootstrap store, and the key never
  * crosses the network. Without one, anyone who can reach the store's port
  * can join the job: use a key wherever others share the network. Frames
- * whose sender is not a member's address, or that carry another job's
- * token, are dropped and counted (frpc_stats).
+ * that carry another job's token are dropped and counted (frpc_stats), and
+ * so are frames whose sender is not the member they claim to be, where
+ * the provider reports senders (tcp, sockets; shm and udp do not, and
+ * there the token is the check).
  */
 #ifndef FABRPC_H
 #define FABRPC_H

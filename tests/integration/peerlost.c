@@ -1021,6 +1021,47 @@ static int mode_vanish(void)
     return 0;
 }
 
+/* ---- max-inflight ------------------------------------------------------- */
+
+/* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
+ * flight; the 9th, sync or async, fails at once with FRPC_EAGAIN and says
+ * why; once one ends, a call may start again. */
+static int mode_max_inflight(void)
+{
+    au_start();
+    CHECK(nranks == 2, "max-inflight needs 2 ranks");
+    au_register("hold", hold_forever, NULL, 0);
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0) {
+        frpc_future *f[8];
+        for (int i = 0; i < 8; i++)
+            f[i] = au_async(1, "hold", au_mix(0x3a + i), 16, 60000);
+        frpc_future *g = NULL;
+        int rc = frpc_call_async(agent, 1, "echo", "x", 1, 1000, &g);
+        CHECK(rc == FRPC_EAGAIN && !g, "9th async call: %s",
+              frpc_err_name(rc));
+        frpc_result res;
+        rc = frpc_call(agent, 1, "echo", "x", 1, 1000, &res);
+        CHECK(rc == FRPC_EAGAIN && res.error &&
+                  strstr(res.error, "max_inflight"),
+              "9th sync call: %s (%s)", frpc_err_name(rc),
+              res.error ? res.error : "");
+        printf("ok: the 9th call failed at once: %s\n", res.error);
+        frpc_result_clear(&res);
+        CHECK(frpc_future_cancel(f[0]) == 0, "cancel");
+        rc = au_call(1, "echo", au_mix(0x3b), 16, 10000, &res);
+        CHECK(rc == 0, "a call after one ended: %s", frpc_err_name(rc));
+        frpc_result_clear(&res);
+        for (int i = 0; i < 8; i++)
+            frpc_future_free(f[i]);
+        printf("ok: max_inflight holds and frees\n");
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* ---- default-timeout ---------------------------------------------------- */
 
 static int mode_default_timeout(void)
@@ -1118,7 +1159,8 @@ int main(int argc, char **argv)
                  {"first-call", mode_first_call},
                  {"default-timeout", mode_default_timeout},
                  {"init-only", mode_init_only},
-                 {"vanish", mode_vanish}};
+                 {"vanish", mode_vanish},
+                 {"max-inflight", mode_max_inflight}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -253,6 +253,11 @@ default_timeout() {
     expect_grep "^\[0\] ok: with config.timeout_ms = -1" "$JOB/out"
 }
 
+max_inflight() {
+    clean maxinf 2 60 max-inflight "0 1" FABRPC_MAX_INFLIGHT=8
+    expect_grep "^\[0\] ok: max_inflight holds and frees" "$JOB/out"
+}
+
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
     run_case "$PROV: the same with 4 ranks started by hand: the survivors end by themselves" kill_by_hand
@@ -267,6 +272,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
+    run_case "$PROV: past FABRPC_MAX_INFLIGHT a call fails at once with FRPC_EAGAIN" max_inflight
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run
