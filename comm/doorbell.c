@@ -24,7 +24,7 @@ typedef struct bell {
 } bell;
 
 struct fr_doorbell {
-    uint64_t token;
+    char base[96];
     uint32_t rank, world;
     int linked;
     bell *mine;
@@ -33,10 +33,9 @@ struct fr_doorbell {
     _Atomic(bell *) *peer;
 };
 
-static void bell_name(char *buf, size_t len, uint64_t token, uint32_t rank)
+static void bell_name(char *buf, size_t len, const char *base, uint32_t rank)
 {
-    snprintf(buf, len, "/fabrpc-%016llx-%u", (unsigned long long)token,
-             rank);
+    snprintf(buf, len, "/%s_bell_%u", base, rank);
 }
 
 static bell *map_bell(int fd)
@@ -46,10 +45,10 @@ static bell *map_bell(int fd)
     return m == MAP_FAILED ? NULL : m;
 }
 
-int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
+int fr_doorbell_open(const char *base, uint32_t rank, uint32_t world,
                      fr_doorbell **out, char *errbuf, size_t errlen)
 {
-    char name[64];
+    char name[128];
     fr_doorbell *d = calloc(1, sizeof(*d));
     int fd;
 
@@ -57,10 +56,10 @@ int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
         free(d);
         return FRPC_ENOMEM;
     }
-    d->token = token;
+    snprintf(d->base, sizeof(d->base), "%s", base);
     d->rank = rank;
     d->world = world;
-    bell_name(name, sizeof(name), token, rank);
+    bell_name(name, sizeof(name), d->base, rank);
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, sizeof(bell)) != 0 ||
         !(d->mine = map_bell(fd))) {
@@ -84,13 +83,13 @@ int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
 
 int fr_doorbell_connect(fr_doorbell *d, uint32_t peer)
 {
-    char name[64];
+    char name[128];
     int fd;
     if (!d || peer >= d->world)
         return FRPC_EINVAL;
     if (atomic_load(&d->peer[peer]))
         return 0;
-    bell_name(name, sizeof(name), d->token, peer);
+    bell_name(name, sizeof(name), d->base, peer);
     fd = shm_open(name, O_RDWR, 0);
     if (fd < 0)
         return FRPC_ETRANSPORT;
@@ -102,10 +101,10 @@ int fr_doorbell_connect(fr_doorbell *d, uint32_t peer)
 
 void fr_doorbell_unlink(fr_doorbell *d)
 {
-    char name[64];
+    char name[128];
     if (!d || !d->linked)
         return;
-    bell_name(name, sizeof(name), d->token, d->rank);
+    bell_name(name, sizeof(name), d->base, d->rank);
     shm_unlink(name);
     d->linked = 0;
 }

@@ -27,9 +27,10 @@
 
 typedef struct fr_doorbell fr_doorbell;
 
-/* Creates this rank's bell for the job token. FRPC_ETRANSPORT (with the
- * system's text in errbuf) or FRPC_ENOMEM. */
-int fr_doorbell_open(uint64_t token, uint32_t rank, uint32_t world,
+/* Creates this rank's bell, named /<base>_bell_<rank> (base: unique to
+ * the job, up to 95 bytes, and public: anyone may list /dev/shm).
+ * FRPC_ETRANSPORT (with the system's text in errbuf) or FRPC_ENOMEM. */
+int fr_doorbell_open(const char *base, uint32_t rank, uint32_t world,
                      fr_doorbell **out, char *errbuf, size_t errlen);
 
 /* Maps peer's bell (created by its fr_doorbell_open). FRPC_ETRANSPORT if it

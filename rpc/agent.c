@@ -265,14 +265,14 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     return rc;
 }
 
-void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
-                       size_t len)
+/* The base of this job's names in /dev/shm: "fabrpc_<job id>_<hash>".
+ * fabrpc-run removes what a killed rank leaves there by its job id
+ * (FABRPC_JOB_ID): it must be in the name. The names are published (an
+ * endpoint's name is its address, and anyone may list /dev/shm): they
+ * must not show the job token, so they hold a hash of it, the same on
+ * every rank. */
+static void shm_base(const frpc_agent *a, char *buf, size_t len)
 {
-    /* fabrpc-run removes what a killed rank leaves in /dev/shm by its
-     * job id (FABRPC_JOB_ID): it must be in the name. The name is
-     * published (it is the endpoint's address, and anyone may list
-     * /dev/shm): it must not show the job token, so it holds a hash of
-     * it, the same on every rank. */
     const char *job = getenv("FABRPC_JOB_ID");
     static const char tag[] = "fabrpc shm endpoint name";
     uint8_t h[FR_SHA256_LEN];
@@ -281,9 +281,17 @@ void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
     fr_sha256_update(&s, tag, sizeof(tag));
     fr_sha256_update(&s, &a->token, sizeof(a->token));
     fr_sha256_final(&s, h);
-    snprintf(buf, len, "fabrpc_%.40s_%02x%02x%02x%02x%02x%02x%02x%02x_%u",
+    snprintf(buf, len, "fabrpc_%.40s_%02x%02x%02x%02x%02x%02x%02x%02x",
              job && *job && !strchr(job, '/') ? job : "nojob", h[0], h[1],
-             h[2], h[3], h[4], h[5], h[6], h[7], rank);
+             h[2], h[3], h[4], h[5], h[6], h[7]);
+}
+
+void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
+                       size_t len)
+{
+    char base[96];
+    shm_base(a, base, sizeof(base));
+    snprintf(buf, len, "%s_%u", base, rank);
 }
 
 /* shm has no wait object: give this rank a doorbell peers ring. */
@@ -291,7 +299,9 @@ static int open_doorbell(frpc_agent *a, char *err, size_t errlen)
 {
     if (strcmp(a->provider, "shm") != 0)
         return 0;
-    int rc = fr_doorbell_open(a->token, (uint32_t)a->set.rank,
+    char base[96];
+    shm_base(a, base, sizeof(base));
+    int rc = fr_doorbell_open(base, (uint32_t)a->set.rank,
                               (uint32_t)a->set.world, &a->bell, err, errlen);
     if (!rc)
         fr_fabric_set_doorbell(a->fab, a->bell);

@@ -21,9 +21,13 @@ static double now_s(void)
     return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static uint64_t test_token(void)
+static const char *test_base(void)
 {
-    return ((uint64_t)getpid() << 20) ^ (uint64_t)(now_s() * 1e6);
+    static char b[64];
+    snprintf(b, sizeof(b), "fabrpc_test_%llx",
+             (unsigned long long)(((uint64_t)getpid() << 20) ^
+                                  (uint64_t)(now_s() * 1e6)));
+    return b;
 }
 
 static atomic_int work;
@@ -45,7 +49,7 @@ static void *ring_later(void *arg)
 START_TEST(a_ring_wakes_the_sleeper)
 {
     fr_doorbell *a, *b;
-    uint64_t tok = test_token();
+    const char *tok = test_base();
     ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
     ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &b, NULL, 0), 0);
     ck_assert_int_eq(fr_doorbell_connect(b, 0), 0);
@@ -69,7 +73,7 @@ END_TEST
 static double sleep_once(int has_work, unsigned timeout_us)
 {
     fr_doorbell *a;
-    ck_assert_int_eq(fr_doorbell_open(test_token(), 0, 1, &a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_open(test_base(), 0, 1, &a, NULL, 0), 0);
     atomic_store(&work, has_work);
     double t0 = now_s();
     fr_doorbell_sleep(a, timeout_us, recheck_work, NULL);
@@ -97,7 +101,7 @@ END_TEST
 START_TEST(connect_needs_the_peer_and_unlink_keeps_mappings)
 {
     fr_doorbell *a, *b;
-    uint64_t tok = test_token();
+    const char *tok = test_base();
     ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
     ck_assert_int_eq(fr_doorbell_connect(a, 1), FRPC_ETRANSPORT);
     ck_assert_int_eq(fr_doorbell_connect(a, 2), FRPC_EINVAL);
