@@ -244,7 +244,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                                .on_peer_unreachable =
                                    fr_agent_on_peer_unreachable,
                                .ctx = a}};
-    char name[96];
+    char name[128];
     int rc;
     if (!b || !b->up)
         return FRPC_ENOBACKEND;
@@ -289,7 +289,7 @@ static void shm_base(const frpc_agent *a, char *buf, size_t len)
 void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
                        size_t len)
 {
-    char base[96];
+    char base[72];
     shm_base(a, base, sizeof(base));
     snprintf(buf, len, "%s_%u", base, rank);
 }
@@ -299,7 +299,7 @@ static int open_doorbell(frpc_agent *a, char *err, size_t errlen)
 {
     if (strcmp(a->provider, "shm") != 0)
         return 0;
-    char base[96];
+    char base[72];
     shm_base(a, base, sizeof(base));
     int rc = fr_doorbell_open(base, (uint32_t)a->set.rank,
                               (uint32_t)a->set.world, &a->bell, err, errlen);

@@ -243,7 +243,7 @@ static void report(frpc_agent *a)
 static void clean_after(frpc_agent *a, fr_loss *x)
 {
     fr_liveness *l = a->live;
-    char (*names)[96] = calloc(l->world, sizeof(*names));
+    char (*names)[128] = calloc(l->world, sizeof(*names));
     fr_shm_region_ref *refs = calloc(l->world, sizeof(*refs));
     int n = 0;
 
