@@ -1021,6 +1021,59 @@ static int mode_vanish(void)
     return 0;
 }
 
+/* ---- late-callback ------------------------------------------------------ */
+
+/* frpc_on_peer_lost's promises about when it is set: a loss found before
+ * the function was set is reported right after it is set; a NULL
+ * function stops the reports. 4 ranks: rank 3 dies first, rank 0 sets its
+ * function only once it sees 3 DEAD; then it sets NULL and has rank 2 die
+ * (a call to its "die"): no report for 2 may come. */
+static int mode_late_callback(void)
+{
+    au_start();
+    CHECK(nranks == 4, "late-callback needs 4 ranks");
+    au_register("die", die, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 3)
+        die_now();
+    if (me == 0) {
+        wait_dead(3);
+        CHECK(frpc_on_peer_lost(agent, on_lost, NULL) == 0, "on_peer_lost");
+        double t0 = au_now_ms();
+        while (atomic_load(&lost_dead[3]) == 0) {
+            CHECK(au_now_ms() - t0 < BOUND_MS, "no report for rank 3, lost "
+                  "before the function was set");
+            au_sleep_us(1000);
+        }
+        printf("ok: rank 3, lost before the function was set, reported "
+               "%.1f ms after it was set\n", au_now_ms() - t0);
+        CHECK(frpc_on_peer_lost(agent, NULL, NULL) == 0, "NULL fn");
+        frpc_result res;
+        int rc = frpc_call(agent, 2, "die", NULL, 0, FRPC_TIMEOUT_NONE, &res);
+        CHECK(rc == FRPC_EPEERLOST, "call to the dying rank 2: %s",
+              frpc_err_name(rc));
+        frpc_result_clear(&res);
+        wait_dead(2);
+        au_sleep_us(300000); /* a report would come within this */
+        CHECK(atomic_load(&lost_dead[2]) == 0 &&
+                  atomic_load(&lost_dead[3]) == 1,
+              "reports after NULL: rank 2 %d, rank 3 %d",
+              atomic_load(&lost_dead[2]), atomic_load(&lost_dead[3]));
+        printf("ok: after a NULL function, rank 2's death was not "
+               "reported\n");
+    } else if (me == 1) {
+        wait_dead(3);
+        wait_dead(2);
+    } else { /* rank 2: serves until rank 0's call kills it */
+        au_sleep_us((useconds_t)(BOUND_MS * 1000));
+        CHECK(0, "rank 2 was never told to die");
+    }
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- max-inflight ------------------------------------------------------- */
 
 /* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
@@ -1160,7 +1213,8 @@ int main(int argc, char **argv)
                  {"default-timeout", mode_default_timeout},
                  {"init-only", mode_init_only},
                  {"vanish", mode_vanish},
-                 {"max-inflight", mode_max_inflight}};
+                 {"max-inflight", mode_max_inflight},
+                 {"late-callback", mode_late_callback}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

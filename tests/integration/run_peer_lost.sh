@@ -253,6 +253,11 @@ default_timeout() {
     expect_grep "^\[0\] ok: with config.timeout_ms = -1" "$JOB/out"
 }
 
+late_callback() {
+    killed latecb 4 60 late-callback 3 "0 1"
+    expect_grep "^\[0\] ok: after a NULL function, rank 2's death was not reported" "$JOB/out"
+}
+
 max_inflight() {
     clean maxinf 2 60 max-inflight "0 1" FABRPC_MAX_INFLIGHT=8
     expect_grep "^\[0\] ok: max_inflight holds and frees" "$JOB/out"
@@ -273,6 +278,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
     run_case "$PROV: past FABRPC_MAX_INFLIGHT a call fails at once with FRPC_EAGAIN" max_inflight
+    run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run
