@@ -146,9 +146,17 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
  * once: the first mark wins, later ones are ignored. The winner tells the
  * fabric (sends to it fail, transfers with it end), ends every call to it
  * with FRPC_EPEERLOST, and queues the report for frpc_on_peer_lost's
- * function. Any thread; never blocks on the network. */
+ * function. Any thread; never blocks on the network. A rank that said
+ * goodbye (liveness.c) is marked LEFT but its process may still run: the
+ * fabric is told, and calls to it ended, again when its end is noticed. */
 void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
                         const char *why);
+
+/* Why a call named fname may not go to rank, or NULL if it may: the rank
+ * is lost, unless it only said goodbye and fname is the goodbye (leaving
+ * ranks still tell each other). */
+const char *fr_agent_call_refused_why(const frpc_agent *a, uint32_t rank,
+                                      const char *fname);
 
 /* This rank's identity for the store (agent.c): who it is, the job it
  * believes in, how soon a vanished peer is given up. */

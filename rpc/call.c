@@ -86,9 +86,9 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
     int rc;
     /* After the add: a loss marked before this load is seen here, one
      * marked after it finds p in the table (liveness.c). */
-    if (fr_agent_peer_lost_why(a, p->dst)) {
-        fr_pending_abort(&a->pend, p, FRPC_EPEERLOST,
-                         fr_agent_peer_lost_why(a, p->dst));
+    const char *lost = fr_agent_call_refused_why(a, p->dst, p->fname);
+    if (lost) {
+        fr_pending_abort(&a->pend, p, FRPC_EPEERLOST, lost);
         return FRPC_EPEERLOST;
     }
     rc = fr_fabric_send(a->fab, p->dst, &e, args, len, p->deadline);

@@ -45,11 +45,18 @@
 /* A shm lock held this long after a death is held by the dead (see
  * comm/shm_repair.h): live holders keep it for microseconds. */
 #define FR_SHM_STUCK_MS 250
+/* A leaving rank's goodbye to each rank (see fr_liveness_say_goodbye). */
+#define FR_BYE_FN "fabrpc.internal.bye"
+#define FR_BYE_MS 500
 
 typedef struct fr_loss {
     struct fr_loss *next; /* the report queue */
     int queued;           /* on the queue, or reported (under lock) */
     int cleaned;          /* its shm leftovers seen to (liveness thread) */
+    /* The fabric was told and the calls ended: at the mark, or for a
+     * goodbye (parted) when its process's end is noticed. */
+    atomic_int ended;
+    int parted;
     uint32_t rank;
     int state;
     char why[192];
@@ -69,6 +76,7 @@ struct fr_liveness {
     int *pidfd; /* per rank, -1 when not watched */
     unsigned char *same_host; /* per rank, from fr_liveness_set_peers */
     int *pid;                 /* per rank, from fr_liveness_set_peers */
+    atomic_uchar *said_bye;   /* per rank: its goodbye call came in */
     fr_store_client *watch;
     pthread_t thread, watcher;
     int thread_started, watcher_started;
@@ -93,30 +101,54 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank)
     return x ? x->why : NULL;
 }
 
-void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
-                        const char *why)
+/* Tells the fabric and ends the calls to x's rank, once. */
+static void end_calls(frpc_agent *a, fr_loss *x)
+{
+    if (atomic_exchange(&x->ended, 1))
+        return;
+    if (a->fab)
+        fr_fabric_peer_lost(a->fab, x->rank);
+    fr_pending_fail(&a->pend, x->rank, FRPC_EPEERLOST, x->why);
+}
+
+/* parted: the rank said goodbye and may still be running (see on_bye). */
+static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
+                 int parted)
 {
     fr_liveness *l = a->live;
     fr_loss *x, *none = NULL;
 
     if (!l || rank >= l->world || rank == (uint32_t)a->set.rank)
         return;
-    if (atomic_load(&l->slot[rank]))
+    if ((x = atomic_load(&l->slot[rank]))) {
+        if (!parted && x->parted)
+            end_calls(a, x); /* a goodbye, then its end */
         return; /* marked already: the cheap common case */
+    }
+    if (state == FRPC_PEER_DEAD && atomic_load(&l->said_bye[rank])) {
+        /* Its end, however seen (pidfd, reset connection), follows the
+         * goodbye it sent: it left. */
+        state = FRPC_PEER_LEFT;
+        why = "left the job (frpc_shutdown)";
+    }
     if (!(x = calloc(1, sizeof(*x))))
         return; /* the next notice marks it; calls end by their timeout */
     x->rank = rank;
     x->state = state;
+    x->parted = parted;
     snprintf(x->why, sizeof(x->why), "rank %u %s", rank,
              why && *why ? why : (state == FRPC_PEER_LEFT ? "left the job"
                                                           : "died"));
     if (!atomic_compare_exchange_strong(&l->slot[rank], &none, x)) {
         free(x);
+        if (!parted)
+            mark(a, rank, state, why, 0); /* lost the race to a goodbye */
         return;
     }
-    if (a->fab)
-        fr_fabric_peer_lost(a->fab, rank);
-    fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
+    if (parted) /* the fabric stays open to it for goodbyes */
+        fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
+    else
+        end_calls(a, x);
     pthread_mutex_lock(&l->lock);
     if (!x->queued) { /* a replay may have queued it already */
         x->queued = 1; /* the slot keeps owning it */
@@ -127,12 +159,31 @@ void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
     wake(l);
 }
 
+void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
+                        const char *why)
+{
+    mark(a, rank, state, why, 0);
+}
+
 void fr_agent_on_peer_unreachable(void *ctx, uint32_t rank, const char *why)
 {
     char buf[160];
     snprintf(buf, sizeof(buf), "cannot be reached any more (%s)",
              why ? why : "the provider says so");
     fr_agent_mark_lost(ctx, rank, FRPC_PEER_DEAD, buf);
+}
+
+const char *fr_agent_call_refused_why(const frpc_agent *a, uint32_t rank,
+                                      const char *fname)
+{
+    fr_liveness *l = a->live;
+    fr_loss *x = l && rank < l->world ? atomic_load(&l->slot[rank]) : NULL;
+    if (!x)
+        return NULL;
+    if (x->parted && !atomic_load(&x->ended) && fname &&
+        strcmp(fname, FR_BYE_FN) == 0)
+        return NULL;
+    return x->why;
 }
 
 int frpc_peer_state(const frpc_agent *a, int rank)
@@ -163,15 +214,21 @@ int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
 /* A rank that leaves says so through the store (LEAVE). Once rank 0 and
  * its store are gone it says so itself, with a call to every rank:
  * otherwise the others, seeing its process end, would take it for dead. */
-#define FR_BYE_FN "fabrpc.internal.bye"
-#define FR_BYE_MS 500
 
 static void on_bye(frpc_request *req, void *user)
 {
+    frpc_agent *a = user;
     uint32_t src = (uint32_t)frpc_request_source(req);
-    frpc_respond(req, NULL, 0); /* first: once it is lost, no answer goes */
-    fr_agent_mark_lost(user, src, FRPC_PEER_LEFT,
-                       "left the job (frpc_shutdown)");
+    /* The answer goes first (once src is lost, nothing goes to it), and
+     * src may end its process the moment it has it: the liveness thread
+     * must then know the end was a goodbye, not a death. */
+    if (src < a->live->world)
+        atomic_store(&a->live->said_bye[src], 1);
+    frpc_respond(req, NULL, 0);
+    /* src is LEFT, but it still runs its shutdown and watches us: ours
+     * must still reach it (fr_agent_call_refused_why), or it would see
+     * our end as a death. Its own end closes the fabric to it. */
+    mark(a, src, FRPC_PEER_LEFT, "left the job (frpc_shutdown)", 1);
 }
 
 int fr_liveness_register(frpc_agent *a)
@@ -187,7 +244,8 @@ void fr_liveness_say_goodbye(frpc_agent *a)
         !(f = calloc((size_t)world, sizeof(*f))))
         return;
     for (int r = 1; r < world; r++)
-        if (r != a->set.rank && !fr_agent_peer_lost_why(a, (uint32_t)r) &&
+        if (r != a->set.rank &&
+            !fr_agent_call_refused_why(a, (uint32_t)r, FR_BYE_FN) &&
             frpc_call_async(a, r, FR_BYE_FN, NULL, 0, FR_BYE_MS, &f[n]) == 0)
             n++;
     frpc_wait_all(f, (size_t)n, FR_BYE_MS);
@@ -307,13 +365,12 @@ static void *liveness_main(void *arg)
         }
         for (nfds_t i = 1; i < n; i++)
             if (p[i].revents) {
-                char why[96];
                 uint32_t r = who[i];
-                snprintf(why, sizeof(why),
-                         "died (its process ended without frpc_shutdown)");
                 close(l->pidfd[r]);
                 l->pidfd[r] = -1;
-                fr_agent_mark_lost(a, r, FRPC_PEER_DEAD, why);
+                fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
+                                   "died (its process ended without "
+                                   "frpc_shutdown)");
             }
         clean_after_deaths(a);
         report(a);
@@ -385,8 +442,9 @@ int fr_liveness_create(frpc_agent *a)
     l->pidfd = malloc(world * sizeof(*l->pidfd));
     l->same_host = calloc(world, 1);
     l->pid = calloc(world, sizeof(*l->pid));
+    l->said_bye = calloc(world, sizeof(*l->said_bye));
     a->live = l;
-    if (!l->slot || !l->pidfd || !l->same_host || !l->pid)
+    if (!l->slot || !l->pidfd || !l->same_host || !l->pid || !l->said_bye)
         return FRPC_ENOMEM;
     for (uint32_t r = 0; r < world; r++)
         l->pidfd[r] = -1;
@@ -492,6 +550,7 @@ void fr_liveness_destroy(frpc_agent *a)
     free(l->pidfd);
     free(l->same_host);
     free(l->pid);
+    free(l->said_bye);
     pthread_mutex_destroy(&l->lock);
     free(l);
     a->live = NULL;
