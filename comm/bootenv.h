@@ -37,7 +37,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #define FR_BOOTENV_MAX_WORLD 65536
 #define FR_BOOTENV_MAX_HOST 255

@@ -23,7 +23,7 @@
 
 #include <stdint.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 typedef struct fr_doorbell fr_doorbell;
 

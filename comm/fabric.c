@@ -1012,7 +1012,31 @@ int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
     return 0;
 }
 
+static int connect_round(fr_fabric *f, uint64_t deadline_ns);
+
+/* A link that came up a moment ago (a host booting, a fresh interface)
+ * may fail the first connection with a provider error that is not a
+ * peer's refusal: try again, a few times, within the deadline. */
+#define FR_CONNECT_TRIES 5
+#define FR_CONNECT_PAUSE_NS 100000000ull
+
 int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns)
+{
+    int rc = FRPC_ETRANSPORT;
+    for (int i = 0; i < FR_CONNECT_TRIES && rc == FRPC_ETRANSPORT; i++) {
+        if (i) {
+            if (fr_now_ns() + FR_CONNECT_PAUSE_NS >= deadline_ns)
+                break;
+            struct timespec ts = {0, (long)FR_CONNECT_PAUSE_NS};
+            nanosleep(&ts, NULL);
+        }
+        rc = connect_round(f, deadline_ns);
+    }
+    return rc;
+}
+
+/* One frame to every peer, each waited for. */
+static int connect_round(fr_fabric *f, uint64_t deadline_ns)
 {
     uint8_t hdr[FR_ENV_HDR_SIZE];
     fr_env e = {.kind = FR_ENV_RNDV_DONE, .req_id = FR_FABRIC_CONNECT_COOKIE};

@@ -74,7 +74,7 @@
 #include <rdma/fabric.h>
 
 #include "comm/doorbell.h"
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 #include "serialization/envelope.h"
 
 typedef struct fr_fabric fr_fabric;

@@ -14,7 +14,7 @@
 
 #include <rdma/fabric.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #define FR_BACKEND_MAX 16
 #define FR_BACKEND_NAME 32

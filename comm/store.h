@@ -113,7 +113,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #define FR_STORE_MAX_KEY 255u
 #define FR_STORE_MAX_VALUE (1u << 20)

@@ -403,10 +403,9 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     if (!out)
         return FRPC_EINVAL;
     *out = NULL;
-    if (!cfg) {
-        frpc_config_init(&defaults);
-        cfg = &defaults;
-    }
+    if (fr_config_adopt(cfg, &defaults))
+        return FRPC_EINVAL; /* size: not made by frpc_config_init */
+    cfg = &defaults;
     if (cfg->errbuf && cfg->errbuf_len) {
         err = cfg->errbuf;
         errlen = cfg->errbuf_len;
@@ -599,10 +598,14 @@ size_t frpc_backend_report(const frpc_agent *a, char *buf, size_t len)
     return fr_backends_report(&a->backends, a->provider, buf, len);
 }
 
-int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
+/* The first frpc_stats (ABI 1) ended with frames_coalesced. */
+#define FR_STATS_V1_SIZE (offsetof(frpc_stats, frames_coalesced) + 8)
+
+int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
 {
     fr_fabric_stats fs = {0};
-    if (!a || !o)
+    frpc_stats all, *o = &all;
+    if (!a || !out || size < FR_STATS_V1_SIZE)
         return FRPC_EINVAL;
     frpc_agent *m = (frpc_agent *)a;
     memset(o, 0, sizeof(*o));
@@ -629,6 +632,10 @@ int frpc_get_stats(const frpc_agent *a, frpc_stats *o)
     o->bytes_received = fs.bytes_received;
     o->messages_sent = fs.messages;
     o->frames_coalesced = fs.coalesced;
+    /* The program's struct may be older (smaller) or newer (the bytes we
+     * do not know of: zero). */
+    memset(out, 0, size);
+    memcpy(out, o, size < sizeof(*o) ? size : sizeof(*o));
     return 0;
 }
 

@@ -203,6 +203,11 @@ int fr_liveness_report_lost(frpc_agent *a, const char *what);
 
 /* config.c: merges cfg, environment and defaults. FRPC_EINVAL with a
  * message naming the bad value. */
+/* cfg (NULL: all unset) as this library's frpc_config in *full: fields
+ * past cfg->size unset. FRPC_EINVAL if cfg->size is not a size
+ * frpc_config_init of this or an older header gives. */
+int fr_config_adopt(const frpc_config *cfg, frpc_config *full);
+
 int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
                         size_t errlen);
 
@@ -229,7 +234,7 @@ int fr_progress_start(frpc_agent *a);
 void fr_progress_stop(frpc_agent *a);
 
 /* Nesting guard (see frpc_call): 0 and the thread may wait (pair with
- * fr_progress_end_wait), or FRPC_EAGAIN past the limit. */
+ * fr_progress_end_wait), or FRPC_EDEADLK past the limit. */
 int fr_progress_begin_wait(frpc_agent *a);
 void fr_progress_end_wait(frpc_agent *a);
 

@@ -119,7 +119,7 @@ int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
     if (rc)
         return fail_early(res, rc, why);
     if (fr_progress_begin_wait(a))
-        return fail_early(res, FRPC_EAGAIN,
+        return fail_early(res, FRPC_EDEADLK,
                           fmt("call to '%s' on rank %d: nesting limit "
                               "reached (every pool thread would wait)",
                               name, dst));

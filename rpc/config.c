@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +22,48 @@
 #define FR_DEFAULT_QUEUE_LEN 1024
 #define FR_DEFAULT_MAX_INFLIGHT 65536
 
-void frpc_config_init(frpc_config *cfg)
+/* The size of the first frpc_config (ABI 1): a smaller one was not made
+ * by frpc_config_init. */
+#define FR_CONFIG_V1_SIZE (offsetof(frpc_config, errbuf_len) + sizeof(size_t))
+
+static void set_unset(frpc_config *c)
 {
-    memset(cfg, 0, sizeof(*cfg));
-    cfg->rank = -1;
-    cfg->world_size = -1;
-    cfg->strict = -1;
-    cfg->coalesce = -1;
-    cfg->progress = FRPC_PROGRESS_ADAPTIVE;
-    cfg->spin_us = FR_DEFAULT_SPIN_US;
+    c->rank = c->world_size = c->strict = FRPC_UNSET;
+    c->max_msg_size = FRPC_UNSET;
+    c->init_timeout_ms = c->peer_timeout_ms = c->timeout_ms = FRPC_UNSET;
+    c->progress = c->spin_us = c->threads = c->queue_len = FRPC_UNSET;
+    c->max_inflight = c->coalesce = FRPC_UNSET;
+}
+
+void frpc_config_init_sized(frpc_config *cfg, size_t size)
+{
+    frpc_config full;
+    if (!cfg || size < sizeof(size_t))
+        return;
+    memset(&full, 0, sizeof(full));
+    set_unset(&full);
+    full.size = size < sizeof(full) ? size : sizeof(full);
+    /* A program built against a newer header has fields past ours: they
+     * are zero here, and frpc_init refuses a size it does not know. */
+    memset(cfg, 0, size);
+    memcpy(cfg, &full, full.size);
+    cfg->size = size;
+}
+
+int fr_config_adopt(const frpc_config *cfg, frpc_config *full)
+{
+    memset(full, 0, sizeof(*full));
+    set_unset(full);
+    if (!cfg) {
+        full->size = sizeof(*full);
+        return 0;
+    }
+    if (cfg->size < FR_CONFIG_V1_SIZE || cfg->size > sizeof(*full))
+        return FRPC_EINVAL; /* not from frpc_config_init, or from a newer
+                               fabrpc's header than this library */
+    memcpy(full, cfg, cfg->size); /* fields past it stay unset */
+    full->size = sizeof(*full);
+    return 0;
 }
 
 /* Reads variable name as an integer in [lo, hi]. Returns 0 when unset
@@ -49,146 +83,139 @@ static int env_ullong(const char *name, unsigned long long lo,
     return found;
 }
 
-/* An on/off field: cfg_value -1 means the variable env (0 or 1), else
- * dflt; any other value is taken as given (nonzero: on). 0 or
- * FRPC_EINVAL. */
-static int resolve_switch(int cfg_value, const char *env, int dflt, int *out,
-                          char *err, size_t errlen)
+/* A numeric field: its value when set (it must lie in [lo, hi]), else
+ * the variable env when set, else dflt. 0 or FRPC_EINVAL. */
+static int numeric(const char *field, long long value, const char *env,
+                   long long lo, long long hi, long long dflt, long long *out,
+                   char *err, size_t errlen)
 {
     unsigned long long x = (unsigned long long)dflt;
-    if (cfg_value >= 0) {
-        *out = cfg_value != 0;
+    int rc;
+    if (value != FRPC_UNSET) {
+        if (value < lo || value > hi) {
+            snprintf(err, errlen, "config.%s=%lld: want %lld..%lld (or "
+                     "FRPC_UNSET for the default)", field, value, lo, hi);
+            return FRPC_EINVAL;
+        }
+        *out = value;
         return 0;
     }
-    int rc = env_ullong(env, 0, 1, &x, err, errlen);
-    *out = (int)x;
-    return rc < 0 ? rc : 0;
+    if (env && (rc = env_ullong(env, (unsigned long long)lo,
+                                (unsigned long long)hi, &x, err, errlen)) < 0)
+        return rc;
+    *out = (long long)x;
+    return 0;
 }
 
 static int resolve_progress(const frpc_config *cfg, fr_settings *s,
                             char *err, size_t errlen)
 {
     const char *v = getenv("FABRPC_PROGRESS");
-    unsigned long long x = 0;
+    int mode = cfg->progress;
+    long long spin = 0;
     int rc;
 
-    s->progress = cfg->progress;
-    s->spin_us = cfg->spin_us;
-    if (cfg->progress == FRPC_PROGRESS_ADAPTIVE && v && *v) {
-        if (strcmp(v, "busy") == 0)
-            s->progress = FRPC_PROGRESS_BUSY;
-        else if (strcmp(v, "blocking") == 0)
-            s->progress = FRPC_PROGRESS_BLOCKING;
-        else if (strcmp(v, "adaptive") != 0) {
+    if (mode == FRPC_UNSET) {
+        mode = FRPC_PROGRESS_ADAPTIVE;
+        if (v && *v && strcmp(v, "busy") == 0)
+            mode = FRPC_PROGRESS_BUSY;
+        else if (v && *v && strcmp(v, "blocking") == 0)
+            mode = FRPC_PROGRESS_BLOCKING;
+        else if (v && *v && strcmp(v, "adaptive") != 0) {
             snprintf(err, errlen,
                      "FABRPC_PROGRESS=\"%s\": expected busy, adaptive or "
                      "blocking",
                      v);
             return FRPC_EINVAL;
         }
-    }
-    if ((unsigned)s->progress > FRPC_PROGRESS_BLOCKING) {
+    } else if (mode != FRPC_PROGRESS_ADAPTIVE && mode != FRPC_PROGRESS_BUSY &&
+               mode != FRPC_PROGRESS_BLOCKING) {
         snprintf(err, errlen, "config.progress=%d is not a progress mode",
-                 (int)s->progress);
+                 mode);
         return FRPC_EINVAL;
     }
-    if (cfg->spin_us == FR_DEFAULT_SPIN_US) {
-        if ((rc = env_ullong("FABRPC_SPIN_US", 0, 10000000, &x, err,
-                             errlen)) < 0)
-            return rc;
-        if (rc)
-            s->spin_us = (unsigned)x;
-    }
-    if (s->progress == FRPC_PROGRESS_BLOCKING)
-        s->spin_us = 0;
+    s->progress = (frpc_progress_mode)mode;
+    if ((rc = numeric("spin_us", cfg->spin_us, "FABRPC_SPIN_US", 0, 10000000,
+                      FR_DEFAULT_SPIN_US, &spin, err, errlen)))
+        return rc;
+    s->spin_us = s->progress == FRPC_PROGRESS_BLOCKING ? 0 : (unsigned)spin;
     return 0;
+}
+
+/* An on/off field: its value when set (0 or 1), else the variable env
+ * (0 or 1), else dflt. 0 or FRPC_EINVAL. */
+static int resolve_switch(const char *field, int value, const char *env,
+                          int dflt, int *out, char *err, size_t errlen)
+{
+    long long x = 0;
+    int rc = numeric(field, value, env, 0, 1, dflt, &x, err, errlen);
+    *out = (int)x;
+    return rc;
 }
 
 static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
                           size_t errlen)
 {
-    unsigned long long x = 0;
+    long long x = 0;
     int rc;
 
-    s->max_msg = cfg->max_msg_size;
-    if (!s->max_msg) {
-        s->max_msg = FR_DEFAULT_MAX_MSG;
-        if ((rc = env_ullong("FABRPC_MAX_MSG", 1, 1ull << 40, &x, err,
-                             errlen)) < 0)
-            return rc;
-        if (rc)
-            s->max_msg = (size_t)x;
-    }
-    s->threads = cfg->threads;
-    if (!s->threads) {
-        s->threads = FR_DEFAULT_THREADS;
-        if ((rc = env_ullong("FABRPC_THREADS", 1, 256, &x, err, errlen)) < 0)
-            return rc;
-        if (rc)
-            s->threads = (unsigned)x;
-    } else if (s->threads > 256) {
-        snprintf(err, errlen, "config.threads=%u is over 256", cfg->threads);
-        return FRPC_EINVAL;
-    }
-    if ((rc = resolve_switch(cfg->coalesce, "FABRPC_COALESCE", 1,
+    if ((rc = numeric("max_msg_size", cfg->max_msg_size, "FABRPC_MAX_MSG", 1,
+                      1ll << 40, FR_DEFAULT_MAX_MSG, &x, err, errlen)))
+        return rc;
+    s->max_msg = (size_t)x;
+    if ((rc = numeric("threads", cfg->threads, "FABRPC_THREADS", 1, 256,
+                      FR_DEFAULT_THREADS, &x, err, errlen)))
+        return rc;
+    s->threads = (unsigned)x;
+    if ((rc = resolve_switch("coalesce", cfg->coalesce, "FABRPC_COALESCE", 1,
                              &s->coalesce, err, errlen)))
         return rc;
-    s->max_inflight = cfg->max_inflight;
-    if (!s->max_inflight) {
-        s->max_inflight = FR_DEFAULT_MAX_INFLIGHT;
-        if ((rc = env_ullong("FABRPC_MAX_INFLIGHT", 1, 1u << 30, &x, err,
-                             errlen)) < 0)
-            return rc;
-        if (rc)
-            s->max_inflight = (unsigned)x;
-    }
-    s->queue_len = cfg->queue_len ? cfg->queue_len : FR_DEFAULT_QUEUE_LEN;
-    if (s->queue_len > (1u << 20)) {
-        snprintf(err, errlen, "config.queue_len=%u is over %u",
-                 cfg->queue_len, 1u << 20);
-        return FRPC_EINVAL;
-    }
-    s->init_timeout_ms = cfg->init_timeout_ms;
-    if (s->init_timeout_ms < 0) {
-        snprintf(err, errlen, "config.init_timeout_ms=%d is negative",
-                 cfg->init_timeout_ms);
-        return FRPC_EINVAL;
-    }
-    if (!s->init_timeout_ms) {
-        s->init_timeout_ms = FR_DEFAULT_INIT_TIMEOUT_MS;
-        if ((rc = env_ullong("FABRPC_INIT_TIMEOUT_MS", 1, 86400000, &x, err,
-                             errlen)) < 0)
-            return rc;
-        if (rc)
-            s->init_timeout_ms = (int)x;
-    }
+    if ((rc = numeric("max_inflight", cfg->max_inflight,
+                      "FABRPC_MAX_INFLIGHT", 1, 1ll << 30,
+                      FR_DEFAULT_MAX_INFLIGHT, &x, err, errlen)))
+        return rc;
+    s->max_inflight = (unsigned)x;
+    if ((rc = numeric("queue_len", cfg->queue_len, NULL, 1, 1ll << 20,
+                      FR_DEFAULT_QUEUE_LEN, &x, err, errlen)))
+        return rc;
+    s->queue_len = (unsigned)x;
+    if ((rc = numeric("init_timeout_ms", cfg->init_timeout_ms,
+                      "FABRPC_INIT_TIMEOUT_MS", 1, 86400000,
+                      FR_DEFAULT_INIT_TIMEOUT_MS, &x, err, errlen)))
+        return rc;
+    s->init_timeout_ms = (int)x;
     return 0;
 }
 
-/* FRPC_TIMEOUT_DEFAULT's meaning: the field, else FABRPC_TIMEOUT_MS
- * (milliseconds, or "none"), else a minute. */
+/* FRPC_TIMEOUT_DEFAULT's meaning: the field (milliseconds > 0, or
+ * negative: no limit), else FABRPC_TIMEOUT_MS (milliseconds, or "none"),
+ * else a minute. */
 static int resolve_timeout(const frpc_config *cfg, fr_settings *s, char *err,
                            size_t errlen)
 {
-    unsigned long long x = 0;
     const char *v = getenv("FABRPC_TIMEOUT_MS");
+    long long x = 0;
     int rc;
 
-    if (cfg->timeout_ms) {
+    if (cfg->timeout_ms != FRPC_UNSET) {
+        if (cfg->timeout_ms == 0) {
+            snprintf(err, errlen, "config.timeout_ms=0: want milliseconds "
+                     "> 0, FRPC_TIMEOUT_NONE, or FRPC_UNSET for the "
+                     "default");
+            return FRPC_EINVAL;
+        }
         s->timeout_ms = cfg->timeout_ms < 0 ? FRPC_TIMEOUT_NONE
                                             : cfg->timeout_ms;
         return 0;
     }
-    s->timeout_ms = FR_DEFAULT_TIMEOUT_MS;
     if (v && strcmp(v, "none") == 0) {
         s->timeout_ms = FRPC_TIMEOUT_NONE;
         return 0;
     }
-    if ((rc = env_ullong("FABRPC_TIMEOUT_MS", 1, INT32_MAX, &x, err,
-                         errlen)) < 0)
+    if ((rc = numeric("timeout_ms", FRPC_UNSET, "FABRPC_TIMEOUT_MS", 1,
+                      INT32_MAX, FR_DEFAULT_TIMEOUT_MS, &x, err, errlen)))
         return rc;
-    if (rc)
-        s->timeout_ms = (int)x;
+    s->timeout_ms = (int)x;
     return 0;
 }
 
@@ -198,17 +225,11 @@ static int resolve_timeout(const frpc_config *cfg, fr_settings *s, char *err,
 static int resolve_peer_timeout(const frpc_config *cfg, fr_settings *s,
                                 char *err, size_t errlen)
 {
-    unsigned long long x = FR_DEFAULT_PEER_TIMEOUT_MS;
-    int rc = 0;
-    if (cfg->peer_timeout_ms < 0) {
-        snprintf(err, errlen, "config.peer_timeout_ms=%d is negative",
-                 cfg->peer_timeout_ms);
-        return FRPC_EINVAL;
-    }
-    if (cfg->peer_timeout_ms)
-        x = (unsigned long long)cfg->peer_timeout_ms;
-    else if ((rc = env_ullong("FABRPC_PEER_TIMEOUT_MS", 1, 3600000, &x, err,
-                              errlen)) < 0)
+    long long x = 0;
+    int rc = numeric("peer_timeout_ms", cfg->peer_timeout_ms,
+                     "FABRPC_PEER_TIMEOUT_MS", 1, 3600000,
+                     FR_DEFAULT_PEER_TIMEOUT_MS, &x, err, errlen);
+    if (rc)
         return rc;
     s->peer_timeout_ms = x < 4000 ? 4000 : (int)x;
     return 0;
@@ -251,8 +272,8 @@ static int resolve_providers(const frpc_config *cfg, fr_settings *s,
         return FRPC_EINVAL;
     }
     snprintf(s->providers, sizeof(s->providers), "%s", list ? list : "");
-    if ((rc = resolve_switch(cfg->strict, "FABRPC_STRICT", 0, &s->strict,
-                             err, errlen)))
+    if ((rc = resolve_switch("strict", cfg->strict, "FABRPC_STRICT", 0,
+                             &s->strict, err, errlen)))
         return rc;
     if (s->strict && !s->providers[0]) {
         snprintf(err, errlen,
@@ -270,8 +291,17 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
     int rc;
 
     memset(s, 0, sizeof(*s));
-    rc = fr_bootenv_resolve(cfg->rank, cfg->world_size, cfg->store_addr, &be,
-                            err, errlen);
+    if ((cfg->rank != FRPC_UNSET && cfg->rank < 0) ||
+        (cfg->world_size != FRPC_UNSET && cfg->world_size < 1)) {
+        snprintf(err, errlen, "config.rank=%d, world_size=%d: want a rank "
+                 ">= 0 and a size >= 1, or FRPC_UNSET (from the "
+                 "environment)", cfg->rank, cfg->world_size);
+        return FRPC_EINVAL;
+    }
+    rc = fr_bootenv_resolve(cfg->rank == FRPC_UNSET ? -1 : cfg->rank,
+                            cfg->world_size == FRPC_UNSET ? -1
+                                                          : cfg->world_size,
+                            cfg->store_addr, &be, err, errlen);
     if (rc)
         return rc;
     s->rank = be.rank;

@@ -29,12 +29,29 @@
  * Callbacks: when a function that takes a callback returns an error, the
  * callback will never be called.
  *
- * Timeouts: every timeout_ms argument means the same thing. > 0: that many
+ * Timeouts: every timeout_ms argument means the same thing, in every
+ * function (frpc_call, frpc_call_async, frpc_future_wait, frpc_wait_all,
+ * frpc_wait_any, frpc_barrier, frpc_shutdown). > 0: that many
  * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
  * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
  * no limit; a call with no limit still ends when its peer is lost or the
  * agent shuts down.
+ *
+ * Codes that mean one thing everywhere:
+ *   FRPC_ETIMEDOUT   a wait ran out of time: a call's own timeout, or a
+ *                    wait's (frpc_future_wait, frpc_wait_all/_any,
+ *                    frpc_barrier, frpc_shutdown). For a future, a wait
+ *                    that ran out leaves it in flight (frpc_future_test
+ *                    is 0); a call that timed out has completed.
+ *   FRPC_EDEADLK     a wait refused because waiting here could deadlock
+ *                    (the nesting limit: see frpc_call). Nothing waited.
+ *   FRPC_EAGAIN      refused for want of a resource that frees itself
+ *                    (max_inflight calls in flight): try again later.
+ *   FRPC_EINPROGRESS asked for the outcome of a future still in flight.
+ *   FRPC_EPEERLOST   the peer the operation needs is lost.
+ * A function documents the codes it returns; a positive return is never
+ * an error (frpc_future_cancel's 1: it had completed already).
  *
  * Lost peers: a rank whose process ends without frpc_shutdown (killed,
  * crashed, exited) is lost, and so is one that shut down while others
@@ -75,6 +92,42 @@ typedef struct frpc_request frpc_request;
 #define FRPC_TIMEOUT_NONE (-1) /* no limit */
 
 /* ------------------------------------------------------------------ */
+/* Version and ABI                                                     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The version of this header. frpc_version() gives the library's, which
+ * may be newer: a program runs with any library of the same major version
+ * at least as new as the header it was built against.
+ *
+ * How the structs grow without breaking compiled programs: frpc_config
+ * and frpc_stats are plain structs the caller allocates (on the stack,
+ * filled field by field), and each carries its size as the program was
+ * compiled, taken by a macro (frpc_config_init, frpc_get_stats). New
+ * fields only ever go at the end; the library reads and writes no byte
+ * past the size it was given, and treats a config field the program did
+ * not know of as unset. That keeps the cost of a field nil (no setter
+ * call, no allocation), where opaque objects would add both to every
+ * init. frpc_result is the exception: it never grows (it is complete:
+ * status, data, length, remote code, message); new details of a call's
+ * outcome come through new functions.
+ */
+#define FRPC_VERSION_MAJOR 1
+#define FRPC_VERSION_MINOR 0
+#define FRPC_VERSION_PATCH 0
+#define FRPC_VERSION_NUMBER                                                   \
+    (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)
+
+/* The library's version as FRPC_VERSION_NUMBER computes it (10000 for
+ * 1.0.0); string, if not NULL, gets "1.0.0" (static). Never fails. */
+int frpc_version(const char **string);
+
+/* "Not set": every integer field of frpc_config holds it after
+ * frpc_config_init, and then takes its value from the environment or the
+ * default. Any other value is taken as given (and checked). */
+#define FRPC_UNSET (-2147483647 - 1)
+
+/* ------------------------------------------------------------------ */
 /* Configuration                                                       */
 /* ------------------------------------------------------------------ */
 
@@ -86,53 +139,62 @@ typedef enum frpc_progress_mode {
 
 /*
  * Settings for frpc_init. Fill with frpc_config_init, then change fields.
- * A field left at its "unset" value is taken from the environment, then
- * from the default:
+ * Every integer field starts FRPC_UNSET and every string NULL: then it is
+ * taken from the environment, then from the default. A value that is set
+ * wins over the environment, and is checked (FRPC_EINVAL from frpc_init,
+ * with the field named in errbuf, when it is out of range).
  *
- *  rank, world_size  -1: FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
+ *  rank, world_size  FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
  *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),
  *                    PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS (srun);
- *                    with none set, a single rank (0 of 1).
- *  store_addr        NULL: FABRPC_STORE_ADDR ("host:port"), else
- *                    MASTER_ADDR/MASTER_PORT, else "127.0.0.1:29500". Rank 0
- *                    serves the bootstrap store there; the others connect.
- *  providers         NULL: FABRPC_PROVIDER, else FI_PROVIDER, else automatic
+ *                    with none set, a single rank (0 of 1). Set both or
+ *                    neither.
+ *  store_addr        FABRPC_STORE_ADDR ("host:port"), else MASTER_ADDR
+ *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
+ *                    to torch.distributed's own store), else
+ *                    "127.0.0.1:29500". Rank 0 serves the bootstrap store
+ *                    there; the others connect.
+ *  providers         FABRPC_PROVIDER, else FI_PROVIDER, else automatic
  *                    (shm when all ranks share a host, otherwise the first of
  *                    verbs, efa, psm3, tcp, sockets that every rank has).
  *                    A comma list such as "shm,tcp" is a preference order.
- *  strict            -1: FABRPC_STRICT (1 = on). When on, every provider in
- *                    the list must come up, or frpc_init fails with
- *                    FRPC_ENOBACKEND naming each missing one and why.
- *  max_msg_size      0: FABRPC_MAX_MSG, else 64 MiB. Larger args or replies
- *                    are refused with FRPC_ETOOBIG, on both sides.
- *  init_timeout_ms   0: FABRPC_INIT_TIMEOUT_MS, else 60000. Bound on the
- *                    bootstrap (store connection, address exchange).
- *  peer_timeout_ms   0: FABRPC_PEER_TIMEOUT_MS, else 5000 (4000 at the
- *                    least). How soon a rank whose host vanished without
- *                    closing its connections (power, network cut) is
- *                    taken for lost; a process that dies is noticed at
+ *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
+ *                    provider in the list must come up, or frpc_init fails
+ *                    with FRPC_ENOBACKEND naming each missing one and why.
+ *  max_msg_size      bytes, 1..2^40; FABRPC_MAX_MSG, else 64 MiB. Larger
+ *                    args or replies are refused with FRPC_ETOOBIG, on both
+ *                    sides.
+ *  init_timeout_ms   1..86400000; FABRPC_INIT_TIMEOUT_MS, else 60000.
+ *                    Bound on the bootstrap (store connection, address
+ *                    exchange).
+ *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000 (4000
+ *                    at the least). How soon a rank whose host vanished
+ *                    without closing its connections (power, network cut)
+ *                    is taken for lost; a process that dies is noticed at
  *                    once whatever this is (see "Lost peers").
- *  timeout_ms        0: FABRPC_TIMEOUT_MS, else 60000. What
- *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above);
- *                    a negative value makes the default "no limit".
- *  job_key           NULL: FABRPC_JOB_KEY, else none. The job's secret
+ *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
+ *                    FABRPC_TIMEOUT_MS (or "none"), else 60000. What
+ *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above).
+ *  job_key           FABRPC_JOB_KEY, else none. The job's secret
  *                    (any string of 1..255 bytes), the same on every rank:
  *                    see "Membership" above. A rank with another key, or
  *                    none when others have one, fails frpc_init.
- *  progress, spin_us FABRPC_PROGRESS (busy|adaptive|blocking) and
- *                    FABRPC_SPIN_US override the defaults (adaptive, 200 us)
- *                    only when the fields are left at their defaults.
- *  threads           0: FABRPC_THREADS, else 4. Size of the thread pool
- *                    that runs handlers (all but FRPC_INLINE ones) and
- *                    future callbacks; 1..256.
- *  queue_len         0: 1024. Tasks the pool queues before back-pressure:
- *                    when the queue is full, the thread that submits runs
- *                    the task itself (and so stops polling meanwhile).
- *  max_inflight      0: FABRPC_MAX_INFLIGHT, else 65536. Calls this rank
- *                    may have in flight at once (sync and async, to all
- *                    ranks): one more fails at once with FRPC_EAGAIN, so
- *                    memory stays bounded however fast calls are made.
- *  coalesce          -1: FABRPC_COALESCE, else 1. On: a burst of small
+ *  progress          a frpc_progress_mode; FABRPC_PROGRESS
+ *                    (busy|adaptive|blocking), else adaptive.
+ *  spin_us           0..10000000; FABRPC_SPIN_US, else 200. How long an
+ *                    adaptive thread spins before it sleeps.
+ *  threads           1..256; FABRPC_THREADS, else 4. Size of the thread
+ *                    pool that runs handlers (all but FRPC_INLINE ones) and
+ *                    future callbacks.
+ *  queue_len         1..2^20, else 1024. Tasks the pool queues before
+ *                    back-pressure: when the queue is full, the thread that
+ *                    submits runs the task itself (and so stops polling
+ *                    meanwhile).
+ *  max_inflight      1..2^30; FABRPC_MAX_INFLIGHT, else 65536. Calls this
+ *                    rank may have in flight at once (sync and async, to
+ *                    all ranks): one more fails at once with FRPC_EAGAIN,
+ *                    so memory stays bounded however fast calls are made.
+ *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: a burst of small
  *                    frames to one rank (answers found in one poll, calls
  *                    issued back to back) goes as one transport message
  *                    while a thread is polling, or, for calls a thread
@@ -142,32 +204,36 @@ typedef enum frpc_progress_mode {
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
  *
- * Strings are borrowed: frpc_init copies what it keeps.
+ * size is set by frpc_config_init (see "Version and ABI"); do not change
+ * it. Strings are borrowed: frpc_init copies what it keeps.
  */
 typedef struct frpc_config {
+    size_t size;
     int rank;
     int world_size;
     const char *store_addr;
     const char *providers;
     int strict;
-    size_t max_msg_size;
+    long long max_msg_size;
     int init_timeout_ms;
     int peer_timeout_ms;
     int timeout_ms;
     const char *job_key;
-    frpc_progress_mode progress;
-    unsigned spin_us;
-    unsigned threads;
-    unsigned queue_len;
-    unsigned max_inflight;
+    int progress;
+    int spin_us;
+    int threads;
+    int queue_len;
+    int max_inflight;
     int coalesce;
     char *errbuf;
     size_t errbuf_len;
+    /* new fields go here, and only here */
 } frpc_config;
 
-/* Fills *cfg with the "unset" values above. Never fails; cfg must not be
- * NULL. */
-void frpc_config_init(frpc_config *cfg);
+/* Fills *cfg with the unset values above and its size. A macro, so that
+ * the size is the program's: call it as a function. NULL is a no-op. */
+#define frpc_config_init(cfg) frpc_config_init_sized((cfg), sizeof(*(cfg)))
+void frpc_config_init_sized(frpc_config *cfg, size_t size);
 
 /* ------------------------------------------------------------------ */
 /* Lifecycle                                                           */
@@ -182,7 +248,9 @@ void frpc_config_init(frpc_config *cfg);
  * Every rank must have been started with the same world size, job key
  * and fabrpc protocol version: a rank that differs makes frpc_init fail on
  * every rank at once (not at the init timeout), with a message that names
- * the rank and both values.
+ * the rank and both values. cfg may be NULL (every field unset); one not
+ * filled by frpc_config_init (its size field is wrong) fails with
+ * FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
  * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
@@ -225,6 +293,9 @@ enum {
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
+/* This rank (0..world size - 1) and the job's number of ranks, fixed for
+ * the agent's life; FRPC_EINVAL (negative: never a rank) for a NULL
+ * agent. Never block. */
 int frpc_rank(const frpc_agent *agent);
 int frpc_world_size(const frpc_agent *agent);
 
@@ -320,10 +391,11 @@ int frpc_register(frpc_agent *agent, const char *name, frpc_handler_fn handler,
  * their length; len may be NULL. Returns NULL when there are none. */
 const void *frpc_request_args(const frpc_request *req, size_t *len);
 
-/* The calling rank. */
+/* The calling rank, or FRPC_EINVAL for a NULL req. */
 int frpc_request_source(const frpc_request *req);
 
-/* The registered name of the function called (owned by the agent). */
+/* The registered name of the function called (owned by the agent), or
+ * NULL for a NULL req. */
 const char *frpc_request_function(const frpc_request *req);
 
 /*
@@ -349,7 +421,8 @@ int frpc_respond_error(frpc_request *req, int code, const char *message);
 /* ------------------------------------------------------------------ */
 
 /* The outcome of a call. Owned by the caller; frpc_result_clear frees what
- * it holds and zeroes it. A zeroed struct is a valid empty result. */
+ * it holds and zeroes it. A zeroed struct is a valid empty result. It
+ * never grows (see "Version and ABI"). */
 typedef struct frpc_result {
     int status;       /* 0 or FRPC_E* (the same as the call's return) */
     void *data;       /* reply bytes when status is 0 (NULL when empty) */
@@ -375,17 +448,17 @@ void frpc_result_clear(frpc_result *res);
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
  * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
- * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, and
- * FRPC_EAGAIN when waiting would exceed the nesting limit (below) or
- * max_inflight calls are in flight already (res->error says which).
+ * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_EAGAIN when
+ * max_inflight calls are in flight already, FRPC_EDEADLK when waiting
+ * would exceed the nesting limit (below); res->error says which.
  * Blocks; any thread, including handlers.
  *
  * Nesting limit: a pool thread may wait for a call (frpc_call,
  * frpc_future_wait, frpc_wait_all/_any) only while at least one other pool
  * thread is free to serve requests, so at most threads-1 pool threads wait
  * at once; an inline handler may nest calls FRPC_MAX_INLINE_DEPTH deep. A
- * wait past either limit fails at once with FRPC_EAGAIN instead of
- * deadlocking (the call, if it was sent, is cancelled).
+ * wait past either limit fails at once with FRPC_EDEADLK instead of
+ * deadlocking (frpc_call then sends nothing).
  */
 #define FRPC_MAX_INLINE_DEPTH 8
 int frpc_call(frpc_agent *agent, int dst, const char *name, const void *args,
@@ -442,8 +515,10 @@ int frpc_batch_end(frpc_agent *agent);
 /*
  * Waits until f completes or timeout_ms passes (see "Timeouts"), driving
  * progress like frpc_call. Returns the call's status (0 or its FRPC_E*
- * code) when it completed, FRPC_EAGAIN when it is still in flight, or
- * FRPC_EAGAIN at once past the nesting limit (see frpc_call).
+ * code) when it completed; FRPC_ETIMEDOUT when the wait ran out with f
+ * still in flight (frpc_future_test(f) is then 0; wait again or cancel);
+ * FRPC_EDEADLK at once past the nesting limit (see frpc_call);
+ * FRPC_EINVAL for a NULL f. Blocks.
  */
 int frpc_future_wait(frpc_future *f, int timeout_ms);
 
@@ -455,7 +530,8 @@ int frpc_future_test(const frpc_future *f);
 const void *frpc_future_data(const frpc_future *f, size_t *len);
 
 /*
- * The status of a completed f (0 or FRPC_E*), FRPC_EAGAIN while in flight.
+ * The status of a completed f (0 or FRPC_E*), FRPC_EINPROGRESS while in
+ * flight, FRPC_EINVAL for a NULL f.
  * remote_code (may be NULL) gets the handler's code for FRPC_EREMOTE;
  * message (may be NULL) the explanation, owned by f (NULL when status is
  * 0).
@@ -465,7 +541,8 @@ int frpc_future_error(const frpc_future *f, int *remote_code,
 
 /* Moves f's outcome into *res (the caller then owns it; clear it with
  * frpc_result_clear) and returns its status; f keeps its status but no
- * longer its data or message. FRPC_EAGAIN while in flight. FRPC_ENOMEM
+ * longer its data or message. FRPC_EINPROGRESS while in flight (res
+ * untouched), FRPC_EINVAL for NULL arguments. FRPC_ENOMEM
  * if a small reply, which f keeps inside itself, could not be copied
  * out; f and *res are then unchanged. */
 int frpc_future_take(frpc_future *f, frpc_result *res);
@@ -484,7 +561,9 @@ int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
 /*
  * Cancels f if it is still in flight: it completes with FRPC_ECANCELED and
  * a late answer is dropped (the callee may still run the handler). Returns
- * 0 if this cancelled it, FRPC_EINVAL if f had completed already.
+ * 0 if this cancelled it, 1 if f had completed already (its outcome
+ * stands: not an error, since completion may always win the race),
+ * FRPC_EINVAL for a NULL f. Never blocks.
  */
 int frpc_future_cancel(frpc_future *f);
 
@@ -501,15 +580,20 @@ void frpc_future_free(frpc_future *f);
 /*
  * Waits until every one of the n futures has completed, or timeout_ms
  * passes (see "Timeouts"). Returns 0 when all completed (their own
- * statuses are read with frpc_future_error), FRPC_EAGAIN if some are still
- * in flight, FRPC_EINVAL for bad arguments. NULL entries are skipped.
+ * statuses are read with frpc_future_error), FRPC_ETIMEDOUT if some are
+ * still in flight, FRPC_EDEADLK past the nesting limit (see frpc_call),
+ * FRPC_EINVAL for bad arguments. NULL entries are skipped (all NULL, or
+ * n == 0: 0 at once). Blocks.
  */
 int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
 
 /*
  * Waits until at least one of the n futures has completed, or timeout_ms
- * passes. Returns 0 and sets *index to the lowest completed one, or
- * FRPC_EAGAIN (none completed in time; *index untouched), FRPC_EINVAL.
+ * passes (see "Timeouts"). Returns 0 and sets *index to the lowest
+ * completed one, or FRPC_ETIMEDOUT (none completed in time; *index
+ * untouched), FRPC_EDEADLK past the nesting limit, FRPC_EINVAL (NULL
+ * index, NULL futures with n > 0, or no future to wait for: n == 0 or
+ * all NULL). NULL entries are skipped. Blocks.
  */
 int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
                   size_t *index);
@@ -547,10 +631,16 @@ typedef struct frpc_stats {
     uint64_t messages_sent;      /* transport messages; a burst of small
                                     frames to one rank shares one */
     uint64_t frames_coalesced;   /* frames that shared another's message */
+    /* new fields go here, and only here */
 } frpc_stats;
 
-/* Fills *out. FRPC_EINVAL for NULL arguments. */
-int frpc_get_stats(const frpc_agent *agent, frpc_stats *out);
+/* Fills *out: the fields the program knows of (its sizeof(frpc_stats),
+ * taken by the macro; see "Version and ABI"). FRPC_EINVAL for NULL
+ * arguments or a size smaller than the first frpc_stats. Never blocks. */
+#define frpc_get_stats(agent, out)                                            \
+    frpc_get_stats_sized((agent), (out), sizeof(*(out)))
+int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
+                         size_t size);
 
 /* ------------------------------------------------------------------ */
 /* msgpack helpers                                                      */
@@ -577,7 +667,9 @@ int frpc_mp_parse(const void *buf, size_t len, frpc_mp_view *view);
  * no-ops, so freeing twice is harmless. */
 void frpc_mp_view_free(frpc_mp_view *view);
 
-/* frpc_mp_parse on a request's args. */
+/* frpc_mp_parse on a request's args (the view points into them: use it
+ * before answering req). Errors: FRPC_EINVAL (NULL req or view), and
+ * frpc_mp_parse's (FRPC_EPROTO: no args, or not one msgpack object). */
 int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view);
 
 /* A growable buffer with a packer writing into it: init, pack with the

@@ -142,7 +142,7 @@ int frpc_future_test(const frpc_future *f)
 
 static int status_of(const frpc_future *f)
 {
-    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_EAGAIN;
+    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_EINPROGRESS;
 }
 
 int frpc_future_wait(frpc_future *f, int timeout_ms)
@@ -151,12 +151,13 @@ int frpc_future_wait(frpc_future *f, int timeout_ms)
         return FRPC_EINVAL;
     if (atomic_load(&f->p.done))
         return f->p.res.status;
-    if (fr_progress_begin_wait(f->agent))
-        return FRPC_EAGAIN;
+    int rc = fr_progress_begin_wait(f->agent);
+    if (rc)
+        return rc;
     fr_progress_wait_call(f->agent, &f->p,
                           fr_agent_deadline(f->agent, timeout_ms), 0);
     fr_progress_end_wait(f->agent);
-    return status_of(f);
+    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_ETIMEDOUT;
 }
 
 const void *frpc_future_data(const frpc_future *f, size_t *len)
@@ -176,7 +177,7 @@ int frpc_future_error(const frpc_future *f, int *remote_code,
     if (remote_code)
         *remote_code = st == FRPC_EREMOTE ? f->p.res.remote_code : 0;
     if (message)
-        *message = st != FRPC_EAGAIN ? f->p.res.error : NULL;
+        *message = st != FRPC_EINPROGRESS ? f->p.res.error : NULL;
     return st;
 }
 
@@ -185,7 +186,7 @@ int frpc_future_take(frpc_future *f, frpc_result *res)
     if (!f || !res)
         return FRPC_EINVAL;
     int st = status_of(f);
-    if (st == FRPC_EAGAIN)
+    if (st == FRPC_EINPROGRESS)
         return st;
     void *data = f->p.res.data;
     if (reply_inside(f)) { /* the result outlives f: give it a copy */
@@ -227,9 +228,10 @@ int frpc_future_cancel(frpc_future *f)
 {
     if (!f)
         return FRPC_EINVAL;
+    /* Losing the race with completion is not the caller's error. */
     return fr_pending_abort(&f->agent->pend, &f->p, FRPC_ECANCELED, NULL)
                ? 0
-               : FRPC_EINVAL;
+               : 1;
 }
 
 void frpc_future_free(frpc_future *f)
@@ -285,13 +287,14 @@ static int wait_many(frpc_future *const *futures, size_t n, int timeout_ms,
     if (done(m))
         return 0;
     if (!(a = agent_of(futures, n)))
-        return FRPC_EAGAIN; /* nothing that could ever complete */
-    if (fr_progress_begin_wait(a))
-        return FRPC_EAGAIN;
+        return FRPC_EINVAL; /* wait_any with no future: none can complete */
+    int rc = fr_progress_begin_wait(a);
+    if (rc)
+        return rc;
     int ok = fr_progress_wait_until(a, done, m,
                                     fr_agent_deadline(a, timeout_ms));
     fr_progress_end_wait(a);
-    return ok ? 0 : FRPC_EAGAIN;
+    return ok ? 0 : FRPC_ETIMEDOUT;
 }
 
 int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms)

@@ -15,7 +15,7 @@
 #ifndef FR_RPC_POOL_H
 #define FR_RPC_POOL_H
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #define FR_POOL_MAX_THREADS 256u
 #define FR_POOL_MAX_CAPACITY (1u << 20)

@@ -37,7 +37,7 @@
  *   flight: 125 k -> 739 k calls/s.
  * - Nesting guard: a pool thread may wait only while another pool thread
  *   stays free, and an inline handler may nest FRPC_MAX_INLINE_DEPTH deep;
- *   past either, the wait fails with FRPC_EAGAIN instead of deadlocking.
+ *   past either, the wait fails with FRPC_EDEADLK instead of deadlocking.
  */
 #include "config.h"
 
@@ -234,11 +234,11 @@ int fr_progress_begin_wait(frpc_agent *a)
 {
     if (fr_fabric_polling_here(a->fab)) {
         if (a->inline_depth >= FRPC_MAX_INLINE_DEPTH)
-            return FRPC_EAGAIN;
+            return FRPC_EDEADLK;
         a->inline_depth++;
         return 0;
     }
-    return fr_pool_block(a->pool) ? FRPC_EAGAIN : 0;
+    return fr_pool_block(a->pool) ? FRPC_EDEADLK : 0;
 }
 
 void fr_progress_end_wait(frpc_agent *a)

@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #define FR_ENV_MAGIC 0x43505246u /* "FRPC" read as little-endian u32 */
 #define FR_ENV_VERSION 3u /* 2: FR_ENV_F_MORE (several frames a message);

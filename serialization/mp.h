@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <msgpack.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 /* Deepest nesting of arrays and maps accepted: a scalar is at depth 0, an
  * array of scalars at depth 1. */

@@ -532,7 +532,7 @@ static void deep(frpc_request *req, void *user)
 }
 
 /* Runs chain number id of fn on this rank; returns the depth where it
- * ended, which must be with FRPC_EAGAIN. */
+ * ended, which must be with FRPC_EDEADLK. */
 static int chain(const char *fn, uint64_t id)
 {
     frpc_result res;
@@ -553,8 +553,8 @@ static int chain(const char *fn, uint64_t id)
         d = (uint32_t)got;
     }
     frpc_result_clear(&res);
-    CHECK(st == FRPC_EAGAIN, "%s ended with %s at depth %llu, want "
-          "FRPC_EAGAIN", fn, frpc_err_name(st), d);
+    CHECK(st == FRPC_EDEADLK, "%s ended with %s at depth %llu, want "
+          "FRPC_EDEADLK", fn, frpc_err_name(st), d);
     return (int)d;
 }
 
@@ -592,13 +592,13 @@ static int mode_nested(void)
               threads - 1);
         d = chain("deep_err", 2);
         CHECK(d == threads - 1, "pool chain (errors) ended at depth %d", d);
-        printf("ok: pool chain on one rank ends with FRPC_EAGAIN at depth %d "
+        printf("ok: pool chain on one rank ends with FRPC_EDEADLK at depth %d "
                "(%d threads), as status and as remote error\n", d, threads);
         d = chain("ideep", 3);
         CHECK(d >= FRPC_MAX_INLINE_DEPTH - 1 && d <= FRPC_MAX_INLINE_DEPTH,
               "inline chain ended at depth %d, want about %d", d,
               FRPC_MAX_INLINE_DEPTH);
-        printf("ok: inline chain ends with FRPC_EAGAIN at depth %d\n", d);
+        printf("ok: inline chain ends with FRPC_EDEADLK at depth %d\n", d);
         au_sync_echo(RANK_B, "mid", 999, 8); /* all still works */
         printf("ok: calls work after the chains\n");
     }
@@ -703,7 +703,7 @@ static void *fut_main(void *arg)
         fut_delay(r >> 16);
         if (c->action == F_CANCEL || c->action == F_THEN_CANCEL) {
             c->cancel_rc = frpc_future_cancel(f);
-            CHECK(c->cancel_rc == 0 || c->cancel_rc == FRPC_EINVAL,
+            CHECK(c->cancel_rc == 0 || c->cancel_rc == 1,
                   "cancel: %s", frpc_err_name(c->cancel_rc));
         }
         if (c->action == F_FREE || c->action == F_THEN_CANCEL ||
@@ -788,15 +788,27 @@ static void fut_mixed(void)
     size_t idx = 12345;
     double t = au_now_ms();
     int rc = frpc_wait_any(&f[3], 1, 200, &idx);
-    CHECK(rc == FRPC_EAGAIN && idx == 12345 && au_now_ms() - t >= 150,
+    CHECK(rc == FRPC_ETIMEDOUT && idx == 12345 && au_now_ms() - t >= 150,
           "wait_any with none done: %s, index %zu, %.0f ms",
           frpc_err_name(rc), idx, au_now_ms() - t);
-    CHECK(frpc_wait_all(&f[3], 2, 100) == FRPC_EAGAIN, "wait_all in flight");
-    CHECK(frpc_future_wait(f[3], 50) == FRPC_EAGAIN && !frpc_future_test(f[3])
-              && frpc_future_data(f[3], NULL) == NULL,
+    CHECK(frpc_wait_all(&f[3], 2, 100) == FRPC_ETIMEDOUT,
+          "wait_all in flight");
+    CHECK(frpc_future_wait(f[3], 50) == FRPC_ETIMEDOUT &&
+              !frpc_future_test(f[3]) && frpc_future_data(f[3], NULL) == NULL,
           "a future in flight");
-    au_expect_status(f[3], FRPC_EAGAIN, "in flight");
-    printf("ok: FRPC_EAGAIN when the wait's timeout passes with none done\n");
+    au_expect_status(f[3], FRPC_EINPROGRESS, "in flight");
+    frpc_result taken = {.status = 12345};
+    CHECK(frpc_future_take(f[3], &taken) == FRPC_EINPROGRESS &&
+              taken.status == 12345,
+          "frpc_future_take in flight");
+    frpc_future *none[2] = {NULL, NULL};
+    CHECK(frpc_wait_any(none, 2, 100, &idx) == FRPC_EINVAL &&
+              frpc_wait_any(none, 0, 100, &idx) == FRPC_EINVAL &&
+              frpc_wait_all(none, 2, 100) == 0,
+          "waits with no future");
+    printf("ok: FRPC_ETIMEDOUT when a wait's timeout passes with none done "
+           "(future_wait, wait_all, wait_any); FRPC_EINPROGRESS from "
+           "future_error/take in flight\n");
 
     frpc_future *pair[2] = {f[3], f[1]};
     rc = frpc_wait_any(pair, 2, CALL_TIMEOUT_MS, &idx);
@@ -827,7 +839,9 @@ static void fut_mixed(void)
 
     CHECK(frpc_future_cancel(f[3]) == 0, "cancel");
     au_expect_status(f[3], FRPC_ECANCELED, "cancelled");
-    CHECK(frpc_future_cancel(f[3]) == FRPC_EINVAL, "second cancel");
+    CHECK(frpc_future_cancel(f[3]) == 1, "second cancel: 1 (completed)");
+    CHECK(frpc_future_cancel(f[4]) == 1, "cancel after an answer: 1");
+    au_expect_status(f[4], 0, "an answered future cancelled late");
     fut_ctx c = {.action = F_THEN_CANCEL}, c2 = {.action = F_THEN_CANCEL};
     CHECK(frpc_future_then(f[3], fut_cb, &c) == 0 &&
               atomic_load(&c.runs) == 1 && c.status == FRPC_ECANCELED &&

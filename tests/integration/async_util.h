@@ -222,7 +222,7 @@ static void au_check_echo(const frpc_future *f, uint64_t seed, size_t arglen,
           (unsigned long long)seed);
 }
 
-/* f completed (or not: FRPC_EAGAIN) with status want. */
+/* f completed (or not: FRPC_EINPROGRESS) with status want. */
 static void au_expect_status(const frpc_future *f, int want, const char *what)
 {
     int rc = frpc_future_error(f, NULL, NULL);

@@ -13,7 +13,7 @@ calls_4() { run_bounded 400 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 360 
 # Up to 4 relays (one per rank) can meet at one rank, each waiting in a
 # pool thread for its nested calls; the nesting guard keeps one pool thread
 # free, so they need 5. With the default 4 the 4th would be refused with
-# FRPC_EAGAIN, as documented (CI saw it once): give the pool 6.
+# FRPC_EDEADLK, as documented (CI saw it once): give the pool 6.
 nested_4() { FABRPC_THREADS=6 run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 200 "$ITEST" nested; }
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }

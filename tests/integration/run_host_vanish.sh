@@ -29,6 +29,14 @@ ip -n "$NS1" addr add 10.77.0.2/24 dev "$V1"
 for ns in "$NS0" "$NS1"; do ip -n "$ns" link set lo up; done
 ip -n "$NS0" link set "$V0" up
 ip -n "$NS1" link set "$V1" up
+# The pair carries traffic once both ends have a carrier (LOWER_UP): a
+# rank started before may fail its first connection.
+link_ready() {
+    ip -n "$NS0" link show "$V0" | grep -q LOWER_UP &&
+        ip -n "$NS1" link show "$V1" | grep -q LOWER_UP
+}
+for _ in $(seq 100); do link_ready && break; sleep 0.05; done
+link_ready || fail "the veth pair has no carrier after 5 s"
 
 vanish() {
     local port pids=() r st

@@ -1,16 +1,16 @@
 /*
- * Unit tests of the error texts and names (rpc/errors.c) against the one
- * table they come from, FRPC_ERROR_TABLE in rpc/fabrpc_errors.h: every code
- * has its own text and its own name, 0 is success, and any other number is
- * unknown, never NULL. Each test is its own Check case; the names are in
- * the table at the end.
+ * Unit tests of the error texts and names (serialization/errors.c) against
+ * the one table they come from, FRPC_ERROR_TABLE in
+ * serialization/fabrpc_errors.h: every code has its own text and its own
+ * name, 0 is success, and any other number is unknown, never NULL. Each
+ * test is its own Check case; the names are in the table at the end.
  */
 #include <check.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 #include "check_main.h"
 

@@ -2,9 +2,11 @@
  * fabrpc error codes: one X-macro table yields the enum, frpc_strerror and
  * frpc_err_name, so a code and its text can never drift apart.
  *
- * Every fallible fabrpc function returns 0 or one of these negative codes.
- * This header has no dependencies; the lower layers (serialization/, comm/)
- * return the same codes, which is why it is the one rpc/ header they include.
+ * Every fallible fabrpc function returns 0 or one of these negative codes
+ * (rpc/fabrpc.h says what each means). This header has no dependencies and
+ * lives in the lowest layer, serialization/, so that every layer returns
+ * the same codes without including one above it; it is installed beside
+ * fabrpc.h, which includes it.
  */
 #ifndef FABRPC_ERRORS_H
 #define FABRPC_ERRORS_H
@@ -26,7 +28,9 @@
     X(EEXIST,     -14, "already registered")                                  \
     X(ENOBACKEND, -15, "backend not available")                               \
     X(EBOOTSTRAP, -16, "bootstrap failed")                                    \
-    X(EAGAIN,     -17, "resource temporarily unavailable")
+    X(EAGAIN,     -17, "resource temporarily unavailable")               \
+    X(EDEADLK,    -18, "waiting here would deadlock (nesting limit)")        \
+    X(EINPROGRESS, -19, "still in progress")
 
 enum frpc_error {
     FRPC_OK = 0,

@@ -2,7 +2,7 @@
  * frpc_strerror and frpc_err_name, generated from FRPC_ERROR_TABLE so a code
  * and its text cannot drift apart.
  */
-#include "rpc/fabrpc_errors.h"
+#include "serialization/fabrpc_errors.h"
 
 const char *frpc_strerror(int code)
 {

@@ -1,0 +1,691 @@
+/*
+ * fabrpc — remote procedure calls between the ranks of a distributed job,
+ * over libfabric. This is the one public header.
+ *
+ * Objects and lifetimes
+ *   frpc_agent    long-lived handle, one per rank (per process, usually):
+ *                 made by frpc_init, ended by frpc_shutdown.
+ *   frpc_request  one-shot: an incoming call, handed to a handler. It stays
+ *                 valid until it is answered exactly once with frpc_respond
+ *                 or frpc_respond_error, from any thread, now or later
+ *                 (deferred response). Answering frees it.
+ *   frpc_result   the outcome of a call, owned by the caller, emptied with
+ *                 frpc_result_clear.
+ *   frpc_future   one-shot: an asynchronous call, owned by the caller until
+ *                 frpc_future_free. It completes exactly once, with a reply,
+ *                 a remote error, a timeout, a cancellation, a lost peer or
+ *                 shutdown.
+ *
+ * Errors: every fallible function returns 0 or a negative FRPC_E* code
+ * (fabrpc_errors.h); frpc_strerror gives its text. When a function fails,
+ * it has not taken ownership of anything passed to it.
+ *
+ * Threads: every function may be called from any thread unless its comment
+ * says otherwise. Handlers run on the agent's thread pool, or, when
+ * registered FRPC_INLINE, on the thread that drives progress. Handlers may
+ * make calls, sync or async, to any rank including their own (nested
+ * calls); see frpc_call for the limit.
+ *
+ * Callbacks: when a function that takes a callback returns an error, the
+ * callback will never be called.
+ *
+ * Timeouts: every timeout_ms argument means the same thing, in every
+ * function (frpc_call, frpc_call_async, frpc_future_wait, frpc_wait_all,
+ * frpc_wait_any, frpc_barrier, frpc_shutdown). > 0: that many
+ * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
+ * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
+ * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
+ * no limit; a call with no limit still ends when its peer is lost or the
+ * agent shuts down.
+ *
+ * Codes that mean one thing everywhere:
+ *   FRPC_ETIMEDOUT   a wait ran out of time: a call's own timeout, or a
+ *                    wait's (frpc_future_wait, frpc_wait_all/_any,
+ *                    frpc_barrier, frpc_shutdown). For a future, a wait
+ *                    that ran out leaves it in flight (frpc_future_test
+ *                    is 0); a call that timed out has completed.
+ *   FRPC_EDEADLK     a wait refused because waiting here could deadlock
+ *                    (the nesting limit: see frpc_call). Nothing waited.
+ *   FRPC_EAGAIN      refused for want of a resource that frees itself
+ *                    (max_inflight calls in flight): try again later.
+ *   FRPC_EINPROGRESS asked for the outcome of a future still in flight.
+ *   FRPC_EPEERLOST   the peer the operation needs is lost.
+ * A function documents the codes it returns; a positive return is never
+ * an error (frpc_future_cancel's 1: it had completed already).
+ *
+ * Lost peers: a rank whose process ends without frpc_shutdown (killed,
+ * crashed, exited) is lost, and so is one that shut down while others
+ * still call it. Every call to it, in flight or new, then ends with
+ * FRPC_EPEERLOST, whatever its timeout; so do barriers, which can no
+ * longer complete. A process that dies is noticed at once (its connection
+ * to the bootstrap store closes; on one host its pid ends); a host that
+ * vanishes without closing connections, within config.peer_timeout_ms
+ * (5 s; TCP keepalive). See frpc_peer_state and frpc_on_peer_lost.
+ *
+ * Membership: only members of the job can make a rank run anything. With
+ * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
+ * prove it holds the key to use the bootstrap store, and the key never
+ * crosses the network. Without one, anyone who can reach the store's port
+ * can join the job: use a key wherever others share the network. Frames
+ * that carry another job's token are dropped and counted (frpc_stats), and
+ * so are frames whose sender is not the member they claim to be, where
+ * the provider reports senders (tcp, sockets; shm and udp do not, and
+ * there the token is the check).
+ */
+#ifndef FABRPC_H
+#define FABRPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <msgpack.h>
+
+#include "fabrpc_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct frpc_agent frpc_agent;
+typedef struct frpc_request frpc_request;
+
+#define FRPC_TIMEOUT_DEFAULT 0 /* the agent's default timeout */
+#define FRPC_TIMEOUT_NONE (-1) /* no limit */
+
+/* ------------------------------------------------------------------ */
+/* Version and ABI                                                     */
+/* ------------------------------------------------------------------ */
+
+/*
+ * The version of this header. frpc_version() gives the library's, which
+ * may be newer: a program runs with any library of the same major version
+ * at least as new as the header it was built against.
+ *
+ * How the structs grow without breaking compiled programs: frpc_config
+ * and frpc_stats are plain structs the caller allocates (on the stack,
+ * filled field by field), and each carries its size as the program was
+ * compiled, taken by a macro (frpc_config_init, frpc_get_stats). New
+ * fields only ever go at the end; the library reads and writes no byte
+ * past the size it was given, and treats a config field the program did
+ * not know of as unset. That keeps the cost of a field nil (no setter
+ * call, no allocation), where opaque objects would add both to every
+ * init. frpc_result is the exception: it never grows (it is complete:
+ * status, data, length, remote code, message); new details of a call's
+ * outcome come through new functions.
+ */
+#define FRPC_VERSION_MAJOR 1
+#define FRPC_VERSION_MINOR 0
+#define FRPC_VERSION_PATCH 0
+#define FRPC_VERSION_NUMBER                                                   \
+    (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)
+
+/* The library's version as FRPC_VERSION_NUMBER computes it (10000 for
+ * 1.0.0); string, if not NULL, gets "1.0.0" (static). Never fails. */
+int frpc_version(const char **string);
+
+/* "Not set": every integer field of frpc_config holds it after
+ * frpc_config_init, and then takes its value from the environment or the
+ * default. Any other value is taken as given (and checked). */
+#define FRPC_UNSET (-2147483647 - 1)
+
+/* ------------------------------------------------------------------ */
+/* Configuration                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef enum frpc_progress_mode {
+    FRPC_PROGRESS_ADAPTIVE = 0, /* spin for spin_us, then sleep (default) */
+    FRPC_PROGRESS_BUSY = 1,     /* never sleep: lowest latency, burns a core */
+    FRPC_PROGRESS_BLOCKING = 2  /* sleep at once when there is nothing to do */
+} frpc_progress_mode;
+
+/*
+ * Settings for frpc_init. Fill with frpc_config_init, then change fields.
+ * Every integer field starts FRPC_UNSET and every string NULL: then it is
+ * taken from the environment, then from the default. A value that is set
+ * wins over the environment, and is checked (FRPC_EINVAL from frpc_init,
+ * with the field named in errbuf, when it is out of range).
+ *
+ *  rank, world_size  FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
+ *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),
+ *                    PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS (srun);
+ *                    with none set, a single rank (0 of 1). Set both or
+ *                    neither.
+ *  store_addr        FABRPC_STORE_ADDR ("host:port"), else MASTER_ADDR
+ *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
+ *                    to torch.distributed's own store), else
+ *                    "127.0.0.1:29500". Rank 0 serves the bootstrap store
+ *                    there; the others connect.
+ *  providers         FABRPC_PROVIDER, else FI_PROVIDER, else automatic
+ *                    (shm when all ranks share a host, otherwise the first of
+ *                    verbs, efa, psm3, tcp, sockets that every rank has).
+ *                    A comma list such as "shm,tcp" is a preference order.
+ *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
+ *                    provider in the list must come up, or frpc_init fails
+ *                    with FRPC_ENOBACKEND naming each missing one and why.
+ *  max_msg_size      bytes, 1..2^40; FABRPC_MAX_MSG, else 64 MiB. Larger
+ *                    args or replies are refused with FRPC_ETOOBIG, on both
+ *                    sides.
+ *  init_timeout_ms   1..86400000; FABRPC_INIT_TIMEOUT_MS, else 60000.
+ *                    Bound on the bootstrap (store connection, address
+ *                    exchange).
+ *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000 (4000
+ *                    at the least). How soon a rank whose host vanished
+ *                    without closing its connections (power, network cut)
+ *                    is taken for lost; a process that dies is noticed at
+ *                    once whatever this is (see "Lost peers").
+ *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
+ *                    FABRPC_TIMEOUT_MS (or "none"), else 60000. What
+ *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above).
+ *  job_key           FABRPC_JOB_KEY, else none. The job's secret
+ *                    (any string of 1..255 bytes), the same on every rank:
+ *                    see "Membership" above. A rank with another key, or
+ *                    none when others have one, fails frpc_init.
+ *  progress          a frpc_progress_mode; FABRPC_PROGRESS
+ *                    (busy|adaptive|blocking), else adaptive.
+ *  spin_us           0..10000000; FABRPC_SPIN_US, else 200. How long an
+ *                    adaptive thread spins before it sleeps.
+ *  threads           1..256; FABRPC_THREADS, else 4. Size of the thread
+ *                    pool that runs handlers (all but FRPC_INLINE ones) and
+ *                    future callbacks.
+ *  queue_len         1..2^20, else 1024. Tasks the pool queues before
+ *                    back-pressure: when the queue is full, the thread that
+ *                    submits runs the task itself (and so stops polling
+ *                    meanwhile).
+ *  max_inflight      1..2^30; FABRPC_MAX_INFLIGHT, else 65536. Calls this
+ *                    rank may have in flight at once (sync and async, to
+ *                    all ranks): one more fails at once with FRPC_EAGAIN,
+ *                    so memory stays bounded however fast calls are made.
+ *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: a burst of small
+ *                    frames to one rank (answers found in one poll, calls
+ *                    issued back to back) goes as one transport message
+ *                    while a thread is polling, or, for calls a thread
+ *                    starts right after one of its waits returned, at its
+ *                    next wait (see frpc_call_async); a lone frame is
+ *                    never held back. 0 sends every frame alone.
+ *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
+ *                    explanation when it fails (owned by the caller).
+ *
+ * size is set by frpc_config_init (see "Version and ABI"); do not change
+ * it. Strings are borrowed: frpc_init copies what it keeps.
+ */
+typedef struct frpc_config {
+    size_t size;
+    int rank;
+    int world_size;
+    const char *store_addr;
+    const char *providers;
+    int strict;
+    long long max_msg_size;
+    int init_timeout_ms;
+    int peer_timeout_ms;
+    int timeout_ms;
+    const char *job_key;
+    int progress;
+    int spin_us;
+    int threads;
+    int queue_len;
+    int max_inflight;
+    int coalesce;
+    char *errbuf;
+    size_t errbuf_len;
+    /* new fields go here, and only here */
+} frpc_config;
+
+/* Fills *cfg with the unset values above and its size. A macro, so that
+ * the size is the program's: call it as a function. NULL is a no-op. */
+#define frpc_config_init(cfg) frpc_config_init_sized((cfg), sizeof(*(cfg)))
+void frpc_config_init_sized(frpc_config *cfg, size_t size);
+
+/* ------------------------------------------------------------------ */
+/* Lifecycle                                                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Creates this rank's agent: resolves rank and world size, brings up the
+ * transport, meets the other ranks through the bootstrap store, and starts
+ * the progress thread. Blocks until every rank has joined or the init
+ * timeout passes. On success *out owns the agent until frpc_shutdown.
+ *
+ * Every rank must have been started with the same world size, job key
+ * and fabrpc protocol version: a rank that differs makes frpc_init fail on
+ * every rank at once (not at the init timeout), with a message that names
+ * the rank and both values. cfg may be NULL (every field unset); one not
+ * filled by frpc_config_init (its size field is wrong) fails with
+ * FRPC_EINVAL before anything else, errbuf untouched.
+ *
+ * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
+ * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
+ * unreachable, a rank did not join in time, or the ranks disagree on world
+ * size or version; the message says which), FRPC_EACCES (this rank's job
+ * key is not the job's: another key, or none where the job has one, or
+ * one where it has none), FRPC_EPEERLOST (a
+ * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message
+ * has its text), FRPC_ENOMEM. The details go to cfg->errbuf when given.
+ * frpc_init may be called again in the same process once frpc_shutdown
+ * has returned.
+ */
+int frpc_init(const frpc_config *cfg, frpc_agent **out);
+
+enum {
+    FRPC_SHUTDOWN_GRACEFUL = 0,  /* drain, then meet every rank at a barrier */
+    FRPC_SHUTDOWN_IMMEDIATE = 1  /* fail what is in flight, leave at once */
+};
+
+/*
+ * Ends the agent. Graceful: new calls from this rank's threads fail with
+ * FRPC_ESHUTDOWN, calls already in flight finish, and this rank keeps
+ * serving the others' requests until every rank has reached shutdown (a
+ * barrier); handlers serving them may still make nested calls until
+ * then. A rank known lost is not waited for: the barrier fails at once
+ * and shutdown goes on without it. Immediate: in-flight calls end with
+ * FRPC_ESHUTDOWN and no barrier is held. Either way, requests that were
+ * never answered are released, all threads are joined and the agent is
+ * freed: it must not be used again, and no other thread may be using it.
+ *
+ * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
+ * barrier, and rank 0's wait for the others to leave the store it serves
+ * (rank 0 leaves last, so that nobody loses the store in its last
+ * barrier). A rank that shuts down after rank 0 was lost tells the
+ * others itself (a call to each, at most half a second), so that they see
+ * it LEFT rather than DEAD. Returns 0; FRPC_ETIMEDOUT if that ran out;
+ * FRPC_EPEERLOST if a rank was lost (stderr names it, once); FRPC_EINVAL
+ * for a NULL agent or a bad how (then nothing is freed). The agent is
+ * freed in every other case. Blocks.
+ */
+int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
+
+/* This rank (0..world size - 1) and the job's number of ranks, fixed for
+ * the agent's life; FRPC_EINVAL (negative: never a rank) for a NULL
+ * agent. Never block. */
+int frpc_rank(const frpc_agent *agent);
+int frpc_world_size(const frpc_agent *agent);
+
+/* ------------------------------------------------------------------ */
+/* Lost peers                                                          */
+/* ------------------------------------------------------------------ */
+
+/* A rank's state (frpc_peer_state). */
+enum {
+    FRPC_PEER_ALIVE = 0, /* a member, not known to be gone */
+    FRPC_PEER_DEAD = 1,  /* its process ended without frpc_shutdown, or
+                            the provider cannot reach it any more */
+    FRPC_PEER_LEFT = 2   /* it called frpc_shutdown */
+};
+
+/* rank's state as this agent knows it (its own rank: FRPC_PEER_ALIVE), or
+ * FRPC_EINVAL (NULL agent), FRPC_ENORANK. A rank's state changes at most
+ * once, from ALIVE. Never blocks. */
+int frpc_peer_state(const frpc_agent *agent, int rank);
+
+/* What an application may do when a rank is lost: log, stop its own
+ * work, shut down. why: a short explanation, valid during the call. */
+typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
+                             const char *why, void *user);
+
+/*
+ * Sets the function called once for each rank that is lost (state DEAD or
+ * LEFT), after every call to it has ended with FRPC_EPEERLOST. It runs on
+ * the agent's liveness thread, one loss at a time, in the order they were
+ * found; ranks lost before it was set are reported right after. It may
+ * make calls to the survivors and read state, but must not call
+ * frpc_shutdown (do that from another thread). NULL fn stops the reports;
+ * a second call replaces the first. user is passed as is. Errors:
+ * FRPC_EINVAL (NULL agent). Never blocks.
+ */
+int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
+
+/*
+ * Waits until every rank has entered frpc_barrier (the same number of times)
+ * or timeout_ms passes (see "Timeouts"). Requests keep being served while
+ * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EPEERLOST (a rank is lost: the
+ * barrier can never complete), FRPC_EBOOTSTRAP (store lost),
+ * FRPC_ESHUTDOWN, FRPC_EINVAL (NULL agent). Blocks.
+ */
+int frpc_barrier(frpc_agent *agent, int timeout_ms);
+
+/* The active provider's short name ("shm", "tcp", "verbs", ...), and its
+ * libfabric name ("tcp;ofi_rxm"). Static for the agent's life. */
+const char *frpc_provider(const frpc_agent *agent);
+const char *frpc_provider_full(const frpc_agent *agent);
+
+/* 1 if the named provider came up on this rank (it is usable here, active or
+ * not), else 0. */
+int frpc_has_backend(const frpc_agent *agent, const char *name);
+
+/* 0 if the named provider is the active one; FRPC_ENOBACKEND otherwise. */
+int frpc_require_backend(const frpc_agent *agent, const char *name);
+
+/* Writes a report of every provider tried ("shm: up (active)", "verbs: not
+ * available: ...", one per line) to buf, NUL-terminated and truncated to
+ * len. Returns the length the full report needs (like snprintf). */
+size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
+
+/* ------------------------------------------------------------------ */
+/* Registry and handlers                                               */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A handler answers req exactly once with frpc_respond or
+ * frpc_respond_error, before returning or later from any thread (deferred
+ * response). A request never answered ends as a timeout on the caller's
+ * side and is released by frpc_shutdown.
+ */
+typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
+
+/* Run the handler on the thread that polls, as soon as the request
+ * arrives: the fastest path, for short handlers that never block (they
+ * may still make calls). Without it handlers run on the thread pool. */
+#define FRPC_INLINE 0x1u
+
+/*
+ * Registers handler under name (1..255 bytes). Functions are found by a
+ * 64-bit hash of the name, so every rank must register the same names; a
+ * call that arrives before registration fails with FRPC_ENOFUNC. flags is
+ * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
+ * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
+ * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.
+ */
+int frpc_register(frpc_agent *agent, const char *name, frpc_handler_fn handler,
+                  void *user, unsigned flags);
+
+/* The call's argument bytes (owned by req, valid until it is answered) and
+ * their length; len may be NULL. Returns NULL when there are none. */
+const void *frpc_request_args(const frpc_request *req, size_t *len);
+
+/* The calling rank, or FRPC_EINVAL for a NULL req. */
+int frpc_request_source(const frpc_request *req);
+
+/* The registered name of the function called (owned by the agent), or
+ * NULL for a NULL req. */
+const char *frpc_request_function(const frpc_request *req);
+
+/*
+ * Answers req with len bytes of data (copied before return; NULL when len
+ * is 0) and frees req. Errors: FRPC_EINVAL (req NULL, or data NULL with
+ * len > 0: req is not freed), FRPC_ETOOBIG (req is answered with that error
+ * instead, and freed), FRPC_ETRANSPORT / FRPC_EPEERLOST / FRPC_ESHUTDOWN
+ * (the answer could not be sent; req is freed; the caller's call ends by its
+ * own timeout or peer loss). Does not wait for the caller. Any thread.
+ */
+int frpc_respond(frpc_request *req, const void *data, size_t len);
+
+/*
+ * Answers req with an error: the caller's call ends with FRPC_EREMOTE,
+ * result.remote_code = code and result.error = message (copied; NULL gives
+ * an empty message; longer than 1024 bytes is cut). Frees req. Errors as
+ * frpc_respond.
+ */
+int frpc_respond_error(frpc_request *req, int code, const char *message);
+
+/* ------------------------------------------------------------------ */
+/* Calls                                                               */
+/* ------------------------------------------------------------------ */
+
+/* The outcome of a call. Owned by the caller; frpc_result_clear frees what
+ * it holds and zeroes it. A zeroed struct is a valid empty result. It
+ * never grows (see "Version and ABI"). */
+typedef struct frpc_result {
+    int status;       /* 0 or FRPC_E* (the same as the call's return) */
+    void *data;       /* reply bytes when status is 0 (NULL when empty) */
+    size_t len;
+    int remote_code;  /* FRPC_EREMOTE: the code given to frpc_respond_error */
+    char *error;      /* status != 0: NUL-terminated explanation (the remote
+                         message, the unknown function's name, the
+                         provider's text, ...) */
+} frpc_result;
+
+void frpc_result_clear(frpc_result *res);
+
+/*
+ * Calls function name on rank dst (any rank, its own included) with len
+ * bytes of args and waits for the answer, at most timeout_ms (see
+ * "Timeouts"). args is only read, and only until the call returns. The waiting
+ * thread drives progress itself (and so may run handlers for other ranks'
+ * requests meanwhile).
+ *
+ * On return res (if not NULL) holds the outcome; clear it with
+ * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
+ * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
+ * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
+ * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
+ * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
+ * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_EAGAIN when
+ * max_inflight calls are in flight already, FRPC_EDEADLK when waiting
+ * would exceed the nesting limit (below); res->error says which.
+ * Blocks; any thread, including handlers.
+ *
+ * Nesting limit: a pool thread may wait for a call (frpc_call,
+ * frpc_future_wait, frpc_wait_all/_any) only while at least one other pool
+ * thread is free to serve requests, so at most threads-1 pool threads wait
+ * at once; an inline handler may nest calls FRPC_MAX_INLINE_DEPTH deep. A
+ * wait past either limit fails at once with FRPC_EDEADLK instead of
+ * deadlocking (frpc_call then sends nothing).
+ */
+#define FRPC_MAX_INLINE_DEPTH 8
+int frpc_call(frpc_agent *agent, int dst, const char *name, const void *args,
+              size_t len, int timeout_ms, frpc_result *res);
+
+/* ------------------------------------------------------------------ */
+/* Asynchronous calls and futures                                      */
+/* ------------------------------------------------------------------ */
+
+typedef struct frpc_future frpc_future;
+
+/*
+ * Starts a call of name on rank dst and returns at once with *out, a
+ * future owned by the caller (free it with frpc_future_free). It never
+ * waits for the network and never creates a thread; args is copied before
+ * return, so the caller may reuse it at once. timeout_ms (see
+ * "Timeouts") bounds the whole call: past it the future completes with
+ * FRPC_ETIMEDOUT, whether or not anyone waits. Errors (then *out is NULL
+ * and nothing was sent): as frpc_call's checks before sending (with
+ * FRPC_EAGAIN at max_inflight, FRPC_EPEERLOST for a lost dst), and
+ * FRPC_ETRANSPORT or FRPC_ETIMEDOUT if the provider has no room for the
+ * send for longer than
+ * the timeout.
+ *
+ * Refilling a window: after one of this thread's waits (frpc_future_wait,
+ * frpc_wait_any/all, frpc_call) returns, the first call it starts to a
+ * rank leaves at once; further calls to that rank may be held and leave
+ * together in one message at this thread's next wait, or when the
+ * agent's progress thread next looks (within about 2 ms) if it does not
+ * wait again soon. Pool threads never hold calls this way; coalesce = 0
+ * turns it off.
+ */
+int frpc_call_async(frpc_agent *agent, int dst, const char *name,
+                    const void *args, size_t len, int timeout_ms,
+                    frpc_future **out);
+
+/*
+ * A batching hint, like send(2)'s MSG_MORE: the calls (and answers) sent
+ * between frpc_batch_begin and frpc_batch_end to a rank that already had
+ * one since the last poll may be held and go to it in one transport
+ * message, at the next poll by any thread or at the last frpc_batch_end,
+ * whichever comes first. The first frame to each rank is never held.
+ * Without the hint, held frames are only those a polling thread sends
+ * (answers found in one poll) and the refills of frpc_call_async's
+ * "Refilling a window". Use it around a loop of frpc_call_async
+ * when many small calls go out together. Pairs nest and may be used from
+ * any threads; an unpaired begin holds frames only until the next poll.
+ * Never blocks. 0, or FRPC_EINVAL for a NULL agent and for an
+ * frpc_batch_end with no frpc_batch_begin left to end.
+ */
+int frpc_batch_begin(frpc_agent *agent);
+int frpc_batch_end(frpc_agent *agent);
+
+/*
+ * Waits until f completes or timeout_ms passes (see "Timeouts"), driving
+ * progress like frpc_call. Returns the call's status (0 or its FRPC_E*
+ * code) when it completed; FRPC_ETIMEDOUT when the wait ran out with f
+ * still in flight (frpc_future_test(f) is then 0; wait again or cancel);
+ * FRPC_EDEADLK at once past the nesting limit (see frpc_call);
+ * FRPC_EINVAL for a NULL f. Blocks.
+ */
+int frpc_future_wait(frpc_future *f, int timeout_ms);
+
+/* 1 if f has completed, 0 if not. Never blocks; does not drive progress. */
+int frpc_future_test(const frpc_future *f);
+
+/* The reply when f completed with status 0 (owned by f, valid until
+ * frpc_future_free; NULL when empty or not completed); len may be NULL. */
+const void *frpc_future_data(const frpc_future *f, size_t *len);
+
+/*
+ * The status of a completed f (0 or FRPC_E*), FRPC_EINPROGRESS while in
+ * flight, FRPC_EINVAL for a NULL f.
+ * remote_code (may be NULL) gets the handler's code for FRPC_EREMOTE;
+ * message (may be NULL) the explanation, owned by f (NULL when status is
+ * 0).
+ */
+int frpc_future_error(const frpc_future *f, int *remote_code,
+                      const char **message);
+
+/* Moves f's outcome into *res (the caller then owns it; clear it with
+ * frpc_result_clear) and returns its status; f keeps its status but no
+ * longer its data or message. FRPC_EINPROGRESS while in flight (res
+ * untouched), FRPC_EINVAL for NULL arguments. FRPC_ENOMEM
+ * if a small reply, which f keeps inside itself, could not be copied
+ * out; f and *res are then unchanged. */
+int frpc_future_take(frpc_future *f, frpc_result *res);
+
+typedef void (*frpc_future_fn)(frpc_future *f, void *user);
+
+/*
+ * Calls fn(f, user) exactly once when f completes: on the thread pool, or
+ * at once on this thread if f has completed already. fn may read f and
+ * may free it. One callback per future: FRPC_EEXIST for a second one.
+ * If f is cancelled, fn still runs and sees FRPC_ECANCELED. The caller
+ * must not hold any lock that fn takes.
+ */
+int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
+
+/*
+ * Cancels f if it is still in flight: it completes with FRPC_ECANCELED and
+ * a late answer is dropped (the callee may still run the handler). Returns
+ * 0 if this cancelled it, 1 if f had completed already (its outcome
+ * stands: not an error, since completion may always win the race),
+ * FRPC_EINVAL for a NULL f. Never blocks.
+ */
+int frpc_future_cancel(frpc_future *f);
+
+/*
+ * Frees f in any state: a future still in flight is cancelled first (its
+ * callback, if any, then runs with FRPC_ECANCELED). With a callback pending
+ * or running, f stays valid until the callback returns. Call it exactly
+ * once per future: from its owner, or from its callback when the owner
+ * hands ownership to it. NULL is a no-op. Futures may be freed after
+ * frpc_shutdown: all are complete by then.
+ */
+void frpc_future_free(frpc_future *f);
+
+/*
+ * Waits until every one of the n futures has completed, or timeout_ms
+ * passes (see "Timeouts"). Returns 0 when all completed (their own
+ * statuses are read with frpc_future_error), FRPC_ETIMEDOUT if some are
+ * still in flight, FRPC_EDEADLK past the nesting limit (see frpc_call),
+ * FRPC_EINVAL for bad arguments. NULL entries are skipped (all NULL, or
+ * n == 0: 0 at once). Blocks.
+ */
+int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
+
+/*
+ * Waits until at least one of the n futures has completed, or timeout_ms
+ * passes (see "Timeouts"). Returns 0 and sets *index to the lowest
+ * completed one, or FRPC_ETIMEDOUT (none completed in time; *index
+ * untouched), FRPC_EDEADLK past the nesting limit, FRPC_EINVAL (NULL
+ * index, NULL futures with n > 0, or no future to wait for: n == 0 or
+ * all NULL). NULL entries are skipped. Blocks.
+ */
+int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
+                  size_t *index);
+
+/* ------------------------------------------------------------------ */
+/* Statistics                                                          */
+/* ------------------------------------------------------------------ */
+
+/*
+ * Counters since frpc_init. Invariant for the calling side:
+ * calls_started == calls_ok + calls_remote_error + calls_timed_out +
+ * calls_cancelled + calls_failed + calls_in_flight (read at a quiet
+ * moment; while calls run the fields are read one by one).
+ */
+typedef struct frpc_stats {
+    uint64_t calls_started;      /* calls sent (sync and async) */
+    uint64_t calls_ok;
+    uint64_t calls_remote_error; /* FRPC_EREMOTE */
+    uint64_t calls_timed_out;
+    uint64_t calls_cancelled;    /* cancelled, freed while in flight */
+    uint64_t calls_failed;       /* any other error after sending */
+    uint64_t calls_in_flight;
+    uint64_t answers_dropped;    /* late or unknown answers */
+    uint64_t requests_received;  /* handed to handlers */
+    uint64_t requests_answered;
+    uint64_t frames_malformed;   /* dropped: failed to decode */
+    uint64_t frames_bad_token;   /* dropped: another job's token */
+    uint64_t frames_stranger;    /* dropped: from an address that is not
+                                    the member rank it claims to be */
+    uint64_t frames_oversize;    /* dropped: messages larger than any
+                                    frame fabrpc sends eagerly */
+    uint64_t frames_from_lost;   /* dropped: from a rank marked lost */
+    uint64_t peers_lost;         /* ranks marked lost (frpc_peer_state) */
+    uint64_t bytes_sent, bytes_received;
+    uint64_t messages_sent;      /* transport messages; a burst of small
+                                    frames to one rank shares one */
+    uint64_t frames_coalesced;   /* frames that shared another's message */
+    /* new fields go here, and only here */
+} frpc_stats;
+
+/* Fills *out: the fields the program knows of (its sizeof(frpc_stats),
+ * taken by the macro; see "Version and ABI"). FRPC_EINVAL for NULL
+ * arguments or a size smaller than the first frpc_stats. Never blocks. */
+#define frpc_get_stats(agent, out)                                            \
+    frpc_get_stats_sized((agent), (out), sizeof(*(out)))
+int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
+                         size_t size);
+
+/* ------------------------------------------------------------------ */
+/* msgpack helpers                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A parsed view of msgpack bytes. Strings and binaries in obj point into the
+ * parsed buffer (no copy), so the buffer must outlive the view; arrays and
+ * maps live in the view's zone. Free with frpc_mp_view_free.
+ */
+typedef struct frpc_mp_view {
+    msgpack_object obj;
+    msgpack_zone zone;
+} frpc_mp_view;
+
+/* Parses exactly one msgpack object filling all of buf[0..len). Errors:
+ * FRPC_EINVAL (NULL view or buf with len > 0), FRPC_EPROTO (malformed,
+ * truncated, empty, trailing bytes, or arrays/maps nested deeper than 64),
+ * FRPC_ENOMEM. On error the view is left empty and needs no freeing
+ * (freeing it is harmless). Memory used is bounded by a small multiple of
+ * len, whatever sizes the bytes claim, so untrusted input is safe. */
+int frpc_mp_parse(const void *buf, size_t len, frpc_mp_view *view);
+/* Frees the view's zone and leaves it empty; NULL and an empty view are
+ * no-ops, so freeing twice is harmless. */
+void frpc_mp_view_free(frpc_mp_view *view);
+
+/* frpc_mp_parse on a request's args (the view points into them: use it
+ * before answering req). Errors: FRPC_EINVAL (NULL req or view), and
+ * frpc_mp_parse's (FRPC_EPROTO: no args, or not one msgpack object). */
+int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view);
+
+/* A growable buffer with a packer writing into it: init, pack with the
+ * msgpack_pack_* functions on &p->pk, use p->sbuf.data / p->sbuf.size, then
+ * destroy (which frees the data and leaves p empty and reusable; NULL is a
+ * no-op). The msgpack_pack_* functions return -1 when memory runs out. */
+typedef struct frpc_mp_buf {
+    msgpack_sbuffer sbuf;
+    msgpack_packer pk;
+} frpc_mp_buf;
+
+void frpc_mp_buf_init(frpc_mp_buf *p);
+void frpc_mp_buf_destroy(frpc_mp_buf *p);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FABRPC_H */

@@ -1,0 +1,467 @@
+/*
+ * The public API's conventions, function by function, on a one-rank agent
+ * (no store, no launcher): the config's unset marker and size (a set field
+ * wins over the environment; out-of-range fields fail naming the field;
+ * a config not from frpc_config_init is refused), frpc_stats by the
+ * program's size, the version, NULL and bad arguments to every function,
+ * and the one meaning of each code: a wait that runs out is
+ * FRPC_ETIMEDOUT, a future in flight FRPC_EINPROGRESS, cancelling a
+ * completed future returns 1.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rpc/agent.h"
+#include "rpc/fabrpc.h"
+
+#include "check_main.h"
+
+#define MAX_MSG 4096
+
+/* ---- a one-rank agent ---------------------------------------------- */
+
+static frpc_agent *agent;
+static frpc_request *held; /* "hold" keeps its request here */
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void echo(frpc_request *req, void *user)
+{
+    size_t len;
+    const void *args = frpc_request_args(req, &len);
+    frpc_respond(req, args, len);
+}
+
+static void hold(frpc_request *req, void *user)
+{
+    pthread_mutex_lock(&held_lock);
+    held = req;
+    pthread_mutex_unlock(&held_lock);
+}
+
+/* Answers the held request, if any (its caller has given up). */
+static void release_held(void)
+{
+    pthread_mutex_lock(&held_lock);
+    frpc_request *r = held;
+    held = NULL;
+    pthread_mutex_unlock(&held_lock);
+    if (r)
+        frpc_respond(r, NULL, 0);
+}
+
+static void agent_up(void)
+{
+    frpc_config cfg;
+    char err[512];
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    cfg.max_msg_size = MAX_MSG;
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &agent);
+    ck_assert_msg(rc == 0, "frpc_init: %s: %s", frpc_err_name(rc), err);
+    ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, FRPC_INLINE), 0);
+    ck_assert_int_eq(frpc_register(agent, "hold", hold, NULL, 0), 0);
+}
+
+static void agent_down(void)
+{
+    release_held();
+    if (agent)
+        ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 10000),
+                         0);
+    agent = NULL;
+}
+
+static const fr_fixture with_agent = {agent_up, agent_down};
+
+/* ---- config --------------------------------------------------------- */
+
+START_TEST(config_init_unsets_every_field)
+{
+    frpc_config c;
+    memset(&c, 0x5a, sizeof(c));
+    frpc_config_init(&c);
+    ck_assert_uint_eq(c.size, sizeof(c));
+    int *ints[] = {&c.rank, &c.world_size, &c.strict, &c.init_timeout_ms,
+                   &c.peer_timeout_ms, &c.timeout_ms, &c.progress,
+                   &c.spin_us, &c.threads, &c.queue_len, &c.max_inflight,
+                   &c.coalesce};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        ck_assert_int_eq(*ints[i], FRPC_UNSET);
+    ck_assert(c.max_msg_size == FRPC_UNSET);
+    ck_assert_ptr_null(c.store_addr);
+    ck_assert_ptr_null(c.providers);
+    ck_assert_ptr_null(c.job_key);
+    ck_assert_ptr_null(c.errbuf);
+    ck_assert_uint_eq(c.errbuf_len, 0);
+}
+END_TEST
+
+/* A program built against a newer header passes a larger struct: init
+ * fills exactly its bytes (the unknown ones zero), and frpc_init, which
+ * cannot honour fields it does not know, refuses it. */
+START_TEST(config_sizes_other_than_this_headers)
+{
+    unsigned char buf[sizeof(frpc_config) + 64];
+    memset(buf, 0xee, sizeof(buf));
+    frpc_config_init_sized((frpc_config *)buf, sizeof(frpc_config) + 32);
+    frpc_config *c = (frpc_config *)buf;
+    ck_assert_uint_eq(c->size, sizeof(frpc_config) + 32);
+    ck_assert_int_eq(c->threads, FRPC_UNSET);
+    for (size_t i = sizeof(frpc_config); i < sizeof(frpc_config) + 32; i++)
+        ck_assert_uint_eq(buf[i], 0);
+    for (size_t i = sizeof(frpc_config) + 32; i < sizeof(buf); i++)
+        ck_assert_uint_eq(buf[i], 0xee); /* nothing past the size */
+
+    frpc_config full;
+    ck_assert_int_eq(fr_config_adopt(c, &full), FRPC_EINVAL);
+    frpc_agent *a = NULL;
+    ck_assert_int_eq(frpc_init(c, &a), FRPC_EINVAL);
+    ck_assert_ptr_null(a);
+
+    frpc_config zero;
+    memset(&zero, 0, sizeof(zero)); /* never given to frpc_config_init */
+    ck_assert_int_eq(frpc_init(&zero, &a), FRPC_EINVAL);
+    ck_assert_int_eq(fr_config_adopt(NULL, &full), 0);
+    ck_assert_int_eq(full.rank, FRPC_UNSET);
+    frpc_config_init_sized(NULL, sizeof(frpc_config)); /* no-op */
+}
+END_TEST
+
+/* The settings the agent would run with, for cfg under the environment
+ * as it is; returns frpc_init's code for the config part. */
+static int settle(const frpc_config *cfg, fr_settings *s, char *err,
+                  size_t len)
+{
+    frpc_config full;
+    int rc = fr_config_adopt(cfg, &full);
+    return rc ? rc : fr_settings_resolve(&full, s, err, len);
+}
+
+START_TEST(a_set_field_wins_over_the_environment)
+{
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    setenv("FABRPC_PROGRESS", "busy", 1);
+    setenv("FABRPC_SPIN_US", "5", 1);
+    setenv("FABRPC_THREADS", "7", 1);
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.progress, FRPC_PROGRESS_BUSY); /* unset: env */
+    ck_assert_uint_eq(s.spin_us, 5);
+    ck_assert_uint_eq(s.threads, 7);
+    c.progress = FRPC_PROGRESS_ADAPTIVE; /* the default value, insisted on */
+    c.spin_us = 200;
+    c.threads = 4;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.progress, FRPC_PROGRESS_ADAPTIVE);
+    ck_assert_uint_eq(s.spin_us, 200);
+    ck_assert_uint_eq(s.threads, 4);
+    c.spin_us = 0; /* 0 is a value, not "unset" */
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.spin_us, 0);
+    unsetenv("FABRPC_PROGRESS");
+    unsetenv("FABRPC_SPIN_US");
+    unsetenv("FABRPC_THREADS");
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.progress, FRPC_PROGRESS_ADAPTIVE); /* defaults */
+    ck_assert_uint_eq(s.spin_us, 200);
+    ck_assert_uint_eq(s.threads, 4);
+    ck_assert_int_eq(s.timeout_ms, 60000);
+    ck_assert_uint_eq(s.max_inflight, 65536);
+    ck_assert_int_eq(s.coalesce, 1);
+}
+END_TEST
+
+/* Each out-of-range value fails frpc_init's config step with
+ * FRPC_EINVAL and a message that names the field. */
+START_TEST(out_of_range_fields_are_named)
+{
+    static const struct {
+        const char *field;
+        size_t off;
+        int value;
+    } bad[] = {
+        {"threads", offsetof(frpc_config, threads), 0},
+        {"threads", offsetof(frpc_config, threads), 257},
+        {"queue_len", offsetof(frpc_config, queue_len), 0},
+        {"max_inflight", offsetof(frpc_config, max_inflight), 0},
+        {"init_timeout_ms", offsetof(frpc_config, init_timeout_ms), 0},
+        {"peer_timeout_ms", offsetof(frpc_config, peer_timeout_ms), -5},
+        {"timeout_ms", offsetof(frpc_config, timeout_ms), 0},
+        {"spin_us", offsetof(frpc_config, spin_us), -1},
+        {"progress", offsetof(frpc_config, progress), 7},
+        {"coalesce", offsetof(frpc_config, coalesce), 2},
+        {"strict", offsetof(frpc_config, strict), -1},
+        {"rank", offsetof(frpc_config, rank), -1},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        frpc_config c;
+        fr_settings s;
+        char err[256] = "";
+        frpc_config_init(&c);
+        c.rank = 0;
+        c.world_size = 1;
+        memcpy((char *)&c + bad[i].off, &bad[i].value, sizeof(int));
+        int rc = settle(&c, &s, err, sizeof(err));
+        ck_assert_msg(rc == FRPC_EINVAL && strstr(err, bad[i].field),
+                      "%s = %d: %s \"%s\"", bad[i].field, bad[i].value,
+                      frpc_err_name(rc), err);
+    }
+    frpc_config c;
+    fr_settings s;
+    char err[256] = "";
+    frpc_config_init(&c);
+    c.max_msg_size = 0;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "max_msg_size"));
+}
+END_TEST
+
+/* ---- version and stats ---------------------------------------------- */
+
+START_TEST(version_matches_the_header)
+{
+    const char *str = NULL;
+    char want[32];
+    ck_assert_int_eq(frpc_version(&str), FRPC_VERSION_NUMBER);
+    ck_assert_int_eq(frpc_version(NULL), FRPC_VERSION_NUMBER);
+    snprintf(want, sizeof(want), "%d.%d.%d", FRPC_VERSION_MAJOR,
+             FRPC_VERSION_MINOR, FRPC_VERSION_PATCH);
+    ck_assert_str_eq(str, want);
+}
+END_TEST
+
+/* An older program's smaller frpc_stats gets its own bytes, no more; a
+ * newer one's unknown tail is zero. */
+START_TEST(stats_by_the_programs_size)
+{
+    unsigned char buf[sizeof(frpc_stats) + 32];
+    frpc_result r;
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", "ab", 2, 5000, &r), 0);
+    frpc_result_clear(&r);
+
+    size_t older = offsetof(frpc_stats, frames_coalesced); /* too small */
+    memset(buf, 0xee, sizeof(buf));
+    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf, older),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf,
+                                          sizeof(frpc_stats) + 16),
+                     0);
+    frpc_stats *s = (frpc_stats *)buf;
+    ck_assert_uint_ge(s->calls_started, 1);
+    ck_assert_uint_ge(s->calls_ok, 1);
+    for (size_t i = sizeof(frpc_stats); i < sizeof(frpc_stats) + 16; i++)
+        ck_assert_uint_eq(buf[i], 0);
+    for (size_t i = sizeof(frpc_stats) + 16; i < sizeof(buf); i++)
+        ck_assert_uint_eq(buf[i], 0xee);
+    frpc_stats plain;
+    ck_assert_int_eq(frpc_get_stats(agent, &plain), 0);
+    ck_assert_uint_eq(plain.calls_ok, s->calls_ok);
+}
+END_TEST
+
+/* ---- NULL and bad arguments ----------------------------------------- */
+
+START_TEST(null_and_bad_arguments)
+{
+    frpc_result r;
+    frpc_future *f = (frpc_future *)&r; /* must be set to NULL on failure */
+    size_t idx = 99, len = 5;
+    char big[MAX_MSG + 1] = {0};
+    frpc_stats st;
+
+    ck_assert_int_eq(frpc_init(NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_shutdown(NULL, FRPC_SHUTDOWN_GRACEFUL, 10),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_shutdown(agent, 7, 10), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_rank(NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_world_size(NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_rank(agent), 0);
+    ck_assert_int_eq(frpc_world_size(agent), 1);
+    ck_assert_int_eq(frpc_peer_state(NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_peer_state(agent, 1), FRPC_ENORANK);
+    ck_assert_int_eq(frpc_peer_state(agent, -1), FRPC_ENORANK);
+    ck_assert_int_eq(frpc_peer_state(agent, 0), FRPC_PEER_ALIVE);
+    ck_assert_int_eq(frpc_on_peer_lost(NULL, NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_barrier(NULL, 10), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_barrier(agent, 10), 0);
+    ck_assert_str_eq(frpc_provider(NULL), "");
+    ck_assert_str_eq(frpc_provider_full(NULL), "");
+    ck_assert_int_eq(frpc_has_backend(NULL, "shm"), 0);
+    ck_assert_int_eq(frpc_require_backend(NULL, "shm"), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_require_backend(agent, NULL), FRPC_EINVAL);
+    ck_assert_uint_eq(frpc_backend_report(NULL, NULL, 0), 0);
+
+    ck_assert_int_eq(frpc_register(NULL, "x", echo, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, NULL, echo, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, "", echo, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, "x", NULL, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, 0), FRPC_EEXIST);
+
+    ck_assert_ptr_null(frpc_request_args(NULL, &len));
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(frpc_request_source(NULL), FRPC_EINVAL);
+    ck_assert_ptr_null(frpc_request_function(NULL));
+    frpc_mp_view v;
+    ck_assert_int_eq(frpc_request_unpack(NULL, &v), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_respond(NULL, NULL, 0), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_respond_error(NULL, 1, "x"), FRPC_EINVAL);
+
+    ck_assert_int_eq(frpc_call(NULL, 0, "echo", NULL, 0, 100, &r),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(r.status, FRPC_EINVAL);
+    ck_assert_ptr_nonnull(r.error);
+    frpc_result_clear(&r);
+    ck_assert_int_eq(frpc_call(agent, 1, "echo", NULL, 0, 100, &r),
+                     FRPC_ENORANK);
+    frpc_result_clear(&r);
+    ck_assert_int_eq(frpc_call(agent, -1, "echo", NULL, 0, 100, NULL),
+                     FRPC_ENORANK);
+    ck_assert_int_eq(frpc_call(agent, 0, NULL, NULL, 0, 100, NULL),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", NULL, 3, 100, NULL),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", big, sizeof(big), 100, &r),
+                     FRPC_ETOOBIG);
+    frpc_result_clear(&r);
+    ck_assert_int_eq(frpc_call(agent, 0, "nobody", NULL, 0, 5000, &r),
+                     FRPC_ENOFUNC);
+    ck_assert_msg(r.error && strstr(r.error, "nobody"), "ENOFUNC: \"%s\"",
+                  r.error ? r.error : "(null)");
+    frpc_result_clear(&r);
+    frpc_result_clear(NULL);
+
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", NULL, 0, 100, NULL),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call_async(agent, 5, "echo", NULL, 0, 100, &f),
+                     FRPC_ENORANK);
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(frpc_call_async(NULL, 0, "echo", NULL, 0, 100, &f),
+                     FRPC_EINVAL);
+
+    ck_assert_int_eq(frpc_future_wait(NULL, 10), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_test(NULL), 0);
+    ck_assert_ptr_null(frpc_future_data(NULL, &len));
+    ck_assert_int_eq(frpc_future_error(NULL, NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_take(NULL, &r), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_then(NULL, NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_cancel(NULL), FRPC_EINVAL);
+    frpc_future_free(NULL);
+    ck_assert_int_eq(frpc_wait_all(NULL, 1, 10), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_wait_all(NULL, 0, 10), 0);
+    ck_assert_int_eq(frpc_wait_any(NULL, 1, 10, &idx), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_wait_any(&f, 1, 10, NULL), FRPC_EINVAL);
+    ck_assert_uint_eq(idx, 99);
+
+    ck_assert_int_eq(frpc_batch_begin(NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_batch_end(NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_batch_end(agent), FRPC_EINVAL); /* unpaired */
+    ck_assert_int_eq(frpc_batch_begin(agent), 0);
+    ck_assert_int_eq(frpc_batch_end(agent), 0);
+    ck_assert_int_eq(frpc_get_stats(NULL, &st), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get_stats_sized(agent, NULL, sizeof(st)),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mp_parse(NULL, 3, &v), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mp_parse("x", 1, NULL), FRPC_EINVAL);
+}
+END_TEST
+
+/* ---- the one meaning of each code ----------------------------------- */
+
+START_TEST(waits_that_run_out_are_etimedout)
+{
+    frpc_future *f = NULL, *g = NULL;
+    frpc_result r = {.status = 4242};
+    size_t idx = 99;
+
+    ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0,
+                                     FRPC_TIMEOUT_NONE, &f),
+                     0);
+    ck_assert_int_eq(frpc_future_wait(f, 50), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_future_test(f), 0); /* still in flight */
+    ck_assert_int_eq(frpc_future_error(f, NULL, NULL), FRPC_EINPROGRESS);
+    ck_assert_int_eq(frpc_future_take(f, &r), FRPC_EINPROGRESS);
+    ck_assert_int_eq(r.status, 4242); /* untouched */
+    ck_assert_int_eq(frpc_wait_all(&f, 1, 50), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_wait_any(&f, 1, 50, &idx), FRPC_ETIMEDOUT);
+    ck_assert_uint_eq(idx, 99);
+    ck_assert_int_eq(frpc_future_cancel(f), 0);
+    ck_assert_int_eq(frpc_future_cancel(f), 1); /* completed: not an error */
+    ck_assert_int_eq(frpc_future_error(f, NULL, NULL), FRPC_ECANCELED);
+    frpc_future_free(f);
+    release_held();
+
+    /* A call's own timeout: completed, with FRPC_ETIMEDOUT. */
+    ck_assert_int_eq(frpc_call(agent, 0, "hold", NULL, 0, 50, &r),
+                     FRPC_ETIMEDOUT);
+    frpc_result_clear(&r);
+    release_held();
+    ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 50, &g), 0);
+    ck_assert_int_eq(frpc_future_wait(g, 10000), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_future_test(g), 1); /* the call's: completed */
+    ck_assert_int_eq(frpc_future_cancel(g), 1);
+    frpc_future_free(g);
+    release_held();
+
+    /* An answered future: cancel is 1, the answer stands. */
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "hi", 2, 5000, &g), 0);
+    ck_assert_int_eq(frpc_future_wait(g, 5000), 0);
+    ck_assert_int_eq(frpc_future_cancel(g), 1);
+    ck_assert_int_eq(frpc_future_error(g, NULL, NULL), 0);
+    size_t len = 0;
+    const char *d = frpc_future_data(g, &len);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_mem_eq(d, "hi", 2);
+    frpc_future_free(g);
+}
+END_TEST
+
+START_TEST(every_new_code_has_a_name_and_text)
+{
+    ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
+    ck_assert_str_eq(frpc_err_name(FRPC_EINPROGRESS), "FRPC_EINPROGRESS");
+    ck_assert_str_ne(frpc_strerror(FRPC_EDEADLK), "unknown error");
+    ck_assert_str_ne(frpc_strerror(FRPC_EINPROGRESS), "unknown error");
+    ck_assert_int_ne(FRPC_EDEADLK, FRPC_EAGAIN);
+    ck_assert_int_ne(FRPC_EINPROGRESS, FRPC_EAGAIN);
+}
+END_TEST
+
+int main(void)
+{
+    const fr_test_case tests[] = {
+        {"frpc_config_init: every field unset, its size",
+         config_init_unsets_every_field},
+        {"a config from a newer header is refused; nothing past its size "
+         "written",
+         config_sizes_other_than_this_headers},
+        {"a set field wins over the environment, even at the default value",
+         a_set_field_wins_over_the_environment},
+        {"out-of-range config fields fail FRPC_EINVAL naming the field",
+         out_of_range_fields_are_named},
+        {"frpc_version matches FRPC_VERSION_*", version_matches_the_header},
+        {"frpc_get_stats writes the program's size, no more",
+         stats_by_the_programs_size, .fixture = &with_agent},
+        {"NULL and bad arguments to every public function",
+         null_and_bad_arguments, .fixture = &with_agent},
+        {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
+         "FRPC_EINPROGRESS; cancel of a completed future is 1",
+         waits_that_run_out_are_etimedout, .fixture = &with_agent},
+        {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
+         every_new_code_has_a_name_and_text},
+    };
+    return fr_run_tests("api", tests, sizeof(tests) / sizeof(tests[0]), 60);
+}
