@@ -138,6 +138,11 @@ typedef struct fr_fabric_stats {
     uint64_t dropped_oversize;
     /* frames from a rank marked lost */
     uint64_t dropped_lost;
+    /* receive buffers the provider refused to take back (each is posted
+     * again at the next polls), and how many wait for that now */
+    uint64_t recv_repost_failed, recv_unposted;
+    /* CQ error entries that name no operation of ours (nothing to end) */
+    uint64_t cq_errors_unmatched;
 } fr_fabric_stats;
 
 /* How long the transport tries to send what it answers by itself (a
@@ -297,6 +302,17 @@ void fr_fabric_end_lingers(fr_fabric *f);
 /* 1 if the calling thread is the one polling right now (it is inside a
  * delivery callback): it must not sleep waiting for another poller. */
 int fr_fabric_polling_here(fr_fabric *f);
+
+/*
+ * Delivers what has already arrived: polls until a poll finds nothing,
+ * or, while another thread holds the poll, until it has finished two
+ * more (so one read the CQ after this call began), or deadline_ns. For
+ * a peer that leaves: what it answered before it left is taken before
+ * it is marked lost (after which its frames are dropped). Not from a
+ * polling thread (it returns at once there). Blocks at most until
+ * deadline_ns.
+ */
+void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns);
 
 /* 1 while rendezvous transfers are under way in either direction: the
  * provider may need this rank to poll for a peer's reads to progress, so

@@ -44,6 +44,7 @@ typedef struct fr_held {
 typedef struct fr_recv_buf {
     fr_op op;
     uint8_t *buf;
+    struct fr_recv_buf *next_unposted; /* on fr_fabric.unposted */
 } fr_recv_buf;
 
 typedef struct fr_send_slot {
@@ -155,6 +156,10 @@ struct fr_fabric {
     atomic_int ctl_pending, ctl_err;
 
     fr_recv_buf *recv;
+    /* Receive buffers the provider refused to take back: posted again at
+     * each poll (poll owner only), so a failure never shrinks the pool. */
+    fr_recv_buf *unposted;
+    int recv_fi_err; /* the provider's code of the last refusal */
     void *sink;          /* shm: where oversize messages land (fabric.c) */
     unsigned sink_iovs;  /* times the sink follows each receive buffer */
 
@@ -206,7 +211,8 @@ struct fr_fabric {
     struct {
         atomic_uint_fast64_t sent, coalesced, messages, received, bytes_sent, bytes_received,
             dropped_malformed, dropped_token, send_errors, rndv_sent,
-            rndv_received, dropped_stranger, dropped_oversize, dropped_lost;
+            rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
+            recv_repost_failed, recv_unposted, cq_errors_unmatched;
     } st;
 };
 

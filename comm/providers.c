@@ -78,10 +78,53 @@ static int core_is(const char *prov_name, const char *name)
            (prov_name[n] == '\0' || prov_name[n] == ';');
 }
 
+/* Core provider names libfabric 1.x has had: a name outside this list is
+ * a typo, not a provider missing here. */
+static const char *const libfabric_names[] = {
+    "shm", "tcp", "udp", "sockets", "verbs", "efa", "psm", "psm2", "psm3",
+    "opx", "cxi", "usnic", "gni", "ucx", "lnx", "sm2", "net", "rxm", "rxd",
+    "mrail", "bgq", "netdir"};
+
+static int libfabric_knows(const char *name)
+{
+    for (size_t i = 0; i < sizeof(libfabric_names) / sizeof(*libfabric_names);
+         i++)
+        if (strcmp(name, libfabric_names[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* "shm, tcp, ...": the core names in all (each once), into buf. */
+static void came_up(const struct fi_info *all, char *buf, size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (const struct fi_info *fi = all; fi; fi = fi->next) {
+        char core[FR_BACKEND_NAME];
+        const char *p = fi->fabric_attr->prov_name;
+        size_t n = p ? strcspn(p, ";") : 0;
+        if (!n || n >= sizeof(core))
+            continue;
+        memcpy(core, p, n);
+        core[n] = '\0';
+        const struct fi_info *seen = all;
+        while (seen != fi && !core_is(seen->fabric_attr->prov_name, core))
+            seen = seen->next;
+        if (seen != fi)
+            continue; /* named already */
+        int w = snprintf(buf + at, len - at, "%s%s", at ? ", " : "", core);
+        if (w < 0 || (size_t)w >= len - at)
+            break;
+        at += (size_t)w;
+    }
+}
+
 /* One fi_getinfo for all providers: each call rescans them all, which
  * costs a noticeable part of a second. */
 static void match_all(fr_backends *bs, struct fi_info *all, int ret)
 {
+    char up[160];
+    came_up(all, up, sizeof(up));
     for (int i = 0; i < bs->n; i++) {
         fr_backend *b = &bs->b[i];
         for (struct fi_info *fi = all; fi && !b->up; fi = fi->next) {
@@ -113,11 +156,18 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
                           strcmp(fi->fabric_attr->prov_name, "shm") == 0))
                 b->info->caps &= ~(uint64_t)FI_SOURCE;
         }
-        if (!b->up)
+        b->unknown = !b->up && !libfabric_knows(b->name);
+        if (b->unknown)
+            snprintf(b->reason, sizeof(b->reason),
+                     "unknown provider '%s' (no libfabric provider has that "
+                     "name); these came up here: %s", b->name,
+                     up[0] ? up : "none");
+        else if (!b->up)
             snprintf(b->reason, sizeof(b->reason),
                      "libfabric has no usable RDM endpoint for it here "
-                     "(fi_getinfo: %s)",
-                     ret ? fi_strerror(-ret) : "no matching provider");
+                     "(fi_getinfo: %s); these came up: %s",
+                     ret ? fi_strerror(-ret) : "no matching provider",
+                     up[0] ? up : "none");
     }
 }
 

@@ -22,7 +22,8 @@
 typedef struct fr_backend {
     char name[FR_BACKEND_NAME]; /* as users write it: "shm", "tcp" */
     int up;
-    char reason[192];           /* when !up: libfabric's text */
+    int unknown;                /* no libfabric provider has the name */
+    char reason[320];           /* when !up: why, with what came up */
     struct fi_info *info;       /* when up: owned, the first match */
 } fr_backend;
 

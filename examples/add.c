@@ -1,24 +1,69 @@
 #include <stdio.h>
 #include <fabrpc.h>
 
-/* Runs on the callee. The request is answered exactly once. */
+static int is_int(const msgpack_object *o)
+{
+    return o->type == MSGPACK_OBJECT_POSITIVE_INTEGER ||
+           o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
+}
+
+/* Runs on the callee. The request is answered exactly once, and the view
+ * is freed on every path. */
 static void add(frpc_request *req, void *user)
 {
     frpc_mp_view args;                 /* zero-copy msgpack view */
-    if (frpc_request_unpack(req, &args) != 0 ||
-        args.obj.type != MSGPACK_OBJECT_ARRAY || args.obj.via.array.size != 2) {
-        frpc_respond_error(req, 1, "add wants [a, b]");
+    if (frpc_request_unpack(req, &args) != 0) {
+        frpc_respond_error(req, 1, "add wants msgpack [a, b]");
         return;
     }
-    int64_t sum = args.obj.via.array.ptr[0].via.i64 +
-                  args.obj.via.array.ptr[1].via.i64;
+    const msgpack_object *o = &args.obj;
+    if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
+        !is_int(&o->via.array.ptr[0]) || !is_int(&o->via.array.ptr[1])) {
+        frpc_mp_view_free(&args);
+        frpc_respond_error(req, 1, "add wants [a, b] of integers");
+        return;
+    }
+    int64_t sum = o->via.array.ptr[0].via.i64 + o->via.array.ptr[1].via.i64;
     frpc_mp_view_free(&args);
 
     frpc_mp_buf out;
     frpc_mp_buf_init(&out);
-    msgpack_pack_int64(&out.pk, sum);
-    frpc_respond(req, out.sbuf.data, out.sbuf.size);   /* copies */
+    if (msgpack_pack_int64(&out.pk, sum) != 0)
+        frpc_respond_error(req, 2, "out of memory");
+    else
+        frpc_respond(req, out.sbuf.data, out.sbuf.size);   /* copies */
     frpc_mp_buf_destroy(&out);
+}
+
+/* Calls add on rank dst with the n integers in v; prints the outcome. */
+static int call_add(frpc_agent *agent, int dst, const int64_t *v, int n)
+{
+    frpc_mp_buf args;
+    frpc_mp_buf_init(&args);
+    msgpack_pack_array(&args.pk, (size_t)n);
+    for (int i = 0; i < n; i++)
+        msgpack_pack_int64(&args.pk, v[i]);
+
+    frpc_result res;                   /* owns the reply; clear it */
+    int rc = frpc_call(agent, dst, "add", args.sbuf.data, args.sbuf.size,
+                       5000 /* ms */, &res);
+    frpc_mp_buf_destroy(&args);
+    if (rc == 0) {
+        frpc_mp_view r;
+        if (frpc_mp_parse(res.data, res.len, &r) == 0 && is_int(&r.obj))
+            printf("%lld + %lld = %lld\n", (long long)v[0], (long long)v[1],
+                   (long long)r.obj.via.i64);
+        else
+            rc = FRPC_EPROTO;
+        frpc_mp_view_free(&r);         /* harmless after a failed parse */
+    } else {
+        /* res.error says what happened: the remote message, the
+         * unknown function's name, the provider's text, ... */
+        printf("add of %d numbers: %s: %s\n", n, frpc_err_name(rc),
+               res.error);
+    }
+    frpc_result_clear(&res);
+    return rc;
 }
 
 int main(void)
@@ -35,34 +80,22 @@ int main(void)
         fprintf(stderr, "init: %s: %s\n", frpc_strerror(rc), err);
         return 1;
     }
-    frpc_register(agent, "add", add, NULL, 0);
-    frpc_barrier(agent, 10000);        /* everyone has registered */
+    if ((rc = frpc_register(agent, "add", add, NULL, 0)) ||
+        (rc = frpc_barrier(agent, 10000))) {   /* everyone has registered */
+        fprintf(stderr, "register/barrier: %s\n", frpc_strerror(rc));
+        frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 0);
+        return 1;
+    }
 
+    int failed = 0;
     if (frpc_rank(agent) == 0 && frpc_world_size(agent) > 1) {
-        frpc_mp_buf args;
-        frpc_mp_buf_init(&args);
-        msgpack_pack_array(&args.pk, 2);
-        msgpack_pack_int64(&args.pk, 40);
-        msgpack_pack_int64(&args.pk, 2);
-
-        frpc_result res;               /* owns the reply; clear it */
-        rc = frpc_call(agent, 1, "add", args.sbuf.data, args.sbuf.size,
-                       5000 /* ms */, &res);
-        if (rc == 0) {
-            frpc_mp_view v;
-            if (frpc_mp_parse(res.data, res.len, &v) == 0) {
-                printf("40 + 2 = %lld\n", (long long)v.obj.via.i64);
-                frpc_mp_view_free(&v);
-            }
-        } else {
-            /* res.error says what happened: the remote message, the
-             * unknown function's name, the provider's text, ... */
-            fprintf(stderr, "%s: %s\n", frpc_err_name(rc), res.error);
-        }
-        frpc_result_clear(&res);
-        frpc_mp_buf_destroy(&args);
+        const int64_t v[2] = {40, 2};
+        failed = call_add(agent, 1, v, 2) != 0;
+        /* The wrong shape: the handler answers with an error. */
+        failed |= call_add(agent, 1, v, 1) != FRPC_EREMOTE;
     }
     /* Graceful: finishes in-flight calls, serves others until all ranks
      * are here, then frees the agent. */
-    return frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 30000) ? 1 : 0;
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    return rc || failed ? 1 : 0;
 }

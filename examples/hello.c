@@ -37,6 +37,7 @@ static void hello(frpc_request *req, void *user)
 
     if (frpc_request_unpack(req, &args) != 0 ||
         args.obj.type != MSGPACK_OBJECT_MAP) {
+        frpc_mp_view_free(&args); /* parsed, but not a map; else a no-op */
         frpc_respond_error(req, 1, "hello expects a msgpack map");
         return;
     }
@@ -65,6 +66,7 @@ static void print_reply(int me, int peer, const frpc_result *res)
     frpc_mp_view v;
     if (frpc_mp_parse(res->data, res->len, &v) != 0 ||
         v.obj.type != MSGPACK_OBJECT_MAP) {
+        frpc_mp_view_free(&v);
         printf("rank %d: reply from rank %d is not a map\n", me, peer);
         return;
     }
@@ -96,8 +98,13 @@ int main(void)
         printf("%d ranks over provider %s (%s)\n", n, frpc_provider(agent),
                frpc_provider_full(agent));
 
-    frpc_register(agent, "hello", hello, agent, 0);
-    frpc_barrier(agent, 30000); /* every rank has registered */
+    if ((rc = frpc_register(agent, "hello", hello, agent, 0)) ||
+        (rc = frpc_barrier(agent, 30000))) { /* every rank has registered */
+        fprintf(stderr, "rank %d: register/barrier: %s\n", me,
+                frpc_strerror(rc));
+        frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 0);
+        return 1;
+    }
 
     frpc_mp_buf args;
     frpc_mp_buf_init(&args);

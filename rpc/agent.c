@@ -420,6 +420,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
         goto fail;
+    if (a->set.alone_by_default) /* started by hand, perhaps by mistake */
+        fprintf(stderr, "fabrpc: no rank set (config, FABRPC_RANK, RANK, "
+                "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID): running as "
+                "rank 0 of 1\n");
     if ((rc = fr_liveness_create(a)) ||
         !(peers = calloc((size_t)a->set.world, sizeof(*peers)))) {
         rc = FRPC_ENOMEM;
@@ -433,6 +437,13 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         say(err, errlen, "malformed provider list \"%s\"", a->set.providers);
         goto fail;
     }
+    for (int i = 0; i < a->backends.n; i++)
+        if (a->backends.b[i].unknown) { /* a typo: never fall back quietly */
+            say(err, errlen, "provider list \"%s\": %s", a->set.providers,
+                a->backends.b[i].reason);
+            rc = FRPC_EINVAL;
+            goto fail;
+        }
     if (a->set.strict &&
         (rc = fr_backends_check_strict(&a->backends, err, errlen)))
         goto fail;
@@ -632,6 +643,8 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->bytes_received = fs.bytes_received;
     o->messages_sent = fs.messages;
     o->frames_coalesced = fs.coalesced;
+    o->recv_repost_failed = fs.recv_repost_failed;
+    o->cq_errors_unmatched = fs.cq_errors_unmatched;
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);

@@ -27,6 +27,7 @@ typedef struct fr_liveness fr_liveness;
 
 typedef struct fr_settings {
     int rank, world;
+    int alone_by_default; /* no rank anywhere: 0 of 1 was assumed */
     char store_host[256];
     uint16_t store_port;
     char providers[256]; /* "" = automatic */

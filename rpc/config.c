@@ -306,6 +306,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
         return rc;
     s->rank = be.rank;
     s->world = be.world_size;
+    s->alone_by_default = strcmp(be.source, "default") == 0;
     snprintf(s->store_host, sizeof(s->store_host), "%s", be.store_host);
     s->store_port = be.store_port;
     if ((rc = resolve_progress(cfg, s, err, errlen)) ||

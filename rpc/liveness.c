@@ -101,11 +101,19 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank)
     return x ? x->why : NULL;
 }
 
+/* A rank that left answered what it answered before it left: those
+ * answers may still sit in our completion queue when its leaving is
+ * learnt (from the store, a faster path). Taken before the fabric drops
+ * its frames. */
+#define FR_LEFT_SETTLE_MS 200
+
 /* Tells the fabric and ends the calls to x's rank, once. */
 static void end_calls(frpc_agent *a, fr_loss *x)
 {
     if (atomic_exchange(&x->ended, 1))
         return;
+    if (a->fab && x->state == FRPC_PEER_LEFT)
+        fr_fabric_settle(a->fab, fr_deadline_ms(FR_LEFT_SETTLE_MS));
     if (a->fab)
         fr_fabric_peer_lost(a->fab, x->rank);
     fr_pending_fail(&a->pend, x->rank, FRPC_EPEERLOST, x->why);

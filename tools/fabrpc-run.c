@@ -120,11 +120,13 @@ static const char usage_text[] =
     "  1        internal error (fork, pipe)\n"
     "  2        bad usage\n";
 
+/* One line saying what is wrong (getopt has said it when msg is NULL),
+ * and where the rest is: the whole help would bury the line. */
 static int usage_error(const char *msg)
 {
     if (msg)
         fprintf(stderr, "fabrpc-run: %s\n", msg);
-    fputs(usage_text, stderr);
+    fputs("see 'fabrpc-run --help'\n", stderr);
     return 2;
 }
 
@@ -536,6 +538,7 @@ int main(int argc, char **argv)
     for (int fd = 0; fd < 3; fd++) /* a closed 0-2 would be reused */
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) != fd)
             return 1;
+    opterr = 0; /* its messages name the path we were run by: ours below */
     while ((c = getopt_long(argc, argv, "+n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'n':
@@ -566,6 +569,10 @@ int main(int argc, char **argv)
             fputs(usage_text, stdout);
             return 0;
         default:
+            fprintf(stderr, "fabrpc-run: %s: %s\n",
+                    optopt == 'n' ? "missing value for"
+                                  : "unknown option or missing value",
+                    argv[optind - 1]);
             return usage_error(NULL);
         }
     }

@@ -377,6 +377,30 @@ static int mode_strict(void)
     return 0;
 }
 
+/* A provider name no libfabric provider has (FABRPC_PROVIDER): frpc_init
+ * fails at once with FRPC_EINVAL, calling it unknown and listing what
+ * came up, even with a good name after it. */
+static int mode_unknown_provider(void)
+{
+    char err[2048] = "";
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    const char *name = getenv("EXPECT_UNKNOWN");
+    char want[96];
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == FRPC_EINVAL && a == NULL, "init gave %s, want FRPC_EINVAL",
+          frpc_err_name(rc));
+    snprintf(want, sizeof(want), "unknown provider '%s'", name ? name : "");
+    CHECK(strstr(err, want) && strstr(err, "came up here: ") &&
+              strstr(err, "shm"),
+          "message \"%s\" lacks \"%s\" or what came up", err, want);
+    printf("ok: %s\n", err);
+    return 0;
+}
+
 static int mode_backend(void)
 {
     frpc_agent *a = start();
@@ -399,7 +423,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: itest calls|errors|nested|threads|strict|backend\n");
+        fprintf(stderr, "usage: itest calls|errors|nested|threads|strict|backend|unknown-provider\n");
         return 2;
     }
     if (strcmp(argv[1], "calls") == 0)
@@ -414,6 +438,8 @@ int main(int argc, char **argv)
         return mode_strict();
     if (strcmp(argv[1], "backend") == 0)
         return mode_backend();
+    if (strcmp(argv[1], "unknown-provider") == 0)
+        return mode_unknown_provider();
     fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
     return 2;
 }

@@ -219,8 +219,15 @@ t_bad_usage() {
         # shellcheck disable=SC2086  # split the argument list
         frun 10 $args
         expect_status $? 2
-        expect_grep '^usage: fabrpc-run' "$TMPD/err"
+        # One line saying what is wrong, one pointing at --help.
+        [ "$(wc -l <"$TMPD/err")" -eq 2 ] ||
+            fail "'fabrpc-run $args' printed $(wc -l <"$TMPD/err") lines: $(cat "$TMPD/err")"
+        expect_grep "^fabrpc-run: " "$TMPD/err"
+        expect_grep "^see 'fabrpc-run --help'$" "$TMPD/err"
     done
+    frun 10 --help
+    expect_status $? 0
+    expect_grep '^usage: fabrpc-run' "$TMPD/out"
 }
 
 t_cannot_execute() {
@@ -288,7 +295,7 @@ run_case "--timeout -> exit 124 with a message" t_timeout
 run_case "SIGTERM to fabrpc-run reaches every rank" t_sigterm_forwarded
 run_case "SIGINT to fabrpc-run reaches every rank" t_sigint_forwarded
 run_case "--help exits 0 and documents the options" t_help
-run_case "bad usage exits 2 with usage" t_bad_usage
+run_case "bad usage exits 2 with one line and a pointer to --help" t_bad_usage
 run_case "a program that cannot run -> cannot execute, 127" t_cannot_execute
 run_case "a partial last line is printed with its prefix" t_partial_last_line
 run_case "--no-prefix passes binary output unchanged" t_no_prefix_passes_bytes

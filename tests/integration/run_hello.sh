@@ -22,6 +22,7 @@ add_example() {
     run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$1" --timeout 100 \
         "$(dirname "$HELLO")/add" >"$out" 2>&1 || { cat "$out"; return 1; }
     expect_grep '^\[0\] 40 \+ 2 = 42$' "$out"
+    expect_grep '^\[0\] add of 1 numbers: FRPC_EREMOTE: add wants \[a, b\] of integers$' "$out"
 }
 readme_matches_example() {
     awk '/^```c$/{f=1;next} /^```$/{if(f){exit}} f' "$top_srcdir/README.md" |

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Strict mode fails frpc_init naming each required provider that did not
-# come up (verbs has no hardware here), and the error reaches fabrpc-run.
+# come up (verbs has no hardware here), and the error reaches fabrpc-run;
+# a name no libfabric provider has fails init in any mode.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST
 
@@ -9,9 +10,14 @@ strict_verbs() {
         --provider verbs --timeout 50 "$ITEST" strict
 }
 strict_mixed() {
-    # tcp comes up, verbs and a made-up name do not: both are named.
-    FABRPC_STRICT=1 EXPECT_MISSING=verbs,nosuchprov run_bounded 60 "$FABRPC_RUN" \
-        -n 2 --provider tcp,verbs,nosuchprov --timeout 50 "$ITEST" strict
+    # tcp comes up, verbs and efa (no hardware here) do not: both named.
+    FABRPC_STRICT=1 EXPECT_MISSING=verbs,efa run_bounded 60 "$FABRPC_RUN" \
+        -n 2 --provider tcp,verbs,efa --timeout 50 "$ITEST" strict
+}
+unknown_name() {
+    # A typo is not a missing provider: init fails, strict or not.
+    EXPECT_UNKNOWN=nosuchprov run_bounded 60 "$FABRPC_RUN" -n 2 \
+        --provider nosuchprov,shm --timeout 50 "$ITEST" unknown-provider
 }
 not_strict() {
     # Without strict mode the same list falls back to tcp.
@@ -21,4 +27,5 @@ not_strict() {
 run_case "strict: verbs missing" strict_verbs
 run_case "strict: every missing provider named" strict_mixed
 run_case "not strict: falls back to the next provider" not_strict
+run_case "an unknown provider name fails init, naming what came up" unknown_name
 finish_cases

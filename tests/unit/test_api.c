@@ -374,6 +374,13 @@ START_TEST(null_and_bad_arguments)
     ck_assert_int_eq(frpc_get_stats(NULL, &st), FRPC_EINVAL);
     ck_assert_int_eq(frpc_get_stats_sized(agent, NULL, sizeof(st)),
                      FRPC_EINVAL);
+    ck_assert_int_eq(frpc_has_backend(agent, NULL), 0);
+    char rep[8] = "x";
+    ck_assert_uint_eq(frpc_backend_report(NULL, rep, sizeof(rep)), 0);
+    ck_assert_str_eq(rep, "x");
+    frpc_mp_buf_init(NULL);
+    frpc_mp_buf_destroy(NULL);
+    frpc_mp_view_free(NULL);
     ck_assert_int_eq(frpc_mp_parse(NULL, 3, &v), FRPC_EINVAL);
     ck_assert_int_eq(frpc_mp_parse("x", 1, NULL), FRPC_EINVAL);
 }

@@ -147,8 +147,10 @@ typedef enum frpc_progress_mode {
  *  rank, world_size  FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
  *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),
  *                    PMI_RANK/PMI_SIZE, SLURM_PROCID/SLURM_NTASKS (srun);
- *                    with none set, a single rank (0 of 1). Set both or
- *                    neither.
+ *                    with none set, a single rank (0 of 1), which
+ *                    frpc_init says on stderr (a job started without its
+ *                    launcher would otherwise run quietly alone). Set
+ *                    both or neither.
  *  store_addr        FABRPC_STORE_ADDR ("host:port"), else MASTER_ADDR
  *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
  *                    to torch.distributed's own store), else
@@ -158,6 +160,9 @@ typedef enum frpc_progress_mode {
  *                    (shm when all ranks share a host, otherwise the first of
  *                    verbs, efa, psm3, tcp, sockets that every rank has).
  *                    A comma list such as "shm,tcp" is a preference order.
+ *                    A name no libfabric provider has (a typo) fails
+ *                    frpc_init with FRPC_EINVAL, naming it and the
+ *                    providers that came up.
  *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
  *                    provider in the list must come up, or frpc_init fails
  *                    with FRPC_ENOBACKEND naming each missing one and why.
@@ -343,20 +348,23 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
 int frpc_barrier(frpc_agent *agent, int timeout_ms);
 
 /* The active provider's short name ("shm", "tcp", "verbs", ...), and its
- * libfabric name ("tcp;ofi_rxm"). Static for the agent's life. */
+ * libfabric name ("tcp;ofi_rxm"). Static for the agent's life; "" for a
+ * NULL agent. Never block. */
 const char *frpc_provider(const frpc_agent *agent);
 const char *frpc_provider_full(const frpc_agent *agent);
 
 /* 1 if the named provider came up on this rank (it is usable here, active or
- * not), else 0. */
+ * not), else 0 (also for a NULL agent or name). Never blocks. */
 int frpc_has_backend(const frpc_agent *agent, const char *name);
 
-/* 0 if the named provider is the active one; FRPC_ENOBACKEND otherwise. */
+/* 0 if the named provider is the active one; FRPC_ENOBACKEND otherwise;
+ * FRPC_EINVAL for a NULL agent or name. Never blocks. */
 int frpc_require_backend(const frpc_agent *agent, const char *name);
 
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
  * available: ...", one per line) to buf, NUL-terminated and truncated to
- * len. Returns the length the full report needs (like snprintf). */
+ * len. Returns the length the full report needs (like snprintf); 0 for a
+ * NULL agent (buf untouched). buf may be NULL when len is 0. */
 size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */
@@ -388,7 +396,8 @@ int frpc_register(frpc_agent *agent, const char *name, frpc_handler_fn handler,
                   void *user, unsigned flags);
 
 /* The call's argument bytes (owned by req, valid until it is answered) and
- * their length; len may be NULL. Returns NULL when there are none. */
+ * their length; len may be NULL. Returns NULL when there are none, or req
+ * is NULL (*len then 0). */
 const void *frpc_request_args(const frpc_request *req, size_t *len);
 
 /* The calling rank, or FRPC_EINVAL for a NULL req. */
@@ -433,6 +442,7 @@ typedef struct frpc_result {
                          provider's text, ...) */
 } frpc_result;
 
+/* Frees what res holds and zeroes it; NULL is a no-op. */
 void frpc_result_clear(frpc_result *res);
 
 /*
@@ -522,11 +532,13 @@ int frpc_batch_end(frpc_agent *agent);
  */
 int frpc_future_wait(frpc_future *f, int timeout_ms);
 
-/* 1 if f has completed, 0 if not. Never blocks; does not drive progress. */
+/* 1 if f has completed, 0 if not (or f is NULL). Never blocks; does not
+ * drive progress. */
 int frpc_future_test(const frpc_future *f);
 
 /* The reply when f completed with status 0 (owned by f, valid until
- * frpc_future_free; NULL when empty or not completed); len may be NULL. */
+ * frpc_future_free; NULL when empty, not completed, or f is NULL); len may
+ * be NULL. */
 const void *frpc_future_data(const frpc_future *f, size_t *len);
 
 /*
@@ -554,7 +566,8 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
  * at once on this thread if f has completed already. fn may read f and
  * may free it. One callback per future: FRPC_EEXIST for a second one.
  * If f is cancelled, fn still runs and sees FRPC_ECANCELED. The caller
- * must not hold any lock that fn takes.
+ * must not hold any lock that fn takes. 0, FRPC_EEXIST, or FRPC_EINVAL
+ * (NULL f or fn).
  */
 int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
 
@@ -631,6 +644,11 @@ typedef struct frpc_stats {
     uint64_t messages_sent;      /* transport messages; a burst of small
                                     frames to one rank shares one */
     uint64_t frames_coalesced;   /* frames that shared another's message */
+    uint64_t recv_repost_failed; /* receive buffers the provider refused
+                                    to take back (each is offered again
+                                    at the next polls: none is lost) */
+    uint64_t cq_errors_unmatched; /* provider error reports that named no
+                                    operation of ours */
     /* new fields go here, and only here */
 } frpc_stats;
 
@@ -681,6 +699,7 @@ typedef struct frpc_mp_buf {
     msgpack_packer pk;
 } frpc_mp_buf;
 
+/* NULL p: both are no-ops. */
 void frpc_mp_buf_init(frpc_mp_buf *p);
 void frpc_mp_buf_destroy(frpc_mp_buf *p);
 

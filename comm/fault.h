@@ -1,0 +1,34 @@
+/*
+ * Fault injection for tests: a site named here fails its next n passes
+ * once a test arms it (fr_fault_arm). The sites are error paths that a
+ * healthy provider never takes, so without this they would go untested.
+ * fr_fault_arm is internal (libfabrpc exports frpc_ symbols only): only
+ * tests linked with the layers' internals can arm a site. Unarmed, a site
+ * costs one relaxed atomic load, on paths that are not per call.
+ */
+#ifndef FR_COMM_FAULT_H
+#define FR_COMM_FAULT_H
+
+#include <stdatomic.h>
+
+typedef enum fr_fault_site {
+    FR_FAULT_RECV_POST,     /* fi_recv / fi_recvv fails (fabric.c) */
+    FR_FAULT_CQ_NO_CONTEXT, /* an empty CQ read gives an error entry
+                               without a context instead */
+    FR_FAULT_SITES
+} fr_fault_site;
+
+extern atomic_int fr__fault_left[FR_FAULT_SITES];
+
+/* 1 if site should fail this pass (and counts the pass), else 0. */
+static inline int fr_fault_hit(fr_fault_site site)
+{
+    if (atomic_load_explicit(&fr__fault_left[site], memory_order_relaxed) <= 0)
+        return 0;
+    return atomic_fetch_sub(&fr__fault_left[site], 1) > 0;
+}
+
+/* Makes site fail its next n passes (0 disarms it). Any thread. */
+void fr_fault_arm(fr_fault_site site, int n);
+
+#endif /* FR_COMM_FAULT_H */

@@ -1,0 +1,259 @@
+/*
+ * The transport's error paths, forced with comm/fault.h on two endpoints
+ * of one process over shm: a receive buffer the provider refuses at open
+ * fails fr_fabric_open with the provider's own words (not an fabrpc code
+ * read as an errno); one it refuses back after a message is posted again
+ * at the next polls, so the pool never shrinks and later messages all
+ * arrive; a CQ error entry without a context is counted.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm/clock.h"
+#include "comm/fabric.h"
+#include "comm/fault.h"
+#include "comm/providers.h"
+
+#include "check_main.h"
+
+#define RECVS 8
+#define TOKEN 0x5eed5eedull
+
+static atomic_int received;
+
+static void on_msg(void *ctx, fr_fabric_msg *m)
+{
+    (void)ctx;
+    (void)m;
+    atomic_fetch_add(&received, 1);
+}
+
+/* shm's first send to a peer waits for the peer's progress: the receiver
+ * is polled by a thread of its own, as an agent's would be. */
+static fr_fabric *polled;
+static atomic_int stop_polling;
+static pthread_t poller;
+
+static void *poll_main(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop_polling)) {
+        fr_fabric_progress(polled);
+        usleep(50);
+    }
+    return NULL;
+}
+
+static void start_polling(fr_fabric *b)
+{
+    polled = b;
+    atomic_store(&stop_polling, 0);
+    ck_assert_int_eq(pthread_create(&poller, NULL, poll_main, NULL), 0);
+}
+
+static void stop_polling_now(void)
+{
+    atomic_store(&stop_polling, 1);
+    pthread_join(poller, NULL);
+}
+
+static fr_backends bs;
+
+/* Opens an endpoint named after tag; its open's code, errbuf filled. */
+static int open_one(const char *tag, fr_fabric **out, char *err, size_t len)
+{
+    char name[64];
+    const fr_backend *b = fr_backends_find(&bs, "shm");
+    ck_assert_msg(b && b->up, "shm is not up here");
+    snprintf(name, sizeof(name), "fabrpc_faults_%s_%d", tag, (int)getpid());
+    fr_fabric_opts o = {.max_msg = 1 << 20,
+                        .eager_max = 4096,
+                        .recv_count = RECVS,
+                        .ep_name = name,
+                        .cb = {.on_msg = on_msg}};
+    return fr_fabric_open(b->info, &o, out, err, len);
+}
+
+static void setup(void)
+{
+    ck_assert_int_eq(fr_backends_discover(&bs, "shm"), 0);
+}
+
+static void teardown(void)
+{
+    for (int s = 0; s < FR_FAULT_SITES; s++)
+        fr_fault_arm((fr_fault_site)s, 0);
+    fr_backends_free(&bs);
+}
+
+static const fr_fixture shm = {setup, teardown};
+
+/* Two endpoints that know each other as ranks 0 and 1; the second
+ * (rank 1) polled by its thread. */
+static void pair(fr_fabric *f[2])
+{
+    char err[512] = "", addr[2][256];
+    size_t alen[2];
+    for (int i = 0; i < 2; i++) {
+        int rc = open_one(i ? "b" : "a", &f[i], err, sizeof(err));
+        ck_assert_msg(rc == 0, "open: %s", err);
+        alen[i] = sizeof(addr[i]);
+        ck_assert_int_eq(fr_fabric_getname(f[i], addr[i], &alen[i]), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(fr_fabric_set_identity(f[i], (uint32_t)i, 2, TOKEN),
+                         0);
+        for (uint32_t r = 0; r < 2; r++)
+            ck_assert_int_eq(fr_fabric_set_peer(f[i], r, addr[r], alen[r]),
+                             0);
+    }
+    start_polling(f[1]);
+}
+
+static void unpair(fr_fabric *f[2])
+{
+    stop_polling_now();
+    fr_fabric_close(f[0]);
+    fr_fabric_close(f[1]);
+}
+
+/* b's counters once done(them) holds, or after 5 s. */
+static fr_fabric_stats stats_when(fr_fabric *b,
+                                  int (*done)(const fr_fabric_stats *))
+{
+    fr_fabric_stats st;
+    uint64_t end = fr_deadline_ms(5000);
+    for (;;) {
+        fr_fabric_get_stats(b, &st);
+        if (done(&st) || fr_now_ns() >= end)
+            return st;
+        usleep(1000);
+    }
+}
+
+static int all_posted(const fr_fabric_stats *st)
+{
+    return st->recv_unposted == 0;
+}
+
+static int three_unmatched(const fr_fabric_stats *st)
+{
+    return st->cq_errors_unmatched >= 3;
+}
+
+/* Sends n one-way frames from a to rank 1 (polled by its thread) and
+ * waits until they are all in or 10 s pass; returns how many arrived. */
+static int push(fr_fabric *a, int n)
+{
+    int before = atomic_load(&received);
+    for (int i = 0; i < n; i++) {
+        fr_env e = {.kind = FR_ENV_REQUEST, .req_id = (uint64_t)i + 1,
+                    .func_id = 42};
+        int rc = fr_fabric_send(a, 1, &e, "x", 1, fr_deadline_ms(10000));
+        ck_assert_msg(rc == 0, "send %d: %s", i, frpc_err_name(rc));
+        fr_fabric_progress(a);
+    }
+    uint64_t end = fr_deadline_ms(10000);
+    while (atomic_load(&received) - before < n && fr_now_ns() < end) {
+        fr_fabric_progress(a);
+        usleep(100);
+    }
+    return atomic_load(&received) - before;
+}
+
+START_TEST(a_refused_receive_at_open_says_why)
+{
+    char err[512] = "";
+    fr_fabric *f = NULL;
+    fr_fault_arm(FR_FAULT_RECV_POST, 1);
+    int rc = open_one("open", &f, err, sizeof(err));
+    ck_assert_int_eq(rc, FRPC_ETRANSPORT);
+    ck_assert_ptr_null(f);
+    /* The provider's text for its code (-FI_EOTHER), not an fabrpc code
+     * read as an errno ("Bad file descriptor" was -9, FRPC_ETRANSPORT). */
+    ck_assert_msg(strstr(err, "fi_recv") && strstr(err, fi_strerror(FI_EOTHER))
+                      && !strstr(err, "Bad file descriptor"),
+                  "errbuf: \"%s\"", err);
+}
+END_TEST
+
+START_TEST(refused_reposts_come_back_and_nothing_is_lost)
+{
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    ck_assert_int_eq(push(f[0], 4), 4);
+    /* The next 3 buffers given back are refused, once each. */
+    fr_fault_arm(FR_FAULT_RECV_POST, 3);
+    ck_assert_int_eq(push(f[0], 3), 3);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.recv_repost_failed, 3);
+    /* Many more messages than the pool holds: all arrive, and every
+     * refused buffer is back in the provider's hands. */
+    ck_assert_int_eq(push(f[0], RECVS * 20), RECVS * 20);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.recv_unposted, 0);
+    ck_assert_uint_eq(st.recv_repost_failed, 3);
+    unpair(f);
+}
+END_TEST
+
+START_TEST(a_refused_repost_waits_for_the_next_poll)
+{
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    /* Every repost fails for a while: buffers pile up unposted, and come
+     * back once the provider takes them again. */
+    fr_fault_arm(FR_FAULT_RECV_POST, 1000000);
+    /* The whole pool used and refused back: with a pool that shrank on
+     * each refusal, nothing more could ever arrive. */
+    ck_assert_int_eq(push(f[0], RECVS), RECVS);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.recv_unposted, RECVS);
+    fr_fault_arm(FR_FAULT_RECV_POST, 0);
+    st = stats_when(f[1], all_posted); /* the poller's next passes */
+    ck_assert_uint_eq(st.recv_unposted, 0);
+    ck_assert_int_eq(push(f[0], RECVS * 4), RECVS * 4);
+    unpair(f);
+}
+END_TEST
+
+START_TEST(a_cq_error_without_context_is_counted)
+{
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    ck_assert_int_eq(push(f[0], 2), 2);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.cq_errors_unmatched, 0);
+    /* Three error entries that name nothing of ours: each counted, the
+     * endpoint goes on. */
+    fr_fault_arm(FR_FAULT_CQ_NO_CONTEXT, 3);
+    st = stats_when(f[1], three_unmatched);
+    ck_assert_uint_eq(st.cq_errors_unmatched, 3);
+    ck_assert_int_eq(push(f[0], RECVS * 2), RECVS * 2);
+    unpair(f);
+}
+END_TEST
+
+int main(void)
+{
+    const fr_test_case tests[] = {
+        {"a receive refused at open fails with the provider's text",
+         a_refused_receive_at_open_says_why},
+        {"receive buffers refused back are posted again: none lost",
+         refused_reposts_come_back_and_nothing_is_lost},
+        {"while reposts fail, buffers wait; the next poll posts them",
+         a_refused_repost_waits_for_the_next_poll},
+        {"a CQ error entry without a context is counted",
+         a_cq_error_without_context_is_counted},
+    };
+    return fr_run_tests_with_fixture("fabric faults", tests,
+                                     sizeof(tests) / sizeof(tests[0]), 60,
+                                     &shm);
+}
