@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <fabrpc.h>
@@ -255,6 +256,27 @@ static int mode_errors(void)
     frpc_result_clear(&res);
     printf("ok: call to self\n");
     CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+
+    /* A barrier that runs out: FRPC_ETIMEDOUT at its bound, like every
+     * wait; the late ranks' arrival still completes it for them, and the
+     * next barrier works for all. */
+    if (me == 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = frpc_barrier(a, 300);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 +
+                    (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        CHECK(rc == FRPC_ETIMEDOUT && ms >= 290 && ms < 5000,
+              "barrier(300) with the others late: %s after %.0f ms",
+              frpc_err_name(rc), ms);
+        printf("ok: barrier(300) with the others 1 s late: FRPC_ETIMEDOUT "
+               "after %.0f ms\n", ms);
+    } else {
+        usleep(1000 * 1000);
+        CHECK(frpc_barrier(a, 60000) == 0, "the late ranks' barrier");
+    }
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier after a timed-out one");
     finish(a);
     return 0;
 }

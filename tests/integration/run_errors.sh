@@ -1,7 +1,8 @@
 #!/bin/bash
 # Errors reach the caller and can be told apart, over shm and tcp: remote
 # handler error, unknown function, invalid rank and arguments, too large
-# args and reply, timeout with the late answer dropped, call to self.
+# args and reply, timeout with the late answer dropped, call to self, a
+# barrier that runs out (FRPC_ETIMEDOUT at its bound).
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST
 export FABRPC_MAX_MSG=1048576
