@@ -207,6 +207,15 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     f->inject_max = f->info->tx_attr->inject_size;
     if (f->inject_max > 4096)
         f->inject_max = 4096; /* inject frames are built on the stack */
+    if (f->info->fabric_attr->prov_name &&
+        strstr(f->info->fabric_attr->prov_name, "ofi_rxd")) {
+        /* See tx_cap (fabric_internal.h): rxd has min(1024, tx size)
+         * entries; a quarter stays free for its own retransmissions. */
+        size_t n = f->info->tx_attr->size ? f->info->tx_attr->size : 64;
+        n = n < 1024 ? n : 1024;
+        f->tx_cap = (unsigned)(n * 3 / 4 ? n * 3 / 4 : 1);
+        f->inject_max = 0;
+    }
     f->rma_chunk = 4u << 20;
     if (f->info->ep_attr->max_msg_size &&
         f->info->ep_attr->max_msg_size < f->rma_chunk)
@@ -431,12 +440,23 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
         fr__put_slot(f, sl);
         return FRPC_EPEERLOST;
     }
-    while ((ret = fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
-                          &sl->op.fictx)) == -FI_EAGAIN)
+    for (;;) {
+        ret = -FI_EAGAIN;
+        if (fr__tx_take(f)) {
+            ret = fr_fault_hit(FR_FAULT_SEND_POST)
+                      ? -FI_EOTHER
+                      : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
+                                &sl->op.fictx);
+            if (ret)
+                fr__tx_give(f);
+        }
+        if (ret != -FI_EAGAIN)
+            break;
         if ((rc = fr__backoff(f, dst, deadline_ns))) {
             fr__put_slot(f, sl);
             return rc;
         }
+    }
     if (ret) {
         fr__put_slot(f, sl);
         return fr__peer_err((int)ret, NULL);
@@ -454,7 +474,9 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     int rc;
     if (fr__lost(f, dst))
         return FRPC_EPEERLOST;
-    while ((ret = fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
+    while ((ret = fr_fault_hit(FR_FAULT_SEND_POST)
+                      ? -FI_EOTHER
+                      : fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
         if ((rc = fr__backoff(f, dst, deadline_ns)))
             return rc;
     if (ret)
@@ -695,6 +717,7 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
+    fr__tx_give(f);
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
     if (err)

@@ -168,6 +168,16 @@ struct fr_fabric {
     fr_send_slot **all_slots;
     unsigned nslots, max_slots;
 
+    /* Operations that hold one of the provider's transmit entries until
+     * their completion (slot sends, rendezvous reads), counted only when
+     * tx_cap is set: udp;ofi_rxd in libfabric 1.17 returns 0 from an
+     * fi_send for which it has no entry left, and the message is never
+     * sent nor completed (rxd_msg.c; fixed upstream in 2.4). There we
+     * keep below its entries, and never inject: an injected message
+     * holds an entry until acknowledged, with no completion to count. */
+    unsigned tx_cap; /* 0: no cap */
+    atomic_uint tx_out;
+
     /* Progress: one poller at a time; the owner may re-enter. */
     pthread_mutex_t poll_lock;
     _Atomic(pthread_t) poll_owner;
@@ -286,5 +296,24 @@ void fr__rndv_free_all(fr_fabric *f);
 int fr__rndv_end_lost(fr_fabric *f);
 /* Ends the lost peer's outgoing blocks (any thread). */
 void fr__rndv_drop_out(fr_fabric *f, uint32_t peer);
+
+/* Takes a transmit entry for an operation about to be posted: 1, or 0
+ * when at the cap (the caller then waits as for FI_EAGAIN). */
+static inline int fr__tx_take(fr_fabric *f)
+{
+    if (!f->tx_cap)
+        return 1;
+    if (atomic_fetch_add(&f->tx_out, 1) < f->tx_cap)
+        return 1;
+    atomic_fetch_sub(&f->tx_out, 1);
+    return 0;
+}
+
+/* Gives one back: the operation completed, or was not posted. */
+static inline void fr__tx_give(fr_fabric *f)
+{
+    if (f->tx_cap)
+        atomic_fetch_sub(&f->tx_out, 1);
+}
 
 #endif /* FR_COMM_FABRIC_INTERNAL_H */

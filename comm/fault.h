@@ -15,6 +15,8 @@ typedef enum fr_fault_site {
     FR_FAULT_RECV_POST,     /* fi_recv / fi_recvv fails (fabric.c) */
     FR_FAULT_CQ_NO_CONTEXT, /* an empty CQ read gives an error entry
                                without a context instead */
+    FR_FAULT_SEND_POST,     /* fi_send / fi_inject fails with a plain
+                               provider error (-FI_EOTHER) */
     FR_FAULT_SITES
 } fr_fault_site;
 

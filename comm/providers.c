@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,8 +172,26 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
     }
 }
 
+/*
+ * udp;ofi_rxd in libfabric 1.17 lets up to 128 packets per peer wait for
+ * an acknowledgement (FI_OFI_RXD_MAX_UNACKED), and resends them all on
+ * each timer round. Against a rank that does not poll for 3 s, those
+ * resends piled up in its socket until its udp layer overran its own
+ * queues ("failed to repost", "could not find posted rx to release") and
+ * the rank crashed in libfabric or lost messages: 5000 calls failed every
+ * run (tests/integration/async stall). With 32, 20000 passed every run.
+ * Read once, when libfabric first loads its providers: so set before the
+ * first fi_getinfo, and never over the user's own value.
+ */
+static void tune_providers(void)
+{
+    setenv("FI_OFI_RXD_MAX_UNACKED", "32", 0);
+}
+
 int fr_backends_discover(fr_backends *bs, const char *list)
 {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, tune_providers);
     char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
     struct fi_info *hints, *all = NULL;
     int n, ret;

@@ -250,6 +250,7 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
 {
     fr_rndv_in *in = c->parent;
+    fr__tx_give(f);
     in->reads_out--;
     if (in->abandoned) {
         /* Ended already (lost peer, expired): the last read frees it. */
@@ -282,12 +283,18 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
         int rc = 0;
         in->chunk[i].op.type = FR_OP_READ;
         in->chunk[i].parent = in;
-        while ((ret = fi_read(f->ep, in->buf + off, n, desc,
-                              f->peer[in->src], in->desc.addr + off,
-                              in->desc.key, &in->chunk[i].op.fictx)) ==
-               -FI_EAGAIN)
-            if ((rc = fr__backoff(f, in->src, deadline)))
+        for (;;) {
+            ret = -FI_EAGAIN;
+            if (fr__tx_take(f)) {
+                ret = fi_read(f->ep, in->buf + off, n, desc, f->peer[in->src],
+                              in->desc.addr + off, in->desc.key,
+                              &in->chunk[i].op.fictx);
+                if (ret)
+                    fr__tx_give(f);
+            }
+            if (ret != -FI_EAGAIN || (rc = fr__backoff(f, in->src, deadline)))
                 break;
+        }
         if (ret == 0) {
             in->reads_out++;
             fr_doorbell_ring(f->bell, in->src); /* it may serve the read */

@@ -159,6 +159,12 @@ void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
 const char *fr_agent_call_refused_why(const frpc_agent *a, uint32_t rank,
                                       const char *fname);
 
+/* The request id to dst whose send failed with FRPC_ETRANSPORT (msg:
+ * its explanation, copied): it ends FRPC_EPEERLOST if dst is found lost
+ * within a second, else FRPC_ETRANSPORT then. Any thread; never blocks. */
+void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
+                         const char *msg);
+
 /* This rank's identity for the store (agent.c): who it is, the job it
  * believes in, how soon a vanished peer is given up. */
 fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role);
@@ -226,7 +232,9 @@ void fr_agent_free_spare_requests(frpc_agent *a);
  * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why);
-/* Sends the request of the pending entry p. */
+/* Sends the request of the pending entry p: 0 when sent (or when a
+ * transport error left it to fr_liveness_suspect: it stays in the table
+ * and ends later); otherwise the error, and p has ended with it. */
 int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
                  const void *args, size_t len);
 

@@ -92,6 +92,15 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
         return FRPC_EPEERLOST;
     }
     rc = fr_fabric_send(a->fab, p->dst, &e, args, len, p->deadline);
+    if (rc == FRPC_ETRANSPORT) {
+        /* Perhaps a dying peer: the entry stays, and ends FRPC_EPEERLOST
+         * or, a moment later, with this (liveness.c). */
+        char msg[96];
+        snprintf(msg, sizeof(msg), "sending the request to rank %u failed: "
+                 "transport failure", p->dst);
+        fr_liveness_suspect(a, p->dst, p->id, msg);
+        return 0;
+    }
     if (rc)
         fr_pending_abort(&a->pend, p, rc, NULL);
     return rc;

@@ -49,6 +49,21 @@
 #define FR_BYE_FN "fabrpc.internal.bye"
 #define FR_BYE_MS 500
 
+/* How long a request whose send failed with a plain transport error
+ * waits to learn whether its peer died (then it ends FRPC_EPEERLOST, like
+ * every call to a lost rank) before it ends FRPC_ETRANSPORT: a dying
+ * peer's connection may fail before its death is seen (the store's
+ * notice takes milliseconds). */
+#define FR_SUSPECT_MS 1000
+
+typedef struct fr_suspect {
+    struct fr_suspect *next;
+    uint64_t id;
+    uint32_t dst;
+    uint64_t due_ns;
+    char msg[128];
+} fr_suspect;
+
 typedef struct fr_loss {
     struct fr_loss *next; /* the report queue */
     int queued;           /* on the queue, or reported (under lock) */
@@ -71,6 +86,7 @@ struct fr_liveness {
     frpc_peer_fn fn;
     void *fn_user;
     int replay; /* report every loss so far again (a new fn was set) */
+    fr_suspect *suspects; /* fr_liveness_suspect's, under lock */
 
     int efd;   /* wakes the liveness thread */
     int *pidfd; /* per rank, -1 when not watched */
@@ -262,6 +278,64 @@ void fr_liveness_say_goodbye(frpc_agent *a)
     free(f);
 }
 
+/* ---- requests whose send failed ------------------------------------- */
+
+void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
+                         const char *msg)
+{
+    fr_liveness *l = a->live;
+    fr_suspect *s = l && l->thread_started && !atomic_load(&l->stop)
+                        ? calloc(1, sizeof(*s))
+                        : NULL;
+    if (!s) { /* nobody to wait with: the error as it is */
+        fr_pending_complete(&a->pend, id, dst, FRPC_ETRANSPORT, 0, NULL, 0,
+                            strdup(msg));
+        return;
+    }
+    s->id = id;
+    s->dst = dst;
+    s->due_ns = fr_deadline_ms(FR_SUSPECT_MS);
+    snprintf(s->msg, sizeof(s->msg), "%s", msg);
+    pthread_mutex_lock(&l->lock);
+    s->next = l->suspects;
+    l->suspects = s;
+    pthread_mutex_unlock(&l->lock);
+    wake(l);
+}
+
+/* Ends the suspects that are due (all, with all set) with their
+ * transport error; those whose peer was lost meanwhile ended with
+ * FRPC_EPEERLOST already (the mark fails every call to it). Returns the
+ * time of the next due one, or UINT64_MAX. */
+static uint64_t review_suspects(frpc_agent *a, int all)
+{
+    fr_liveness *l = a->live;
+    fr_suspect *due = NULL, **p;
+    uint64_t now = fr_now_ns(), next = UINT64_MAX;
+    pthread_mutex_lock(&l->lock);
+    for (p = &l->suspects; *p;) {
+        fr_suspect *s = *p;
+        if (all || s->due_ns <= now || atomic_load(&l->slot[s->dst])) {
+            *p = s->next;
+            s->next = due;
+            due = s;
+        } else {
+            next = s->due_ns < next ? s->due_ns : next;
+            p = &s->next;
+        }
+    }
+    pthread_mutex_unlock(&l->lock);
+    while (due) {
+        fr_suspect *s = due;
+        due = s->next;
+        /* A no-op for a call that ended meanwhile (lost peer, timeout). */
+        fr_pending_complete(&a->pend, s->id, s->dst, FRPC_ETRANSPORT, 0, NULL,
+                            0, strdup(s->msg));
+        free(s);
+    }
+    return next;
+}
+
 /* ---- the liveness thread ------------------------------------------- */
 
 /* Runs the application's function for each loss queued (or, after a new
@@ -355,15 +429,22 @@ static void *liveness_main(void *arg)
     struct pollfd *p = calloc(l->world + 1, sizeof(*p));
     uint32_t *who = calloc(l->world + 1, sizeof(*who));
 
+    uint64_t next_due = UINT64_MAX;
     while (p && who && !atomic_load(&l->stop)) {
         nfds_t n = 0;
+        int wait_ms = -1;
+        if (next_due != UINT64_MAX) {
+            uint64_t now = fr_now_ns();
+            wait_ms = next_due <= now ? 0
+                                      : (int)((next_due - now) / 1000000 + 1);
+        }
         p[n++] = (struct pollfd){.fd = l->efd, .events = POLLIN};
         for (uint32_t r = 0; r < l->world; r++)
             if (l->pidfd[r] >= 0) {
                 who[n] = r;
                 p[n++] = (struct pollfd){.fd = l->pidfd[r], .events = POLLIN};
             }
-        if (poll(p, n, -1) < 0 && errno != EINTR)
+        if (poll(p, n, wait_ms) < 0 && errno != EINTR)
             break;
         if (p[0].revents) {
             uint64_t v;
@@ -382,6 +463,7 @@ static void *liveness_main(void *arg)
             }
         clean_after_deaths(a);
         report(a);
+        next_due = review_suspects(a, 0);
     }
     free(p);
     free(who);
@@ -517,6 +599,7 @@ void fr_liveness_stop(frpc_agent *a)
         pthread_join(l->thread, NULL);
     if (l->watcher_started)
         pthread_join(l->watcher, NULL);
+    review_suspects(a, 1); /* nobody waits with them any more */
     l->thread_started = l->watcher_started = 0;
     fr_store_close(l->watch);
     l->watch = NULL;

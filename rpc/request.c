@@ -280,8 +280,11 @@ void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
     char msg[128];
     snprintf(msg, sizeof(msg), "sending the request to rank %u failed: %s",
              dst, frpc_strerror(err));
-    fr_pending_complete(&a->pend, env->req_id, dst, err, 0, NULL, 0,
-                        strdup(msg));
+    if (err == FRPC_ETRANSPORT) /* perhaps a dying peer: see liveness.c */
+        fr_liveness_suspect(a, dst, env->req_id, msg);
+    else
+        fr_pending_complete(&a->pend, env->req_id, dst, err, 0, NULL, 0,
+                            strdup(msg));
 }
 
 void fr_agent_release_requests(frpc_agent *a)

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/clock.h"
+#include "comm/fault.h"
 #include "rpc/agent.h"
 #include "rpc/fabrpc.h"
 
@@ -436,6 +438,34 @@ START_TEST(waits_that_run_out_are_etimedout)
 }
 END_TEST
 
+/* A request the provider refuses with a plain error: the call waits a
+ * moment to learn whether its peer died (it would end FRPC_EPEERLOST),
+ * then ends FRPC_ETRANSPORT saying so; the agent goes on. */
+START_TEST(a_send_refused_by_the_provider_ends_etransport)
+{
+    frpc_result r;
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", "a", 1, 5000, &r), 0);
+    frpc_result_clear(&r);
+    fr_fault_arm(FR_FAULT_SEND_POST, 1);
+    uint64_t t0 = fr_now_ns();
+    int rc = frpc_call(agent, 0, "echo", "b", 1, 10000, &r);
+    double ms = (double)(fr_now_ns() - t0) / 1e6;
+    ck_assert_msg(rc == FRPC_ETRANSPORT && r.error &&
+                      strstr(r.error, "sending the request"),
+                  "%s: %s", frpc_err_name(rc), r.error ? r.error : "");
+    ck_assert_msg(ms < 9000, "it took %.0f ms", ms);
+    frpc_result_clear(&r);
+    fr_fault_arm(FR_FAULT_SEND_POST, 1);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "c", 1, 10000, &f), 0);
+    ck_assert_int_eq(frpc_future_wait(f, 10000), FRPC_ETRANSPORT);
+    frpc_future_free(f);
+    fr_fault_arm(FR_FAULT_SEND_POST, 0);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", "d", 1, 5000, &r), 0);
+    frpc_result_clear(&r);
+}
+END_TEST
+
 START_TEST(every_new_code_has_a_name_and_text)
 {
     ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
@@ -467,6 +497,10 @@ int main(void)
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
          waits_that_run_out_are_etimedout, .fixture = &with_agent},
+        {"a send the provider refuses ends FRPC_ETRANSPORT, the agent goes "
+         "on",
+         a_send_refused_by_the_provider_ends_etransport,
+         .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
     };
