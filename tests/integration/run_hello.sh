@@ -28,6 +28,17 @@ readme_matches_example() {
     awk '/^```c$/{f=1;next} /^```$/{if(f){exit}} f' "$top_srcdir/README.md" |
         diff -u - "$top_srcdir/examples/add.c"
 }
+alone() {
+    # No rank anywhere: rank 0 of 1, and frpc_init says so on stderr.
+    local out="$TMPD/alone.out" err="$TMPD/alone.err"
+    env -u FABRPC_RANK -u FABRPC_WORLD_SIZE -u RANK -u WORLD_SIZE \
+        -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE -u PMI_RANK \
+        -u PMI_SIZE -u SLURM_PROCID -u SLURM_NTASKS \
+        timeout 60 "$HELLO" >"$out" 2>"$err" || { cat "$out" "$err"; return 1; }
+    expect_grep "^1 ranks over provider" "$out"
+    expect_grep "^fabrpc: no rank set .*running as rank 0 of 1$" "$err"
+}
+run_case "hello alone, no launcher: rank 0 of 1, said on stderr" alone
 run_case "hello, 4 ranks, shm" hello shm
 run_case "hello, 4 ranks, tcp" hello tcp
 run_case "README example runs (shm)" add_example shm
