@@ -303,10 +303,10 @@ void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
     wake(l);
 }
 
-/* Ends the suspects that are due (all, with all set) with their
- * transport error; those whose peer was lost meanwhile ended with
- * FRPC_EPEERLOST already (the mark fails every call to it). Returns the
- * time of the next due one, or UINT64_MAX. */
+/* Ends the suspects that are due (all, with all set), or whose peer was
+ * lost meanwhile: FRPC_EPEERLOST with the loss's words if it was (the
+ * mark may not have failed the call yet), else their transport error.
+ * Returns the time of the next due one, or UINT64_MAX. */
 static uint64_t review_suspects(frpc_agent *a, int all)
 {
     fr_liveness *l = a->live;
@@ -328,9 +328,11 @@ static uint64_t review_suspects(frpc_agent *a, int all)
     while (due) {
         fr_suspect *s = due;
         due = s->next;
+        const char *lost = fr_agent_peer_lost_why(a, s->dst);
         /* A no-op for a call that ended meanwhile (lost peer, timeout). */
-        fr_pending_complete(&a->pend, s->id, s->dst, FRPC_ETRANSPORT, 0, NULL,
-                            0, strdup(s->msg));
+        fr_pending_complete(&a->pend, s->id, s->dst,
+                            lost ? FRPC_EPEERLOST : FRPC_ETRANSPORT, 0, NULL,
+                            0, strdup(lost ? lost : s->msg));
         free(s);
     }
     return next;
