@@ -58,8 +58,10 @@
  *   flat second) waits for the caller's time left that the request
  *   carries, else FR_FABRIC_ANSWER_MS. A rendezvous transfer (its reads
  *   were posted under a flat 5 s) has one deadline from the descriptor's
- *   arrival: a request's caller's time left, else FR_FABRIC_ANSWER_MS
- *   plus the time of a slow pull; past it a poll ends the transfer
+ *   arrival: a request's caller's time left, else (a response, whose
+ *   caller rpc/ bounds) FR_FABRIC_ANSWER_MS plus the time of a slow pull,
+ *   moved to FR_FABRIC_ANSWER_MS after each read that completes, so a
+ *   slow but moving pull is never cut; past it a poll ends the transfer
  *   (refused, or its call ended with FRPC_ETIMEDOUT). A lost peer ends
  *   it at the next poll: the posted reads are abandoned (a response's
  *   call ends with FRPC_EPEERLOST) and their block freed when the

@@ -120,6 +120,7 @@ typedef struct fr_rndv_in {
     int abandoned; /* its peer was lost: off the list, freed on the last
                       posted read's completion (or at close) */
     uint64_t deadline; /* for its reads, RNDV_DONE and refusal */
+    int moving_deadline; /* each completed read moves deadline on */
     fr_read_chunk *chunk;
 } fr_rndv_in;
 

@@ -16,8 +16,12 @@
  *   or close, frees it exactly once.
  * - Bounds: a transfer has one deadline, set when its descriptor arrives:
  *   a request's caller's time left (the request's status, envelope v3),
- *   else FR_FABRIC_ANSWER_MS plus 100 ns a byte (10 MB/s, the slowest
- *   pull we wait for). Posting its reads waits for room until then; a poll ends
+ *   else FR_FABRIC_ANSWER_MS plus 100 ns a byte (10 MB/s), moved to
+ *   FR_FABRIC_ANSWER_MS from now each time one of its reads completes: a
+ *   response's caller has its own deadline in rpc/, so the transfer only
+ *   ends when it stops moving (udp under TSan and a loaded machine pulled
+ *   4 MB/s, and CI lost a 16 MiB reply to a flat 10 MB/s bound). Posting
+ *   its reads waits for room until then; a poll ends
  *   it if its reads have not all completed by then (a forged key that
  *   the provider never answers: a request is refused, a response ends
  *   its call with FRPC_ETIMEDOUT). A lost peer ends it at the next poll
@@ -264,8 +268,15 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
     }
     /* A failed read says nothing of the peer's life: the descriptor may
      * be forged. Only sends report a peer unreachable. */
-    if (err)
+    if (err) {
         in->err = err;
+    } else if (in->moving_deadline) {
+        uint64_t next = fr_deadline_ms(FR_FABRIC_ANSWER_MS);
+        pthread_mutex_lock(&f->rndv_lock); /* the expiry scan reads it */
+        if (next > in->deadline)
+            in->deadline = next;
+        pthread_mutex_unlock(&f->rndv_lock);
+    }
     if (++in->chunks_done == in->chunks)
         finish_in(f, in);
 }
@@ -327,12 +338,14 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     if (rc == 0) {
         /* A request: its caller's time left, if it says; else (and for
          * a response, whose caller's deadline only rpc/ knows) the
-         * answer bound and the slowest pull. */
-        if (env->kind == FR_ENV_REQUEST && env->status > 0)
+         * answer bound and the slowest pull, moved on by each read. */
+        if (env->kind == FR_ENV_REQUEST && env->status > 0) {
             in->deadline = fr__answer_deadline(env);
-        else
+        } else {
             in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
                            in->desc.len * FR_RNDV_NS_PER_BYTE;
+            in->moving_deadline = 1;
+        }
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);
         /* A request's args come back through fr_fabric_release_block, so

@@ -230,8 +230,14 @@ static void explain(fr_pending *p)
                  p->dst);
         break;
     case FRPC_ETIMEDOUT:
-        snprintf(buf, sizeof(buf), "call to '%s' on rank %u timed out "
-                 "after %d ms", name, p->dst, p->timeout_ms);
+        /* With a text, the transport gave up before the caller's time
+         * ran out: say why, not the caller's timeout. */
+        if (old)
+            snprintf(buf, sizeof(buf), "call to '%s' on rank %u timed out: "
+                     "%s", name, p->dst, old);
+        else
+            snprintf(buf, sizeof(buf), "call to '%s' on rank %u timed out "
+                     "after %d ms", name, p->dst, p->timeout_ms);
         break;
     case FRPC_ECANCELED:
         snprintf(buf, sizeof(buf), "call to '%s' on rank %u was cancelled",
