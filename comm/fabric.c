@@ -216,6 +216,10 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
         f->tx_cap = (unsigned)(n * 3 / 4 ? n * 3 / 4 : 1);
         f->inject_max = 0;
     }
+    f->rma_write_flags = FI_DELIVERY_COMPLETE; /* see fabric_internal.h */
+    if (f->info->fabric_attr->prov_name &&
+        strcmp(f->info->fabric_attr->prov_name, "shm") == 0)
+        f->rma_write_flags = 0;
     f->rma_chunk = 4u << 20;
     if (f->info->ep_attr->max_msg_size &&
         f->info->ep_attr->max_msg_size < f->rma_chunk)
@@ -785,6 +789,9 @@ static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err,
     case FR_OP_READ:
         fr__rndv_on_read(f, (fr_read_chunk *)op, err);
         break;
+    case FR_OP_RMA:
+        fr__rma_on_chunk(f, (fr_rma_chunk *)op, err);
+        break;
     default:
         break;
     }
@@ -794,7 +801,7 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err,
                               fi_addr_t src)
 {
     /* Sends' completions and failed receives run no handler. */
-    if (!f->holding || op->type == FR_OP_SEND ||
+    if (!f->holding || op->type == FR_OP_SEND || op->type == FR_OP_RMA ||
         (op->type == FR_OP_RECV && err)) {
         handle_now(f, op, len, err, src);
     } else if (!hold(f, op, len, err, src)) {
@@ -881,6 +888,8 @@ static int poll_cq(fr_fabric *f, int read)
     atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     if (f->unposted)
         repost_unposted(f);
+    if (f->rma_retry)
+        fr__rma_retry(f);
     int n = read ? read_cq(f) : 0;
     int held = handle_held(f);
     if (atomic_load_explicit(&f->lost_work, memory_order_relaxed) ||
@@ -1049,6 +1058,7 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->recv_repost_failed = atomic_load(&m->st.recv_repost_failed);
     o->recv_unposted = atomic_load(&m->st.recv_unposted);
     o->cq_errors_unmatched = atomic_load(&m->st.cq_errors_unmatched);
+    o->rma_bytes = atomic_load(&m->st.rma_bytes);
 }
 
 int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank)
@@ -1169,6 +1179,7 @@ void fr_fabric_close(fr_fabric *f)
     if (f->ep)
         fi_close(&f->ep->fid);
     fr__rndv_free_all(f);
+    fr__rma_free_all(f);
     fr__block_cache_destroy(&f->out_cache);
     fr__block_cache_destroy(&f->in_cache);
     if (f->av)

@@ -145,6 +145,7 @@ typedef struct fr_fabric_stats {
     uint64_t recv_repost_failed, recv_unposted;
     /* CQ error entries that name no operation of ours (nothing to end) */
     uint64_t cq_errors_unmatched;
+    uint64_t rma_bytes; /* bytes of one-sided transfers completed */
 } fr_fabric_stats;
 
 /* How long the transport tries to send what it answers by itself (a
@@ -160,6 +161,55 @@ typedef struct fr_fabric_stats {
  */
 int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
                    fr_fabric **out, char *errbuf, size_t errlen);
+
+/* ---- One-sided transfers (rma.c) ----------------------------------- */
+
+typedef struct fr_fabric_mr fr_fabric_mr;
+
+/* Registers buf[0..len) for this rank's transfers (their local side) and
+ * for peers' as remote says (FR_MEMDESC_READ | FR_MEMDESC_WRITE bits).
+ * FRPC_ENOMEM, FRPC_ETRANSPORT (the provider refused). Any thread. */
+int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
+                     fr_fabric_mr **out);
+/* What a descriptor of the region's byte off carries: the address the
+ * provider takes (virtual, or an offset) and the key. */
+uint64_t fr_fabric_mr_addr(const fr_fabric_mr *m, size_t off);
+uint64_t fr_fabric_mr_key(const fr_fabric_mr *m);
+/* Closes the registration and frees m; NULL is a no-op. */
+void fr_fabric_mr_close(fr_fabric_mr *m);
+
+struct fr_rma;
+/* status: 0 or an FRPC_E* code; why: static text or NULL. op is the
+ * fabric's copy of what was posted. */
+typedef void (*fr_rma_done_fn)(const struct fr_rma *op, int status,
+                               const char *why);
+
+typedef struct fr_rma {
+    int write;            /* 1: local -> remote (put); 0: get */
+    uint32_t dst;         /* the remote region's owner */
+    fr_fabric_mr *local;
+    size_t local_off;
+    uint64_t remote_addr; /* fr_fabric_mr_addr on the owner, plus offset */
+    uint64_t key;
+    size_t len;           /* > 0 */
+    uint64_t deadline_ns; /* how long to wait for room to post */
+    fr_rma_done_fn done;
+    void *ctx;            /* the caller's, with id */
+    uint64_t id;
+} fr_rma;
+
+/*
+ * Posts op in chunks the provider takes (fi_read, or fi_writemsg with
+ * delivery completion: the bytes are in the owner's memory when it
+ * completes). On 0, op->done runs exactly once, from a poll: when every
+ * chunk completed (status of the first failure), or once dst is marked
+ * lost (FRPC_EPEERLOST; chunks still in the provider's hands are freed
+ * when they come back, or at close). Otherwise nothing was posted, done
+ * never runs, and the code says why: FRPC_EPEERLOST, FRPC_ETIMEDOUT (no
+ * room by the deadline), FRPC_ETRANSPORT, FRPC_ENOMEM. Any thread; waits
+ * only for room to post.
+ */
+int fr_fabric_rma(fr_fabric *f, const fr_rma *op);
 
 /* This endpoint's address (for the store). *len: in, the buffer size; out,
  * the address length. FRPC_EINVAL if the buffer is too small. */

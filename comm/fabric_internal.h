@@ -21,7 +21,7 @@
 /* Every operation posted to libfabric carries one of these as its context,
  * so a completion, successful or not, names what it finished. The
  * fi_context2 comes first for providers that need FI_CONTEXT(2) mode. */
-enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ };
+enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ, FR_OP_RMA };
 
 typedef struct fr_op {
     struct fi_context2 fictx;
@@ -124,6 +124,31 @@ typedef struct fr_rndv_in {
     fr_read_chunk *chunk;
 } fr_rndv_in;
 
+/* A one-sided transfer (rma.c) and its chunks. */
+struct fr_rma_xfer;
+typedef struct fr_rma_chunk {
+    fr_op op;
+    struct fr_rma_xfer *parent;
+    size_t off, len; /* in the transfer */
+    int retries;     /* posted again after a dropped connection */
+    uint64_t retry_at;
+    struct fr_rma_chunk *next_retry; /* on fr_fabric.rma_retry */
+} fr_rma_chunk;
+#define FR_RMA_RETRIES 36
+
+typedef struct fr_rma_xfer {
+    struct fr_rma_xfer *next, *prev; /* rma_active or rma_abandoned */
+    fr_rma op;
+    unsigned chunks, chunks_done; /* under rndv_lock, as the rest */
+    unsigned out;                 /* chunks in the provider's hands */
+    int posting;                  /* fr_fabric_rma is still posting */
+    int ended;                    /* op.done has run or is running */
+    int err;
+    const char *why;
+    size_t bytes_done;
+    fr_rma_chunk chunk[];
+} fr_rma_xfer;
+
 struct fr_fabric {
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -138,6 +163,12 @@ struct fr_fabric {
     fr_fabric_opts opts;
     size_t inject_max;
     size_t rma_chunk;
+    /* Flags for one-sided writes: FI_DELIVERY_COMPLETE (the bytes are in
+     * the owner's memory at completion), but 0 on shm, whose fast path
+     * writes with process_vm_writev before it completes anyway; its slow
+     * path, which delivery completion would take, stops serving the pair's
+     * RMA for good once the owner refuses a key (libfabric 1.17). */
+    uint64_t rma_write_flags;
     int mr_virt_addr, mr_prov_key, mr_local;
 
     uint32_t rank, world;
@@ -193,6 +224,9 @@ struct fr_fabric {
     fr_rndv_out *rndv_out;
     fr_rndv_in *rndv_in;
     fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
+    fr_rma_xfer *rma_active;    /* one-sided transfers not ended */
+    fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
+    fr_rma_chunk *rma_retry;    /* the poll owner's: to post again */
     uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
     uint64_t next_cookie;
     atomic_uint_fast64_t next_key;
@@ -223,7 +257,8 @@ struct fr_fabric {
         atomic_uint_fast64_t sent, coalesced, messages, received, bytes_sent, bytes_received,
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
-            recv_repost_failed, recv_unposted, cq_errors_unmatched;
+            recv_repost_failed, recv_unposted, cq_errors_unmatched,
+            rma_bytes;
     } st;
 };
 
@@ -297,6 +332,15 @@ void fr__rndv_free_all(fr_fabric *f);
 int fr__rndv_end_lost(fr_fabric *f);
 /* Ends the lost peer's outgoing blocks (any thread). */
 void fr__rndv_drop_out(fr_fabric *f, uint32_t peer);
+
+/* rma.c */
+void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err);
+/* The poll owner ends the one-sided transfers whose peer was marked lost:
+ * returns how many. */
+int fr__rma_end_lost(fr_fabric *f);
+/* The poll owner posts again the chunks a dropped connection failed. */
+void fr__rma_retry(fr_fabric *f);
+void fr__rma_free_all(fr_fabric *f);
 
 /* Takes a transmit entry for an operation about to be posted: 1, or 0
  * when at the cap (the caller then waits as for FI_EAGAIN). */

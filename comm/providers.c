@@ -60,7 +60,8 @@ static struct fi_info *make_hints(void)
     struct fi_info *h = fi_allocinfo();
     if (!h)
         return NULL;
-    h->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ;
+    h->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_WRITE |
+              FI_REMOTE_WRITE;
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->ep_attr->type = FI_EP_RDM;
     h->domain_attr->threading = FI_THREAD_SAFE;

@@ -395,8 +395,10 @@ int fr__rndv_end_lost(fr_fabric *f)
             f->next_expiry_scan = now + FR_RNDV_SCAN_NS;
         }
     }
+    if (work)
+        n = fr__rma_end_lost(f);
     if (!work && !expiry)
-        return 0;
+        return n;
     pthread_mutex_lock(&f->rndv_lock);
     for (in = f->rndv_in; in; in = next) {
         next = in->next;

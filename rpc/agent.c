@@ -377,6 +377,7 @@ static void destroy(frpc_agent *a)
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     fr_agent_release_requests(a);
     fr_agent_free_spare_requests(a);
+    fr_mem_end_all(a); /* before the domain closes */
     fr_fabric_close(a->fab);
     fr_doorbell_close(a->bell);
     fr_store_close(a->store);
@@ -387,6 +388,7 @@ static void destroy(frpc_agent *a)
     fr_liveness_destroy(a);
     pthread_mutex_destroy(&a->store_lock);
     pthread_mutex_destroy(&a->req_lock);
+    pthread_mutex_destroy(&a->mem_lock);
     free(a);
 }
 
@@ -416,6 +418,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         return FRPC_ENOMEM;
     pthread_mutex_init(&a->store_lock, NULL);
     pthread_mutex_init(&a->req_lock, NULL);
+    pthread_mutex_init(&a->mem_lock, NULL);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_pending_init(&a->pend)))
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
@@ -645,6 +648,11 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->frames_coalesced = fs.coalesced;
     o->recv_repost_failed = fs.recv_repost_failed;
     o->cq_errors_unmatched = fs.cq_errors_unmatched;
+    o->transfers_get = atomic_load(&m->xfer_get);
+    o->transfers_put = atomic_load(&m->xfer_put);
+    o->transfer_bytes = fs.rma_bytes;
+    o->transfers_refused = atomic_load(&m->xfer_refused);
+    o->mem_registered = atomic_load(&m->mem_registered);
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);

@@ -121,6 +121,11 @@ struct frpc_agent {
     atomic_uint_fast64_t requests_received, requests_answered;
 
     fr_liveness *live; /* liveness.c */
+
+    /* Registered regions (mem.c): ended at shutdown, before the fabric. */
+    pthread_mutex_t mem_lock;
+    frpc_mem *mems;
+    atomic_uint_fast64_t xfer_get, xfer_put, xfer_refused, mem_registered;
 };
 
 /* ---- timeouts (see "Timeouts" in fabrpc.h) -------------------------- */
@@ -237,6 +242,19 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
  * and ends later); otherwise the error, and p has ended with it. */
 int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
                  const void *args, size_t len);
+
+/* future.c: a future in the pending table for an operation named name
+ * (copied) to dst, as frpc_call_async makes (FRPC_ENOMEM); its entry; and
+ * the owner's reference dropped when the operation was never started
+ * (after fr_pending_abort ended the entry). */
+int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
+                   int timeout_ms, frpc_future **out);
+fr_pending *fr_future_entry(frpc_future *f);
+void fr_future_drop_unsent(frpc_future *f);
+
+/* mem.c: ends every region still registered (shutdown): their handles
+ * stay for frpc_mem_deregister to free. */
+void fr_mem_end_all(frpc_agent *a);
 
 /* progress.c */
 int fr_progress_start(frpc_agent *a);

@@ -113,7 +113,7 @@ typedef struct frpc_request frpc_request;
  * outcome come through new functions.
  */
 #define FRPC_VERSION_MAJOR 1
-#define FRPC_VERSION_MINOR 0
+#define FRPC_VERSION_MINOR 1
 #define FRPC_VERSION_PATCH 0
 #define FRPC_VERSION_NUMBER                                                   \
     (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)
@@ -612,6 +612,127 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
                   size_t *index);
 
 /* ------------------------------------------------------------------ */
+/* Registered memory and one-sided transfers                           */
+/* ------------------------------------------------------------------ */
+
+/*
+ * A rank registers a region of its memory, turns a slice of it into a
+ * descriptor (FRPC_MEM_DESC_SIZE plain bytes, to send inside call args or
+ * a reply), and a peer holding the descriptor reads the slice (frpc_get)
+ * or writes it (frpc_put) without any handler of the owner running. The
+ * local side of a transfer is a region of the caller's own, so the bytes
+ * move straight between the two regions, copied by the provider only.
+ *
+ * Trust: a descriptor is checked before anything is posted. Its check
+ * value is keyed with the job's token: random or truncated bytes
+ * (FRPC_EPROTO), and tampered bytes or another job's descriptors
+ * (FRPC_EACCES: the check value does not match) are refused, as are a rank outside the job (FRPC_ENORANK), a slice outside
+ * the described one (FRPC_EINVAL) and an access the owner did not grant
+ * (FRPC_EACCES). A descriptor of a region since deregistered is refused
+ * by the owner's provider: the transfer ends with FRPC_EACCES, or
+ * FRPC_ETRANSPORT (tcp: the provider drops the connection, and fabrpc
+ * posts what else was on it again), or at its timeout on a provider that
+ * never answers; the agent keeps working either way. Provider limit: shm
+ * (libfabric 1.17) checks no key, so there a stale descriptor reads or
+ * writes whatever the owner has mapped at that address now: deregister a
+ * region (and free its memory) only once peers are done with its
+ * descriptors.
+ *
+ * Completion: a get that returns 0 has the bytes in the local region; a
+ * put that returns 0 has them in the owner's memory, visible to whatever
+ * the owner does next (a call sent after it sees them). A transfer whose
+ * owner is lost ends with FRPC_EPEERLOST within the detection bound.
+ * Transfers are counted in frpc_stats with calls (calls_started and the
+ * outcomes), and on their own in the transfer counters.
+ */
+typedef struct frpc_mem frpc_mem;
+
+enum {
+    FRPC_MEM_REMOTE_READ = 1,  /* peers may frpc_get from it */
+    FRPC_MEM_REMOTE_WRITE = 2  /* peers may frpc_put into it */
+};
+
+#define FRPC_MEM_DESC_SIZE 64
+
+/*
+ * Registers buf[0..len) with the agent's provider for transfers: as the
+ * local side of this rank's frpc_get/frpc_put always, and for peers'
+ * transfers as access says (a mix of FRPC_MEM_REMOTE_*, or 0). The caller
+ * keeps owning buf and must keep it valid until frpc_mem_deregister
+ * returns 0. *out is the caller's, freed by frpc_mem_deregister; on an
+ * error it is NULL (when out is not).
+ * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
+ * bits), FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider
+ * refused, e.g. past the locked-memory limit).
+ * May block briefly (the provider pins pages); any thread.
+ */
+int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
+                      frpc_mem **out);
+
+/*
+ * Ends mem's registration and frees mem. Transfers of this rank that use
+ * mem as their local side and are still in the provider's hands are
+ * waited for, up to timeout_ms (see "Timeouts"): FRPC_ETIMEDOUT if some
+ * still are then; mem stays registered and valid, and the call may be
+ * made again. (A transfer whose call already ended, by its timeout or a
+ * cancel, may still be in the provider's hands: the provider could still
+ * write into the region.) Transfers to a rank marked lost are not waited
+ * for. Peers' descriptors of mem become stale: their transfers fail.
+ * After frpc_shutdown, which ends every registration, this only frees
+ * mem. Returns 0, FRPC_ETIMEDOUT, or FRPC_EINVAL (NULL mem). Blocks.
+ */
+int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
+
+/*
+ * Writes into out[0..FRPC_MEM_DESC_SIZE) the descriptor of mem's bytes
+ * [offset, offset + len), with mem's remote access. The bytes are plain
+ * (no pointer to follow) and mean something only to ranks of this job.
+ * Errors: FRPC_EINVAL (NULL mem or out, a slice not inside mem, len 0),
+ * FRPC_ESHUTDOWN (after frpc_shutdown). Never blocks.
+ */
+int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
+                      void *out);
+
+/*
+ * Reads len bytes at remote_off in the slice that desc (desc_len bytes,
+ * from frpc_mem_describe on the owner rank) describes, into local's bytes
+ * at local_off. The owner's handlers do not run. timeout_ms as for calls
+ * (see "Timeouts"). Returns 0 when the bytes are in local; len 0 is 0 at
+ * once. Errors: FRPC_EINVAL (NULL local or desc, local slice outside
+ * local, remote slice outside the descriptor's), FRPC_EPROTO (desc is not
+ * a descriptor: wrong size or format), FRPC_EACCES (its check value does
+ * not match: tampered, or another job's; no remote read granted; or the
+ * owner's provider
+ * refused the access, as for a deregistered region), FRPC_ENORANK,
+ * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT, FRPC_ESHUTDOWN,
+ * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_ENOMEM. Blocks.
+ */
+int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
+             size_t desc_len, size_t remote_off, size_t len, int timeout_ms);
+
+/* frpc_get's other direction: writes local's bytes [local_off, +len) into
+ * the described slice at remote_off; needs FRPC_MEM_REMOTE_WRITE. Returns
+ * 0 once the bytes are in the owner's memory. Same errors. Blocks. */
+int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
+             size_t desc_len, size_t remote_off, size_t len, int timeout_ms);
+
+/*
+ * frpc_get and frpc_put without waiting: on 0, *out is a future that
+ * completes as the sync form would return (its data is empty; wait, then,
+ * cancel and free work as on calls). A cancelled or timed-out transfer may
+ * still be in the provider's hands: frpc_mem_deregister waits for it. On
+ * an error *out is NULL and nothing was posted (the sync form's errors
+ * that can be known at once; the others end the future). Never waits for
+ * the network unless the provider has no room (bounded by timeout_ms).
+ */
+int frpc_get_async(frpc_mem *local, size_t local_off, const void *desc,
+                   size_t desc_len, size_t remote_off, size_t len,
+                   int timeout_ms, frpc_future **out);
+int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
+                   size_t desc_len, size_t remote_off, size_t len,
+                   int timeout_ms, frpc_future **out);
+
+/* ------------------------------------------------------------------ */
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
 
@@ -649,6 +770,12 @@ typedef struct frpc_stats {
                                     at the next polls: none is lost) */
     uint64_t cq_errors_unmatched; /* provider error reports that named no
                                     operation of ours */
+    uint64_t transfers_get;      /* frpc_get(_async) posted */
+    uint64_t transfers_put;      /* frpc_put(_async) posted */
+    uint64_t transfer_bytes;     /* bytes of the transfers that completed */
+    uint64_t transfers_refused;  /* refused before posting: bad descriptor
+                                    or slice, access not granted */
+    uint64_t mem_registered;     /* regions registered now */
     /* new fields go here, and only here */
 } frpc_stats;
 

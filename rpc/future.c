@@ -91,6 +91,44 @@ static void on_done(fr_pending *p)
     unref(f); /* the table's reference */
 }
 
+int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
+                   int timeout_ms, frpc_future **out)
+{
+    size_t nlen = strlen(name) + 1;
+    /* Every field is set here or by fr_pending_add_with_room: no calloc. */
+    frpc_future *f = malloc(offsetof(frpc_future, name) + nlen);
+    int rc;
+
+    if (!f)
+        return FRPC_ENOMEM;
+    f->agent = a;
+    atomic_init(&f->refs, 2);
+    atomic_init(&f->cb_state, CB_NONE);
+    f->cb = NULL;
+    f->cb_user = NULL;
+    memcpy(f->name, name, nlen);
+    timeout_ms = fr_agent_timeout(a, timeout_ms);
+    rc = fr_pending_add_with_room(&a->pend, &f->p, dst, f->name, timeout_ms,
+                                  fr_deadline_ms(timeout_ms), on_done,
+                                  f->reply, sizeof(f->reply));
+    if (rc) {
+        free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+fr_pending *fr_future_entry(frpc_future *f)
+{
+    return &f->p;
+}
+
+void fr_future_drop_unsent(frpc_future *f)
+{
+    unref(f);
+}
+
 int frpc_call_async(frpc_agent *a, int dst, const char *name,
                     const void *args, size_t len, int timeout_ms,
                     frpc_future **out)
@@ -106,25 +144,8 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
         free(why);
         return rc;
     }
-    size_t nlen = strlen(name) + 1;
-    /* Every field is set here or by fr_pending_add_with_room: no calloc. */
-    f = malloc(offsetof(frpc_future, name) + nlen);
-    if (!f)
-        return FRPC_ENOMEM;
-    f->agent = a;
-    atomic_init(&f->refs, 2);
-    atomic_init(&f->cb_state, CB_NONE);
-    f->cb = NULL;
-    f->cb_user = NULL;
-    memcpy(f->name, name, nlen);
-    timeout_ms = fr_agent_timeout(a, timeout_ms);
-    rc = fr_pending_add_with_room(&a->pend, &f->p, (uint32_t)dst, f->name,
-                                  timeout_ms, fr_deadline_ms(timeout_ms),
-                                  on_done, f->reply, sizeof(f->reply));
-    if (rc) {
-        free(f);
+    if ((rc = fr_future_open(a, name, (uint32_t)dst, timeout_ms, &f)))
         return rc;
-    }
     if ((rc = fr_call_send(a, &f->p, name, args, len))) {
         /* The entry completed with rc and its hook dropped the table's
          * reference; nothing was sent, so the caller gets no future. */

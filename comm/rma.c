@@ -1,0 +1,398 @@
+/*
+ * One-sided transfers: registered regions, and gets and puts between a
+ * local region and a peer's (rpc/mem.c builds frpc_get/frpc_put on them).
+ *
+ * Design notes
+ * - A transfer is split into chunks of at most rma_chunk bytes, posted
+ *   back to back (the provider pipelines them); each chunk's completion
+ *   names its chunk, whose parent is the transfer. Posting takes room the
+ *   way sends do (tx_cap, fr__backoff), bounded by the op's deadline.
+ * - Counters (chunks out, chunks done) change under rndv_lock: a chunk
+ *   may complete on the polling thread while the posting thread is still
+ *   posting the next ones. `posting` keeps a transfer from ending under
+ *   the poster's feet; the poster looks again when it is done.
+ * - A transfer ends once: when its last chunk completes, or when its peer
+ *   is marked lost (the poll that sees the mark). Ended with chunks still
+ *   in the provider's hands, it moves to rma_abandoned and is freed when
+ *   the last comes back, or at close: the provider never writes into
+ *   freed memory of ours. Its region's memory is the caller's; rpc/mem.c
+ *   holds the region while a transfer may touch it.
+ * - Puts ask for delivery completion (shm: see rma_write_flags), so a
+ *   completed put is in the owner's memory and a call sent after it sees
+ *   the bytes.
+ * - shm in libfabric 1.17 checks no key on its fast path (process_vm_
+ *   readv/writev at the descriptor's address): a stale descriptor reaches
+ *   whatever is mapped there now. rpc/fabrpc.h says so.
+ * - Transfers in flight count in f->transfers: while there are any, the
+ *   progress thread keeps polling (shm serves RMA through both ranks'
+ *   polls), and the owner's doorbell is rung after each post.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "comm/fabric_internal.h"
+#include "comm/memdesc.h"
+
+struct fr_fabric_mr {
+    fr_fabric *f;
+    struct fid_mr *mr;
+    uint8_t *buf;
+};
+
+int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
+                     fr_fabric_mr **out)
+{
+    uint64_t access = FI_READ | FI_WRITE;
+    fr_fabric_mr *m = calloc(1, sizeof(*m));
+    int rc;
+
+    if (!m)
+        return FRPC_ENOMEM;
+    if (remote & FR_MEMDESC_READ)
+        access |= FI_REMOTE_READ;
+    if (remote & FR_MEMDESC_WRITE)
+        access |= FI_REMOTE_WRITE;
+    if ((rc = fr__reg_block(f, buf, len, access, &m->mr))) {
+        free(m);
+        return rc;
+    }
+    m->f = f;
+    m->buf = buf;
+    *out = m;
+    return 0;
+}
+
+uint64_t fr_fabric_mr_addr(const fr_fabric_mr *m, size_t off)
+{
+    return m->f->mr_virt_addr ? (uint64_t)(uintptr_t)(m->buf + off)
+                              : (uint64_t)off;
+}
+
+uint64_t fr_fabric_mr_key(const fr_fabric_mr *m)
+{
+    return fi_mr_key(m->mr);
+}
+
+void fr_fabric_mr_close(fr_fabric_mr *m)
+{
+    if (!m)
+        return;
+    fi_close(&m->mr->fid);
+    free(m);
+}
+
+static void link_x(fr_rma_xfer **head, fr_rma_xfer *x)
+{
+    x->prev = NULL;
+    x->next = *head;
+    if (x->next)
+        x->next->prev = x;
+    *head = x;
+}
+
+static void unlink_x(fr_rma_xfer **head, fr_rma_xfer *x)
+{
+    if (x->prev)
+        x->prev->next = x->next;
+    else
+        *head = x->next;
+    if (x->next)
+        x->next->prev = x->prev;
+    x->next = x->prev = NULL;
+}
+
+/* Under rndv_lock: ends x if it can end now (not posting, every chunk
+ * done, not ended yet). Returns 1 if the caller is to run its done. */
+static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
+{
+    if (x->posting || x->ended || x->chunks_done < x->chunks)
+        return 0;
+    x->ended = 1;
+    unlink_x(&f->rma_active, x);
+    atomic_fetch_sub(&f->transfers, 1);
+    return 1;
+}
+
+static void report(fr_rma_xfer *x)
+{
+    x->op.done(&x->op, x->err, x->err ? x->why : NULL);
+}
+
+/* Out of rndv_lock: runs done if the transfer just ended (run), frees it
+ * once nothing of it is left with the provider (free_it). */
+static void after_unlock(fr_fabric *f, fr_rma_xfer *x, int run, int free_it)
+{
+    if (run) {
+        if (!x->err)
+            atomic_fetch_add(&f->st.rma_bytes, x->bytes_done);
+        report(x);
+    }
+    if (free_it)
+        free(x);
+}
+
+/* Maps a failed chunk's provider error to a code and words. */
+static int chunk_error(int err, const char **why)
+{
+    switch (err < 0 ? -err : err) {
+    case FI_EACCES:
+    case FI_EKEYREJECTED:
+    case FI_EINVAL:
+    case FI_EPERM:
+        *why = "the owner's provider refused the access (a stale or "
+               "foreign key, or a slice outside the region)";
+        return FRPC_EACCES;
+    default:
+        /* A dropped connection is no death: liveness decides that. */
+        *why = fi_strerror(err < 0 ? -err : err);
+        return FRPC_ETRANSPORT;
+    }
+}
+
+static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c,
+                          size_t off)
+{
+    const fr_rma *op = &x->op;
+    uint8_t *local = op->local->buf + op->local_off + off;
+    void *desc = fi_mr_desc(op->local->mr);
+    uint64_t raddr = op->remote_addr + off;
+
+    struct iovec iov = {.iov_base = local, .iov_len = c->len};
+    struct fi_rma_iov rma = {.addr = raddr, .len = c->len, .key = op->key};
+    struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1,
+                             .addr = f->peer[op->dst], .rma_iov = &rma,
+                             .rma_iov_count = 1, .context = &c->op.fictx};
+    if (!op->write)
+        return fi_read(f->ep, local, c->len, desc, f->peer[op->dst], raddr,
+                       op->key, &c->op.fictx);
+    return fi_writemsg(f->ep, &msg, FI_COMPLETION | f->rma_write_flags);
+}
+
+/* A chunk is over (err: how it failed, or 0): counts it, and ends or
+ * frees its transfer when it was the last. */
+static void chunk_over(fr_fabric *f, fr_rma_chunk *c, int err)
+{
+    fr_rma_xfer *x = c->parent;
+    int run, free_it;
+
+    pthread_mutex_lock(&f->rndv_lock);
+    x->out--;
+    x->chunks_done++;
+    if (err && !x->err)
+        x->err = chunk_error(err, &x->why);
+    if (!err)
+        x->bytes_done += c->len;
+    run = end_if_complete_locked(f, x);
+    free_it = x->ended && x->out == 0 && !x->posting;
+    if (free_it && !run)
+        unlink_x(&f->rma_abandoned, x);
+    pthread_mutex_unlock(&f->rndv_lock);
+    after_unlock(f, x, run, free_it);
+}
+
+static int dropped_connection(int err)
+{
+    int e = err < 0 ? -err : err;
+    return e == FI_ENOTCONN || e == FI_ECONNABORTED || e == FI_ECONNRESET ||
+           e == EPIPE;
+}
+
+/* tcp;ofi_rxm drops a connection when the owner refuses a key (a stale
+ * descriptor), failing what else was on it (ENOTCONN, ECONNABORTED,
+ * ECONNRESET, EPIPE) and, for a while, what is posted next; it connects
+ * again for a send. Such a chunk waits on rma_retry (poll owner only)
+ * behind a frame that reconnects, and the next polls post it again until
+ * its deadline or FR_RMA_RETRIES (the same bytes twice are harmless; the
+ * stale transfer itself fails each time). 1 if it went there. */
+static int queue_retry(fr_fabric *f, fr_rma_chunk *c, int err)
+{
+    fr_rma_xfer *x = c->parent;
+    if (!dropped_connection(err) || c->retries >= FR_RMA_RETRIES ||
+        fr__lost(f, x->op.dst) ||
+        fr_now_ns() >= x->op.deadline_ns)
+        return 0;
+    fr_env hello = {.kind = FR_ENV_RNDV_DONE,
+                    .req_id = FR_FABRIC_CONNECT_COOKIE};
+    fr__fabric_send_frame(f, x->op.dst, &hello, NULL, 0,
+                          fr_deadline_ms(FR_FABRIC_ANSWER_MS));
+    /* The provider takes a moment to see the old connection gone: 1 ms,
+     * then twice as long each time up to 100 ms (about 3 s in all). */
+    int shift = c->retries < 7 ? c->retries : 7;
+    uint64_t wait_ns = 1000000ull << shift;
+    c->retry_at = fr_now_ns() + (wait_ns < 100000000ull ? wait_ns
+                                                        : 100000000ull);
+    c->retries++;
+    c->next_retry = f->rma_retry;
+    f->rma_retry = c;
+    return 1;
+}
+
+void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
+{
+    fr__tx_give(f);
+    if (err && !c->parent->ended && queue_retry(f, c, err))
+        return;
+    chunk_over(f, c, err);
+}
+
+void fr__rma_retry(fr_fabric *f)
+{
+    fr_rma_chunk *c = f->rma_retry, *keep = NULL;
+    f->rma_retry = NULL;
+    while (c) {
+        fr_rma_chunk *next = c->next_retry;
+        fr_rma_xfer *x = c->parent;
+        ssize_t ret = -FI_EAGAIN;
+        if (x->ended || fr__lost(f, x->op.dst)) {
+            chunk_over(f, c, -FI_ECANCELED);
+        } else if (fr_now_ns() >= x->op.deadline_ns) {
+            chunk_over(f, c, -FI_ENOTCONN);
+        } else {
+            if (fr_now_ns() >= c->retry_at && fr__tx_take(f)) {
+                ret = post_chunk(f, x, c, c->off);
+                if (ret)
+                    fr__tx_give(f);
+            }
+            if (ret == -FI_EAGAIN) {
+                c->next_retry = keep;
+                keep = c;
+            } else if (ret) {
+                chunk_over(f, c, (int)ret);
+            }
+        }
+        c = next;
+    }
+    f->rma_retry = keep;
+}
+
+int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
+{
+    unsigned n, i;
+    fr_rma_xfer *x;
+    int rc = 0, run, free_it;
+
+    if (!op || !op->local || !op->len || !op->done || op->dst >= f->world)
+        return FRPC_EINVAL;
+    if (fr__lost(f, op->dst))
+        return FRPC_EPEERLOST;
+    n = (unsigned)((op->len + f->rma_chunk - 1) / f->rma_chunk);
+    x = calloc(1, sizeof(*x) + n * sizeof(x->chunk[0]));
+    if (!x)
+        return FRPC_ENOMEM;
+    x->op = *op;
+    x->chunks = n;
+    x->posting = 1;
+    pthread_mutex_lock(&f->rndv_lock);
+    link_x(&f->rma_active, x);
+    atomic_fetch_add(&f->transfers, 1);
+    pthread_mutex_unlock(&f->rndv_lock);
+
+    for (i = 0; i < n; i++) {
+        fr_rma_chunk *c = &x->chunk[i];
+        size_t off = (size_t)i * f->rma_chunk;
+        ssize_t ret;
+        c->op.type = FR_OP_RMA;
+        c->parent = x;
+        c->off = off;
+        c->len = op->len - off < f->rma_chunk ? op->len - off : f->rma_chunk;
+        pthread_mutex_lock(&f->rndv_lock);
+        x->out++; /* before the post: it may complete at once elsewhere */
+        pthread_mutex_unlock(&f->rndv_lock);
+        for (;;) {
+            ret = -FI_EAGAIN;
+            if (fr__tx_take(f)) {
+                ret = post_chunk(f, x, c, off);
+                if (ret)
+                    fr__tx_give(f);
+            }
+            if (ret != -FI_EAGAIN ||
+                (rc = fr__backoff(f, op->dst, op->deadline_ns)))
+                break;
+        }
+        if (ret == 0) {
+            fr_doorbell_ring(f->bell, op->dst); /* it may serve the chunk */
+            continue;
+        }
+        if (!rc)
+            rc = chunk_error((int)ret, &x->why);
+        pthread_mutex_lock(&f->rndv_lock);
+        x->out--;
+        if (!x->err) {
+            x->err = rc;
+            if (!x->why)
+                x->why = rc == FRPC_ETIMEDOUT
+                             ? "no room to post the transfer in time"
+                             : rc == FRPC_EPEERLOST ? "peer lost" : NULL;
+        }
+        x->chunks_done += n - i; /* never posted: done, with the error */
+        pthread_mutex_unlock(&f->rndv_lock);
+        break;
+    }
+
+    pthread_mutex_lock(&f->rndv_lock);
+    x->posting = 0;
+    if (i == 0) { /* nothing posted: the caller hears it, not done */
+        unlink_x(&f->rma_active, x);
+        atomic_fetch_sub(&f->transfers, 1);
+        pthread_mutex_unlock(&f->rndv_lock);
+        free(x);
+        return rc;
+    }
+    run = end_if_complete_locked(f, x);
+    /* A peer lost while we posted: its poll may have passed us by. */
+    if (!run && !x->ended && fr__lost(f, op->dst))
+        atomic_fetch_add(&f->lost_work, 1);
+    free_it = x->ended && x->out == 0;
+    pthread_mutex_unlock(&f->rndv_lock);
+    after_unlock(f, x, run, free_it);
+    return 0;
+}
+
+int fr__rma_end_lost(fr_fabric *f)
+{
+    fr_rma_xfer *x, *next, *ended = NULL;
+    int n = 0;
+
+    pthread_mutex_lock(&f->rndv_lock);
+    for (x = f->rma_active; x; x = next) {
+        next = x->next;
+        if (x->posting || !fr__lost(f, x->op.dst))
+            continue;
+        x->ended = 1;
+        unlink_x(&f->rma_active, x);
+        atomic_fetch_sub(&f->transfers, 1);
+        x->err = FRPC_EPEERLOST;
+        x->why = "peer lost during a one-sided transfer";
+        x->next = ended; /* a private list until reported */
+        ended = x;
+    }
+    pthread_mutex_unlock(&f->rndv_lock);
+    for (x = ended; x; x = next, n++) {
+        next = x->next;
+        report(x);
+        pthread_mutex_lock(&f->rndv_lock);
+        int free_it = x->out == 0;
+        if (!free_it)
+            link_x(&f->rma_abandoned, x);
+        pthread_mutex_unlock(&f->rndv_lock);
+        if (free_it)
+            free(x);
+    }
+    return n;
+}
+
+void fr__rma_free_all(fr_fabric *f)
+{
+    f->rma_retry = NULL; /* its chunks live in the transfers below */
+    fr_rma_xfer **lists[2] = {&f->rma_active, &f->rma_abandoned};
+    for (int i = 0; i < 2; i++)
+        while (*lists[i]) {
+            fr_rma_xfer *x = *lists[i];
+            *lists[i] = x->next;
+            free(x);
+        }
+}

@@ -1,0 +1,525 @@
+/*
+ * rma: registered memory and one-sided transfers across ranks, run by
+ * run_rma_<provider>.sh through fabrpc-run. Usage: rma MODE
+ *
+ *   sizes    each rank gets from and puts into the next rank's region,
+ *            1 B to RMA_MAX bytes (default 256 MiB) at odd offsets on both
+ *            sides; gets are checked against the owner's pattern, puts by
+ *            the owner itself (a call right after the put sees the bytes)
+ *            and by reading them back. Then the async forms, 16 in flight.
+ *   threads  4 threads per rank put into disjoint slices of rank 0's region
+ *            while they get random slices of every rank's; rank 0 checks
+ *            every slice after a barrier.
+ *   bad      descriptors that must be refused before anything is posted
+ *            (random bytes, truncated, tampered, another job's, read-only
+ *            for a put, slices outside either side), a deregistered
+ *            region's (refused by the provider, or timed out: never 0),
+ *            bad arguments; a good get works after each and the refusals
+ *            are counted. A region left registered at shutdown is freed by
+ *            frpc_mem_deregister afterwards.
+ *
+ * Prints "ok: ..." per check; exits 1 at the first failure.
+ */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <fabrpc.h>
+
+#include "check_fail.h"
+#include "comm/memdesc.h"
+
+#define TIMEOUT_MS 120000
+#define SLACK 64 /* room for the odd offsets */
+
+static frpc_agent *agent;
+static int world;
+static frpc_mem *region;    /* this rank's, read and write for peers */
+static uint8_t *region_buf;
+static size_t region_len;
+static uint8_t mydesc[FRPC_MEM_DESC_SIZE];
+static frpc_mem *spare;     /* "bad": registered, then deregistered */
+static uint8_t spare_desc[FRPC_MEM_DESC_SIZE];
+
+static uint8_t pattern(uint32_t seed, size_t i)
+{
+    return (uint8_t)(seed * 131u + i * 7u + (i >> 9) + (i >> 17));
+}
+
+static void fill(uint8_t *b, size_t n, uint32_t seed, size_t from)
+{
+    for (size_t i = 0; i < n; i++)
+        b[i] = pattern(seed, from + i);
+}
+
+/* Index of the first byte of b[0..n) that is not pattern(seed, from + i),
+ * or n. */
+static size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i] != pattern(seed, from + i))
+            return i;
+    return n;
+}
+
+static void h_desc(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_respond(req, mydesc, sizeof(mydesc));
+}
+
+/* args: offset, length, seed (3 x uint64): are region bytes there the
+ * seed's pattern? Answers an error naming the first wrong byte. */
+static void h_check(frpc_request *req, void *user)
+{
+    size_t len;
+    const uint64_t *a = frpc_request_args(req, &len);
+    (void)user;
+    if (len != 3 * sizeof(uint64_t) || a[0] > region_len ||
+        a[1] > region_len - a[0]) {
+        frpc_respond_error(req, 1, "bad check args");
+        return;
+    }
+    size_t bad = verify(region_buf + a[0], a[1], (uint32_t)a[2], 0);
+    if (bad != a[1]) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "byte %zu of %llu is wrong", bad,
+                 (unsigned long long)a[1]);
+        frpc_respond_error(req, 2, msg);
+        return;
+    }
+    frpc_respond(req, NULL, 0);
+}
+
+static void h_spare_desc(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_respond(req, spare_desc, sizeof(spare_desc));
+}
+
+static void h_spare_drop(frpc_request *req, void *user)
+{
+    (void)user;
+    int rc = frpc_mem_deregister(spare, 10000);
+    spare = NULL;
+    if (rc)
+        frpc_respond_error(req, rc, frpc_strerror(rc));
+    else
+        frpc_respond(req, NULL, 0);
+}
+
+static size_t env_size(const char *name, size_t dflt)
+{
+    const char *v = getenv(name);
+    return v && *v ? (size_t)strtoull(v, NULL, 0) : dflt;
+}
+
+/* Registers this rank's region of len bytes filled with its pattern. */
+static void start(size_t len)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    int rc = frpc_init(&cfg, &agent);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    me = frpc_rank(agent);
+    world = frpc_world_size(agent);
+    region_len = len;
+    region_buf = malloc(len);
+    CHECK(region_buf, "malloc %zu", len);
+    fill(region_buf, len, (uint32_t)me, 0);
+    rc = frpc_mem_register(agent, region_buf, len,
+                           FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
+                           &region);
+    CHECK(rc == 0, "frpc_mem_register %zu B: %s", len, frpc_strerror(rc));
+    CHECK(frpc_mem_describe(region, 0, len, mydesc) == 0, "describe");
+    CHECK(frpc_register(agent, "desc", h_desc, NULL, 0) == 0, "register");
+    CHECK(frpc_register(agent, "check", h_check, NULL, 0) == 0, "register");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+}
+
+static void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
+{
+    frpc_result res;
+    int rc = frpc_call(agent, rank, "desc", NULL, 0, TIMEOUT_MS, &res);
+    CHECK(rc == 0 && res.len == FRPC_MEM_DESC_SIZE, "desc of rank %d: %s",
+          rank, res.error ? res.error : frpc_strerror(rc));
+    memcpy(out, res.data, FRPC_MEM_DESC_SIZE);
+    frpc_result_clear(&res);
+}
+
+static void owner_check(int rank, size_t off, size_t len, uint32_t seed)
+{
+    uint64_t args[3] = {off, len, seed};
+    frpc_result res;
+    int rc = frpc_call(agent, rank, "check", args, sizeof(args), TIMEOUT_MS,
+                       &res);
+    CHECK(rc == 0, "rank %d's own check of %zu B at %zu: %s", rank, len, off,
+          res.error ? res.error : frpc_strerror(rc));
+    frpc_result_clear(&res);
+}
+
+static void finish(void)
+{
+    CHECK(frpc_barrier(agent, 120000) == 0, "last barrier");
+    int rc = frpc_mem_deregister(region, 10000);
+    CHECK(rc == 0, "deregister: %s", frpc_strerror(rc));
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    free(region_buf);
+    printf("ok: rank %d done\n", me);
+}
+
+/* ---- sizes ------------------------------------------------------------ */
+
+static int mode_sizes(void)
+{
+    size_t max = env_size("RMA_MAX", 256u << 20);
+    size_t sizes[] = {1, 7, 4096 + 3, 65536, (1u << 20) + 1, 16u << 20, max};
+    start(max + SLACK);
+    int peer = (me + 1) % world;
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    desc_of(peer, desc);
+    uint8_t *lbuf = malloc(max + SLACK);
+    CHECK(lbuf, "malloc");
+    frpc_mem *local;
+    CHECK(frpc_mem_register(agent, lbuf, max + SLACK, 0, &local) == 0,
+          "register the local side");
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t len = sizes[k], roff = (len * 7 + 3) % 61, loff = 13;
+        if (len > max)
+            continue;
+        memset(lbuf, 0, max + SLACK);
+        int rc = frpc_get(local, loff, desc, sizeof(desc), roff, len,
+                          TIMEOUT_MS);
+        CHECK(rc == 0, "get %zu B from rank %d: %s", len, peer,
+              frpc_strerror(rc));
+        size_t bad = verify(lbuf + loff, len, (uint32_t)peer, roff);
+        CHECK(bad == len, "get %zu B from rank %d: byte %zu is wrong", len,
+              peer, bad);
+        CHECK(lbuf[loff - 1] == 0 && lbuf[loff + len] == 0,
+              "get %zu B wrote outside its slice", len);
+    }
+    printf("ok: rank %d got 1 B..%zu B from rank %d\n", me, max, peer);
+
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t len = sizes[k], roff = (len * 5 + 1) % 59, loff = 29;
+        uint32_t seed = (uint32_t)(1000 + me * 31 + k);
+        if (len > max)
+            continue;
+        fill(lbuf + loff, len, seed, 0);
+        int rc = frpc_put(local, loff, desc, sizeof(desc), roff, len,
+                          TIMEOUT_MS);
+        CHECK(rc == 0, "put %zu B to rank %d: %s", len, peer,
+              frpc_strerror(rc));
+        owner_check(peer, roff, len, seed);
+        memset(lbuf, 0, max + SLACK);
+        rc = frpc_get(local, 7, desc, sizeof(desc), roff, len, TIMEOUT_MS);
+        CHECK(rc == 0 && verify(lbuf + 7, len, seed, 0) == len,
+              "reading back the put of %zu B: %s", len, frpc_strerror(rc));
+    }
+    printf("ok: rank %d put 1 B..%zu B into rank %d, seen by it\n", me, max,
+           peer);
+
+    /* Async: 16 gets of 64 KiB slices in flight, then 16 puts. */
+    enum { W = 16, S = 65536 };
+    frpc_future *f[W];
+    CHECK(frpc_barrier(agent, 120000) == 0, "barrier"); /* puts done */
+    fill(region_buf, W * S, (uint32_t)(77 + me), 0);
+    CHECK(frpc_barrier(agent, 120000) == 0, "barrier"); /* refilled */
+    for (int i = 0; i < W; i++) {
+        int rc = frpc_get_async(local, (size_t)i * S, desc, sizeof(desc),
+                                (size_t)i * S, S, TIMEOUT_MS, &f[i]);
+        CHECK(rc == 0, "get_async %d: %s", i, frpc_strerror(rc));
+    }
+    CHECK(frpc_wait_all(f, W, TIMEOUT_MS) == 0, "wait_all gets");
+    for (int i = 0; i < W; i++) {
+        CHECK(frpc_future_error(f[i], NULL, NULL) == 0, "async get %d", i);
+        frpc_future_free(f[i]);
+    }
+    CHECK(verify(lbuf, W * S, (uint32_t)(77 + peer), 0) == W * S,
+          "async gets' bytes");
+    fill(lbuf, W * S, (uint32_t)(555 + me), 0);
+    for (int i = 0; i < W; i++) {
+        int rc = frpc_put_async(local, (size_t)i * S, desc, sizeof(desc),
+                                (size_t)i * S, S, TIMEOUT_MS, &f[i]);
+        CHECK(rc == 0, "put_async %d: %s", i, frpc_strerror(rc));
+    }
+    CHECK(frpc_wait_all(f, W, TIMEOUT_MS) == 0, "wait_all puts");
+    for (int i = 0; i < W; i++) {
+        CHECK(frpc_future_error(f[i], NULL, NULL) == 0, "async put %d", i);
+        frpc_future_free(f[i]);
+    }
+    owner_check(peer, 0, W * S, (uint32_t)(555 + me));
+    printf("ok: rank %d: %d async gets and puts in flight\n", me, W);
+
+    CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
+    free(lbuf);
+    finish();
+    return 0;
+}
+
+/* ---- threads ------------------------------------------------------------ */
+
+#define THREADS 4
+#define SLICE 200000
+#define THREAD_OPS 40
+
+static uint8_t (*descs)[FRPC_MEM_DESC_SIZE];
+
+static uint32_t slice_seed(int rank, int t)
+{
+    return (uint32_t)(9000 + rank * THREADS + t);
+}
+
+static void *worker(void *arg)
+{
+    int t = (int)(intptr_t)arg;
+    uint8_t *buf = malloc(2 * SLICE);
+    frpc_mem *local;
+    unsigned seed = (unsigned)(me * 7 + t) * 2654435761u;
+    CHECK(buf, "malloc");
+    CHECK(frpc_mem_register(agent, buf, 2 * SLICE, 0, &local) == 0,
+          "thread register");
+    /* This thread's slice of rank 0's region, after the read-only part. */
+    size_t mine = (size_t)world * SLICE + (size_t)(me * THREADS + t) * SLICE;
+    fill(buf + SLICE, SLICE, slice_seed(me, t), 0);
+    int rc = frpc_put(local, SLICE, descs[0], FRPC_MEM_DESC_SIZE, mine, SLICE,
+                      TIMEOUT_MS);
+    CHECK(rc == 0, "thread %d put: %s", t, frpc_strerror(rc));
+    for (int i = 0; i < THREAD_OPS; i++) {
+        seed = seed * 1103515245u + 12345u;
+        int r = (int)((seed >> 8) % (unsigned)world);
+        size_t len = 1 + (seed >> 4) % SLICE;
+        size_t off = (seed >> 12) % (SLICE - len + 1);
+        rc = frpc_get(local, 0, descs[r], FRPC_MEM_DESC_SIZE, off, len,
+                      TIMEOUT_MS);
+        CHECK(rc == 0, "thread %d get %zu B from %d: %s", t, len, r,
+              frpc_strerror(rc));
+        CHECK(verify(buf, len, (uint32_t)r, off) == len,
+              "thread %d: bytes from rank %d wrong", t, r);
+    }
+    CHECK(frpc_mem_deregister(local, 10000) == 0, "thread deregister");
+    free(buf);
+    return NULL;
+}
+
+static int mode_threads(void)
+{
+    pthread_t th[THREADS];
+    /* Rank 0's region: a read-only part as every rank's, then a slice per
+     * (rank, thread) to put into; the others' only the first part. */
+    size_t n_put = 64 * THREADS; /* enough for 64 ranks */
+    start((size_t)SLICE * (64 + n_put));
+    descs = calloc((size_t)world, FRPC_MEM_DESC_SIZE);
+    CHECK(descs, "calloc");
+    for (int r = 0; r < world; r++)
+        desc_of(r, descs[r]);
+    for (int t = 0; t < THREADS; t++)
+        CHECK(pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t) == 0,
+              "pthread_create");
+    for (int t = 0; t < THREADS; t++)
+        pthread_join(th[t], NULL);
+    printf("ok: rank %d: %d threads x %d gets, a put each into rank 0\n", me,
+           THREADS, THREAD_OPS);
+    CHECK(frpc_barrier(agent, 120000) == 0, "barrier");
+    if (me == 0) {
+        for (int r = 0; r < world; r++)
+            for (int t = 0; t < THREADS; t++) {
+                size_t off = (size_t)world * SLICE +
+                             (size_t)(r * THREADS + t) * SLICE;
+                CHECK(verify(region_buf + off, SLICE, slice_seed(r, t), 0) ==
+                          SLICE,
+                      "slice of rank %d thread %d", r, t);
+            }
+        printf("ok: rank 0 holds all %d slices put at once\n",
+               world * THREADS);
+    }
+    free(descs);
+    finish();
+    return 0;
+}
+
+/* ---- bad ---------------------------------------------------------------- */
+
+static void expect(int rc, int want, const char *what)
+{
+    CHECK(rc == want, "%s: got %s (%d), want %s", what, frpc_err_name(rc), rc,
+          frpc_err_name(want));
+    printf("ok: %s -> %s\n", what, frpc_err_name(want));
+}
+
+static void good_get(frpc_mem *local, uint8_t *lbuf, const uint8_t *desc,
+                     int peer)
+{
+    memset(lbuf, 0, 4096);
+    int rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 100, 4096,
+                      TIMEOUT_MS);
+    CHECK(rc == 0 && verify(lbuf, 4096, (uint32_t)peer, 100) == 4096,
+          "a good get after a refused one: %s", frpc_strerror(rc));
+}
+
+static int mode_bad(void)
+{
+    frpc_stats st0, st1;
+    start(1u << 20);
+    int peer = (me + 1) % world;
+    uint8_t desc[FRPC_MEM_DESC_SIZE], bad[FRPC_MEM_DESC_SIZE + 8];
+    desc_of(peer, desc);
+    uint8_t *lbuf = malloc(1u << 20);
+    frpc_mem *local;
+    CHECK(lbuf, "malloc");
+    CHECK(frpc_mem_register(agent, lbuf, 1u << 20, 0, &local) == 0,
+          "register");
+    CHECK(frpc_get_stats(agent, &st0) == 0, "stats");
+
+    srand((unsigned)me + 1);
+    for (size_t i = 0; i < sizeof(bad); i++)
+        bad[i] = (uint8_t)rand();
+    expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+           FRPC_EPROTO, "random bytes as a descriptor");
+    good_get(local, lbuf, desc, peer);
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE - 1, 0, 8, 5000),
+           FRPC_EPROTO, "a truncated descriptor");
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE + 1, 0, 8, 5000),
+           FRPC_EPROTO, "a descriptor with a byte too many");
+    memcpy(bad, desc, FRPC_MEM_DESC_SIZE);
+    bad[25] ^= 1; /* the key */
+    expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+           FRPC_EACCES, "a descriptor with a flipped key bit");
+    memcpy(bad, desc, FRPC_MEM_DESC_SIZE);
+    bad[33] ^= 0x10; /* the length: a bigger slice */
+    expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+           FRPC_EACCES, "a descriptor with a longer slice than described");
+    {
+        /* Another job's: the same fields, checked under another token. */
+        fr_memdesc d = {.rank = (uint32_t)peer, .access = 3, .addr = 0,
+                        .key = 1, .len = 4096, .region = 1};
+        fr_memdesc_encode(&d, 0x0123456789abcdefull, bad);
+        expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+               FRPC_EACCES, "another job's descriptor");
+    }
+    good_get(local, lbuf, desc, peer);
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, (1u << 20) - 4, 8,
+                    5000),
+           FRPC_EINVAL, "a remote slice past the described one");
+    expect(frpc_get(local, (1u << 20) - 4, desc, FRPC_MEM_DESC_SIZE, 0, 8,
+                    5000),
+           FRPC_EINVAL, "a local slice past the local region");
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 1, SIZE_MAX, 5000),
+           FRPC_EINVAL, "a length that wraps around");
+    expect(frpc_get(NULL, 0, desc, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+           FRPC_EINVAL, "no local region");
+    expect(frpc_get(local, 0, NULL, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+           FRPC_EINVAL, "no descriptor");
+    expect(frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 8, 5000,
+                          NULL),
+           FRPC_EINVAL, "async with no future pointer");
+    CHECK(frpc_get_stats(agent, &st1) == 0, "stats");
+    /* Refused before posting: random, short, long, key, length, job,
+     * remote slice, local slice, wrap (NULLs are not transfers). */
+    CHECK(st1.transfers_refused - st0.transfers_refused == 9,
+          "transfers_refused went up by %llu, want 9",
+          (unsigned long long)(st1.transfers_refused - st0.transfers_refused));
+    printf("ok: refusals counted\n");
+
+    /* A read-only slice: no put. */
+    {
+        uint8_t ro[FRPC_MEM_DESC_SIZE];
+        frpc_mem *r;
+        CHECK(frpc_mem_register(agent, lbuf, 4096, FRPC_MEM_REMOTE_READ,
+                                &r) == 0,
+              "register read-only");
+        CHECK(frpc_mem_describe(r, 0, 4096, ro) == 0, "describe");
+        expect(frpc_put(local, 0, ro, sizeof(ro), 0, 8, 5000), FRPC_EACCES,
+               "a put into a read-only region");
+        expect(frpc_mem_describe(r, 4000, 97, ro), FRPC_EINVAL,
+               "describing past the region");
+        CHECK(frpc_mem_deregister(r, 1000) == 0, "deregister");
+    }
+    frpc_mem *tmp = local;
+    expect(frpc_mem_register(agent, NULL, 8, 0, &tmp), FRPC_EINVAL,
+           "registering NULL");
+    CHECK(tmp == NULL, "a failed register leaves *out NULL");
+    expect(frpc_mem_register(agent, lbuf, 0, 0, &tmp), FRPC_EINVAL,
+           "registering 0 bytes");
+    expect(frpc_mem_register(agent, lbuf, 8, 4, &tmp), FRPC_EINVAL,
+           "unknown access bits");
+    expect(frpc_mem_register(NULL, lbuf, 8, 0, &tmp), FRPC_EINVAL,
+           "registering with no agent");
+    expect(frpc_mem_deregister(NULL, 0), FRPC_EINVAL, "deregistering NULL");
+    frpc_mem *keep;
+    CHECK(frpc_mem_register(agent, lbuf, 1u << 20, 0, &keep) == 0, "again");
+    CHECK(frpc_mem_deregister(keep, 0) == 0, "deregister");
+
+    /* A deregistered region: the owner's provider refuses, or nothing
+     * comes before the timeout; never success, and the agent goes on. */
+    static uint8_t sparebuf[65536];
+    CHECK(frpc_mem_register(agent, sparebuf, sizeof(sparebuf),
+                            FRPC_MEM_REMOTE_READ, &spare) == 0,
+          "register spare");
+    CHECK(frpc_mem_describe(spare, 0, sizeof(sparebuf), spare_desc) == 0,
+          "describe spare");
+    /* After spare is set: registering orders it before the handlers. */
+    CHECK(frpc_register(agent, "spare_desc", h_spare_desc, NULL, 0) == 0 &&
+              frpc_register(agent, "spare_drop", h_spare_drop, NULL, 0) == 0,
+          "register");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    frpc_result res;
+    CHECK(frpc_call(agent, peer, "spare_desc", NULL, 0, TIMEOUT_MS, &res) == 0 &&
+              res.len == FRPC_MEM_DESC_SIZE,
+          "spare desc");
+    memcpy(bad, res.data, FRPC_MEM_DESC_SIZE);
+    frpc_result_clear(&res);
+    CHECK(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096,
+                   TIMEOUT_MS) == 0,
+          "get from the spare region while registered");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    CHECK(frpc_call(agent, peer, "spare_drop", NULL, 0, TIMEOUT_MS, NULL) == 0,
+          "deregister the spare region");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    int rc = frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096, 3000);
+    if (strcmp(frpc_provider(agent), "shm") == 0) {
+        /* The documented limit: shm checks no key (still mapped here). */
+        CHECK(rc == 0, "shm: a stale get: %s", frpc_strerror(rc));
+        printf("ok: shm checks no key: a stale get read the memory\n");
+    } else {
+        CHECK(rc != 0, "a get from a deregistered region succeeded");
+        printf("ok: a deregistered region's descriptor fails: %s\n",
+               frpc_err_name(rc));
+    }
+    good_get(local, lbuf, desc, peer);
+
+    CHECK(frpc_barrier(agent, 120000) == 0, "last barrier");
+    /* local stays registered through shutdown: freed after it. */
+    rc = frpc_mem_deregister(region, 10000);
+    CHECK(rc == 0, "deregister: %s", frpc_strerror(rc));
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 8, 1000),
+           FRPC_ESHUTDOWN, "a get after shutdown");
+    CHECK(frpc_mem_deregister(local, 0) == 0, "deregister after shutdown");
+    free(lbuf);
+    free(region_buf);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *mode = argc > 1 ? argv[1] : "";
+    if (!strcmp(mode, "sizes"))
+        return mode_sizes();
+    if (!strcmp(mode, "threads"))
+        return mode_threads();
+    if (!strcmp(mode, "bad"))
+        return mode_bad();
+    fprintf(stderr, "usage: rma sizes|threads|bad\n");
+    return 2;
+}

@@ -1,0 +1,24 @@
+#!/bin/bash
+# Sourced by run_rma_<provider>.sh with PROV set: one-sided transfers (see
+# rma.c): gets and puts of 1 B..RMA_MAX between 2 ranks with odd offsets
+# and the owner checking what was put; 4 ranks x 4 threads getting from
+# every rank while putting into disjoint slices of rank 0's region (also
+# in blocking progress); bad descriptors and arguments refused, a
+# deregistered region's descriptor failing, the agent working on.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_RUN RMA PROV
+
+# 256 MiB, or 64 MiB when the suite runs scaled down (sanitizer builds,
+# FABRPC_TEST_SCALE < 100); RMA_MAX overrides both.
+: "${RMA_MAX:=$(( ${FABRPC_TEST_SCALE:-100} >= 100 ? 256 << 20 : 64 << 20 ))}"
+export RMA_MAX
+sizes_2() { run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 "$RMA" sizes; }
+threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$RMA" threads; }
+threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
+bad_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" bad; }
+
+run_case "$PROV: get and put, 1 B..$((RMA_MAX >> 20)) MiB, 2 ranks" sizes_2
+run_case "$PROV: 4 ranks x 4 threads, gets and disjoint puts at once" threads_4
+run_case "$PROV: the same in blocking progress" threads_blocking
+run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
+finish_cases
