@@ -143,12 +143,20 @@ int frpc_mem_describe(const frpc_mem *m, size_t offset, size_t len,
     return 0;
 }
 
-/* The fabric's done: completes the transfer's entry, if it still waits. */
+/* The fabric's done: completes the transfer's entry, if it still waits.
+ * A transport failure may be the owner's death seen first by its
+ * connection: liveness decides within a second (FRPC_EPEERLOST, or the
+ * transport failure then), as for a call whose send failed. */
 static void transfer_done(const fr_rma *op, int status, const char *why)
 {
     frpc_mem *m = op->ctx;
-    fr_pending_complete(&m->agent->pend, op->id, op->dst, status, 0, NULL, 0,
-                        why ? strdup(why) : NULL);
+    frpc_agent *a = m->agent;
+    if (status == FRPC_ETRANSPORT)
+        fr_liveness_suspect(a, op->dst, op->id,
+                            why ? why : "transport failure");
+    else
+        fr_pending_complete(&a->pend, op->id, op->dst, status, 0, NULL, 0,
+                            why ? strdup(why) : NULL);
     atomic_fetch_sub(&m->busy, 1);
 }
 

@@ -24,7 +24,8 @@ typedef enum bench_mode {
     BENCH_BANDWIDTH,
     BENCH_IDLE,
     BENCH_INIT,
-    BENCH_TIMEOUTS
+    BENCH_TIMEOUTS,
+    BENCH_RMA
 } bench_mode;
 
 typedef struct bench_opts {
@@ -102,6 +103,13 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
 /* bench_timeouts.c: the timeouts mode's handler (every rank) and its
  * measurement (rank 0). */
 int bench_register_timeouts(frpc_agent *a);
+
+/* rma (bench_rma.c): the descriptor handler (every rank, with the
+ * others); every rank registers its region and rank 0 measures; after
+ * the final barrier, bench_rma_end deregisters it. */
+int bench_register_rma(frpc_agent *a);
+int bench_run_rma(frpc_agent *a, const bench_opts *o);
+void bench_rma_end(void);
 int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
 
 /*

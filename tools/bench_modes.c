@@ -112,7 +112,7 @@ int bench_register(frpc_agent *a, int world)
     if ((rc = frpc_register(a, "bench_echo", echo, NULL, FRPC_INLINE)) ||
         (rc = frpc_register(a, "bench_sink", sink, NULL, FRPC_INLINE)) ||
         (rc = frpc_register(a, "bench_report", report, NULL, FRPC_INLINE)) ||
-        (rc = bench_register_timeouts(a)))
+        (rc = bench_register_timeouts(a)) || (rc = bench_register_rma(a)))
         return rc;
     return 0;
 }
@@ -497,6 +497,9 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us)
     case BENCH_TIMEOUTS:
         rc = rank == 0 ? bench_run_timeouts(a, o) : 0;
         break;
+    case BENCH_RMA:
+        rc = bench_run_rma(a, o);
+        break;
     default:
         rc = rank == 0 ? run_windows(a, o) : 0;
         break;
@@ -509,6 +512,8 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us)
                 frpc_strerror(brc));
         rc = 1;
     }
+    if (o->mode == BENCH_RMA)
+        bench_rma_end();
     pthread_mutex_lock(&reports.lock);
     if (rank == 0 && !rc && o->mode == BENCH_IDLE)
         emit_idle(frpc_provider(a), o);

@@ -37,8 +37,12 @@ static const char usage_text[] =
     "             each completed call is replaced), per W of --inflight\n"
     "             (default 1,16,64,256)\n"
     "  bandwidth  MB/s of args carried by calls (8-byte replies), with a\n"
-    "             window of W calls in flight (default sizes 1m,16m, W 4);\n"
-    "             one-sided get/put will join when the library has them\n"
+    "             window of W calls in flight (default sizes 1m,16m, W 4)\n"
+    "  rma        one-sided frpc_get and frpc_put of rank 1's registered\n"
+    "             region into rank 0's (metrics get, put) per size (default\n"
+    "             8,4k,64k,1m,16m) and W of --inflight (default 1,8): W 1\n"
+    "             is sync, p50/p99 of the round trip; larger W keeps W\n"
+    "             async transfers in flight; MB/s either way\n"
     "  idle       CPU seconds each rank uses while idle for --seconds after\n"
     "             init and a barrier: one row per rank (cpu_s)\n"
     "  init       time for N ranks to be ready: from just before frpc_init\n"
@@ -58,8 +62,8 @@ static const char usage_text[] =
     "                   or fabrpc-run's --provider); fails if fabrpc comes\n"
     "                   up on another one\n"
     "  --sizes LIST     comma list of sizes in bytes, suffixes k and m\n"
-    "                   (latency, bandwidth)\n"
-    "  --inflight LIST  comma list of windows W (rate, bandwidth)\n"
+    "                   (latency, bandwidth, rma)\n"
+    "  --inflight LIST  comma list of windows W (rate, bandwidth, rma)\n"
     "  --iters N        timed calls per row (default: latency 10000, fewer\n"
     "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
     "  --warmup N       untimed calls first (default iters/10)\n"
@@ -236,6 +240,7 @@ static const struct {
     {"idle", "8", "1", BENCH_IDLE},
     {"init", "8", "1", BENCH_INIT},
     {"timeouts", "10", "1", BENCH_TIMEOUTS},
+    {"rma", "8,4k,64k,1m,16m", "1,8", BENCH_RMA},
 };
 
 /* A count with an optional k or m suffix (x1024, x1048576), > 0. */

@@ -27,6 +27,11 @@
  *                 while rank 1 kills itself 10-200 ms after a barrier:
  *                 every call succeeds or ends FRPC_EPEERLOST, none hangs,
  *                 and no call is in flight at the end.
+ *   rma-death     2 ranks. Rank 0 gets and puts 64 MiB from and into
+ *                 rank 1's region, no timeout, while rank 1 kills itself
+ *                 10-200 ms after a barrier: each succeeds or ends
+ *                 FRPC_EPEERLOST within the bound, the next at once, and
+ *                 the local region deregisters at once.
  *   store-death   4 ranks. Rank 0 (it serves the bootstrap store) kills
  *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
  *                 calls among 1-3 succeed, their shutdown ends in bounded
@@ -567,6 +572,18 @@ static int mode_die_in_handler(void)
 
 /* ---- rndv-death --------------------------------------------------------- */
 
+/* Rank 1 kills itself 10-200 ms from now; the others return at once. */
+static void rank1_dies_soon(void)
+{
+    if (me != 1)
+        return;
+    uint64_t s = rand_seed();
+    unsigned delay = 10 + (unsigned)(au_rand(&s) % 191);
+    printf("rank 1 dies in %u ms\n", delay);
+    au_sleep_us(delay * 1000);
+    die_now();
+}
+
 #define RNDV_LEN (64u << 20)
 
 static void sink(frpc_request *req, void *user)
@@ -588,13 +605,7 @@ static int mode_rndv_death(void)
         memset(big, 0x5a, RNDV_LEN);
     }
     au_barrier();
-    if (me == 1) {
-        uint64_t s = rand_seed();
-        unsigned delay = 10 + (unsigned)(au_rand(&s) % 191);
-        printf("rank 1 dies in %u ms\n", delay);
-        au_sleep_us(delay * 1000);
-        die_now();
-    }
+    rank1_dies_soon();
     int ok = 0, rc = 0;
     double t0 = au_now_ms(), slowest = 0;
     while (au_now_ms() - t0 < 60000) {
@@ -638,6 +649,95 @@ static int mode_rndv_death(void)
     CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s",
           frpc_err_name(rc));
     CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
+    printf("ok: rank 0 done\n");
+    return 0;
+}
+
+/* ---- rma-death ---------------------------------------------------------- */
+
+static uint8_t rma_desc[FRPC_MEM_DESC_SIZE];
+
+static void give_desc(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_respond(req, rma_desc, sizeof(rma_desc));
+}
+
+static int mode_rma_death(void)
+{
+    start_lost();
+    CHECK(nranks == 2, "rma-death needs 2 ranks");
+    uint8_t *buf = malloc(RNDV_LEN);
+    frpc_mem *mem;
+    CHECK(buf, "malloc 64 MiB");
+    memset(buf, 0x5a, RNDV_LEN);
+    int rc = frpc_mem_register(agent, buf, RNDV_LEN,
+                               me == 1 ? FRPC_MEM_REMOTE_READ |
+                                             FRPC_MEM_REMOTE_WRITE
+                                       : 0,
+                               &mem);
+    CHECK(rc == 0, "frpc_mem_register: %s", frpc_strerror(rc));
+    if (me == 1) /* described before the handler is registered */
+        CHECK(frpc_mem_describe(mem, 0, RNDV_LEN, rma_desc) == 0, "describe");
+    au_register("desc", give_desc, NULL, 0);
+    au_barrier();
+    frpc_result res = {0};
+    if (me == 0) {
+        rc = frpc_call(agent, 1, "desc", NULL, 0, FRPC_TIMEOUT_NONE, &res);
+        CHECK(rc == 0 && res.len == FRPC_MEM_DESC_SIZE, "desc: %s",
+              frpc_err_name(rc));
+    }
+    au_barrier(); /* rank 0 holds the descriptor: now rank 1 may die */
+    rank1_dies_soon();
+    int ok = 0;
+    {
+        uint8_t desc[FRPC_MEM_DESC_SIZE];
+        memcpy(desc, res.data, sizeof(desc));
+        frpc_result_clear(&res);
+        double t0 = au_now_ms(), slowest = 0;
+        while (au_now_ms() - t0 < 60000) {
+            double c0 = au_now_ms();
+            rc = ok % 2 ? frpc_put(mem, 0, desc, sizeof(desc), 0, RNDV_LEN,
+                                   FRPC_TIMEOUT_NONE)
+                        : frpc_get(mem, 0, desc, sizeof(desc), 0, RNDV_LEN,
+                                   FRPC_TIMEOUT_NONE);
+            double ms = au_now_ms() - c0;
+            slowest = ms > slowest ? ms : slowest;
+            CHECK(rc == 0 || rc == FRPC_EPEERLOST, "64 MiB transfer %d: %s",
+                  ok, frpc_err_name(rc));
+            CHECK(ms < BOUND_MS, "64 MiB transfer took %.0f ms", ms);
+            if (rc == FRPC_EPEERLOST)
+                break;
+            ok++;
+        }
+        CHECK(rc == FRPC_EPEERLOST, "rank 1 never lost in 60 s (%d ok)", ok);
+        printf("detection: %d transfers of 64 MiB succeeded, then "
+               "FRPC_EPEERLOST %.1f ms after the kill; slowest %.1f ms\n",
+               ok, au_now_ms() - kill_time_ms(), slowest);
+        double c0 = au_now_ms();
+        rc = frpc_get(mem, 0, desc, sizeof(desc), 0, 4096, FRPC_TIMEOUT_NONE);
+        CHECK(rc == FRPC_EPEERLOST && au_now_ms() - c0 < AT_ONCE_MS,
+              "a get after the death: %s in %.0f ms", frpc_err_name(rc),
+              au_now_ms() - c0);
+    }
+    /* Transfers to a lost rank are not waited for. */
+    double d0 = au_now_ms();
+    rc = frpc_mem_deregister(mem, 5000);
+    CHECK(rc == 0 && au_now_ms() - d0 < AT_ONCE_MS,
+          "deregister after the death: %s in %.0f ms", frpc_err_name(rc),
+          au_now_ms() - d0);
+    free(buf);
+    frpc_stats st;
+    CHECK(frpc_get_stats(agent, &st) == 0, "frpc_get_stats");
+    CHECK(st.calls_in_flight == 0 && st.mem_registered == 0,
+          "%llu in flight, %llu regions at the end",
+          (unsigned long long)st.calls_in_flight,
+          (unsigned long long)st.mem_registered);
+    printf("ok: no transfer in flight, region freed (%d transfers ok)\n", ok);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s",
+          frpc_err_name(rc));
     printf("ok: rank 0 done\n");
     return 0;
 }
@@ -1205,6 +1305,7 @@ int main(int argc, char **argv)
     } modes[] = {{"kill", mode_kill},
                  {"die-in-handler", mode_die_in_handler},
                  {"rndv-death", mode_rndv_death},
+                 {"rma-death", mode_rma_death},
                  {"store-death", mode_store_death},
                  {"storm", mode_storm},
                  {"init-death", mode_init_death},

@@ -102,6 +102,18 @@ mode_bandwidth() {
         check_json "$TMPD/bw-$1.out" bandwidth 2 &&
         expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out"
 }
+# rma: get and put rows per size and window, sync (W 1, with p50) and
+# async (W 2).
+mode_rma() {
+    bench rma-$1 rma --provider $1 --sizes 8,64k --inflight 1,2 --iters 20 \
+        --json &&
+        grep '"metric":"get"' "$TMPD/rma-$1.out" >"$TMPD/rma-$1.get" &&
+        grep '"metric":"put"' "$TMPD/rma-$1.out" >"$TMPD/rma-$1.put" &&
+        check_json "$TMPD/rma-$1.get" get 4 &&
+        check_json "$TMPD/rma-$1.put" put 4 &&
+        expect_grep '"size":65536,"inflight":1,.*"p50_us":[0-9].*"mb_per_s":[0-9]' "$TMPD/rma-$1.get" &&
+        expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$TMPD/rma-$1.put"
+}
 mode_idle() {
     bench idle-$1 idle --provider $1 --seconds 0.2 --json &&
         check_json "$TMPD/idle-$1.out" idle 2 &&
@@ -179,7 +191,7 @@ table() {
 help_lists_all() {
     local w
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
-    for w in latency rate bandwidth idle init timeouts --provider --sizes --inflight \
+    for w in latency rate bandwidth rma idle init timeouts --provider --sizes --inflight \
         --iters --warmup --progress --seconds --ranks --json --baseline \
         --batch; do
         expect_grep "^ +$w " "$TMPD/help.out"
@@ -196,6 +208,7 @@ for prov in shm tcp; do
     run_case "rate, $prov: JSON rows" mode_rate $prov
     run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
+    run_case "rma (get, put), $prov: JSON rows" mode_rma $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
     run_case "timeouts, $prov: every call times out" mode_timeouts $prov
