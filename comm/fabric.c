@@ -216,10 +216,15 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
         f->tx_cap = (unsigned)(n * 3 / 4 ? n * 3 / 4 : 1);
         f->inject_max = 0;
     }
-    f->rma_write_flags = FI_DELIVERY_COMPLETE; /* see fabric_internal.h */
-    if (f->info->fabric_attr->prov_name &&
-        strcmp(f->info->fabric_attr->prov_name, "shm") == 0)
-        f->rma_write_flags = 0;
+    /* See rma_write_flags and rma_by_initiator (fabric_internal.h). */
+    f->rma_by_initiator =
+        f->info->fabric_attr->prov_name &&
+        strcmp(f->info->fabric_attr->prov_name, "shm") == 0 &&
+        (f->info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) &&
+        !(f->info->tx_attr->msg_order &
+          (FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
+           FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW));
+    f->rma_write_flags = f->rma_by_initiator ? 0 : FI_DELIVERY_COMPLETE;
     f->rma_chunk = 4u << 20;
     if (f->info->ep_attr->max_msg_size &&
         f->info->ep_attr->max_msg_size < f->rma_chunk)

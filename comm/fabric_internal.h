@@ -164,11 +164,14 @@ struct fr_fabric {
     size_t inject_max;
     size_t rma_chunk;
     /* Flags for one-sided writes: FI_DELIVERY_COMPLETE (the bytes are in
-     * the owner's memory at completion), but 0 on shm, whose fast path
-     * writes with process_vm_writev before it completes anyway; its slow
-     * path, which delivery completion would take, stops serving the pair's
+     * the owner's memory at completion), but 0 on shm's fast path, which
+     * writes with process_vm_writev before it completes anyway; delivery
+     * completion would take its slow path, which stops serving the pair's
      * RMA for good once the owner refuses a key (libfabric 1.17). */
     uint64_t rma_write_flags;
+    /* shm's fast path (FI_MR_VIRT_ADDR, no RMA ordering asked): the
+     * initiator copies, the owner's poll plays no part in a transfer. */
+    int rma_by_initiator;
     int mr_virt_addr, mr_prov_key, mr_local;
 
     uint32_t rank, world;
