@@ -79,7 +79,9 @@ static int post_recv(fr_fabric *f, fr_recv_buf *r)
 }
 
 /* Gives r back to the provider after use; if it refuses, r waits on the
- * unposted list for the next poll (poll owner only). */
+ * unposted list for the next poll (poll owner only). Every refusal is
+ * counted, first offers and later ones alike, so the count does not
+ * depend on how many polls fell between them. */
 static void repost(fr_fabric *f, fr_recv_buf *r)
 {
     if (post_recv(f, r) == 0)
@@ -99,6 +101,7 @@ static void repost_unposted(fr_fabric *f)
             *p = r->next_unposted;
             atomic_fetch_sub(&f->st.recv_unposted, 1);
         } else {
+            atomic_fetch_add(&f->st.recv_repost_failed, 1);
             p = &r->next_unposted;
         }
     }

@@ -140,8 +140,9 @@ typedef struct fr_fabric_stats {
     uint64_t dropped_oversize;
     /* frames from a rank marked lost */
     uint64_t dropped_lost;
-    /* receive buffers the provider refused to take back (each is posted
-     * again at the next polls), and how many wait for that now */
+    /* times the provider refused to take a receive buffer back (it is
+     * offered again at the next polls; each refusal counts), and how many
+     * buffers wait for that now */
     uint64_t recv_repost_failed, recv_unposted;
     /* CQ error entries that name no operation of ours (nothing to end) */
     uint64_t cq_errors_unmatched;

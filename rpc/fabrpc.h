@@ -765,9 +765,10 @@ typedef struct frpc_stats {
     uint64_t messages_sent;      /* transport messages; a burst of small
                                     frames to one rank shares one */
     uint64_t frames_coalesced;   /* frames that shared another's message */
-    uint64_t recv_repost_failed; /* receive buffers the provider refused
-                                    to take back (each is offered again
-                                    at the next polls: none is lost) */
+    uint64_t recv_repost_failed; /* times the provider refused to take a
+                                    receive buffer back (it is offered
+                                    again at the next polls, each refusal
+                                    counted: none is lost) */
     uint64_t cq_errors_unmatched; /* provider error reports that named no
                                     operation of ours */
     uint64_t transfers_get;      /* frpc_get(_async) posted */
