@@ -185,30 +185,40 @@ struct fr_rma;
 typedef void (*fr_rma_done_fn)(const struct fr_rma *op, int status,
                                const char *why);
 
-typedef struct fr_rma {
+/* One piece of a transfer: a get or a put between a local region and one
+ * slice of the owner's. */
+typedef struct fr_rma_seg {
     int write;            /* 1: local -> remote (put); 0: get */
-    uint32_t dst;         /* the remote region's owner */
     fr_fabric_mr *local;
     size_t local_off;
     uint64_t remote_addr; /* fr_fabric_mr_addr on the owner, plus offset */
     uint64_t key;
-    size_t len;           /* > 0 */
-    uint64_t deadline_ns; /* how long to wait for room to post */
+    size_t len;           /* 0 is skipped */
+} fr_rma_seg;
+
+/* A transfer: one or more segments, all with one owner, ended together. */
+typedef struct fr_rma {
+    uint32_t dst;             /* the remote regions' owner */
+    const fr_rma_seg *segs;   /* copied: the caller's array may go */
+    unsigned nsegs;
+    uint64_t deadline_ns;     /* how long to wait for room to post */
     fr_rma_done_fn done;
-    void *ctx;            /* the caller's, with id */
+    void *ctx;                /* the caller's, with id */
     uint64_t id;
 } fr_rma;
 
 /*
- * Posts op in chunks the provider takes (fi_read, or fi_writemsg with
- * delivery completion: the bytes are in the owner's memory when it
- * completes). On 0, op->done runs exactly once, from a poll: when every
- * chunk completed (status of the first failure), or once dst is marked
- * lost (FRPC_EPEERLOST; chunks still in the provider's hands are freed
- * when they come back, or at close). Otherwise nothing was posted, done
- * never runs, and the code says why: FRPC_EPEERLOST, FRPC_ETIMEDOUT (no
- * room by the deadline), FRPC_ETRANSPORT, FRPC_ENOMEM. Any thread; waits
- * only for room to post.
+ * Posts op's segments in chunks the provider takes (fi_read, or
+ * fi_writemsg with delivery completion: the bytes are in the owner's
+ * memory when it completes), back to back, ringing the owner's doorbell
+ * once for them all where its poll serves them. On 0, op->done runs
+ * exactly once, from a poll: when every chunk completed (status of the
+ * first failure), or once dst is marked lost (FRPC_EPEERLOST; chunks
+ * still in the provider's hands are freed when they come back, or at
+ * close). Otherwise nothing was posted, done never runs, and the code
+ * says why: FRPC_EINVAL (no bytes at all), FRPC_EPEERLOST, FRPC_ETIMEDOUT
+ * (no room by the deadline), FRPC_ETRANSPORT, FRPC_ENOMEM. Any thread;
+ * waits only for room to post.
  */
 int fr_fabric_rma(fr_fabric *f, const fr_rma *op);
 

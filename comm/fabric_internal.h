@@ -129,7 +129,8 @@ struct fr_rma_xfer;
 typedef struct fr_rma_chunk {
     fr_op op;
     struct fr_rma_xfer *parent;
-    size_t off, len; /* in the transfer */
+    unsigned seg;    /* parent->seg[seg] */
+    size_t off, len; /* in that segment */
     int retries;     /* posted again after a dropped connection */
     uint64_t retry_at;
     struct fr_rma_chunk *next_retry; /* on fr_fabric.rma_retry */
@@ -146,6 +147,7 @@ typedef struct fr_rma_xfer {
     int err;
     const char *why;
     size_t bytes_done;
+    fr_rma_seg *seg; /* op.segs copied, after the chunks */
     fr_rma_chunk chunk[];
 } fr_rma_xfer;
 

@@ -156,22 +156,22 @@ static int chunk_error(int err, const char **why)
     }
 }
 
-static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c,
-                          size_t off)
+static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
 {
-    const fr_rma *op = &x->op;
-    uint8_t *local = op->local->buf + op->local_off + off;
-    void *desc = fi_mr_desc(op->local->mr);
-    uint64_t raddr = op->remote_addr + off;
+    const fr_rma_seg *sg = &x->seg[c->seg];
+    uint8_t *local = sg->local->buf + sg->local_off + c->off;
+    void *desc = fi_mr_desc(sg->local->mr);
+    uint64_t raddr = sg->remote_addr + c->off;
+    fi_addr_t peer = f->peer[x->op.dst];
 
     struct iovec iov = {.iov_base = local, .iov_len = c->len};
-    struct fi_rma_iov rma = {.addr = raddr, .len = c->len, .key = op->key};
+    struct fi_rma_iov rma = {.addr = raddr, .len = c->len, .key = sg->key};
     struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1,
-                             .addr = f->peer[op->dst], .rma_iov = &rma,
+                             .addr = peer, .rma_iov = &rma,
                              .rma_iov_count = 1, .context = &c->op.fictx};
-    if (!op->write)
-        return fi_read(f->ep, local, c->len, desc, f->peer[op->dst], raddr,
-                       op->key, &c->op.fictx);
+    if (!sg->write)
+        return fi_read(f->ep, local, c->len, desc, peer, raddr, sg->key,
+                       &c->op.fictx);
     return fi_writemsg(f->ep, &msg, FI_COMPLETION | f->rma_write_flags);
 }
 
@@ -256,7 +256,7 @@ void fr__rma_retry(fr_fabric *f)
             chunk_over(f, c, -FI_ENOTCONN);
         } else {
             if (fr_now_ns() >= c->retry_at && fr__tx_take(f)) {
-                ret = post_chunk(f, x, c, c->off);
+                ret = post_chunk(f, x, c);
                 if (ret)
                     fr__tx_give(f);
             }
@@ -272,76 +272,104 @@ void fr__rma_retry(fr_fabric *f)
     f->rma_retry = keep;
 }
 
+/* A new transfer for op, its chunks laid out, or NULL (no memory). */
+static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
+{
+    fr_rma_xfer *x = calloc(1, sizeof(*x) + n * sizeof(x->chunk[0]) +
+                                   op->nsegs * sizeof(x->seg[0]));
+    if (!x)
+        return NULL;
+    x->op = *op;
+    x->seg = (fr_rma_seg *)&x->chunk[n];
+    memcpy(x->seg, op->segs, op->nsegs * sizeof(x->seg[0]));
+    x->op.segs = x->seg;
+    x->chunks = n;
+    unsigned k = 0;
+    for (unsigned s = 0; s < op->nsegs; s++)
+        for (size_t off = 0; off < op->segs[s].len; off += f->rma_chunk) {
+            fr_rma_chunk *c = &x->chunk[k++];
+            size_t left = op->segs[s].len - off;
+            c->op.type = FR_OP_RMA;
+            c->parent = x;
+            c->seg = s;
+            c->off = off;
+            c->len = left < f->rma_chunk ? left : f->rma_chunk;
+        }
+    return x;
+}
+
+/* Posts chunk c, waiting for room up to the deadline: 0, or the code
+ * (with the provider's words in *why when it refused). */
+static int post_with_room(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c,
+                          const char **why)
+{
+    for (;;) {
+        ssize_t ret = -FI_EAGAIN;
+        int rc;
+        if (fr__tx_take(f)) {
+            ret = post_chunk(f, x, c);
+            if (ret)
+                fr__tx_give(f);
+        }
+        if (ret == 0)
+            return 0;
+        if (ret != -FI_EAGAIN)
+            return chunk_error((int)ret, why);
+        /* No room: the owner may have to drain its queue first. */
+        fr_doorbell_ring(f->bell, x->op.dst);
+        if ((rc = fr__backoff(f, x->op.dst, x->op.deadline_ns)))
+            return rc;
+    }
+}
+
 int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
 {
-    unsigned n, i;
+    unsigned n = 0, i;
     fr_rma_xfer *x;
     int rc = 0, run, free_it;
+    const char *why = NULL;
 
-    if (!op || !op->local || !op->len || !op->done || op->dst >= f->world)
+    if (!op || !op->segs || !op->nsegs || !op->done || op->dst >= f->world)
+        return FRPC_EINVAL;
+    for (i = 0; i < op->nsegs; i++) {
+        if (op->segs[i].len && !op->segs[i].local)
+            return FRPC_EINVAL;
+        n += (unsigned)((op->segs[i].len + f->rma_chunk - 1) / f->rma_chunk);
+    }
+    if (!n)
         return FRPC_EINVAL;
     if (fr__lost(f, op->dst))
         return FRPC_EPEERLOST;
-    n = (unsigned)((op->len + f->rma_chunk - 1) / f->rma_chunk);
-    x = calloc(1, sizeof(*x) + n * sizeof(x->chunk[0]));
-    if (!x)
+    if (!(x = new_xfer(f, op, n)))
         return FRPC_ENOMEM;
-    x->op = *op;
-    x->chunks = n;
     x->posting = 1;
+    /* Every chunk counts as out before its post: it may complete at once
+     * on the polling thread. Those never posted are taken back below. */
+    x->out = n;
     pthread_mutex_lock(&f->rndv_lock);
     link_x(&f->rma_active, x);
     atomic_fetch_add(&f->transfers, 1);
     pthread_mutex_unlock(&f->rndv_lock);
 
-    for (i = 0; i < n; i++) {
-        fr_rma_chunk *c = &x->chunk[i];
-        size_t off = (size_t)i * f->rma_chunk;
-        ssize_t ret;
-        c->op.type = FR_OP_RMA;
-        c->parent = x;
-        c->off = off;
-        c->len = op->len - off < f->rma_chunk ? op->len - off : f->rma_chunk;
-        pthread_mutex_lock(&f->rndv_lock);
-        x->out++; /* before the post: it may complete at once elsewhere */
-        pthread_mutex_unlock(&f->rndv_lock);
-        for (;;) {
-            ret = -FI_EAGAIN;
-            if (fr__tx_take(f)) {
-                ret = post_chunk(f, x, c, off);
-                if (ret)
-                    fr__tx_give(f);
-            }
-            if (ret != -FI_EAGAIN)
-                break;
-            /* No room: the owner may have to drain its queue first. */
-            fr_doorbell_ring(f->bell, op->dst);
-            if ((rc = fr__backoff(f, op->dst, op->deadline_ns)))
-                break;
-        }
-        if (ret == 0) {
-            if (!f->rma_by_initiator)
-                fr_doorbell_ring(f->bell, op->dst); /* it serves the chunk */
-            continue;
-        }
-        if (!rc)
-            rc = chunk_error((int)ret, &x->why);
-        pthread_mutex_lock(&f->rndv_lock);
-        x->out--;
-        if (!x->err) {
-            x->err = rc;
-            if (!x->why)
-                x->why = rc == FRPC_ETIMEDOUT
-                             ? "no room to post the transfer in time"
-                             : rc == FRPC_EPEERLOST ? "peer lost" : NULL;
-        }
-        x->chunks_done += n - i; /* never posted: done, with the error */
-        pthread_mutex_unlock(&f->rndv_lock);
-        break;
-    }
+    for (i = 0; i < n; i++)
+        if ((rc = post_with_room(f, x, &x->chunk[i], &why)))
+            break;
+    if (i > 0 && !f->rma_by_initiator)
+        fr_doorbell_ring(f->bell, op->dst); /* its poll serves the chunks */
 
     pthread_mutex_lock(&f->rndv_lock);
     x->posting = 0;
+    if (rc) {
+        x->out -= n - i;
+        x->chunks_done += n - i; /* never posted: done, with the error */
+        if (!x->err) {
+            x->err = rc;
+            x->why = why ? why
+                   : rc == FRPC_ETIMEDOUT
+                             ? "no room to post the transfer in time"
+                             : rc == FRPC_EPEERLOST ? "peer lost" : NULL;
+        }
+    }
     if (i == 0) { /* nothing posted: the caller hears it, not done */
         unlink_x(&f->rma_active, x);
         atomic_fetch_sub(&f->transfers, 1);

@@ -389,6 +389,8 @@ static void destroy(frpc_agent *a)
     pthread_mutex_destroy(&a->store_lock);
     pthread_mutex_destroy(&a->req_lock);
     pthread_mutex_destroy(&a->mem_lock);
+    fr_notify_free_all(a);
+    pthread_mutex_destroy(&a->notify_lock);
     free(a);
 }
 
@@ -419,7 +421,9 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     pthread_mutex_init(&a->store_lock, NULL);
     pthread_mutex_init(&a->req_lock, NULL);
     pthread_mutex_init(&a->mem_lock, NULL);
-    if ((rc = fr_registry_init(&a->reg)) || (rc = fr_pending_init(&a->pend)))
+    pthread_mutex_init(&a->notify_lock, NULL);
+    if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
+        (rc = fr_pending_init(&a->pend)))
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
         goto fail;
@@ -653,6 +657,10 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->transfer_bytes = fs.rma_bytes;
     o->transfers_refused = atomic_load(&m->xfer_refused);
     o->mem_registered = atomic_load(&m->mem_registered);
+    o->transfer_batches = atomic_load(&m->xfer_batches);
+    o->notifications_sent = atomic_load(&m->notes_sent);
+    o->notifications_received = atomic_load(&m->notes_received);
+    o->notifications_refused = atomic_load(&m->notes_refused);
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);
@@ -688,6 +696,8 @@ int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
 {
     if (!a || !name || (flags & ~FRPC_INLINE))
         return FRPC_EINVAL;
+    if (strncmp(name, FR_RESERVED_PREFIX, strlen(FR_RESERVED_PREFIX)) == 0)
+        return FRPC_EINVAL; /* fabrpc's own functions */
     if (atomic_load(&a->shutting_down))
         return FRPC_ESHUTDOWN;
     return fr_registry_add(&a->reg, fr_func_id(name), name, handler, user,

@@ -41,7 +41,7 @@ typedef struct fr_settings {
     size_t job_key_len; /* 0: none */
     frpc_progress_mode progress;
     unsigned spin_us;
-    unsigned threads, queue_len, max_inflight;
+    unsigned threads, queue_len, max_inflight, notify_queue;
 } fr_settings;
 
 /* frpc_request.state (request.c): a request is on the agent's list only
@@ -125,7 +125,16 @@ struct frpc_agent {
     /* Registered regions (mem.c): ended at shutdown, before the fabric. */
     pthread_mutex_t mem_lock;
     frpc_mem *mems;
-    atomic_uint_fast64_t xfer_get, xfer_put, xfer_refused, mem_registered;
+    atomic_uint_fast64_t xfer_get, xfer_put, xfer_refused, mem_registered,
+        xfer_batches;
+
+    /* Notifications taken from peers (notify.c), oldest first. */
+    pthread_mutex_t notify_lock;
+    struct fr_notice *notice_head, *notice_tail;
+    atomic_uint notices; /* on the list: read without the lock */
+    frpc_notify_fn notify_fn;
+    void *notify_user;
+    atomic_uint_fast64_t notes_sent, notes_received, notes_refused;
 };
 
 /* ---- timeouts (see "Timeouts" in fabrpc.h) -------------------------- */
@@ -251,6 +260,29 @@ int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
                    int timeout_ms, frpc_future **out);
 fr_pending *fr_future_entry(frpc_future *f);
 void fr_future_drop_unsent(frpc_future *f);
+
+/* request.c: answers req (from fabrpc's own handlers) with fabrpc's code
+ * (< 0), which the caller gets as is, not as FRPC_EREMOTE. */
+int fr_request_refuse(frpc_request *req, int code, const char *message);
+
+/* notify.c: the internal function that takes notifications (registered
+ * at init), what frees those never taken (destroy), and the request that
+ * carries a batch's notification once its data landed: with id (its
+ * entry's, which the answer completes), time left to deadline. On an
+ * error the entry id is completed with it. */
+#define FR_RESERVED_PREFIX "frpc." /* frpc_register refuses these names */
+#define FR_NOTIFY_NAME FR_RESERVED_PREFIX "notify"
+int fr_notify_register(frpc_agent *a);
+void fr_notify_free_all(frpc_agent *a);
+void fr_notify_send_for(frpc_agent *a, uint32_t dst, uint64_t id,
+                        uint64_t deadline, const void *msg, size_t len);
+
+/* call.c: sends a request for the entry id (name's function, args), not
+ * tied to an fr_pending the caller holds: 0 when sent or left to
+ * liveness, else the code, and the entry has ended with it. */
+int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                    const char *name, uint64_t deadline, const void *args,
+                    size_t len);
 
 /* mem.c: ends every region still registered (shutdown): their handles
  * stay for frpc_mem_deregister to free. */

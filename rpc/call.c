@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,36 +74,66 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
     return 0;
 }
 
-int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
-                 const void *args, size_t len)
+/* Sends the request of entry id: 0 when sent, or when a transport error
+ * left it to fr_liveness_suspect (the entry stays in the table and ends
+ * FRPC_EPEERLOST or, a moment later, with that error: liveness.c);
+ * otherwise the code, with *lost_why set for FRPC_EPEERLOST. Ends
+ * nothing itself. */
+static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
+                        const char *name, int time_left_ms,
+                        uint64_t deadline, const void *args, size_t len,
+                        const char **lost_why)
 {
     /* The request carries its caller's time left (envelope status, ms;
      * 0: no limit), so that the callee's answer waits for room no longer
-     * than the caller waits for it. The call's whole timeout: it was
-     * added just now (no clock read on the call's path). */
-    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = p->id,
+     * than the caller waits for it. */
+    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = id,
                 .func_id = fr_func_id(name),
-                .status = p->timeout_ms > 0 ? p->timeout_ms : 0};
-    int rc;
+                .status = time_left_ms > 0 ? time_left_ms : 0};
     /* After the add: a loss marked before this load is seen here, one
-     * marked after it finds p in the table (liveness.c). */
-    const char *lost = fr_agent_call_refused_why(a, p->dst, p->fname);
-    if (lost) {
-        fr_pending_abort(&a->pend, p, FRPC_EPEERLOST, lost);
+     * marked after it finds the entry in the table (liveness.c). */
+    if ((*lost_why = fr_agent_call_refused_why(a, dst, name)))
         return FRPC_EPEERLOST;
-    }
-    rc = fr_fabric_send(a->fab, p->dst, &e, args, len, p->deadline);
+    int rc = fr_fabric_send(a->fab, dst, &e, args, len, deadline);
     if (rc == FRPC_ETRANSPORT) {
-        /* Perhaps a dying peer: the entry stays, and ends FRPC_EPEERLOST
-         * or, a moment later, with this (liveness.c). */
         char msg[96];
         snprintf(msg, sizeof(msg), "sending the request to rank %u failed: "
-                 "transport failure", p->dst);
-        fr_liveness_suspect(a, p->dst, p->id, msg);
+                 "transport failure", dst);
+        fr_liveness_suspect(a, dst, id, msg);
         return 0;
     }
+    return rc;
+}
+
+int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
+                 const void *args, size_t len)
+{
+    const char *lost = NULL;
+    /* The call's whole timeout as its time left: it was added just now
+     * (no clock read on the call's path). */
+    int rc = send_request(a, p->id, p->dst, name, p->timeout_ms, p->deadline,
+                          args, len, &lost);
     if (rc)
-        fr_pending_abort(&a->pend, p, rc, NULL);
+        fr_pending_abort(&a->pend, p, rc, lost);
+    return rc;
+}
+
+int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                    const char *name, uint64_t deadline, const void *args,
+                    size_t len)
+{
+    const char *lost = NULL;
+    int left_ms = 0;
+    if (deadline != UINT64_MAX) {
+        uint64_t now = fr_now_ns();
+        uint64_t ms = deadline > now ? (deadline - now) / 1000000u : 0;
+        left_ms = ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
+    }
+    int rc = send_request(a, id, dst, name, left_ms, deadline, args, len,
+                          &lost);
+    if (rc)
+        fr_pending_complete(&a->pend, id, dst, rc, 0, NULL, 0,
+                            lost ? strdup(lost) : NULL);
     return rc;
 }
 

@@ -17,6 +17,7 @@
 #define FR_DEFAULT_INIT_TIMEOUT_MS 60000
 #define FR_DEFAULT_TIMEOUT_MS 60000
 #define FR_DEFAULT_PEER_TIMEOUT_MS 5000
+#define FR_DEFAULT_NOTIFY_QUEUE 65536
 #define FR_DEFAULT_SPIN_US 200
 #define FR_DEFAULT_THREADS 4
 #define FR_DEFAULT_QUEUE_LEN 1024
@@ -32,7 +33,7 @@ static void set_unset(frpc_config *c)
     c->max_msg_size = FRPC_UNSET;
     c->init_timeout_ms = c->peer_timeout_ms = c->timeout_ms = FRPC_UNSET;
     c->progress = c->spin_us = c->threads = c->queue_len = FRPC_UNSET;
-    c->max_inflight = c->coalesce = FRPC_UNSET;
+    c->max_inflight = c->coalesce = c->notify_queue = FRPC_UNSET;
 }
 
 void frpc_config_init_sized(frpc_config *cfg, size_t size)
@@ -179,6 +180,11 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
                       FR_DEFAULT_QUEUE_LEN, &x, err, errlen)))
         return rc;
     s->queue_len = (unsigned)x;
+    if ((rc = numeric("notify_queue", cfg->notify_queue,
+                      "FABRPC_NOTIFY_QUEUE", 1, 1ll << 24,
+                      FR_DEFAULT_NOTIFY_QUEUE, &x, err, errlen)))
+        return rc;
+    s->notify_queue = (unsigned)x;
     if ((rc = numeric("init_timeout_ms", cfg->init_timeout_ms,
                       "FABRPC_INIT_TIMEOUT_MS", 1, 86400000,
                       FR_DEFAULT_INIT_TIMEOUT_MS, &x, err, errlen)))

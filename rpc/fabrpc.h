@@ -208,6 +208,9 @@ typedef enum frpc_progress_mode {
  *                    never held back. 0 sends every frame alone.
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
+ *  notify_queue      1..2^24; FABRPC_NOTIFY_QUEUE, else 65536.
+ *                    Notifications this rank holds untaken (see
+ *                    frpc_notify_wait); past that a sender gets FRPC_EAGAIN.
  *
  * size is set by frpc_config_init (see "Version and ABI"); do not change
  * it. Strings are borrowed: frpc_init copies what it keeps.
@@ -232,6 +235,7 @@ typedef struct frpc_config {
     int coalesce;
     char *errbuf;
     size_t errbuf_len;
+    int notify_queue;  /* since 1.1 */
     /* new fields go here, and only here */
 } frpc_config;
 
@@ -389,6 +393,7 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * 64-bit hash of the name, so every rank must register the same names; a
  * call that arrives before registration fails with FRPC_ENOFUNC. flags is
  * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
+ * Names that begin with "frpc." are fabrpc's own (FRPC_EINVAL).
  * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
  * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.
  */
@@ -732,6 +737,125 @@ int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
                    size_t desc_len, size_t remote_off, size_t len,
                    int timeout_ms, frpc_future **out);
 
+/*
+ * Puts a descriptor into msgpack as a bin of FRPC_MEM_DESC_SIZE bytes
+ * (frpc_mem_describe's), for call args or a reply; the receiver passes
+ * the bin's bytes (obj.via.bin.ptr, .size) to frpc_get/frpc_put as they
+ * are: they are checked there. Errors: frpc_mem_describe's, and
+ * FRPC_ENOMEM (the packer failed). Never blocks.
+ */
+int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
+                     size_t len);
+
+/*
+ * Batches: many gets and puts to one owner rank, checked, posted back to
+ * back (the owner's doorbell rung once for them all where its provider
+ * needs its polls) and ended as one. Each op is as for frpc_get/frpc_put
+ * and is checked the same way before anything is posted: if one is bad,
+ * nothing is posted and the call returns its code. Ops may overlap in the
+ * local regions (gets into overlapping bytes land in no defined order).
+ *
+ * notify (notify_len bytes, at most FRPC_NOTIFY_MAX; NULL when 0) is sent
+ * to the owner once every op has completed, so the owner, taking it (see
+ * frpc_notify_wait), finds the bytes of the batch's puts in its memory.
+ * No op failing, the batch ends 0 when the owner has the notification
+ * (queued, or handed to its callback), or with the code the owner sent
+ * back (FRPC_EAGAIN: its queue was full). An op failing, the batch ends
+ * with the first failure and sends nothing. A batch whose wait ended
+ * (timeout, cancel) while its data was already on the way may still
+ * notify.
+ *
+ * The ops array is the caller's and is read only during the call. Its
+ * element size comes from the macro (see "Version and ABI").
+ */
+enum {
+    FRPC_XFER_GET = 0, /* owner's slice -> local */
+    FRPC_XFER_PUT = 1  /* local -> owner's slice */
+};
+
+typedef struct frpc_xfer {
+    int op;                /* FRPC_XFER_GET or FRPC_XFER_PUT */
+    frpc_mem *local;       /* every op's region of one agent */
+    size_t local_off;
+    const void *desc;      /* from frpc_mem_describe on the owner */
+    size_t desc_len;
+    size_t remote_off;     /* in the described slice */
+    size_t len;            /* 0: the op moves nothing */
+    /* new fields go here, and only here */
+} frpc_xfer;
+
+/* Largest notification, in bytes. */
+#define FRPC_NOTIFY_MAX 512
+
+/*
+ * Runs the batch ops[0..n) and waits for it, up to timeout_ms (see
+ * "Timeouts"). Returns 0, or: FRPC_EINVAL (NULL or empty ops, an unknown
+ * op, a NULL region, regions of two agents, descriptors of two owners,
+ * notify_len over FRPC_NOTIFY_MAX, notify NULL with notify_len > 0), any
+ * code of frpc_get/frpc_put (the first op's that failed), and, with a
+ * notification, FRPC_EAGAIN (the owner's queue is full). Blocks.
+ */
+#define frpc_transfer(ops, n, notify, notify_len, timeout_ms)                 \
+    frpc_transfer_sized((ops), (n), sizeof(*(ops)), (notify), (notify_len),  \
+                        (timeout_ms))
+int frpc_transfer_sized(const frpc_xfer *ops, size_t n, size_t op_size,
+                        const void *notify, size_t notify_len,
+                        int timeout_ms);
+
+/* frpc_transfer without waiting: on 0, *out is a future that completes as
+ * frpc_transfer would return (empty data). On an error *out is NULL and
+ * nothing was posted. Never waits for the network unless the provider has
+ * no room (bounded by timeout_ms). */
+#define frpc_transfer_async(ops, n, notify, notify_len, timeout_ms, out)      \
+    frpc_transfer_async_sized((ops), (n), sizeof(*(ops)), (notify),          \
+                              (notify_len), (timeout_ms), (out))
+int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
+                              const void *notify, size_t notify_len,
+                              int timeout_ms, frpc_future **out);
+
+/*
+ * Notifications: small messages (up to FRPC_NOTIFY_MAX bytes) that a rank
+ * takes when it is ready, with no handler of its own running: alone
+ * (frpc_notify), or after a batch's data (frpc_transfer). From one source
+ * they are taken in the order the source sent them (a batch's is sent
+ * when its data has landed). A rank holds up to config.notify_queue
+ * untaken; past that a sender gets FRPC_EAGAIN and nothing is lost.
+ */
+
+/* Sends msg (len bytes, the caller's, copied) to rank dst, and waits, up
+ * to timeout_ms, until dst has it. Returns 0, or FRPC_EINVAL (NULL agent,
+ * msg NULL with len > 0, len over FRPC_NOTIFY_MAX), FRPC_ENORANK,
+ * FRPC_EAGAIN (dst's queue is full, or max_inflight calls in flight),
+ * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN, FRPC_ETRANSPORT,
+ * FRPC_EDEADLK, FRPC_ENOMEM. Sending to itself works. Blocks. */
+int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
+                int timeout_ms);
+
+/*
+ * Takes this rank's oldest notification: its source in *src (if src is
+ * not NULL), its length in *len, its bytes in buf[0..cap). Waits up to
+ * timeout_ms (see "Timeouts") for one to arrive. Returns 0, or
+ * FRPC_ETOOBIG (cap is smaller than *len: the notification stays, take it
+ * with a larger buf), FRPC_ETIMEDOUT (none came), FRPC_ESHUTDOWN (none
+ * left, and the agent shut down), FRPC_EINVAL (NULL agent or len, buf
+ * NULL with cap > 0), FRPC_EDEADLK (nesting limit, as frpc_call). Any
+ * thread; several may wait, each notification goes to one. May block.
+ */
+int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
+                     size_t *len, int timeout_ms);
+
+/*
+ * With fn set, notifications that arrive from now on go to fn instead of
+ * the queue: fn(agent, src, msg, len, user) runs on the polling thread as
+ * each arrives, in order, as an FRPC_INLINE handler does (short, no
+ * blocking; msg is valid during the call only). Notifications already
+ * queued stay for frpc_notify_wait. fn NULL: back to queueing. Errors:
+ * FRPC_EINVAL (NULL agent). Never blocks.
+ */
+typedef void (*frpc_notify_fn)(frpc_agent *agent, int src, const void *msg,
+                               size_t len, void *user);
+int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
+
 /* ------------------------------------------------------------------ */
 /* Statistics                                                          */
 /* ------------------------------------------------------------------ */
@@ -777,6 +901,11 @@ typedef struct frpc_stats {
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
                                     or slice, access not granted */
     uint64_t mem_registered;     /* regions registered now */
+    uint64_t transfer_batches;   /* frpc_transfer(_async) posted */
+    uint64_t notifications_sent; /* taken by their target (answered) */
+    uint64_t notifications_received; /* queued here, or given to the
+                                        callback */
+    uint64_t notifications_refused;  /* refused here: queue full */
     /* new fields go here, and only here */
 } frpc_stats;
 

@@ -440,6 +440,16 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
     return done;
 }
 
+void fr_pending_kick(fr_pending_table *t)
+{
+    pthread_mutex_lock(&t->lock);
+    atomic_fetch_add(&t->epoch, 1);
+    if (t->any_waiters)
+        pthread_cond_broadcast(&t->any_cond);
+    pthread_mutex_unlock(&t->lock);
+    wake_sleepers(t);
+}
+
 void fr_pending_wait_any(fr_pending_table *t, uint64_t *epoch,
                          uint64_t until_ns)
 {

@@ -154,6 +154,10 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
 
 /* Sleeps until some call completes after *epoch was read, or until_ns.
  * *epoch is updated to the current value. */
+/* Wakes the wait_any sleepers and those asleep on the fabric as a
+ * completion would, for something else they wait for (notify.c). */
+void fr_pending_kick(fr_pending_table *t);
+
 void fr_pending_wait_any(fr_pending_table *t, uint64_t *epoch,
                          uint64_t until_ns);
 

@@ -370,18 +370,30 @@ int frpc_respond(frpc_request *req, const void *data, size_t len)
     return answer(req, &e, data, len);
 }
 
-int frpc_respond_error(frpc_request *req, int code, const char *message)
+/* An error answer: the handler's (FR_ENV_F_REMOTE: the caller sees
+ * FRPC_EREMOTE and code), or fabrpc's own (the caller sees code). */
+static int answer_error(frpc_request *req, uint16_t flags, int code,
+                        const char *message)
 {
     size_t len;
-    if (!req)
-        return FRPC_EINVAL;
     if (!message)
         message = "";
     len = strlen(message);
     if (len > FR_ENV_MAX_ERRMSG)
         len = FR_ENV_MAX_ERRMSG;
-    fr_env e = {.kind = FR_ENV_ERROR, .flags = FR_ENV_F_REMOTE,
-                .req_id = req->req_id, .func_id = req->func->id,
-                .status = code};
+    fr_env e = {.kind = FR_ENV_ERROR, .flags = flags, .req_id = req->req_id,
+                .func_id = req->func->id, .status = code};
     return answer(req, &e, message, len);
+}
+
+int frpc_respond_error(frpc_request *req, int code, const char *message)
+{
+    if (!req)
+        return FRPC_EINVAL;
+    return answer_error(req, FR_ENV_F_REMOTE, code, message);
+}
+
+int fr_request_refuse(frpc_request *req, int code, const char *message)
+{
+    return answer_error(req, 0, code, message);
 }

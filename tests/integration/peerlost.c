@@ -1028,9 +1028,10 @@ static int call_10ms(int p, int async, uint64_t seed, double *ms,
 /* The first call to each peer must cost no more than the next one (no
  * connection set-up on the way): with a 10 ms timeout it succeeds, and
  * frpc_call_async returns within 5 ms. A first call that misses either
- * bound is judged by a second call to the same peer: if that one misses
- * it too, the machine is too loaded to tell (said, not failed); if it
- * makes it, the first call paid for something the second did not. */
+ * bound is judged by a second call to the same peer: if that one is not
+ * well inside the bound too, the machine is too loaded to tell (said, not
+ * failed); if it is, the first call paid for something the second did
+ * not. */
 static int mode_first_call(void)
 {
     au_start();
@@ -1054,14 +1055,19 @@ static int mode_first_call(void)
               async ? "async" : "sync", p, frpc_err_name(rc));
         int rc2 = call_10ms(p, async, au_mix(0xf125800 + me * 100 + p), &ms2,
                             &start2);
-        CHECK(rc2 != 0 || (rc != 0 ? 0 : start2 >= 5),
+        /* Only a second call well inside the bound (half of it) shows
+         * that the first paid for something: one that just made it
+         * (CI once: 10.21 ms then 9.78 ms) is the machine's noise. */
+        int clearly_fast = rc2 == 0 && ms2 < 5 && start2 < 5;
+        CHECK(!clearly_fast,
               "first %s call to %d: %s in %.2f ms (call_async %.3f ms), "
               "but a second one: %s in %.2f ms (call_async %.3f ms)",
               async ? "async" : "sync", p, frpc_err_name(rc), ms, start_ms,
               frpc_err_name(rc2), ms2, start2);
         printf("note: first call to %d missed its bound (%s in %.2f ms) and "
-               "so did a second one: too loaded to tell\n", p,
-               frpc_err_name(rc), ms);
+               "a second one was not clearly faster (%s in %.2f ms): too "
+               "loaded to tell\n", p, frpc_err_name(rc), ms,
+               frpc_err_name(rc2), ms2);
         unclear++;
     }
     printf("first calls: slowest sync %.2f ms, async completion %.2f ms, "

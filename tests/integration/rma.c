@@ -17,6 +17,8 @@
  *            bad arguments; a good get works after each and the refusals
  *            are counted. A region left registered at shutdown is freed by
  *            frpc_mem_deregister afterwards.
+ *   batch    batches and their notifications (rma_batch.c).
+ *   notify   notifications alone: order, callback, limits (rma_batch.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -29,26 +31,26 @@
 #include <fabrpc.h>
 
 #include "check_fail.h"
+#include "rma.h"
 #include "comm/memdesc.h"
 
-#define TIMEOUT_MS 120000
 #define SLACK 64 /* room for the odd offsets */
 
-static frpc_agent *agent;
-static int world;
-static frpc_mem *region;    /* this rank's, read and write for peers */
-static uint8_t *region_buf;
-static size_t region_len;
-static uint8_t mydesc[FRPC_MEM_DESC_SIZE];
+frpc_agent *agent;
+int world;
+frpc_mem *region;    /* this rank's, read and write for peers */
+uint8_t *region_buf;
+size_t region_len;
+uint8_t mydesc[FRPC_MEM_DESC_SIZE];
 static frpc_mem *spare;     /* "bad": registered, then deregistered */
 static uint8_t spare_desc[FRPC_MEM_DESC_SIZE];
 
-static uint8_t pattern(uint32_t seed, size_t i)
+uint8_t pattern(uint32_t seed, size_t i)
 {
     return (uint8_t)(seed * 131u + i * 7u + (i >> 9) + (i >> 17));
 }
 
-static void fill(uint8_t *b, size_t n, uint32_t seed, size_t from)
+void fill(uint8_t *b, size_t n, uint32_t seed, size_t from)
 {
     for (size_t i = 0; i < n; i++)
         b[i] = pattern(seed, from + i);
@@ -56,7 +58,7 @@ static void fill(uint8_t *b, size_t n, uint32_t seed, size_t from)
 
 /* Index of the first byte of b[0..n) that is not pattern(seed, from + i),
  * or n. */
-static size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from)
+size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from)
 {
     for (size_t i = 0; i < n; i++)
         if (b[i] != pattern(seed, from + i))
@@ -117,7 +119,7 @@ static size_t env_size(const char *name, size_t dflt)
 }
 
 /* Registers this rank's region of len bytes filled with its pattern. */
-static void start(size_t len)
+void start(size_t len)
 {
     char err[1024] = "";
     frpc_config cfg;
@@ -142,7 +144,7 @@ static void start(size_t len)
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
 }
 
-static void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
+void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
 {
     frpc_result res;
     int rc = frpc_call(agent, rank, "desc", NULL, 0, TIMEOUT_MS, &res);
@@ -152,7 +154,7 @@ static void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
     frpc_result_clear(&res);
 }
 
-static void owner_check(int rank, size_t off, size_t len, uint32_t seed)
+void owner_check(int rank, size_t off, size_t len, uint32_t seed)
 {
     uint64_t args[3] = {off, len, seed};
     frpc_result res;
@@ -163,7 +165,7 @@ static void owner_check(int rank, size_t off, size_t len, uint32_t seed)
     frpc_result_clear(&res);
 }
 
-static void finish(void)
+void finish(void)
 {
     CHECK(frpc_barrier(agent, 120000) == 0, "last barrier");
     int rc = frpc_mem_deregister(region, 10000);
@@ -347,7 +349,7 @@ static int mode_threads(void)
 
 /* ---- bad ---------------------------------------------------------------- */
 
-static void expect(int rc, int want, const char *what)
+void expect(int rc, int want, const char *what)
 {
     CHECK(rc == want, "%s: got %s (%d), want %s", what, frpc_err_name(rc), rc,
           frpc_err_name(want));
@@ -362,6 +364,40 @@ static void good_get(frpc_mem *local, uint8_t *lbuf, const uint8_t *desc,
                       TIMEOUT_MS);
     CHECK(rc == 0 && verify(lbuf, 4096, (uint32_t)peer, 100) == 4096,
           "a good get after a refused one: %s", frpc_strerror(rc));
+}
+
+/* frpc_mem_deregister with transfers in flight: 0 only once they are all
+ * done; FRPC_ETIMEDOUT leaves the region registered and working. */
+static void deregister_while_busy(frpc_mem **localp, uint8_t *lbuf,
+                                  const uint8_t *desc, int peer)
+{
+    enum { N = 64 };
+    frpc_mem *local = *localp;
+    frpc_future *f[N];
+    for (int i = 0; i < N; i++) {
+        int rc = frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0,
+                                1u << 20, TIMEOUT_MS, &f[i]);
+        CHECK(rc == 0, "get_async %d: %s", i, frpc_strerror(rc));
+    }
+    int rc = frpc_mem_deregister(local, 1);
+    if (rc == 0) { /* a fast machine: it may only return once all ended */
+        for (int i = 0; i < N; i++)
+            CHECK(frpc_future_test(f[i]), "deregistered with get %d in "
+                  "flight", i);
+        printf("ok: deregister returned once its %d gets were done\n", N);
+        CHECK(frpc_mem_register(agent, lbuf, 1u << 20, 0, localp) == 0,
+              "register again");
+        local = *localp;
+    } else {
+        expect(rc, FRPC_ETIMEDOUT, "deregistering with 64 MiB of gets in "
+               "flight, 1 ms to wait");
+    }
+    CHECK(frpc_wait_all(f, N, TIMEOUT_MS) == 0, "wait for the gets");
+    for (int i = 0; i < N; i++) {
+        CHECK(frpc_future_error(f[i], NULL, NULL) == 0, "get %d", i);
+        frpc_future_free(f[i]);
+    }
+    good_get(local, lbuf, desc, peer);
 }
 
 static int mode_bad(void)
@@ -494,6 +530,7 @@ static int mode_bad(void)
                frpc_err_name(rc));
     }
     good_get(local, lbuf, desc, peer);
+    deregister_while_busy(&local, lbuf, desc, peer);
 
     CHECK(frpc_barrier(agent, 120000) == 0, "last barrier");
     /* local stays registered through shutdown: freed after it. */
@@ -503,6 +540,17 @@ static int mode_bad(void)
     CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 8, 1000),
            FRPC_ESHUTDOWN, "a get after shutdown");
+    frpc_future *f = (frpc_future *)lbuf;
+    expect(frpc_put_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 8, 1000, &f),
+           FRPC_ESHUTDOWN, "an async put after shutdown");
+    CHECK(f == NULL, "*out NULL after a refused async put");
+    uint8_t d2[FRPC_MEM_DESC_SIZE];
+    expect(frpc_mem_describe(local, 0, 8, d2), FRPC_ESHUTDOWN,
+           "describing a region after shutdown");
+    frpc_xfer op = {.op = FRPC_XFER_GET, .local = local, .desc = desc,
+                    .desc_len = FRPC_MEM_DESC_SIZE, .len = 8};
+    expect(frpc_transfer(&op, 1, NULL, 0, 1000), FRPC_ESHUTDOWN,
+           "a batch after shutdown");
     CHECK(frpc_mem_deregister(local, 0) == 0, "deregister after shutdown");
     free(lbuf);
     free(region_buf);
@@ -520,6 +568,10 @@ int main(int argc, char **argv)
         return mode_threads();
     if (!strcmp(mode, "bad"))
         return mode_bad();
-    fprintf(stderr, "usage: rma sizes|threads|bad\n");
+    if (!strcmp(mode, "batch"))
+        return mode_batch();
+    if (!strcmp(mode, "notify"))
+        return mode_notify();
+    fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify\n");
     return 2;
 }

@@ -4,7 +4,8 @@
 # and the owner checking what was put; 4 ranks x 4 threads getting from
 # every rank while putting into disjoint slices of rank 0's region (also
 # in blocking progress); bad descriptors and arguments refused, a
-# deregistered region's descriptor failing, the agent working on.
+# deregistered region's descriptor failing, the agent working on;
+# batches and notifications (rma_batch.c).
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN RMA PROV
 
@@ -16,9 +17,13 @@ sizes_2() { run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$RMA" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
 bad_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" bad; }
+batch_3() { run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" batch; }
+notify_3() { FABRPC_NOTIFY_QUEUE=8 run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" notify; }
 
 run_case "$PROV: get and put, 1 B..$((RMA_MAX >> 20)) MiB, 2 ranks" sizes_2
 run_case "$PROV: 4 ranks x 4 threads, gets and disjoint puts at once" threads_4
 run_case "$PROV: the same in blocking progress" threads_blocking
 run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
+run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
+run_case "$PROV: notifications: order per source, full queue, callback" notify_3
 finish_cases

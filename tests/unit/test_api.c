@@ -388,6 +388,75 @@ START_TEST(null_and_bad_arguments)
 }
 END_TEST
 
+/* The data plane's functions (registered memory, transfers, batches,
+ * notifications) with NULL and bad arguments, on the one-rank agent. */
+START_TEST(memory_and_notify_with_null_and_bad_arguments)
+{
+    static uint8_t buf[4096];
+    uint8_t d[FRPC_MEM_DESC_SIZE];
+    frpc_mem *m = (frpc_mem *)buf;
+    frpc_future *f = (frpc_future *)buf;
+    size_t len = 0;
+
+    ck_assert_int_eq(frpc_mem_register(NULL, buf, 8, 0, &m), FRPC_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(frpc_mem_register(agent, buf, 8, 0, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_deregister(NULL, 10), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(NULL, 0, 8, d), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mp_pack_mem(NULL, NULL, 0, 8), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, 8, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, 0, d), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, 8, d), 0);
+
+    ck_assert_int_eq(frpc_get(NULL, 0, d, sizeof(d), 0, 8, 100), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_put(m, 0, NULL, sizeof(d), 0, 8, 100), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d) - 1, 0, 8, 100),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d), 1, 8, 100), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get_async(m, 0, d, sizeof(d), 0, 8, 100, NULL),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_put_async(NULL, 0, d, sizeof(d), 0, 8, 100, &f),
+                     FRPC_EINVAL);
+    ck_assert_ptr_null(f);
+    /* To itself: the one-rank agent's own region. */
+    ck_assert_int_eq(frpc_get(m, 100, d, sizeof(d), 0, 8, 10000), 0);
+
+    frpc_xfer op = {.op = FRPC_XFER_GET, .local = m, .desc = d,
+                    .desc_len = sizeof(d), .len = 8};
+    ck_assert_int_eq(frpc_transfer((const frpc_xfer *)NULL, 1, NULL, 0, 100),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_transfer_async_sized(&op, 1, sizeof(op), NULL, 0,
+                                               100, NULL),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_transfer(&op, 1, "hi", 2, 10000), 0);
+    int src = -1;
+    char note[8];
+    ck_assert_int_eq(frpc_notify_wait(agent, &src, note, sizeof(note), &len,
+                                      10000),
+                     0);
+    ck_assert_int_eq(src, 0);
+    ck_assert_uint_eq(len, 2);
+
+    ck_assert_int_eq(frpc_notify(NULL, 0, "x", 1, 100), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_notify(agent, 0, NULL, 1, 100), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_notify(agent, 1, "x", 1, 100), FRPC_ENORANK);
+    ck_assert_int_eq(frpc_notify_wait(NULL, NULL, NULL, 0, &len, 10),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_notify_wait(agent, NULL, NULL, 0, NULL, 10),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_notify_wait(agent, NULL, NULL, 0, &len, 10),
+                     FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_on_notify(NULL, NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 10000), 0);
+}
+END_TEST
+
 /* ---- the one meaning of each code ----------------------------------- */
 
 START_TEST(waits_that_run_out_are_etimedout)
@@ -494,6 +563,9 @@ int main(void)
          stats_by_the_programs_size, .fixture = &with_agent},
         {"NULL and bad arguments to every public function",
          null_and_bad_arguments, .fixture = &with_agent},
+        {"the data plane's functions with NULL and bad arguments",
+         memory_and_notify_with_null_and_bad_arguments,
+         .fixture = &with_agent},
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
          waits_that_run_out_are_etimedout, .fixture = &with_agent},

@@ -1,0 +1,204 @@
+/*
+ * Notifications (rpc/fabrpc.h): small messages a rank takes when it is
+ * ready, alone (frpc_notify) or after a batch's data (rpc/transfer.c).
+ *
+ * Design notes
+ * - A notification is a request to fabrpc's own inline function
+ *   FR_NOTIFY_NAME, answered once the target holds it. So it has what a
+ *   call has for free: the sender's timeout, EPEERLOST, the pending table,
+ *   futures; and the sender learns of a full queue (FRPC_EAGAIN) instead
+ *   of a silent drop.
+ * - Order per source: the function is inline, so it runs on the polling
+ *   thread as frames arrive, and one source's frames arrive in the order
+ *   it sent them (every provider here is reliable and ordered per peer
+ *   for messages; a notification is always eager, never a rendezvous).
+ * - The queue is bounded (config.notify_queue) so that a rank that never takes
+ *   them cannot be filled up by its peers.
+ * - A taker sleeps as multi-future waits do: a queued notification bumps
+ *   the pending table's epoch (fr_pending_kick).
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+
+typedef struct fr_notice {
+    struct fr_notice *next;
+    int src;
+    size_t len;
+    unsigned char data[];
+} fr_notice;
+
+/* Takes one notification, on the polling thread (FRPC_INLINE). */
+static void take(frpc_request *req, void *user)
+{
+    frpc_agent *a = user;
+    size_t len;
+    const void *msg = frpc_request_args(req, &len);
+    int src = frpc_request_source(req);
+    char why[160];
+
+    if (len > FRPC_NOTIFY_MAX) {
+        snprintf(why, sizeof(why), "notification of %zu bytes: at most %d",
+                 len, FRPC_NOTIFY_MAX);
+        fr_request_refuse(req, FRPC_ETOOBIG, why);
+        return;
+    }
+    pthread_mutex_lock(&a->notify_lock);
+    frpc_notify_fn fn = a->notify_fn;
+    void *fn_user = a->notify_user;
+    if (fn) {
+        pthread_mutex_unlock(&a->notify_lock);
+        atomic_fetch_add(&a->notes_received, 1);
+        fn(a, src, msg, len, fn_user);
+        frpc_respond(req, NULL, 0);
+        return;
+    }
+    fr_notice *n = NULL;
+    if (atomic_load(&a->notices) < a->set.notify_queue &&
+        (n = malloc(sizeof(*n) + len))) {
+        n->next = NULL;
+        n->src = src;
+        n->len = len;
+        if (len)
+            memcpy(n->data, msg, len);
+        if (a->notice_tail)
+            a->notice_tail->next = n;
+        else
+            a->notice_head = n;
+        a->notice_tail = n;
+        atomic_fetch_add(&a->notices, 1);
+    }
+    pthread_mutex_unlock(&a->notify_lock);
+    if (!n) {
+        atomic_fetch_add(&a->notes_refused, 1);
+        snprintf(why, sizeof(why), "rank %d holds %u notifications not yet "
+                 "taken (frpc_notify_wait); try again later",
+                 a->set.rank, a->set.notify_queue);
+        fr_request_refuse(req, FRPC_EAGAIN, why);
+        return;
+    }
+    atomic_fetch_add(&a->notes_received, 1);
+    fr_pending_kick(&a->pend);
+    frpc_respond(req, NULL, 0);
+}
+
+int fr_notify_register(frpc_agent *a)
+{
+    return fr_registry_add(&a->reg, fr_func_id(FR_NOTIFY_NAME),
+                           FR_NOTIFY_NAME, take, a, FRPC_INLINE);
+}
+
+void fr_notify_free_all(frpc_agent *a)
+{
+    fr_notice *n = a->notice_head;
+    while (n) {
+        fr_notice *next = n->next;
+        free(n);
+        n = next;
+    }
+    a->notice_head = a->notice_tail = NULL;
+    atomic_store(&a->notices, 0);
+}
+
+static int check_message(const void *msg, size_t len)
+{
+    return (len && !msg) || len > FRPC_NOTIFY_MAX ? FRPC_EINVAL : 0;
+}
+
+int frpc_notify(frpc_agent *a, int dst, const void *msg, size_t len,
+                int timeout_ms)
+{
+    if (!a || check_message(msg, len))
+        return FRPC_EINVAL;
+    frpc_result res;
+    int rc = frpc_call(a, dst, FR_NOTIFY_NAME, msg, len, timeout_ms, &res);
+    if (rc == 0)
+        atomic_fetch_add(&a->notes_sent, 1);
+    frpc_result_clear(&res);
+    return rc;
+}
+
+void fr_notify_send_for(frpc_agent *a, uint32_t dst, uint64_t id,
+                        uint64_t deadline, const void *msg, size_t len)
+{
+    /* Its answer completes the entry; counted as sent when it is sent. */
+    if (fr_call_send_id(a, id, dst, FR_NOTIFY_NAME, deadline, msg, len) == 0)
+        atomic_fetch_add(&a->notes_sent, 1);
+}
+
+static int queued(void *arg)
+{
+    frpc_agent *a = arg;
+    return atomic_load(&a->shutting_down) || atomic_load(&a->notices) > 0;
+}
+
+/* Under notify_lock: takes the oldest into the caller's buffer. */
+static int pop_locked(frpc_agent *a, int *src, void *buf, size_t cap,
+                      size_t *len)
+{
+    fr_notice *n = a->notice_head;
+    *len = n->len;
+    if (n->len > cap)
+        return FRPC_ETOOBIG;
+    if (src)
+        *src = n->src;
+    if (n->len)
+        memcpy(buf, n->data, n->len);
+    a->notice_head = n->next;
+    if (!a->notice_head)
+        a->notice_tail = NULL;
+    atomic_fetch_sub(&a->notices, 1);
+    free(n);
+    return 0;
+}
+
+int frpc_notify_wait(frpc_agent *a, int *src, void *buf, size_t cap,
+                     size_t *len, int timeout_ms)
+{
+    if (!a || !len || (cap && !buf))
+        return FRPC_EINVAL;
+    uint64_t deadline = fr_agent_deadline(a, timeout_ms);
+    int waiting = 0, rc;
+    for (;;) {
+        pthread_mutex_lock(&a->notify_lock);
+        if (a->notice_head) {
+            rc = pop_locked(a, src, buf, cap, len);
+            pthread_mutex_unlock(&a->notify_lock);
+            break;
+        }
+        pthread_mutex_unlock(&a->notify_lock);
+        if (atomic_load(&a->shutting_down)) {
+            rc = FRPC_ESHUTDOWN;
+            break;
+        }
+        if (fr_now_ns() >= deadline) {
+            rc = FRPC_ETIMEDOUT;
+            break;
+        }
+        if (!waiting) {
+            if ((rc = fr_progress_begin_wait(a)))
+                return rc;
+            waiting = 1;
+        }
+        /* Another taker may get there first: then look again. */
+        fr_progress_wait_until(a, queued, a, deadline);
+    }
+    if (waiting)
+        fr_progress_end_wait(a);
+    return rc;
+}
+
+int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
+{
+    if (!a)
+        return FRPC_EINVAL;
+    pthread_mutex_lock(&a->notify_lock);
+    a->notify_fn = fn;
+    a->notify_user = fn ? user : NULL;
+    pthread_mutex_unlock(&a->notify_lock);
+    return 0;
+}

@@ -1,0 +1,389 @@
+/*
+ * One-sided transfers (rpc/fabrpc.h): frpc_get/frpc_put, batches
+ * (frpc_transfer), and their async forms, on registered regions (mem.c).
+ *
+ * Design notes
+ * - A transfer or a batch is a pending entry like a call's (same
+ *   timeouts, cancel, futures, EPEERLOST when its owner is lost),
+ *   completed by the fabric's done callback with the entry's id; one that
+ *   outlives its entry (timed out, cancelled) completes into nothing: ids
+ *   are never reused.
+ * - A batch is one fabric transfer of many segments to one owner: checked
+ *   whole before anything is posted, posted back to back, ended once. Its
+ *   notification is sent by the done callback, as a request with the
+ *   entry's id (notify.c), whose answer then completes the entry.
+ * - Every local region of a transfer counts it in busy until the fabric
+ *   is done with it (frpc_mem_deregister waits for that).
+ * - A single get or put allocates nothing here (the region is the
+ *   callback's context); a batch allocates its context once.
+ */
+#include "config.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/clock.h"
+#include "comm/memdesc.h"
+#include "rpc/mem.h"
+
+/* How the fabric's done ends an entry: a transport failure may be the
+ * owner's death seen first by its connection, so liveness decides within
+ * a second (FRPC_EPEERLOST, or the failure then), as for a call whose
+ * send failed. */
+static void finish(frpc_agent *a, const fr_rma *op, int status,
+                   const char *why)
+{
+    if (status == FRPC_ETRANSPORT)
+        fr_liveness_suspect(a, op->dst, op->id,
+                            why ? why : "transport failure");
+    else
+        fr_pending_complete(&a->pend, op->id, op->dst, status, 0, NULL, 0,
+                            why ? strdup(why) : NULL);
+}
+
+/* A single transfer's done: its context is its local region. */
+static void one_done(const fr_rma *op, int status, const char *why)
+{
+    frpc_mem *m = op->ctx;
+    finish(m->agent, op, status, why);
+    atomic_fetch_sub(&m->busy, 1);
+}
+
+/* A batch in flight: the fabric's context for it. */
+typedef struct fr_batch {
+    frpc_agent *a;
+    uint64_t deadline;  /* for its notification */
+    size_t nlocal;
+    frpc_mem **local;   /* one per op that moves bytes, after notify */
+    size_t notify_len;
+    unsigned char notify[];
+} fr_batch;
+
+static void batch_done(const fr_rma *op, int status, const char *why)
+{
+    fr_batch *b = op->ctx;
+    if (status == 0 && b->notify_len)
+        fr_notify_send_for(b->a, op->dst, op->id, b->deadline, b->notify,
+                           b->notify_len);
+    else
+        finish(b->a, op, status, why);
+    for (size_t i = 0; i < b->nlocal; i++)
+        atomic_fetch_sub(&b->local[i]->busy, 1);
+    free(b);
+}
+
+/* Everything checked before anything is posted: FRPC_E* or 0, with the
+ * descriptor decoded into *d. */
+static int check(frpc_mem *local, size_t loff, const void *desc,
+                 size_t dlen, size_t roff, size_t len, int write,
+                 fr_memdesc *d)
+{
+    frpc_agent *a = local->agent;
+    char *why = NULL;
+    int rc;
+
+    if (!desc || loff > local->len || len > local->len - loff)
+        return FRPC_EINVAL;
+    if ((rc = fr_memdesc_decode(desc, dlen, a->token,
+                                (uint32_t)a->set.world, d)))
+        return rc;
+    if (!(d->access & (write ? FR_MEMDESC_WRITE : FR_MEMDESC_READ)))
+        return FRPC_EACCES;
+    if (roff > d->len || len > d->len - roff)
+        return FRPC_EINVAL;
+    rc = fr_call_check(a, (int)d->rank, write ? "frpc_put" : "frpc_get",
+                       NULL, 0, &why);
+    free(why);
+    return rc;
+}
+
+/* Starts the operation of entry p: 0 once it is under way (it completes
+ * p), or the code, nothing under way. */
+typedef int (*start_fn)(frpc_agent *a, const fr_pending *p, void *arg);
+
+/* Runs start on a new entry: with out, as a future; else waits for it. */
+static int run(frpc_agent *a, const char *name, uint32_t dst, int timeout_ms,
+               start_fn start, void *arg, frpc_future **out)
+{
+    int rc;
+    if (out) {
+        frpc_future *f;
+        if ((rc = fr_future_open(a, name, dst, timeout_ms, &f)))
+            return rc;
+        fr_pending *p = fr_future_entry(f);
+        if ((rc = start(a, p, arg))) {
+            fr_pending_abort(&a->pend, p, rc, NULL);
+            fr_future_drop_unsent(f);
+            return rc;
+        }
+        *out = f;
+        return 0;
+    }
+    if (fr_progress_begin_wait(a))
+        return FRPC_EDEADLK;
+    fr_pending p;
+    timeout_ms = fr_agent_timeout(a, timeout_ms);
+    rc = fr_pending_add(&a->pend, &p, dst, name, timeout_ms,
+                        fr_deadline_ms(timeout_ms), NULL);
+    if (rc == 0) {
+        if ((rc = start(a, &p, arg)))
+            fr_pending_abort(&a->pend, &p, rc, NULL);
+        else
+            fr_progress_wait_call(a, &p, p.deadline, 1);
+        rc = p.res.status;
+        frpc_result_clear(&p.res);
+        fr_pending_release(&p);
+    }
+    fr_progress_end_wait(a);
+    return rc;
+}
+
+/* For what moves no bytes: done at once. */
+static int start_nothing(frpc_agent *a, const fr_pending *p, void *arg)
+{
+    (void)arg;
+    fr_pending_complete(&a->pend, p->id, p->dst, 0, 0, NULL, 0, NULL);
+    return 0;
+}
+
+/* ---- one get or put ------------------------------------------------- */
+
+typedef struct one_args {
+    frpc_mem *local;
+    fr_rma_seg seg;
+} one_args;
+
+static int start_one(frpc_agent *a, const fr_pending *p, void *arg)
+{
+    one_args *o = arg;
+    fr_rma op = {.dst = p->dst, .segs = &o->seg, .nsegs = 1,
+                 .deadline_ns = p->deadline, .done = one_done,
+                 .ctx = o->local, .id = p->id};
+    atomic_fetch_add(&o->local->busy, 1);
+    int rc = fr_fabric_rma(a->fab, &op);
+    if (rc) {
+        atomic_fetch_sub(&o->local->busy, 1);
+        return rc;
+    }
+    atomic_fetch_add(o->seg.write ? &a->xfer_put : &a->xfer_get, 1);
+    return 0;
+}
+
+static int transfer(frpc_mem *local, size_t loff, const void *desc,
+                    size_t dlen, size_t roff, size_t len, int timeout_ms,
+                    int write, frpc_future **out)
+{
+    fr_memdesc d;
+    int rc;
+
+    if (out)
+        *out = NULL;
+    if (!local || !desc)
+        return FRPC_EINVAL;
+    frpc_agent *a = local->agent;
+    if (!a)
+        return FRPC_ESHUTDOWN;
+    if ((rc = check(local, loff, desc, dlen, roff, len, write, &d))) {
+        atomic_fetch_add(&a->xfer_refused, 1);
+        return rc;
+    }
+    if (len == 0 && !out)
+        return 0;
+    one_args o = {.local = local,
+                  .seg = {.write = write, .local = local->mr,
+                          .local_off = loff, .remote_addr = d.addr + roff,
+                          .key = d.key, .len = len}};
+    return run(a, write ? "frpc_put" : "frpc_get", d.rank, timeout_ms,
+               len ? start_one : start_nothing, &o, out);
+}
+
+int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
+             size_t desc_len, size_t remote_off, size_t len, int timeout_ms)
+{
+    return transfer(local, local_off, desc, desc_len, remote_off, len,
+                    timeout_ms, 0, NULL);
+}
+
+int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
+             size_t desc_len, size_t remote_off, size_t len, int timeout_ms)
+{
+    return transfer(local, local_off, desc, desc_len, remote_off, len,
+                    timeout_ms, 1, NULL);
+}
+
+int frpc_get_async(frpc_mem *local, size_t local_off, const void *desc,
+                   size_t desc_len, size_t remote_off, size_t len,
+                   int timeout_ms, frpc_future **out)
+{
+    if (!out)
+        return FRPC_EINVAL;
+    return transfer(local, local_off, desc, desc_len, remote_off, len,
+                    timeout_ms, 0, out);
+}
+
+int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
+                   size_t desc_len, size_t remote_off, size_t len,
+                   int timeout_ms, frpc_future **out)
+{
+    if (!out)
+        return FRPC_EINVAL;
+    return transfer(local, local_off, desc, desc_len, remote_off, len,
+                    timeout_ms, 1, out);
+}
+
+/* ---- batches -------------------------------------------------------- */
+
+/* The first frpc_xfer a program can have been built with. */
+#define FR_XFER_V1_SIZE (offsetof(frpc_xfer, len) + sizeof(size_t))
+
+/* A batch checked and laid out, before it starts. */
+typedef struct batch_args {
+    fr_rma_seg *segs;
+    fr_batch *ctx;  /* its local regions filled in; NULL: moves nothing */
+    size_t nsegs;
+    const void *notify;
+    size_t notify_len;
+} batch_args;
+
+static const frpc_xfer *op_at(const frpc_xfer *ops, size_t op_size, size_t i)
+{
+    return (const frpc_xfer *)((const char *)ops + i * op_size);
+}
+
+/* Checks every op (the first bad one's code) and lays the batch out in
+ * *b: its segments, and its context with the regions that move bytes.
+ * *agent and *dst: the batch's. */
+static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
+                   const void *notify, size_t notify_len, batch_args *b,
+                   frpc_agent **agent, uint32_t *dst)
+{
+    frpc_agent *a = NULL;
+    int rc;
+
+    memset(b, 0, sizeof(*b));
+    if (!ops || n == 0 || op_size < FR_XFER_V1_SIZE ||
+        notify_len > FRPC_NOTIFY_MAX || (notify_len && !notify))
+        return FRPC_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        const frpc_xfer *x = op_at(ops, op_size, i);
+        if (!x->local || (x->op != FRPC_XFER_GET && x->op != FRPC_XFER_PUT))
+            return FRPC_EINVAL;
+        if (!a)
+            a = x->local->agent;
+        if (!x->local->agent)
+            return FRPC_ESHUTDOWN;
+        if (x->local->agent != a)
+            return FRPC_EINVAL;
+    }
+    if (!(b->segs = calloc(n, sizeof(*b->segs))) ||
+        !(b->ctx = calloc(1, sizeof(*b->ctx) + notify_len +
+                                 n * sizeof(frpc_mem *) + sizeof(void *)))) {
+        rc = FRPC_ENOMEM;
+        goto fail;
+    }
+    /* The region pointers after the notification's bytes, aligned. */
+    size_t at = (sizeof(*b->ctx) + notify_len + sizeof(void *) - 1) /
+                sizeof(void *) * sizeof(void *);
+    b->ctx->local = (frpc_mem **)((char *)b->ctx + at);
+    for (size_t i = 0; i < n; i++) {
+        const frpc_xfer *x = op_at(ops, op_size, i);
+        int write = x->op == FRPC_XFER_PUT;
+        fr_memdesc d;
+        if ((rc = check(x->local, x->local_off, x->desc, x->desc_len,
+                        x->remote_off, x->len, write, &d)))
+            goto refused;
+        if (i == 0)
+            *dst = d.rank;
+        else if (d.rank != *dst) {
+            rc = FRPC_EINVAL; /* one owner per batch */
+            goto refused;
+        }
+        if (!x->len)
+            continue;
+        b->segs[b->nsegs++] = (fr_rma_seg){
+            .write = write, .local = x->local->mr, .local_off = x->local_off,
+            .remote_addr = d.addr + x->remote_off, .key = d.key,
+            .len = x->len};
+        b->ctx->local[b->ctx->nlocal++] = x->local;
+    }
+    b->ctx->a = a;
+    b->ctx->notify_len = notify_len;
+    if (notify_len)
+        memcpy(b->ctx->notify, notify, notify_len);
+    b->notify = notify;
+    b->notify_len = notify_len;
+    *agent = a;
+    return 0;
+refused:
+    atomic_fetch_add(&a->xfer_refused, 1);
+fail:
+    free(b->segs);
+    free(b->ctx);
+    memset(b, 0, sizeof(*b));
+    return rc;
+}
+
+static int start_batch(frpc_agent *a, const fr_pending *p, void *arg)
+{
+    batch_args *b = arg;
+    fr_batch *ctx = b->ctx;
+    if (!b->nsegs) { /* nothing to move: the notification alone */
+        if (b->notify_len)
+            fr_notify_send_for(a, p->dst, p->id, p->deadline, b->notify,
+                               b->notify_len);
+        else
+            start_nothing(a, p, NULL);
+        return 0; /* an entry ended by the send counts as started */
+    }
+    ctx->deadline = p->deadline;
+    fr_rma op = {.dst = p->dst, .segs = b->segs, .nsegs = (unsigned)b->nsegs,
+                 .deadline_ns = p->deadline, .done = batch_done, .ctx = ctx,
+                 .id = p->id};
+    for (size_t i = 0; i < ctx->nlocal; i++)
+        atomic_fetch_add(&ctx->local[i]->busy, 1);
+    int rc = fr_fabric_rma(a->fab, &op);
+    if (rc) {
+        for (size_t i = 0; i < ctx->nlocal; i++)
+            atomic_fetch_sub(&ctx->local[i]->busy, 1);
+        return rc;
+    }
+    b->ctx = NULL; /* batch_done frees it */
+    for (size_t i = 0; i < b->nsegs; i++)
+        atomic_fetch_add(b->segs[i].write ? &a->xfer_put : &a->xfer_get, 1);
+    atomic_fetch_add(&a->xfer_batches, 1);
+    return 0;
+}
+
+static int batch(const frpc_xfer *ops, size_t n, size_t op_size,
+                 const void *notify, size_t notify_len, int timeout_ms,
+                 frpc_future **out)
+{
+    batch_args b;
+    frpc_agent *a;
+    uint32_t dst = 0;
+    int rc = prepare(ops, n, op_size, notify, notify_len, &b, &a, &dst);
+    if (rc)
+        return rc;
+    rc = run(a, "frpc_transfer", dst, timeout_ms, start_batch, &b, out);
+    free(b.segs);
+    free(b.ctx); /* NULL once the fabric has it */
+    return rc;
+}
+
+int frpc_transfer_sized(const frpc_xfer *ops, size_t n, size_t op_size,
+                        const void *notify, size_t notify_len, int timeout_ms)
+{
+    return batch(ops, n, op_size, notify, notify_len, timeout_ms, NULL);
+}
+
+int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
+                              const void *notify, size_t notify_len,
+                              int timeout_ms, frpc_future **out)
+{
+    if (out)
+        *out = NULL;
+    if (!out)
+        return FRPC_EINVAL;
+    return batch(ops, n, op_size, notify, notify_len, timeout_ms, out);
+}

@@ -1,0 +1,42 @@
+/*
+ * What rma.c's modes share with rma_batch.c's: this rank's agent and
+ * region (read and write for peers, filled with pattern(rank, i)), and the
+ * helpers around them. CHECK's `me` is per file: set it after start().
+ */
+#ifndef FR_TEST_RMA_H
+#define FR_TEST_RMA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <fabrpc.h>
+
+#define TIMEOUT_MS 120000
+
+extern frpc_agent *agent;
+extern int world;
+extern frpc_mem *region;
+extern uint8_t *region_buf;
+extern size_t region_len;
+extern uint8_t mydesc[FRPC_MEM_DESC_SIZE];
+
+uint8_t pattern(uint32_t seed, size_t i);
+void fill(uint8_t *b, size_t n, uint32_t seed, size_t from);
+/* Index of the first byte of b[0..n) that is not pattern(seed, from + i),
+ * or n. */
+size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from);
+/* frpc_init, then this rank's region of len bytes, registered and
+ * described, and the "desc" and "check" functions; a barrier. */
+void start(size_t len);
+void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE]);
+/* Rank rank checks that its region's [off, off + len) holds seed's
+ * pattern (from 0). */
+void owner_check(int rank, size_t off, size_t len, uint32_t seed);
+/* A barrier, the region deregistered, a graceful shutdown. */
+void finish(void);
+void expect(int rc, int want, const char *what);
+
+int mode_batch(void);
+int mode_notify(void);
+
+#endif /* FR_TEST_RMA_H */

@@ -1,0 +1,535 @@
+/*
+ * rma's batch and notify modes (see rma.c for the others).
+ *
+ *   batch   every rank, to the next one: 1,000 puts of 4 KiB at odd
+ *           offsets in one async batch with a notification; the owner,
+ *           once it takes the notification, finds every byte there. Then
+ *           300 gets and 300 puts in one sync batch (gets checked here,
+ *           puts by the owner), a descriptor packed with frpc_mp_pack_mem,
+ *           and batches refused whole before anything is posted (a bad
+ *           descriptor among good ops, two owners, bad arguments).
+ *   notify  per-source order of notifications sent alone and after
+ *           batches, to a thread that takes them while the sender goes on
+ *           (with FABRPC_NOTIFY_QUEUE small, a sender meets FRPC_EAGAIN
+ *           and tries again); a full queue refusing a notification and a
+ *           batch's, nothing lost; FRPC_ETOOBIG leaving it queued; the
+ *           callback, in order; to itself; bad arguments.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "check_fail.h"
+#include "rma.h"
+
+#define MIB ((size_t)1 << 20)
+
+static void stats(frpc_stats *st)
+{
+    CHECK(frpc_get_stats(agent, st) == 0, "frpc_get_stats");
+}
+
+static frpc_mem *local_region(size_t len, uint8_t **buf)
+{
+    frpc_mem *m;
+    *buf = malloc(len);
+    CHECK(*buf, "malloc %zu", len);
+    int rc = frpc_mem_register(agent, *buf, len, 0, &m);
+    CHECK(rc == 0, "register local: %s", frpc_strerror(rc));
+    return m;
+}
+
+static void nap_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- batch ------------------------------------------------------------ */
+
+#define PUTS 1000
+#define PUT_LEN 4096
+#define PUT_STRIDE 4100 /* and odd starts: 3 + i * stride */
+#define MIX 300
+#define GET_AT (4 * MIB + 512 * 1024)
+#define GET_LEN 5000
+#define GET_STRIDE 5003
+#define MIXPUT_AT (6 * MIB + 200 * 1024)
+#define MIXPUT_LEN 3000
+
+static uint32_t put_seed(int rank) { return 1000u + (uint32_t)rank; }
+
+/* The 1,000 puts to next, async, with a notification naming this rank. */
+static frpc_future *put_thousand(frpc_mem *l, const uint8_t *next_desc)
+{
+    static frpc_xfer ops[PUTS];
+    for (size_t i = 0; i < PUTS; i++)
+        ops[i] = (frpc_xfer){.op = FRPC_XFER_PUT, .local = l,
+                             .local_off = 3 + i * PUT_STRIDE,
+                             .desc = next_desc,
+                             .desc_len = FRPC_MEM_DESC_SIZE,
+                             .remote_off = 3 + i * PUT_STRIDE,
+                             .len = PUT_LEN};
+    char note[32];
+    int n = snprintf(note, sizeof(note), "puts from %d", me);
+    frpc_future *f;
+    int rc = frpc_transfer_async(ops, PUTS, note, (size_t)n, TIMEOUT_MS, &f);
+    CHECK(rc == 0 && f, "async batch of %d puts: %s", PUTS, frpc_strerror(rc));
+    return f;
+}
+
+/* Takes prev's notification and checks, at once, every byte it put. */
+static void take_puts(int prev)
+{
+    char note[FRPC_NOTIFY_MAX], want[32];
+    size_t len;
+    int src = -1;
+    int rc = frpc_notify_wait(agent, &src, note, sizeof(note), &len,
+                              TIMEOUT_MS);
+    CHECK(rc == 0, "notification of the puts: %s", frpc_strerror(rc));
+    int n = snprintf(want, sizeof(want), "puts from %d", prev);
+    CHECK(src == prev && len == (size_t)n && !memcmp(note, want, len),
+          "notification from %d: \"%.*s\"", src, (int)len, note);
+    for (size_t i = 0; i < PUTS; i++) {
+        size_t off = 3 + i * PUT_STRIDE;
+        size_t bad = verify(region_buf + off, PUT_LEN, put_seed(prev), off);
+        CHECK(bad == PUT_LEN, "put %zu of %d: byte %zu not there when its "
+              "notification was taken", i, PUTS, bad);
+    }
+    printf("ok: %d puts of %d B from rank %d all in place when their "
+           "notification was taken\n", PUTS, PUT_LEN, prev);
+}
+
+/* 300 gets and 300 puts in one sync batch. */
+static void mixed(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
+                  int next)
+{
+    frpc_xfer ops[2 * MIX];
+    fill(lbuf + MIXPUT_AT, MIX * MIXPUT_LEN, 77u + (uint32_t)me, 0);
+    memset(lbuf, 0, MIX * GET_STRIDE);
+    for (size_t i = 0; i < MIX; i++) {
+        ops[2 * i] = (frpc_xfer){.op = FRPC_XFER_GET, .local = l,
+                                 .local_off = i * GET_STRIDE,
+                                 .desc = next_desc,
+                                 .desc_len = FRPC_MEM_DESC_SIZE,
+                                 .remote_off = GET_AT + i * GET_STRIDE,
+                                 .len = GET_LEN};
+        ops[2 * i + 1] = (frpc_xfer){.op = FRPC_XFER_PUT, .local = l,
+                                     .local_off = MIXPUT_AT + i * MIXPUT_LEN,
+                                     .desc = next_desc,
+                                     .desc_len = FRPC_MEM_DESC_SIZE,
+                                     .remote_off = MIXPUT_AT + i * MIXPUT_LEN,
+                                     .len = MIXPUT_LEN};
+    }
+    frpc_stats s0, s1;
+    stats(&s0);
+    int rc = frpc_transfer(ops, 2 * MIX, NULL, 0, TIMEOUT_MS);
+    CHECK(rc == 0, "sync batch of %d gets and %d puts: %s", MIX, MIX,
+          frpc_strerror(rc));
+    stats(&s1);
+    CHECK(s1.transfers_get - s0.transfers_get == MIX &&
+              s1.transfers_put - s0.transfers_put == MIX &&
+              s1.transfer_batches - s0.transfer_batches == 1,
+          "counted: %llu gets, %llu puts, %llu batches",
+          (unsigned long long)(s1.transfers_get - s0.transfers_get),
+          (unsigned long long)(s1.transfers_put - s0.transfers_put),
+          (unsigned long long)(s1.transfer_batches - s0.transfer_batches));
+    for (size_t i = 0; i < MIX; i++) {
+        size_t bad = verify(lbuf + i * GET_STRIDE, GET_LEN, (uint32_t)next,
+                            GET_AT + i * GET_STRIDE);
+        CHECK(bad == GET_LEN, "get %zu: byte %zu wrong", i, bad);
+    }
+    owner_check(next, MIXPUT_AT, MIX * MIXPUT_LEN, 77u + (uint32_t)me);
+    printf("ok: one batch of %d gets and %d puts (gets and puts checked, "
+           "counted)\n", MIX, MIX);
+}
+
+/* A descriptor through msgpack, as a program would send it. */
+static void packed_desc(frpc_mem *l, uint8_t *lbuf, int next)
+{
+    frpc_mp_buf b;
+    frpc_mp_view v;
+    frpc_mp_buf_init(&b);
+    /* Our own region's slice [GET_AT, +4096) */
+    CHECK(frpc_mp_pack_mem(&b.pk, region, GET_AT, 4096) == 0, "pack mem");
+    CHECK(frpc_mp_parse(b.sbuf.data, b.sbuf.size, &v) == 0, "parse");
+    CHECK(v.obj.type == MSGPACK_OBJECT_BIN &&
+              v.obj.via.bin.size == FRPC_MEM_DESC_SIZE,
+          "a bin of %d bytes", FRPC_MEM_DESC_SIZE);
+    memset(lbuf, 0, 4096);
+    int rc = frpc_get(l, 0, v.obj.via.bin.ptr, v.obj.via.bin.size, 0, 4096,
+                      TIMEOUT_MS);
+    CHECK(rc == 0 && verify(lbuf, 4096, (uint32_t)me, GET_AT) == 4096,
+          "get through a packed descriptor: %s", frpc_strerror(rc));
+    frpc_mp_view_free(&v);
+    frpc_mp_buf_destroy(&b);
+    expect(frpc_mp_pack_mem(NULL, region, 0, 1), FRPC_EINVAL,
+           "frpc_mp_pack_mem without a packer");
+    frpc_mp_buf_init(&b);
+    expect(frpc_mp_pack_mem(&b.pk, region, region_len, 1), FRPC_EINVAL,
+           "frpc_mp_pack_mem of a slice outside the region");
+    frpc_mp_buf_destroy(&b);
+    (void)next;
+}
+
+/* Batches refused whole: nothing posted, the refusal counted. */
+static void refused(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
+                    int next)
+{
+    uint8_t junk[FRPC_MEM_DESC_SIZE];
+    frpc_xfer ops[3];
+    frpc_stats s0, s1;
+    size_t at = 7 * MIB + 300 * 1024; /* nobody else writes here */
+
+    for (size_t i = 0; i < sizeof(junk); i++)
+        junk[i] = (uint8_t)(rand() & 0xff);
+    fill(lbuf, 4096, 5u, 0);
+    ops[0] = (frpc_xfer){.op = FRPC_XFER_PUT, .local = l, .desc = next_desc,
+                         .desc_len = FRPC_MEM_DESC_SIZE, .remote_off = at,
+                         .len = 4096};
+    ops[1] = ops[0];
+    ops[1].desc = junk;
+    stats(&s0);
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EPROTO,
+           "a batch with random bytes for one descriptor");
+    stats(&s1);
+    CHECK(s1.transfers_refused == s0.transfers_refused + 1 &&
+              s1.transfers_put == s0.transfers_put,
+          "refused and not posted");
+    /* The good op before the bad one did not run. */
+    memset(lbuf, 0, 4096);
+    int rc = frpc_get(l, 0, next_desc, FRPC_MEM_DESC_SIZE, at, 4096,
+                      TIMEOUT_MS);
+    CHECK(rc == 0 && verify(lbuf, 4096, (uint32_t)next, at) == 4096,
+          "the owner's bytes untouched by a refused batch: %s",
+          frpc_strerror(rc));
+    printf("ok: nothing of a refused batch was posted\n");
+
+    ops[1] = ops[0];
+    ops[1].desc = mydesc; /* another owner: this rank */
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "a batch to two owners");
+    ops[1] = ops[0];
+    ops[1].op = 7;
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "an unknown op");
+    ops[1] = ops[0];
+    ops[1].local = NULL;
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "a NULL local region");
+    ops[1] = ops[0];
+    ops[1].remote_off = region_len;
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "a slice outside the owner's");
+    char big[FRPC_NOTIFY_MAX + 1] = {0};
+    expect(frpc_transfer(ops, 1, big, sizeof(big), TIMEOUT_MS), FRPC_EINVAL,
+           "a notification over FRPC_NOTIFY_MAX");
+    expect(frpc_transfer(ops, 1, NULL, 4, TIMEOUT_MS), FRPC_EINVAL,
+           "a NULL notification of 4 bytes");
+    expect(frpc_transfer(ops, 0, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "an empty batch");
+    expect(frpc_transfer((const frpc_xfer *)NULL, 1, NULL, 0, TIMEOUT_MS),
+           FRPC_EINVAL, "NULL ops");
+    expect(frpc_transfer_sized(ops, 1, sizeof(int), NULL, 0, TIMEOUT_MS),
+           FRPC_EINVAL, "an op size smaller than any frpc_xfer");
+    frpc_future *f = (frpc_future *)1;
+    expect(frpc_transfer_async(ops, 0, NULL, 0, TIMEOUT_MS, &f), FRPC_EINVAL,
+           "an empty async batch");
+    CHECK(f == NULL, "*out NULL on an error");
+    expect(frpc_transfer_async_sized(ops, 1, sizeof(*ops), NULL, 0,
+                                     TIMEOUT_MS, NULL),
+           FRPC_EINVAL, "an async batch without out");
+    /* A batch that moves nothing completes at once. */
+    ops[0].len = 0;
+    expect(frpc_transfer(ops, 1, NULL, 0, TIMEOUT_MS), 0,
+           "a batch of one op of 0 bytes");
+}
+
+int mode_batch(void)
+{
+    start(8 * MIB);
+    me = frpc_rank(agent);
+    int next = (me + 1) % world, prev = (me + world - 1) % world;
+    uint8_t next_desc[FRPC_MEM_DESC_SIZE], *lbuf;
+    desc_of(next, next_desc);
+    frpc_mem *l = local_region(8 * MIB, &lbuf);
+
+    fill(lbuf, 8 * MIB, put_seed(me), 0);
+    frpc_future *f = put_thousand(l, next_desc);
+    take_puts(prev);
+    int rc = frpc_future_wait(f, TIMEOUT_MS);
+    const char *why = NULL;
+    frpc_future_error(f, NULL, &why);
+    CHECK(rc == 0, "the batch of puts: %s: %s", frpc_err_name(rc),
+          why ? why : "");
+    CHECK(frpc_future_data(f, NULL) == NULL, "a batch's future has no data");
+    frpc_future_free(f);
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+
+    mixed(l, lbuf, next_desc, next);
+    packed_desc(l, lbuf, next);
+    refused(l, lbuf, next_desc, next);
+    rc = frpc_mem_deregister(l, 10000);
+    CHECK(rc == 0, "deregister local: %s", frpc_strerror(rc));
+    free(lbuf);
+    finish();
+    return 0;
+}
+
+/* ---- notify ----------------------------------------------------------- */
+
+#define ORDERED 300
+#define QUEUE 8 /* FABRPC_NOTIFY_QUEUE in the case script */
+
+typedef struct note {
+    uint32_t src, seq;
+} note;
+
+/* Sends n to dst, trying again while dst's queue is full. */
+static void send_note(int dst, note n, frpc_mem *l, const uint8_t *desc)
+{
+    for (;;) {
+        int rc;
+        if (n.seq % 2 || !l) {
+            rc = frpc_notify(agent, dst, &n, sizeof(n), TIMEOUT_MS);
+        } else {
+            frpc_xfer op = {.op = FRPC_XFER_PUT, .local = l,
+                            .desc = desc, .desc_len = FRPC_MEM_DESC_SIZE,
+                            .remote_off = (size_t)me * 64, .len = 64};
+            rc = frpc_transfer(&op, 1, &n, sizeof(n), TIMEOUT_MS);
+        }
+        if (rc == 0)
+            return;
+        CHECK(rc == FRPC_EAGAIN, "notification %u to %d: %s", n.seq, dst,
+              frpc_strerror(rc));
+        nap_ms(1);
+    }
+}
+
+/* Takes `count` notifications from each of `from` ranks; each source's
+ * sequence numbers must come 0, 1, 2, ... */
+typedef struct taker {
+    int count, from;
+} taker;
+
+static void *take_ordered(void *arg)
+{
+    taker *t = arg;
+    uint32_t *next_seq = calloc((size_t)world, sizeof(*next_seq));
+    CHECK(next_seq, "calloc");
+    for (int i = 0; i < t->count * t->from; i++) {
+        note n;
+        size_t len;
+        int src;
+        int rc = frpc_notify_wait(agent, &src, &n, sizeof(n), &len,
+                                  TIMEOUT_MS);
+        CHECK(rc == 0, "take %d: %s", i, frpc_strerror(rc));
+        CHECK(len == sizeof(n) && n.src == (uint32_t)src &&
+                  src >= 0 && src < world,
+              "notification %d: %zu bytes from %d", i, len, src);
+        CHECK(n.seq == next_seq[src], "from rank %d: %u came before %u",
+              src, n.seq, next_seq[src]);
+        next_seq[src]++;
+    }
+    free(next_seq);
+    return NULL;
+}
+
+static void ordered(void)
+{
+    int next = (me + 1) % world, prev = (me + world - 1) % world;
+    uint8_t next_desc[FRPC_MEM_DESC_SIZE], *lbuf;
+    desc_of(next, next_desc);
+    frpc_mem *l = local_region(4096, &lbuf);
+    pthread_t th;
+    taker t = {.count = ORDERED, .from = 1};
+    CHECK(pthread_create(&th, NULL, take_ordered, &t) == 0, "thread");
+    for (uint32_t s = 0; s < ORDERED; s++)
+        send_note(next, (note){.src = (uint32_t)me, .seq = s}, l, next_desc);
+    pthread_join(th, NULL);
+    CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+    free(lbuf);
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    printf("ok: %d notifications from rank %d, alone and after batches, "
+           "taken in order while the queue of %d filled\n", ORDERED, prev,
+           QUEUE);
+}
+
+/* Rank 0 fills rank 1's queue; the next notification and a batch's are
+ * refused, and rank 1 then finds the first QUEUE, in order. */
+static void full_queue(void)
+{
+    frpc_stats s0, s1;
+    stats(&s0);
+    if (me == 0) {
+        uint8_t desc1[FRPC_MEM_DESC_SIZE], *lbuf;
+        desc_of(1, desc1);
+        frpc_mem *l = local_region(4096, &lbuf);
+        for (uint32_t s = 0; s < QUEUE; s++) {
+            note n = {.src = 0, .seq = s};
+            int rc = frpc_notify(agent, 1, &n, sizeof(n), TIMEOUT_MS);
+            CHECK(rc == 0, "notification %u: %s", s, frpc_strerror(rc));
+        }
+        note n = {.src = 0, .seq = QUEUE};
+        expect(frpc_notify(agent, 1, &n, sizeof(n), TIMEOUT_MS), FRPC_EAGAIN,
+               "a notification to a full queue");
+        frpc_xfer op = {.op = FRPC_XFER_PUT, .local = l, .desc = desc1,
+                        .desc_len = FRPC_MEM_DESC_SIZE, .len = 64};
+        expect(frpc_transfer(&op, 1, &n, sizeof(n), TIMEOUT_MS), FRPC_EAGAIN,
+               "a batch's notification to a full queue");
+        CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+        free(lbuf);
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 1) {
+        for (uint32_t s = 0; s < QUEUE; s++) {
+            note n;
+            size_t len;
+            int src;
+            int rc = frpc_notify_wait(agent, &src, &n, sizeof(n), &len,
+                                      TIMEOUT_MS);
+            CHECK(rc == 0 && src == 0 && n.seq == s,
+                  "queued %u: %s, seq %u", s, frpc_strerror(rc), n.seq);
+        }
+        size_t len;
+        expect(frpc_notify_wait(agent, NULL, NULL, 0, &len, 100),
+               FRPC_ETIMEDOUT, "nothing more: the refused ones never came");
+        stats(&s1);
+        CHECK(s1.notifications_refused - s0.notifications_refused == 2,
+              "refusals counted: %llu",
+              (unsigned long long)(s1.notifications_refused -
+                                   s0.notifications_refused));
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+}
+
+/* Too small a buffer leaves the notification queued. */
+static void too_small(void)
+{
+    char msg[100], buf[FRPC_NOTIFY_MAX];
+    for (size_t i = 0; i < sizeof(msg); i++)
+        msg[i] = (char)i;
+    if (me == 0)
+        CHECK(frpc_notify(agent, 1, msg, sizeof(msg), TIMEOUT_MS) == 0,
+              "notify 100 B");
+    if (me == 1) {
+        size_t len = 0;
+        int src = -1;
+        expect(frpc_notify_wait(agent, &src, buf, 10, &len, TIMEOUT_MS),
+               FRPC_ETOOBIG, "taking 100 B into 10");
+        CHECK(len == sizeof(msg), "the length it needs: %zu", len);
+        expect(frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                                TIMEOUT_MS),
+               0, "then into 512");
+        CHECK(src == 0 && len == sizeof(msg) && !memcmp(buf, msg, len),
+              "the same notification, whole");
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+}
+
+static _Atomic int cb_seen;
+static _Atomic int cb_bad;
+
+static void on_note(frpc_agent *a, int src, const void *msg, size_t len,
+                    void *user)
+{
+    note n;
+    (void)a;
+    if (user != &cb_seen || len != sizeof(n) || src != 0) {
+        cb_bad = 1;
+        return;
+    }
+    memcpy(&n, msg, sizeof(n));
+    if (n.seq != (uint32_t)cb_seen)
+        cb_bad = 1;
+    cb_seen++;
+}
+
+/* The callback takes them in order; then the queue again. */
+static void callback(void)
+{
+    enum { N = 50 };
+    if (me == 1)
+        CHECK(frpc_on_notify(agent, on_note, &cb_seen) == 0, "on_notify");
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 0)
+        for (uint32_t s = 0; s < N; s++)
+            send_note(1, (note){.src = 0, .seq = s}, NULL, NULL);
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 1) {
+        CHECK(cb_seen == N && !cb_bad, "callback saw %d of %d (in order: %s)",
+              (int)cb_seen, N, cb_bad ? "no" : "yes");
+        CHECK(frpc_on_notify(agent, NULL, NULL) == 0, "on_notify NULL");
+        printf("ok: the callback took %d notifications in order\n", N);
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 0)
+        send_note(1, (note){.src = 0, .seq = 0}, NULL, NULL);
+    if (me == 1) {
+        note n;
+        size_t len;
+        int src;
+        int rc = frpc_notify_wait(agent, &src, &n, sizeof(n), &len,
+                                  TIMEOUT_MS);
+        CHECK(rc == 0 && src == 0 && cb_seen == N,
+              "queued again once the callback is gone: %s",
+              frpc_strerror(rc));
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+}
+
+static void never_called(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_respond_error(req, 1, "never registered");
+}
+
+static void bad_arguments(void)
+{
+    char m[FRPC_NOTIFY_MAX + 1] = {0};
+    size_t len;
+    int src;
+    expect(frpc_notify(agent, 0, m, sizeof(m), TIMEOUT_MS), FRPC_EINVAL,
+           "a notification of FRPC_NOTIFY_MAX + 1 bytes");
+    expect(frpc_notify(agent, 0, NULL, 5, TIMEOUT_MS), FRPC_EINVAL,
+           "a NULL notification of 5 bytes");
+    expect(frpc_notify(NULL, 0, m, 1, TIMEOUT_MS), FRPC_EINVAL,
+           "frpc_notify with no agent");
+    expect(frpc_notify(agent, world, m, 1, TIMEOUT_MS), FRPC_ENORANK,
+           "a notification to a rank outside the job");
+    expect(frpc_notify_wait(agent, &src, m, 1, NULL, 10), FRPC_EINVAL,
+           "frpc_notify_wait without len");
+    expect(frpc_notify_wait(agent, &src, NULL, 1, &len, 10), FRPC_EINVAL,
+           "frpc_notify_wait with a NULL buf of 1 byte");
+    expect(frpc_notify_wait(NULL, &src, m, 1, &len, 10), FRPC_EINVAL,
+           "frpc_notify_wait with no agent");
+    expect(frpc_notify_wait(agent, &src, m, sizeof(m), &len, 50),
+           FRPC_ETIMEDOUT, "frpc_notify_wait with nothing coming");
+    expect(frpc_on_notify(NULL, on_note, NULL), FRPC_EINVAL,
+           "frpc_on_notify with no agent");
+    expect(frpc_register(agent, "frpc.mine", never_called, NULL, 0),
+           FRPC_EINVAL, "registering a name fabrpc keeps");
+    /* To itself, an empty one. */
+    expect(frpc_notify(agent, me, NULL, 0, TIMEOUT_MS), 0,
+           "an empty notification to itself");
+    expect(frpc_notify_wait(agent, &src, NULL, 0, &len, TIMEOUT_MS), 0,
+           "taking it");
+    CHECK(src == me && len == 0, "from itself, empty");
+}
+
+int mode_notify(void)
+{
+    start(64 * 1024);
+    me = frpc_rank(agent);
+    CHECK(world >= 2, "notify needs 2 ranks");
+    bad_arguments();
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    ordered();
+    full_queue();
+    too_small();
+    callback();
+    finish();
+    return 0;
+}
