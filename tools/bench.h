@@ -5,6 +5,9 @@
  *   bench_modes.c    the measurements: latency, rate, bandwidth, idle, init
  *   bench_baseline.c fi_pingpong runs for --baseline
  *   bench_tcp_pingpong.c, bench_fi_blocking.c  the blocking baselines
+ *   bench_rma.c      the rma mode, and its rows for any way of moving bytes
+ *   bench_fi_rma.c   rma --baseline: raw fi_read/fi_write, memcpy on shm
+ *   bench_fi_ep.c    the raw libfabric baselines' endpoints (bench_fi.h)
  *
  * Rank 0 measures and prints; the other ranks serve, and send rank 0 their
  * own numbers where a mode measures every rank (idle, init).
@@ -13,6 +16,7 @@
 #define FABRPC_BENCH_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <fabrpc.h>
 
@@ -50,7 +54,7 @@ typedef struct bench_opts {
  * the extra keys (after cpu_s) are printed only when set.
  */
 typedef struct bench_row {
-    const char *system;       /* "fabrpc" or "fi_pingpong" */
+    const char *system;       /* "fabrpc", or a baseline's name */
     char provider[32];
     const char *metric;       /* the mode's name */
     long size, inflight, iters;
@@ -103,6 +107,7 @@ int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
 /* bench_timeouts.c: the timeouts mode's handler (every rank) and its
  * measurement (rank 0). */
 int bench_register_timeouts(frpc_agent *a);
+int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
 
 /* rma (bench_rma.c): the descriptor handler (every rank, with the
  * others); every rank registers its region and rank 0 measures; after
@@ -110,7 +115,43 @@ int bench_register_timeouts(frpc_agent *a);
 int bench_register_rma(frpc_agent *a);
 int bench_run_rma(frpc_agent *a, const bench_opts *o);
 void bench_rma_end(void);
-int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
+
+/*
+ * A way to move size bytes one-sidedly, for the rma rows. one moves size
+ * bytes and returns when they have arrived; window moves them n times,
+ * keeping w transfers in flight (each completed one replaced), and
+ * returns when all n are done. Both return 0, or 1 after printing why.
+ */
+typedef struct bench_mover {
+    int (*one)(void *ctx, size_t size);
+    int (*window)(void *ctx, size_t size, long w, long n);
+    void *ctx;
+} bench_mover;
+
+/* Times and emits one rma row (bench_rma.c): window w == 1 times one()
+ * after one() (p50/p99 of each), a larger w times window(); warm-up and
+ * iterations as --warmup/--iters say. Rank 0; 0 or 1 (a message was
+ * printed). */
+int bench_rma_row(const bench_opts *o, const char *system,
+                  const char *provider, const char *metric,
+                  const bench_mover *mv, size_t size, long w);
+
+/* Batch rows: ops of each size up to BENCH_RMA_BATCH_SIZE_MAX, moved
+ * BENCH_RMA_BATCH at a time (a window() with that w posts them all, then
+ * waits for them all), metric[0] reads and metric[1] writes; inflight
+ * says the batch's length. 0 or 1. */
+#define BENCH_RMA_BATCH 1000
+#define BENCH_RMA_BATCH_SIZE_MAX 65536
+int bench_rma_batch_rows(const bench_opts *o, const char *system,
+                         const char *provider, const char *const metric[2],
+                         const bench_mover mv[2]);
+
+/* Every rma row: metric[0] with mv[0] (reads) for each size and window,
+ * then metric[1] with mv[1] (writes). Stops at the first failure; 0 or
+ * 1. */
+int bench_rma_rows(const bench_opts *o, const char *system,
+                   const char *provider, const char *const metric[2],
+                   const bench_mover mv[2]);
 
 /*
  * Runs fi_pingpong (server and client on 127.0.0.1) over fi_provider
@@ -123,6 +164,11 @@ int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
  */
 int bench_baseline(const char *fi_provider, const char *provider,
                    const bench_opts *o);
+
+/* Waits for child process pid until deadline (bench_now_us clock), then
+ * kills it (bench_baseline.c). Its exit status, or -1 when killed or
+ * lost. */
+int bench_reap(pid_t pid, double deadline);
 
 /*
  * A TCP ping-pong on 127.0.0.1 (bench_tcp_pingpong.c): size bytes each
@@ -150,5 +196,18 @@ int bench_xfer(int fd, void *buf, size_t len, int sending);
  */
 int bench_fi_blocking(const char *provider, size_t size, long iters,
                       double *p50, double *p99);
+
+/*
+ * rma --baseline (bench_fi_rma.c): the rma rows over raw libfabric on
+ * fi_provider (libfabric's name, e.g. "tcp;ofi_rxm"), labelled provider:
+ * a forked child registers a region of the largest size and rank 0 times
+ * fi_read and fi_writemsg into it (system "fi_rma", metrics raw_read and
+ * raw_write), and on shm a memcpy between two buffers (system and metric
+ * "memcpy", W 1). Call it with no agent alive (rank 0, after shutdown).
+ * Returns 0, or 3 when a step failed (one line on stderr says which call
+ * and why; the rows before it were printed). Bounded in time.
+ */
+int bench_fi_rma(const char *fi_provider, const char *provider,
+                 const bench_opts *o);
 
 #endif /* FABRPC_BENCH_H */

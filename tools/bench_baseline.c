@@ -77,9 +77,7 @@ static pid_t spawn(char *const argv[], int out_fd)
     _exit(127);
 }
 
-/* Waits for pid until deadline (bench_now_us clock); past it, kills it.
- * Its exit status, or -1 when killed or lost. */
-static int reap(pid_t pid, double deadline)
+int bench_reap(pid_t pid, double deadline)
 {
     int st;
     for (;;) {
@@ -128,7 +126,7 @@ static int run_client(char *const argv[], char *out, size_t cap,
     }
     out[n] = '\0';
     close(p[0]);
-    return reap(pid, deadline);
+    return bench_reap(pid, deadline);
 }
 
 /* The round trip in us from fi_pingpong's output: the line after the
@@ -176,7 +174,7 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     }
     if (st == 0)
         rt = parse_round_trip(out);
-    if (reap(srv, st == 0 ? bench_now_us() + 5e6 : 0) != 0 && st == 0)
+    if (bench_reap(srv, st == 0 ? bench_now_us() + 5e6 : 0) != 0 && st == 0)
         fprintf(stderr, "fabrpc-bench: note: " PINGPONG " server failed\n");
     if (isnan(rt))
         fprintf(stderr,

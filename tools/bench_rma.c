@@ -5,9 +5,16 @@
  * For each size and window W: metric "get" and "put" rows. W == 1 times
  * one synchronous transfer after another (p50/p99 of the round trip); a
  * larger W keeps W async transfers in flight (each completed one is
- * replaced). mb_per_s is the bytes moved per second either way.
+ * replaced). mb_per_s is the bytes moved per second either way. Then,
+ * for sizes up to 64 KiB, "get_batch" and "put_batch": the same
+ * transfers as batches of 1,000 (frpc_transfer, one after another).
+ *
+ * The timing and the rows (bench_rma_row, bench_rma_rows) take the way of
+ * moving bytes as a bench_mover, so that --baseline's raw libfabric loop
+ * (bench_fi_rma.c) is timed and printed exactly as fabrpc is.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,26 +52,41 @@ static int failed(const char *what, int rc)
     return 1;
 }
 
-static int transfer(frpc_mem *m, const void *desc, size_t size, int put)
+/* What the fabrpc movers act on: rank 0's region and rank 1's
+ * descriptor. */
+typedef struct fab_ctx {
+    frpc_mem *m;
+    const unsigned char *desc;
+    int put;
+} fab_ctx;
+
+static int fab_one(void *ctx, size_t size)
 {
-    return put ? frpc_put(m, 0, desc, FRPC_MEM_DESC_SIZE, 0, size,
-                          RMA_TIMEOUT_MS)
-               : frpc_get(m, 0, desc, FRPC_MEM_DESC_SIZE, 0, size,
-                          RMA_TIMEOUT_MS);
+    const fab_ctx *c = ctx;
+    int rc = c->put ? frpc_put(c->m, 0, c->desc, FRPC_MEM_DESC_SIZE, 0, size,
+                               RMA_TIMEOUT_MS)
+                    : frpc_get(c->m, 0, c->desc, FRPC_MEM_DESC_SIZE, 0, size,
+                               RMA_TIMEOUT_MS);
+    return rc ? failed(c->put ? "put" : "get", rc) : 0;
+}
+
+static int start(const fab_ctx *c, size_t size, frpc_future **f)
+{
+    return (c->put ? frpc_put_async : frpc_get_async)(
+        c->m, 0, c->desc, FRPC_MEM_DESC_SIZE, 0, size, RMA_TIMEOUT_MS, f);
 }
 
 /* W in flight: n transfers, each completed one replaced. */
-static int window(frpc_mem *m, const void *desc, size_t size, long w, long n,
-                  int put)
+static int fab_window(void *ctx, size_t size, long w, long n)
 {
+    const fab_ctx *c = ctx;
     frpc_future **f = calloc((size_t)w, sizeof(*f));
     long started = 0, done = 0;
     int rc = 0;
     if (!f)
-        return FRPC_ENOMEM;
+        return failed("futures", FRPC_ENOMEM);
     for (long j = 0; j < w && started < n && !rc; j++, started++)
-        rc = (put ? frpc_put_async : frpc_get_async)(
-            m, 0, desc, FRPC_MEM_DESC_SIZE, 0, size, RMA_TIMEOUT_MS, &f[j]);
+        rc = start(c, size, &f[j]);
     while (!rc && done < started) {
         size_t i;
         if ((rc = frpc_wait_any(f, (size_t)w, RMA_TIMEOUT_MS, &i)))
@@ -74,46 +96,48 @@ static int window(frpc_mem *m, const void *desc, size_t size, long w, long n,
         f[i] = NULL;
         done++;
         if (!rc && started < n) {
-            rc = (put ? frpc_put_async : frpc_get_async)(
-                m, 0, desc, FRPC_MEM_DESC_SIZE, 0, size, RMA_TIMEOUT_MS,
-                &f[i]);
+            rc = start(c, size, &f[i]);
             started++;
         }
     }
     for (long j = 0; j < w; j++)
         frpc_future_free(f[j]);
     free(f);
-    return rc;
+    return rc ? failed(c->put ? "put" : "get", rc) : 0;
 }
 
-static int row(frpc_agent *a, const bench_opts *o, frpc_mem *m,
-               const void *desc, size_t size, long w, int put, double *lat)
+int bench_rma_row(const bench_opts *o, const char *system,
+                  const char *provider, const char *metric,
+                  const bench_mover *mv, size_t size, long w)
 {
     long iters = bench_iters(o, size);
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
-    const char *name = put ? "put" : "get";
-    bench_row r = bench_row_new("fabrpc", frpc_provider(a), name);
+    bench_row r = bench_row_new(system, provider, metric);
     double secs;
-    int rc;
 
     if (w == 1) {
-        double sum = 0;
+        double sum = 0, *lat = malloc(sizeof(double) * (size_t)iters);
+        if (!lat)
+            return failed("latencies", FRPC_ENOMEM);
         for (long i = -warm; i < iters; i++) {
             double t0 = bench_now_us();
-            if ((rc = transfer(m, desc, size, put)))
-                return failed(name, rc);
+            if (mv->one(mv->ctx, size)) {
+                free(lat);
+                return 1;
+            }
             if (i >= 0)
                 sum += (lat[i] = bench_now_us() - t0);
         }
         r.p50_us = bench_quantile(lat, iters, 0.5);
         r.p99_us = bench_quantile(lat, iters, 0.99);
+        free(lat);
         secs = sum / 1e6;
     } else {
-        if ((rc = window(m, desc, size, w, warm < w ? w : warm, put)))
-            return failed(name, rc);
+        if (mv->window(mv->ctx, size, w, warm < w ? w : warm))
+            return 1;
         double t0 = bench_now_us();
-        if ((rc = window(m, desc, size, w, iters, put)))
-            return failed(name, rc);
+        if (mv->window(mv->ctx, size, w, iters))
+            return 1;
         secs = (bench_now_us() - t0) / 1e6;
     }
     r.size = (long)size;
@@ -125,11 +149,66 @@ static int row(frpc_agent *a, const bench_opts *o, frpc_mem *m,
     return 0;
 }
 
+/* The rows of sizes up to max_size, for each window of windows[0..n). */
+static int rows_for(const bench_opts *o, const char *system,
+                    const char *provider, const char *const metric[2],
+                    const bench_mover mv[2], size_t max_size,
+                    const long *windows, int n)
+{
+    int rc = 0;
+    for (int put = 0; put < 2 && !rc; put++)
+        for (int s = 0; s < o->nsizes && !rc; s++)
+            for (int w = 0; w < n && !rc && o->sizes[s] <= max_size; w++)
+                rc = bench_rma_row(o, system, provider, metric[put], &mv[put],
+                                   o->sizes[s], windows[w]);
+    return rc;
+}
+
+int bench_rma_rows(const bench_opts *o, const char *system,
+                   const char *provider, const char *const metric[2],
+                   const bench_mover mv[2])
+{
+    return rows_for(o, system, provider, metric, mv, SIZE_MAX, o->inflight,
+                    o->ninflight);
+}
+
+int bench_rma_batch_rows(const bench_opts *o, const char *system,
+                         const char *provider, const char *const metric[2],
+                         const bench_mover mv[2])
+{
+    static const long batch = BENCH_RMA_BATCH;
+    return rows_for(o, system, provider, metric, mv, BENCH_RMA_BATCH_SIZE_MAX,
+                    &batch, 1);
+}
+
+/* n transfers as batches of w (frpc_transfer), one batch at a time. */
+static int fab_batches(void *ctx, size_t size, long w, long n)
+{
+    const fab_ctx *c = ctx;
+    frpc_xfer *ops = calloc((size_t)w, sizeof(*ops));
+    int rc = 0;
+    if (!ops)
+        return failed("batch", FRPC_ENOMEM);
+    for (long i = 0; i < w; i++)
+        ops[i] = (frpc_xfer){.op = c->put ? FRPC_XFER_PUT : FRPC_XFER_GET,
+                             .local = c->m, .desc = c->desc,
+                             .desc_len = FRPC_MEM_DESC_SIZE, .len = size};
+    for (long done = 0; done < n && !rc; done += w)
+        rc = frpc_transfer(ops, (size_t)(n - done < w ? n - done : w), NULL,
+                           0, RMA_TIMEOUT_MS);
+    free(ops);
+    return rc ? failed(c->put ? "put batch" : "get batch", rc) : 0;
+}
+
 static int measure(frpc_agent *a, const bench_opts *o, frpc_mem *m)
 {
+    static const char *const metric[2] = {"get", "put"};
+    static const char *const batch_metric[2] = {"get_batch", "put_batch"};
     frpc_result res;
     unsigned char desc[FRPC_MEM_DESC_SIZE];
-    long maxiters = 1;
+    fab_ctx ctx[2] = {{m, desc, 0}, {m, desc, 1}};
+    bench_mover mv[2] = {{fab_one, fab_window, &ctx[0]},
+                         {fab_one, fab_window, &ctx[1]}};
     int rc = frpc_call(a, 1, "bench_rma_desc", NULL, 0, RMA_TIMEOUT_MS, &res);
     if (rc || res.len != sizeof(desc)) {
         frpc_result_clear(&res);
@@ -137,20 +216,11 @@ static int measure(frpc_agent *a, const bench_opts *o, frpc_mem *m)
     }
     memcpy(desc, res.data, sizeof(desc));
     frpc_result_clear(&res);
-    for (int i = 0; i < o->nsizes; i++)
-        if (bench_iters(o, o->sizes[i]) > maxiters)
-            maxiters = bench_iters(o, o->sizes[i]);
-    double *lat = malloc(sizeof(double) * (size_t)maxiters);
-    if (!lat)
-        return failed("latencies", FRPC_ENOMEM);
-    rc = 0;
-    for (int put = 0; put < 2 && !rc; put++)
-        for (int s = 0; s < o->nsizes && !rc; s++)
-            for (int w = 0; w < o->ninflight && !rc; w++)
-                rc = row(a, o, m, desc, o->sizes[s], o->inflight[w], put,
-                         lat);
-    free(lat);
-    return rc;
+    bench_mover bmv[2] = {{fab_one, fab_batches, &ctx[0]},
+                          {fab_one, fab_batches, &ctx[1]}};
+    return bench_rma_rows(o, "fabrpc", frpc_provider(a), metric, mv) ||
+           bench_rma_batch_rows(o, "fabrpc", frpc_provider(a), batch_metric,
+                                bmv);
 }
 
 int bench_run_rma(frpc_agent *a, const bench_opts *o)

@@ -6,7 +6,8 @@
  *
  * This file: options, self-launch, main and the output of rows (a table,
  * or one JSON object per line). The modes are in bench_modes.c, the
- * baselines in bench_baseline.c; --help says what each does.
+ * baselines in bench_baseline.c (latency) and bench_fi_rma.c (rma);
+ * --help says what each does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -84,8 +85,8 @@ static const char usage_text[] =
     "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
     "                   frames per transport message)\n"
-    "  --baseline       latency only: after fabrpc's rows are measured, rank\n"
-    "                   0 runs libfabric's fi_pingpong (package\n"
+    "  --baseline       latency or rma. latency: after fabrpc's rows, rank 0\n"
+    "                   runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
     "                   iterations on 127.0.0.1, prints its rows (system\n"
     "                   \"fi_pingpong\"; p50_us is its mean round trip, twice\n"
@@ -100,12 +101,21 @@ static const char usage_text[] =
     "                   fi_cq_sread: on an fd where the provider has one,\n"
     "                   else by its own means, sched_yield for shm; none\n"
     "                   if it has no CQ wait object) and adds\n"
-    "                   ratio_to_fi_blocking\n"
+    "                   ratio_to_fi_blocking.\n"
+    "                   rma: after fabrpc's rows, rank 0 times the same\n"
+    "                   transfers over raw libfabric on the same provider\n"
+    "                   (system \"fi_rma\", metrics raw_read and raw_write,\n"
+    "                   rows as get's and put's): a forked process's region\n"
+    "                   read by fi_read and written by fi_writemsg, split\n"
+    "                   into fabrpc's chunks, with the same hints and write\n"
+    "                   flags, the CQ busy-polled. On shm also a memcpy of\n"
+    "                   each size between two buffers (system and metric\n"
+    "                   \"memcpy\", W 1 only): the physical limit\n"
     "  -h, --help       print this help\n"
     "\n"
     "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
-    "could not run fi_pingpong (missing or failed: fabrpc's rows are still\n"
-    "printed).\n";
+    "could not run fi_pingpong, or a raw libfabric run failed (fabrpc's rows\n"
+    "are still printed).\n";
 
 /* ---------------------------------------------------------------- */
 /* Output                                                            */
@@ -365,8 +375,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         return bad("bad --inflight", inflight);
     for (int i = 0; i < o->ninflight; i++)
         o->inflight[i] = (long)v[i];
-    if (o->baseline && o->mode != BENCH_LATENCY)
-        return bad("--baseline goes with the latency mode", NULL);
+    if (o->baseline && o->mode != BENCH_LATENCY && o->mode != BENCH_RMA)
+        return bad("--baseline goes with the latency or rma mode", NULL);
     return 0;
 }
 
@@ -511,13 +521,15 @@ int main(int argc, char **argv)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 1;
     }
-    if (o.baseline && rank == 0)
+    /* latency's baseline adds ratios to fabrpc's rows: keep them */
+    if (o.baseline && rank == 0 && o.mode == BENCH_LATENCY)
         bench_defer();
     rc = bench_run(a, &o, t_start);
     if (frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 60000))
         rc = 1;
     if (o.baseline && rank == 0 && !rc)
-        rc = bench_baseline(prov_full, prov, &o);
+        rc = o.mode == BENCH_RMA ? bench_fi_rma(prov_full, prov, &o)
+                                 : bench_baseline(prov_full, prov, &o);
     bench_flush();
     return rc;
 }

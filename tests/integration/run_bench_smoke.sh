@@ -103,16 +103,29 @@ mode_bandwidth() {
         expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out"
 }
 # rma: get and put rows per size and window, sync (W 1, with p50) and
-# async (W 2).
+# async (W 2), batches of 1,000; with --baseline the raw libfabric rows
+# (and memcpy on shm) follow.
 mode_rma() {
+    local f=$TMPD/rma-$1
     bench rma-$1 rma --provider $1 --sizes 8,64k --inflight 1,2 --iters 20 \
-        --json &&
-        grep '"metric":"get"' "$TMPD/rma-$1.out" >"$TMPD/rma-$1.get" &&
-        grep '"metric":"put"' "$TMPD/rma-$1.out" >"$TMPD/rma-$1.put" &&
-        check_json "$TMPD/rma-$1.get" get 4 &&
-        check_json "$TMPD/rma-$1.put" put 4 &&
-        expect_grep '"size":65536,"inflight":1,.*"p50_us":[0-9].*"mb_per_s":[0-9]' "$TMPD/rma-$1.get" &&
-        expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$TMPD/rma-$1.put"
+        --baseline --json &&
+        grep '"metric":"get"' "$f.out" >"$f.get" &&
+        grep '"metric":"put"' "$f.out" >"$f.put" &&
+        grep '"metric":"put_batch"' "$f.out" >"$f.put_batch" &&
+        grep '"metric":"raw_read"' "$f.out" >"$f.raw_read" &&
+        grep '"metric":"raw_write_batch"' "$f.out" >"$f.raw_wb" &&
+        check_json "$f.get" get 4 &&
+        check_json "$f.put" put 4 &&
+        check_json "$f.put_batch" put_batch 2 &&
+        check_json "$f.raw_read" raw_read 4 &&
+        check_json "$f.raw_wb" raw_write_batch 2 &&
+        expect_grep '"inflight":1000,' "$f.put_batch" &&
+        if [ "$1" = shm ]; then
+            grep '"metric":"memcpy"' "$f.out" >"$f.memcpy" &&
+                check_json "$f.memcpy" memcpy 2
+        fi &&
+        expect_grep '"size":65536,"inflight":1,.*"p50_us":[0-9].*"mb_per_s":[0-9]' "$f.get" &&
+        expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$f.put"
 }
 mode_idle() {
     bench idle-$1 idle --provider $1 --seconds 0.2 --json &&
@@ -208,7 +221,7 @@ for prov in shm tcp; do
     run_case "rate, $prov: JSON rows" mode_rate $prov
     run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
-    run_case "rma (get, put), $prov: JSON rows" mode_rma $prov
+    run_case "rma (get, put, batches, raw baseline), $prov: JSON rows" mode_rma $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
     run_case "timeouts, $prov: every call times out" mode_timeouts $prov
