@@ -729,6 +729,10 @@ int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
  * an error *out is NULL and nothing was posted (the sync form's errors
  * that can be known at once; the others end the future). Never waits for
  * the network unless the provider has no room (bounded by timeout_ms).
+ * Provider note: shm (libfabric 1.17) copies the bytes itself while the
+ * transfer is posted (process_vm_readv/writev), so there the async forms
+ * return once the bytes have moved, the future completing at the next
+ * poll.
  */
 int frpc_get_async(frpc_mem *local, size_t local_off, const void *desc,
                    size_t desc_len, size_t remote_off, size_t len,

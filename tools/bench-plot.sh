@@ -1,14 +1,19 @@
 #!/bin/bash
-# bench-plot.sh: turns fabrpc-bench --json output into two PNG plots (needs
+# bench-plot.sh: turns fabrpc-bench --json output into PNG plots (needs
 # Debian's gnuplot-nox):
 #   PREFIX-latency.png  round trip p50 vs size, fabrpc and fi_pingpong,
 #                       one line per system and provider
 #   PREFIX-rate.png     async calls/s vs calls in flight, per provider,
 #                       with and without --batch
+#   PREFIX-bandwidth.png  MB/s vs size, one transfer at a time (W 1):
+#                       fabrpc get, put and calls (bandwidth mode), raw
+#                       libfabric fi_read/fi_write and memcpy (rma
+#                       --baseline), per provider
 #
 # usage: tools/bench-plot.sh RESULTS.jsonl PREFIX
-# RESULTS.jsonl: lines from `fabrpc-bench latency --baseline --json` and
-# `fabrpc-bench rate [--batch] --json` (any order, several providers; lines that are
+# RESULTS.jsonl: lines from `fabrpc-bench latency --baseline --json`,
+# `fabrpc-bench rate [--batch] --json`, `fabrpc-bench bandwidth --json` and
+# `fabrpc-bench rma --baseline --json` (any order, several providers; lines that are
 # not JSON objects, e.g. "[0] " prefixes from fabrpc-run, are stripped).
 set -euo pipefail
 
@@ -44,6 +49,11 @@ extract() {
         if ((metric == "rate" || metric == "rate_batched") &&
             field("calls_per_s") != "null")
             print field("inflight"), field("calls_per_s") >> (dir "/rate_" sys "_" prov)
+        if ((metric == "get" || metric == "put" || metric == "bandwidth" ||
+             metric == "raw_read" || metric == "raw_write" ||
+             metric == "memcpy") && field("inflight") == 1 &&
+            field("mb_per_s") != "null")
+            print field("size"), field("mb_per_s") >> (dir "/bw_" sys "-" metric "_" prov)
     }'
 }
 extract
@@ -96,5 +106,17 @@ set ylabel "calls/s"
 set grid
 set key top left
 plot $rate
+EOF
+bw=$(plot_list 'bw_*')
+[ -n "$bw" ] && gnuplot <<EOF
+set terminal pngcairo size 900,560 noenhanced
+set output "$prefix-bandwidth.png"
+set title "One transfer at a time (W 1): MB/s vs size (median of runs)"
+set logscale xy
+set xlabel "bytes per transfer"
+set ylabel "MB/s"
+set grid
+set key top left
+plot $bw
 EOF
 ls "$prefix"-*.png
