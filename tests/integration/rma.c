@@ -19,6 +19,7 @@
  *            frpc_mem_deregister afterwards.
  *   batch    batches and their notifications (rma_batch.c).
  *   notify   notifications alone: order, callback, limits (rma_batch.c).
+ *   cycles   10,000 register/get/deregister cycles, RSS flat (rma_batch.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -572,6 +573,8 @@ int main(int argc, char **argv)
         return mode_batch();
     if (!strcmp(mode, "notify"))
         return mode_notify();
-    fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify\n");
+    if (!strcmp(mode, "cycles"))
+        return mode_cycles();
+    fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles\n");
     return 2;
 }

@@ -38,5 +38,6 @@ void expect(int rc, int want, const char *what);
 
 int mode_batch(void);
 int mode_notify(void);
+int mode_cycles(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -18,6 +18,12 @@ threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 26
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
 bad_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" bad; }
 batch_3() { run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" batch; }
+# sockets takes milliseconds a get here; sanitizers slow everything.
+if [ "$PROV" = sockets ] || [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then
+    : "${RMA_CYCLES:=2000}"
+fi
+export RMA_CYCLES
+cycles_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 260 "$RMA" cycles; }
 notify_3() { FABRPC_NOTIFY_QUEUE=8 run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" notify; }
 
 run_case "$PROV: get and put, 1 B..$((RMA_MAX >> 20)) MiB, 2 ranks" sizes_2
@@ -26,4 +32,5 @@ run_case "$PROV: the same in blocking progress" threads_blocking
 run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
 run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
 run_case "$PROV: notifications: order per source, full queue, callback" notify_3
+run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
 finish_cases
