@@ -23,6 +23,7 @@ if [ "$PROV" = sockets ] || [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then
     : "${RMA_CYCLES:=2000}"
 fi
 export RMA_CYCLES
+notify_blocking() { FABRPC_PROGRESS=blocking notify_3; }
 cycles_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 260 "$RMA" cycles; }
 notify_3() { FABRPC_NOTIFY_QUEUE=8 run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" notify; }
 
@@ -32,5 +33,6 @@ run_case "$PROV: the same in blocking progress" threads_blocking
 run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
 run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
 run_case "$PROV: notifications: order per source, full queue, callback" notify_3
+run_case "$PROV: the same in blocking progress" notify_blocking
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
 finish_cases
