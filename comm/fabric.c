@@ -1180,6 +1180,19 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns)
     return rc;
 }
 
+int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)
+{
+    while (atomic_load(&f->rma_ops_out) > 0) {
+        if (fr_now_ns() >= deadline_ns)
+            return FRPC_ETIMEDOUT;
+        if (fr_fabric_progress(f) <= 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    return 0;
+}
+
 void fr_fabric_close(fr_fabric *f)
 {
     if (!f)
@@ -1188,6 +1201,7 @@ void fr_fabric_close(fr_fabric *f)
         fi_close(&f->ep->fid);
     fr__rndv_free_all(f);
     fr__rma_free_all(f);
+    fr__rma_close_regions(f); /* before the domain */
     fr__block_cache_destroy(&f->out_cache);
     fr__block_cache_destroy(&f->in_cache);
     if (f->av)

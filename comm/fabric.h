@@ -406,6 +406,14 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
 
 /* Closes the endpoint and everything under it; frees rendezvous blocks
  * still held. No other thread may use f. NULL is a no-op. */
+/* Polls until the provider has given back every one-sided operation
+ * posted (RMA chunks, rendezvous reads), or deadline_ns: 0 or
+ * FRPC_ETIMEDOUT. Before fr_fabric_close: tcp;ofi_rxm (1.17) flushes
+ * what it still holds at close as cancelled and then reads freed
+ * contexts of its own (a segfault in CI after a peer died during 64 MiB
+ * transfers). Any thread that may poll. */
+int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns);
+
 void fr_fabric_close(fr_fabric *f);
 
 #endif /* FR_COMM_FABRIC_H */

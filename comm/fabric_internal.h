@@ -231,6 +231,8 @@ struct fr_fabric {
     fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
     fr_rma_xfer *rma_active;    /* one-sided transfers not ended */
     fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
+    struct fr_fabric_mr *mrs;   /* every region not yet closed (rma.c),
+                                   under rndv_lock */
     fr_rma_chunk *rma_retry;    /* the poll owner's: to post again */
     uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
     uint64_t next_cookie;
@@ -238,6 +240,9 @@ struct fr_fabric {
     /* Rendezvous transfers under way, both directions: while there are
      * any, a peer may need us to poll for its reads to progress. */
     atomic_int transfers;
+    /* one-sided operations (RMA chunks, rendezvous reads) posted and not
+     * yet given back by the provider (fr_fabric_quiesce) */
+    atomic_int rma_ops_out;
 
     /* Coalescing (batch.c): frames to a peer that already had one since
      * the last poll wait in its batch while a thread is polling, and go
@@ -346,6 +351,8 @@ int fr__rma_end_lost(fr_fabric *f);
 /* The poll owner posts again the chunks a dropped connection failed. */
 void fr__rma_retry(fr_fabric *f);
 void fr__rma_free_all(fr_fabric *f);
+/* After the endpoint closed: closes the regions chunks still held. */
+void fr__rma_close_regions(fr_fabric *f);
 
 /* Takes a transmit entry for an operation about to be posted: 1, or 0
  * when at the cap (the caller then waits as for FI_EAGAIN). */

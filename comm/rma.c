@@ -40,10 +40,19 @@
 #include "comm/fabric_internal.h"
 #include "comm/memdesc.h"
 
+/* A region's registration lives while its owner holds it or a chunk
+ * the provider has not given back uses it (refs: 1 for the owner, 1 per
+ * such chunk): providers keep a posted operation's descriptor, and rxm
+ * touched a closed one when a dead peer's reads were flushed at close
+ * (a segfault in CI after a region was deregistered at once, as the
+ * header allows for a lost peer's transfers). Whatever is left when the
+ * endpoint has closed is closed then. */
 struct fr_fabric_mr {
     fr_fabric *f;
     struct fid_mr *mr;
     uint8_t *buf;
+    atomic_int refs;
+    struct fr_fabric_mr *next, *prev; /* f->mrs, under rndv_lock */
 };
 
 int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
@@ -65,6 +74,13 @@ int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
     }
     m->f = f;
     m->buf = buf;
+    atomic_init(&m->refs, 1);
+    pthread_mutex_lock(&f->rndv_lock);
+    m->next = f->mrs;
+    if (m->next)
+        m->next->prev = m;
+    f->mrs = m;
+    pthread_mutex_unlock(&f->rndv_lock);
     *out = m;
     return 0;
 }
@@ -80,12 +96,46 @@ uint64_t fr_fabric_mr_key(const fr_fabric_mr *m)
     return fi_mr_key(m->mr);
 }
 
-void fr_fabric_mr_close(fr_fabric_mr *m)
+static void close_region(fr_fabric_mr *m)
 {
-    if (!m)
-        return;
+    fr_fabric *f = m->f;
+    pthread_mutex_lock(&f->rndv_lock);
+    if (m->prev)
+        m->prev->next = m->next;
+    else
+        f->mrs = m->next;
+    if (m->next)
+        m->next->prev = m->prev;
+    pthread_mutex_unlock(&f->rndv_lock);
     fi_close(&m->mr->fid);
     free(m);
+}
+
+static void region_hold(fr_fabric_mr *m)
+{
+    atomic_fetch_add(&m->refs, 1);
+}
+
+static void region_drop(fr_fabric_mr *m)
+{
+    if (atomic_fetch_sub(&m->refs, 1) == 1)
+        close_region(m);
+}
+
+void fr_fabric_mr_close(fr_fabric_mr *m)
+{
+    if (m)
+        region_drop(m);
+}
+
+void fr__rma_close_regions(fr_fabric *f)
+{
+    while (f->mrs) {
+        fr_fabric_mr *m = f->mrs;
+        f->mrs = m->next;
+        fi_close(&m->mr->fid);
+        free(m);
+    }
 }
 
 static void link_x(fr_rma_xfer **head, fr_rma_xfer *x)
@@ -156,7 +206,8 @@ static int chunk_error(int err, const char **why)
     }
 }
 
-static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
+static ssize_t post_chunk_now(fr_fabric *f, fr_rma_xfer *x,
+                              fr_rma_chunk *c)
 {
     const fr_rma_seg *sg = &x->seg[c->seg];
     uint8_t *local = sg->local->buf + sg->local_off + c->off;
@@ -173,6 +224,20 @@ static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
         return fi_read(f->ep, local, c->len, desc, peer, raddr, sg->key,
                        &c->op.fictx);
     return fi_writemsg(f->ep, &msg, FI_COMPLETION | f->rma_write_flags);
+}
+
+/* Posts c; while the provider holds it, it holds its region. */
+static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
+{
+    const fr_rma_seg *sg = &x->seg[c->seg];
+    region_hold(sg->local);
+    atomic_fetch_add(&f->rma_ops_out, 1); /* before: it may complete */
+    ssize_t ret = post_chunk_now(f, x, c);
+    if (ret) {
+        atomic_fetch_sub(&f->rma_ops_out, 1);
+        region_drop(sg->local);
+    }
+    return ret;
 }
 
 /* A chunk is over (err: how it failed, or 0): counts it, and ends or
@@ -237,6 +302,9 @@ static int queue_retry(fr_fabric *f, fr_rma_chunk *c, int err)
 void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
 {
     fr__tx_give(f);
+    atomic_fetch_sub(&f->rma_ops_out, 1);
+    /* Given back: before chunk_over, which may free the transfer. */
+    region_drop(c->parent->seg[c->seg].local);
     if (err && !c->parent->ended && queue_retry(f, c, err))
         return;
     chunk_over(f, c, err);

@@ -367,7 +367,9 @@ static int bootstrap(frpc_agent *a, fr_peer_info *peers, char *err,
 
 static int barrier(frpc_agent *a, int timeout_ms);
 
-static void destroy(frpc_agent *a)
+/* Frees the agent; deadline bounds the wait for the provider to give
+ * back the one-sided operations it holds (fr_fabric_quiesce). */
+static void destroy(frpc_agent *a, uint64_t deadline)
 {
     fr_liveness_stop(a);
     fr_progress_stop(a);
@@ -377,6 +379,10 @@ static void destroy(frpc_agent *a)
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     fr_agent_release_requests(a);
     fr_agent_free_spare_requests(a);
+    if (a->fab) /* bounded by the caller's deadline, and a second */
+        fr_fabric_quiesce(a->fab, deadline < fr_deadline_ms(1000)
+                                      ? deadline
+                                      : fr_deadline_ms(1000));
     fr_mem_end_all(a); /* before the domain closes */
     fr_fabric_close(a->fab);
     fr_doorbell_close(a->bell);
@@ -491,7 +497,7 @@ fail:
     /* The others learn that this rank gave up, not that it died. */
     if (a->store)
         fr_store_leave(a->store);
-    destroy(a);
+    destroy(a, fr_deadline_ms(1000));
     return rc;
 }
 
@@ -578,7 +584,7 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         fprintf(stderr, "fabrpc: rank %d: shut down without a lost rank: "
                 "%s\n", a->set.rank, store_why(a));
     leave_store(a, how == FRPC_SHUTDOWN_GRACEFUL, deadline);
-    destroy(a); /* immediate: what is in flight ends with FRPC_ESHUTDOWN */
+    destroy(a, deadline); /* immediate: in flight ends FRPC_ESHUTDOWN */
     return rc;
 }
 
