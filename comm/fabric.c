@@ -559,8 +559,9 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
     return fr__post_slot(f, sl, dst, len, deadline_ns);
 }
 
-int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
-                   const void *payload, size_t len, uint64_t deadline_ns)
+/* What every send checks before its payload goes anywhere. */
+static int send_check(fr_fabric *f, uint32_t dst, const fr_env *env,
+                      const void *payload, size_t len)
 {
     if (!f || !env || (len && !payload))
         return FRPC_EINVAL;
@@ -570,9 +571,44 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
         return FRPC_EPEERLOST;
     if (len > f->opts.max_msg)
         return FRPC_ETOOBIG;
+    return 0;
+}
+
+int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                   const void *payload, size_t len, uint64_t deadline_ns)
+{
+    int rc = send_check(f, dst, env, payload, len);
+    if (rc)
+        return rc;
     if (FR_ENV_HDR_SIZE + len <= f->opts.eager_max)
         return fr__fabric_send_frame(f, dst, env, payload, len, deadline_ns);
-    return fr__rndv_send(f, dst, env, payload, len, deadline_ns);
+    return fr__rndv_send(f, dst, env, FR_RNDV_COPY, NULL, payload, len,
+                         deadline_ns);
+}
+
+int fr_fabric_send_lent(fr_fabric *f, uint32_t dst, const fr_env *env,
+                        const void *payload, size_t len, uint64_t deadline_ns,
+                        fr_fabric_loan *loan)
+{
+    int rc = send_check(f, dst, env, payload, len);
+    if (loan)
+        atomic_store(&loan->out, 0);
+    if (rc || !loan || len == 0)
+        return rc ? rc : FRPC_EINVAL;
+    return fr__rndv_send(f, dst, env, FR_RNDV_LENT, loan, payload, len,
+                         deadline_ns);
+}
+
+int fr_fabric_send_given(fr_fabric *f, uint32_t dst, const fr_env *env,
+                         void *payload, size_t len, uint64_t deadline_ns)
+{
+    int rc = send_check(f, dst, env, payload, len);
+    if (rc || len == 0) {
+        free(payload);
+        return rc ? rc : FRPC_EINVAL;
+    }
+    return fr__rndv_send(f, dst, env, FR_RNDV_GIVEN, NULL, payload, len,
+                         deadline_ns);
 }
 
 /* ---- receiving and progress ---------------------------------------- */
@@ -1057,6 +1093,7 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->dropped_token = atomic_load(&m->st.dropped_token);
     o->send_errors = atomic_load(&m->st.send_errors);
     o->rndv_sent = atomic_load(&m->st.rndv_sent);
+    o->rndv_lent = atomic_load(&m->st.rndv_lent);
     o->rndv_received = atomic_load(&m->st.rndv_received);
     o->coalesced = atomic_load(&m->st.coalesced);
     o->messages = atomic_load(&m->st.messages);

@@ -10,7 +10,8 @@
  *   small frames to one peer are coalesced into one message (batch.c). Receive
  *   buffers of the eager limit are pre-posted and reposted after use.
  * - Larger payloads go by rendezvous: the sender copies them into a
- *   registered block and sends the header with FR_ENV_F_RNDV and a
+ *   registered block (or registers the caller's own bytes: a loan, see
+ *   fr_fabric_send_lent) and sends the header with FR_ENV_F_RNDV and a
  *   descriptor; the receiver pulls the bytes with fi_read into a block of
  *   its own, answers FR_ENV_RNDV_DONE so the sender frees its block, then
  *   delivers the message. The receiver's block is handed to the upper layer.
@@ -70,6 +71,7 @@
 #ifndef FR_COMM_FABRIC_H
 #define FR_COMM_FABRIC_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -147,6 +149,8 @@ typedef struct fr_fabric_stats {
     /* CQ error entries that name no operation of ours (nothing to end) */
     uint64_t cq_errors_unmatched;
     uint64_t rma_bytes; /* bytes of one-sided transfers completed */
+    uint64_t rndv_lent; /* rendezvous payloads sent without a copy (lent or
+                           given) */
 } fr_fabric_stats;
 
 /* How long the transport tries to send what it answers by itself (a
@@ -249,6 +253,38 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
  */
 int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
                    const void *payload, size_t len, uint64_t deadline_ns);
+
+/*
+ * Zero-copy sends: the payload goes by rendezvous whatever its size, read
+ * by the receiver straight from the caller's bytes (registered for the
+ * time of the loan) instead of from a copy.
+ *
+ * A loan ends (out drops to 0, then returned(ctx) runs on the thread that
+ * saw it end) when the receiver's RNDV_DONE names it (sent only once none
+ * of its reads is under way any more: it read the bytes, refused them, or
+ * gave up and the provider gave its reads back), when the receiver is
+ * marked lost, when the send fails, or at close. Until then the bytes must
+ * stay valid and unchanged. ctx must outlive the fabric: the loan itself
+ * (often on the lender's stack) may be gone once out is 0.
+ */
+typedef struct fr_fabric_loan {
+    atomic_int out;              /* 1 while lent */
+    void (*returned)(void *ctx); /* may be NULL */
+    void *ctx;
+} fr_fabric_loan;
+
+/* Lends payload[0..len) (len >= 1) for env to dst: as fr_fabric_send, but
+ * the caller keeps owning payload and must keep it valid until loan->out
+ * is 0. On an error nothing is lent (out is 0). Same errors. */
+int fr_fabric_send_lent(fr_fabric *f, uint32_t dst, const fr_env *env,
+                        const void *payload, size_t len, uint64_t deadline_ns,
+                        fr_fabric_loan *loan);
+
+/* Gives payload (from malloc, len >= 1) for env to dst: the fabric owns it
+ * from this call on, whatever it returns, and frees it once the receiver
+ * is done with it (or at once on an error). Same errors. */
+int fr_fabric_send_given(fr_fabric *f, uint32_t dst, const fr_env *env,
+                         void *payload, size_t len, uint64_t deadline_ns);
 
 /*
  * Answers the request req (as received: its src_rank, req_id, func_id) with

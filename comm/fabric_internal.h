@@ -90,12 +90,21 @@ typedef struct fr_block_cache {
     uint64_t access; /* registration for cached blocks; 0: none */
 } fr_block_cache;
 
-/* An outgoing rendezvous block waiting for the receiver's RNDV_DONE. */
+/* Where an outgoing rendezvous payload's bytes are. */
+typedef enum {
+    FR_RNDV_COPY,  /* a block of out_cache, copied into */
+    FR_RNDV_LENT,  /* the caller's, registered for the loan */
+    FR_RNDV_GIVEN  /* given from malloc: freed at the end */
+} fr_rndv_source;
+
+/* An outgoing rendezvous payload waiting for the receiver's RNDV_DONE. */
 typedef struct fr_rndv_out {
     struct fr_rndv_out *next;
     uint64_t cookie;
     uint32_t dst;
-    fr_block blk;
+    fr_rndv_source source;
+    fr_block blk;          /* LENT and GIVEN: buf and its own mr */
+    fr_fabric_loan *loan;  /* LENT */
 } fr_rndv_out;
 
 struct fr_rndv_in;
@@ -268,7 +277,7 @@ struct fr_fabric {
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
             recv_repost_failed, recv_unposted, cq_errors_unmatched,
-            rma_bytes;
+            rma_bytes, rndv_lent;
     } st;
 };
 
@@ -330,6 +339,7 @@ void fr__block_cache_destroy(fr_block_cache *c);
 int fr__reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
                   struct fid_mr **mr);
 int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                  fr_rndv_source source, fr_fabric_loan *loan,
                   const void *payload, size_t len, uint64_t deadline_ns);
 void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
                       size_t len);

@@ -65,7 +65,48 @@ int fr__reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
     return 0;
 }
 
+/* Ends an outgoing payload that nobody will read any more: its block back
+ * to the cache, its registration closed, a given buffer freed, a loan
+ * returned (out stored last: the lender may free the loan after it). */
+static void release_out(fr_fabric *f, fr_rndv_out *o)
+{
+    if (o->source == FR_RNDV_COPY) {
+        fr__block_put(&f->out_cache, &o->blk);
+    } else {
+        if (o->blk.mr)
+            fi_close(&o->blk.mr->fid);
+        if (o->source == FR_RNDV_GIVEN) {
+            free(o->blk.buf);
+        } else {
+            void (*returned)(void *) = o->loan->returned;
+            void *ctx = o->loan->ctx;
+            atomic_store(&o->loan->out, 0);
+            if (returned)
+                returned(ctx);
+        }
+    }
+    free(o);
+}
+
+/* Where the payload's bytes will be read from: a copy in a cached block,
+ * or the caller's own bytes registered for this transfer. */
+static int out_block(fr_fabric *f, fr_rndv_out *o, const void *payload,
+                     size_t len)
+{
+    int rc;
+    if (o->source == FR_RNDV_COPY) {
+        if ((rc = fr__block_get(f, &f->out_cache, len, &o->blk)))
+            return rc;
+        memcpy(o->blk.buf, payload, len);
+        return 0;
+    }
+    o->blk.buf = (void *)payload;
+    o->blk.cap = len;
+    return fr__reg_block(f, o->blk.buf, len, FI_REMOTE_READ, &o->blk.mr);
+}
+
 int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
+                  fr_rndv_source source, fr_fabric_loan *loan,
                   const void *payload, size_t len, uint64_t deadline_ns)
 {
     fr_rndv_out *o = calloc(1, sizeof(*o));
@@ -74,14 +115,17 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     fr_env e = *env;
     int rc;
 
-    if (!o)
-        return FRPC_ENOMEM;
-    if ((rc = fr__block_get(f, &f->out_cache, len, &o->blk))) {
+    if (!o || (rc = (o->source = source, out_block(f, o, payload, len)))) {
+        rc = o ? rc : FRPC_ENOMEM;
+        if (source == FR_RNDV_GIVEN)
+            free((void *)payload);
         free(o);
         return rc;
     }
-    memcpy(o->blk.buf, payload, len);
     o->dst = dst;
+    o->loan = loan;
+    if (loan)
+        atomic_store(&loan->out, 1);
     d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->blk.buf : 0;
     d.key = fi_mr_key(o->blk.mr);
     d.len = len;
@@ -103,6 +147,8 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
         return rc;
     }
     atomic_fetch_add(&f->st.rndv_sent, 1);
+    if (source != FR_RNDV_COPY)
+        atomic_fetch_add(&f->st.rndv_lent, 1);
     return 0;
 }
 
@@ -125,8 +171,7 @@ void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
     while (gone) {
         fr_rndv_out *o = gone;
         gone = o->next;
-        fr__block_put(&f->out_cache, &o->blk);
-        free(o);
+        release_out(f, o);
     }
 }
 
@@ -144,10 +189,8 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
         }
     }
     pthread_mutex_unlock(&f->rndv_lock);
-    if (!o)
-        return;
-    fr__block_put(&f->out_cache, &o->blk);
-    free(o);
+    if (o)
+        release_out(f, o);
 }
 
 static void unlink_in_locked(fr_rndv_in **head, fr_rndv_in *in)
@@ -207,7 +250,10 @@ static void send_done(fr_fabric *f, const fr_rndv_in *in)
 }
 
 /* The transfer could not be completed: tell whoever waits for it (a
- * lost peer's request: nobody). */
+ * lost peer's request: nobody). RNDV_DONE goes too, unless the provider
+ * still holds reads of it: then the last of them sends it (a sender may
+ * free or reuse the bytes once it has RNDV_DONE, and its provider must not
+ * be serving a read of them then). */
 static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
 {
     if (fr__lost(f, in->src)) {
@@ -220,7 +266,8 @@ static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
     } else {
         fr__fabric_local_error(f, &in->env, in->src, code, why);
     }
-    send_done(f, in);
+    if (in->reads_out == 0)
+        send_done(f, in);
 }
 
 static void finish_in(fr_fabric *f, fr_rndv_in *in)
@@ -258,11 +305,13 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
     atomic_fetch_sub(&f->rma_ops_out, 1);
     in->reads_out--;
     if (in->abandoned) {
-        /* Ended already (lost peer, expired): the last read frees it. */
+        /* Ended already (lost peer, expired): the last read lets the
+         * sender go and frees it. */
         if (in->reads_out == 0) {
             pthread_mutex_lock(&f->rndv_lock);
             unlink_in_locked(&f->rndv_abandoned, in);
             pthread_mutex_unlock(&f->rndv_lock);
+            send_done(f, in);
             free_in(f, in);
         }
         return;
@@ -436,8 +485,7 @@ void fr__rndv_free_all(fr_fabric *f)
     while (f->rndv_out) {
         fr_rndv_out *o = f->rndv_out;
         f->rndv_out = o->next;
-        fr__block_put(&f->out_cache, &o->blk);
-        free(o);
+        release_out(f, o);
     }
     fr_rndv_in **lists[2] = {&f->rndv_in, &f->rndv_abandoned};
     for (int i = 0; i < 2; i++)

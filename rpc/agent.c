@@ -667,6 +667,7 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->notifications_sent = atomic_load(&m->notes_sent);
     o->notifications_received = atomic_load(&m->notes_received);
     o->notifications_refused = atomic_load(&m->notes_refused);
+    o->zerocopy_sent = fs.rndv_lent;
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);

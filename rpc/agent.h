@@ -42,6 +42,8 @@ typedef struct fr_settings {
     frpc_progress_mode progress;
     unsigned spin_us;
     unsigned threads, queue_len, max_inflight, notify_queue;
+    size_t zerocopy_min; /* args or replies this long are lent; SIZE_MAX:
+                            none */
 } fr_settings;
 
 /* frpc_request.state (request.c): a request is on the agent's list only
@@ -248,9 +250,11 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why);
 /* Sends the request of the pending entry p: 0 when sent (or when a
  * transport error left it to fr_liveness_suspect: it stays in the table
- * and ends later); otherwise the error, and p has ended with it. */
+ * and ends later); otherwise the error, and p has ended with it. With a
+ * loan, args go without a copy (fr_fabric_send_lent) and must stay valid
+ * until loan->out is 0. */
 int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
-                 const void *args, size_t len);
+                 const void *args, size_t len, fr_fabric_loan *loan);
 
 /* future.c: a future in the pending table for an operation named name
  * (copied) to dst, as frpc_call_async makes (FRPC_ENOMEM); its entry; and

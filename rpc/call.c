@@ -82,7 +82,7 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
 static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
                         const char *name, int time_left_ms,
                         uint64_t deadline, const void *args, size_t len,
-                        const char **lost_why)
+                        fr_fabric_loan *loan, const char **lost_why)
 {
     /* The request carries its caller's time left (envelope status, ms;
      * 0: no limit), so that the callee's answer waits for room no longer
@@ -94,7 +94,9 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
      * marked after it finds the entry in the table (liveness.c). */
     if ((*lost_why = fr_agent_call_refused_why(a, dst, name)))
         return FRPC_EPEERLOST;
-    int rc = fr_fabric_send(a->fab, dst, &e, args, len, deadline);
+    int rc = loan ? fr_fabric_send_lent(a->fab, dst, &e, args, len, deadline,
+                                        loan)
+                  : fr_fabric_send(a->fab, dst, &e, args, len, deadline);
     if (rc == FRPC_ETRANSPORT) {
         char msg[96];
         snprintf(msg, sizeof(msg), "sending the request to rank %u failed: "
@@ -106,13 +108,13 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
 }
 
 int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
-                 const void *args, size_t len)
+                 const void *args, size_t len, fr_fabric_loan *loan)
 {
     const char *lost = NULL;
     /* The call's whole timeout as its time left: it was added just now
      * (no clock read on the call's path). */
     int rc = send_request(a, p->id, p->dst, name, p->timeout_ms, p->deadline,
-                          args, len, &lost);
+                          args, len, loan, &lost);
     if (rc)
         fr_pending_abort(&a->pend, p, rc, lost);
     return rc;
@@ -130,7 +132,7 @@ int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
         left_ms = ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
     }
     int rc = send_request(a, id, dst, name, left_ms, deadline, args, len,
-                          &lost);
+                          NULL, &lost);
     if (rc)
         fr_pending_complete(&a->pend, id, dst, rc, 0, NULL, 0,
                             lost ? strdup(lost) : NULL);
@@ -149,15 +151,29 @@ static int fail_early(frpc_result *res, int status, char *why)
     return status;
 }
 
+static int loan_returned(void *loan)
+{
+    return atomic_load(&((fr_fabric_loan *)loan)->out) == 0;
+}
+
+static void kick_waiters(void *table)
+{
+    fr_pending_kick(table);
+}
+
 int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
               size_t len, int timeout_ms, frpc_result *res)
 {
+    fr_fabric_loan loan, *lend = &loan;
     fr_pending p;
     char *why = NULL;
     int rc = fr_call_check(a, dst, name, args, len, &why);
 
     if (rc)
         return fail_early(res, rc, why);
+    atomic_init(&loan.out, 0);
+    loan.returned = kick_waiters;
+    loan.ctx = &a->pend;
     if (fr_progress_begin_wait(a))
         return fail_early(res, FRPC_EDEADLK,
                           fmt("call to '%s' on rank %d: nesting limit "
@@ -170,8 +186,15 @@ int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
         fr_progress_end_wait(a);
         return fail_early(res, rc, strdup("out of memory"));
     }
-    if (fr_call_send(a, &p, name, args, len) == 0)
+    if (len < a->set.zerocopy_min)
+        lend = NULL;
+    if (fr_call_send(a, &p, name, args, len, lend) == 0)
         fr_progress_wait_call(a, &p, p.deadline, 1);
+    /* Lent args: the callee may still be reading them (the call ended by
+     * its timeout or a cancel first). They are the caller's again only
+     * once it has read them, refused them or is lost. */
+    if (lend && atomic_load(&lend->out))
+        fr_progress_wait_until(a, loan_returned, lend, UINT64_MAX);
     fr_progress_end_wait(a);
     rc = p.res.status;
     if (res)

@@ -22,6 +22,9 @@
 #define FR_DEFAULT_THREADS 4
 #define FR_DEFAULT_QUEUE_LEN 1024
 #define FR_DEFAULT_MAX_INFLIGHT 65536
+/* Lending beats copying from the first rendezvous size up: see
+ * docs/PERFORMANCE.md, "Zero-copy calls". */
+#define FR_DEFAULT_ZEROCOPY_MIN 65536
 
 /* The size of the first frpc_config (ABI 1): a smaller one was not made
  * by frpc_config_init. */
@@ -34,6 +37,7 @@ static void set_unset(frpc_config *c)
     c->init_timeout_ms = c->peer_timeout_ms = c->timeout_ms = FRPC_UNSET;
     c->progress = c->spin_us = c->threads = c->queue_len = FRPC_UNSET;
     c->max_inflight = c->coalesce = c->notify_queue = FRPC_UNSET;
+    c->zerocopy_min = FRPC_UNSET;
 }
 
 void frpc_config_init_sized(frpc_config *cfg, size_t size)
@@ -185,6 +189,11 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
                       FR_DEFAULT_NOTIFY_QUEUE, &x, err, errlen)))
         return rc;
     s->notify_queue = (unsigned)x;
+    if ((rc = numeric("zerocopy_min", cfg->zerocopy_min,
+                      "FABRPC_ZEROCOPY_MIN", 0, 1ll << 40,
+                      FR_DEFAULT_ZEROCOPY_MIN, &x, err, errlen)))
+        return rc;
+    s->zerocopy_min = x ? (size_t)x : SIZE_MAX;
     if ((rc = numeric("init_timeout_ms", cfg->init_timeout_ms,
                       "FABRPC_INIT_TIMEOUT_MS", 1, 86400000,
                       FR_DEFAULT_INIT_TIMEOUT_MS, &x, err, errlen)))

@@ -211,6 +211,11 @@ typedef enum frpc_progress_mode {
  *  notify_queue      1..2^24; FABRPC_NOTIFY_QUEUE, else 65536.
  *                    Notifications this rank holds untaken (see
  *                    frpc_notify_wait); past that a sender gets FRPC_EAGAIN.
+ *  zerocopy_min      bytes, 0..2^40; FABRPC_ZEROCOPY_MIN, else 65536
+ *                    (measured: docs/PERFORMANCE.md). A frpc_call whose
+ *                    args are at least this long lends them to the callee
+ *                    instead of copying them (see frpc_call), and so does
+ *                    frpc_respond_owned with its reply. 0: never.
  *
  * size is set by frpc_config_init (see "Version and ABI"); do not change
  * it. Strings are borrowed: frpc_init copies what it keeps.
@@ -236,6 +241,7 @@ typedef struct frpc_config {
     char *errbuf;
     size_t errbuf_len;
     int notify_queue;  /* since 1.1 */
+    long long zerocopy_min; /* since 1.2 */
     /* new fields go here, and only here */
 } frpc_config;
 
@@ -423,6 +429,19 @@ const char *frpc_request_function(const frpc_request *req);
 int frpc_respond(frpc_request *req, const void *data, size_t len);
 
 /*
+ * frpc_respond without the copy: data (len bytes from malloc, calloc or
+ * realloc, such as a msgpack_sbuffer's) becomes fabrpc's, freed with
+ * free() once the caller has it. A reply of at least config.zerocopy_min
+ * bytes is read by the caller's rank straight from data; a shorter one is
+ * copied and freed at once. Ownership, unlike elsewhere: data is taken
+ * whatever this returns, but for FRPC_EINVAL (req NULL, or data NULL with
+ * len > 0), which takes nothing and does not free req; the caller must
+ * not touch data after any other return. Returns and errors as
+ * frpc_respond. Does not wait for the caller. Any thread. Since 1.2.
+ */
+int frpc_respond_owned(frpc_request *req, void *data, size_t len);
+
+/*
  * Answers req with an error: the caller's call ends with FRPC_EREMOTE,
  * result.remote_code = code and result.error = message (copied; NULL gives
  * an empty message; longer than 1024 bytes is cut). Frees req. Errors as
@@ -456,6 +475,17 @@ void frpc_result_clear(frpc_result *res);
  * "Timeouts"). args is only read, and only until the call returns. The waiting
  * thread drives progress itself (and so may run handlers for other ranks'
  * requests meanwhile).
+ *
+ * Zero-copy: args of at least config.zerocopy_min bytes (64 KiB unless
+ * set) are not copied: the callee reads them straight from args into the
+ * buffer its handler sees, so args must not change until the call
+ * returns. Such a call returns only once the callee can no longer read
+ * args: it has read them (always so when the answer came), refused them,
+ * or is lost. So when it ends first by its timeout, it may return after
+ * the timeout by as long as the callee takes to notice (at its next
+ * poll) that the caller's time ran out; a callee that stops polling
+ * altogether without being lost holds it until it polls again or is
+ * lost. Shorter args, and frpc_call_async's, are copied.
  *
  * On return res (if not NULL) holds the outcome; clear it with
  * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
@@ -910,6 +940,9 @@ typedef struct frpc_stats {
     uint64_t notifications_received; /* queued here, or given to the
                                         callback */
     uint64_t notifications_refused;  /* refused here: queue full */
+    uint64_t zerocopy_sent;      /* args and replies that went without a
+                                    copy (see config.zerocopy_min); since
+                                    1.2 */
     /* new fields go here, and only here */
 } frpc_stats;
 

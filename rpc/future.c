@@ -146,7 +146,7 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     }
     if ((rc = fr_future_open(a, name, (uint32_t)dst, timeout_ms, &f)))
         return rc;
-    if ((rc = fr_call_send(a, &f->p, name, args, len))) {
+    if ((rc = fr_call_send(a, &f->p, name, args, len, NULL))) {
         /* The entry completed with rc and its hook dropped the table's
          * reference; nothing was sent, so the caller gets no future. */
         unref(f);

@@ -327,19 +327,29 @@ int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
 }
 
 /* Sends the answer frame; req is then gone for the caller, whatever the
- * outcome (freed here, or by its handler's return: see the notes). */
+ * outcome (freed here, or by its handler's return: see the notes). given:
+ * data is the caller's malloc'ed buffer, ours from here on: lent to the
+ * caller's rank without a copy when it is long enough, freed either way. */
 static int answer(frpc_request *req, const fr_env *e, const void *data,
-                  size_t len)
+                  size_t len, int given)
 {
     frpc_agent *a = req->agent;
+    uint64_t deadline = fr_deadline_ms(req->caller_ms);
     int rc;
 
     atomic_fetch_add(&a->requests_answered, 1);
-    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1)
+    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
         rc = FRPC_ESHUTDOWN;
-    else
-        rc = fr_fabric_send(a->fab, req->src, e, data, len,
-                            fr_deadline_ms(req->caller_ms));
+        if (given)
+            free((void *)data);
+    } else if (given && len >= a->set.zerocopy_min) {
+        rc = fr_fabric_send_given(a->fab, req->src, e, (void *)data, len,
+                                  deadline);
+    } else {
+        rc = fr_fabric_send(a->fab, req->src, e, data, len, deadline);
+        if (given)
+            free((void *)data);
+    }
     int in_handler = FR_REQ_IN_HANDLER;
     if (atomic_compare_exchange_strong(&req->state, &in_handler,
                                        FR_REQ_ANSWERED_IN_HANDLER))
@@ -351,10 +361,11 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
     return rc;
 }
 
-int frpc_respond(frpc_request *req, const void *data, size_t len)
+/* frpc_respond and frpc_respond_owned: given says data is the caller's
+ * malloc'ed buffer, which is ours (and freed) whatever happens. */
+static int respond(frpc_request *req, const void *data, size_t len,
+                   int given)
 {
-    if (!req || (len && !data))
-        return FRPC_EINVAL;
     if (len > req->agent->set.max_msg) {
         char msg[128];
         snprintf(msg, sizeof(msg),
@@ -362,12 +373,32 @@ int frpc_respond(frpc_request *req, const void *data, size_t len)
                  len, req->agent->set.max_msg);
         fr_env e = {.kind = FR_ENV_ERROR, .req_id = req->req_id,
                     .func_id = req->func->id, .status = FRPC_ETOOBIG};
-        answer(req, &e, msg, strlen(msg));
+        if (given)
+            free((void *)data);
+        answer(req, &e, msg, strlen(msg), 0);
         return FRPC_ETOOBIG;
     }
     fr_env e = {.kind = FR_ENV_RESPONSE, .req_id = req->req_id,
                 .func_id = req->func->id};
-    return answer(req, &e, data, len);
+    return answer(req, &e, data, len, given);
+}
+
+int frpc_respond(frpc_request *req, const void *data, size_t len)
+{
+    if (!req || (len && !data))
+        return FRPC_EINVAL;
+    return respond(req, data, len, 0);
+}
+
+int frpc_respond_owned(frpc_request *req, void *data, size_t len)
+{
+    if (!req || (len && !data))
+        return FRPC_EINVAL; /* nothing taken */
+    if (len == 0) {
+        free(data);
+        data = NULL;
+    }
+    return respond(req, data, len, data != NULL);
 }
 
 /* An error answer: the handler's (FR_ENV_F_REMOTE: the caller sees
@@ -383,7 +414,7 @@ static int answer_error(frpc_request *req, uint16_t flags, int code,
         len = FR_ENV_MAX_ERRMSG;
     fr_env e = {.kind = FR_ENV_ERROR, .flags = flags, .req_id = req->req_id,
                 .func_id = req->func->id, .status = code};
-    return answer(req, &e, message, len);
+    return answer(req, &e, message, len, 0);
 }
 
 int frpc_respond_error(frpc_request *req, int code, const char *message)

@@ -4,7 +4,9 @@
 # 2 and 4 ranks; handlers that call other ranks and their own; 4 threads
 # per rank calling at once, also in blocking progress (where waiting
 # threads sleep and one thread's poll completes another's call); and the
-# active provider is the one asked for.
+# active provider is the one asked for. Zero-copy calls (args lent,
+# replies given) up to ZC_MAX with every size lent, with the default
+# threshold, and with lending off.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST PROV
 
@@ -17,6 +19,19 @@ calls_4() { run_bounded 400 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 360 
 nested_4() { FABRPC_THREADS=6 run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 200 "$ITEST" nested; }
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
+# 128 MiB args and replies, 32 MiB when scaled down (sanitizers) and on
+# udp (rxd pulls a few MB/s under TSan); ZC_MAX overrides.
+if [ -z "${ZC_MAX:-}" ]; then
+    if [ "$PROV" = udp ] || [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then
+        ZC_MAX=$((32 << 20))
+    else
+        ZC_MAX=$((128 << 20))
+    fi
+fi
+zc() { FABRPC_MAX_MSG=$((ZC_MAX + 1)) ZC_MAX=$ZC_MAX run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 "$ITEST" zerocopy; }
+zc_all() { FABRPC_ZEROCOPY_MIN=1 ZC_EXPECT_MIN=1 zc; }
+zc_default() { ZC_EXPECT_MIN=65536 zc; }
+zc_off() { FABRPC_ZEROCOPY_MIN=0 ZC_EXPECT_MIN=0 zc; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
@@ -25,4 +40,7 @@ run_case "$PROV: 4 ranks, handlers make nested calls" nested_4
 run_case "$PROV: 4 ranks x 4 threads calling at once" threads_4
 run_case "$PROV: the same in blocking progress (waiters sleep)" threads_blocking
 run_case "$PROV: active provider reported" backend
+run_case "$PROV: zero-copy calls, every size lent, up to $((ZC_MAX >> 20)) MiB" zc_all
+run_case "$PROV: zero-copy calls from the default threshold" zc_default
+run_case "$PROV: zero-copy off: every payload copied" zc_off
 finish_cases
