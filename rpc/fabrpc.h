@@ -113,7 +113,7 @@ typedef struct frpc_request frpc_request;
  * outcome come through new functions.
  */
 #define FRPC_VERSION_MAJOR 1
-#define FRPC_VERSION_MINOR 1
+#define FRPC_VERSION_MINOR 2
 #define FRPC_VERSION_PATCH 0
 #define FRPC_VERSION_NUMBER                                                   \
     (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)

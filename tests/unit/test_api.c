@@ -23,6 +23,7 @@
 #include "check_main.h"
 
 #define MAX_MSG 4096
+#define ZEROCOPY_MIN 1024
 
 /* ---- a one-rank agent ---------------------------------------------- */
 
@@ -35,6 +36,25 @@ static void echo(frpc_request *req, void *user)
     size_t len;
     const void *args = frpc_request_args(req, &len);
     frpc_respond(req, args, len);
+}
+
+/* Answers with a malloc'ed copy of its args, given with
+ * frpc_respond_owned. */
+static void echo_owned(frpc_request *req, void *user)
+{
+    size_t len;
+    const void *args = frpc_request_args(req, &len);
+    void *copy = len ? malloc(len) : NULL;
+    if (copy)
+        memcpy(copy, args, len);
+    frpc_respond_owned(req, copy, copy ? len : 0);
+}
+
+static _Atomic int owned_too_big_rc = 1;
+static void owned_too_big(frpc_request *req, void *user)
+{
+    owned_too_big_rc = frpc_respond_owned(req, calloc(1, MAX_MSG + 1),
+                                          MAX_MSG + 1);
 }
 
 static void hold(frpc_request *req, void *user)
@@ -63,12 +83,18 @@ static void agent_up(void)
     cfg.rank = 0;
     cfg.world_size = 1;
     cfg.max_msg_size = MAX_MSG;
+    cfg.zerocopy_min = ZEROCOPY_MIN;
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
     int rc = frpc_init(&cfg, &agent);
     ck_assert_msg(rc == 0, "frpc_init: %s: %s", frpc_err_name(rc), err);
     ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, FRPC_INLINE), 0);
     ck_assert_int_eq(frpc_register(agent, "hold", hold, NULL, 0), 0);
+    ck_assert_int_eq(frpc_register(agent, "echo_owned", echo_owned, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "owned_too_big", owned_too_big,
+                                   NULL, 0),
+                     0);
 }
 
 static void agent_down(void)
@@ -97,6 +123,8 @@ START_TEST(config_init_unsets_every_field)
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         ck_assert_int_eq(*ints[i], FRPC_UNSET);
     ck_assert(c.max_msg_size == FRPC_UNSET);
+    ck_assert(c.zerocopy_min == FRPC_UNSET);
+    ck_assert_int_eq(c.notify_queue, FRPC_UNSET);
     ck_assert_ptr_null(c.store_addr);
     ck_assert_ptr_null(c.providers);
     ck_assert_ptr_null(c.job_key);
@@ -229,6 +257,18 @@ START_TEST(out_of_range_fields_are_named)
     c.max_msg_size = 0;
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "max_msg_size"));
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    c.zerocopy_min = -1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "zerocopy_min"));
+    c.zerocopy_min = 0; /* never lend */
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.zerocopy_min, SIZE_MAX);
+    c.zerocopy_min = 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.zerocopy_min, 1);
 }
 END_TEST
 
@@ -320,6 +360,10 @@ START_TEST(null_and_bad_arguments)
     frpc_mp_view v;
     ck_assert_int_eq(frpc_request_unpack(NULL, &v), FRPC_EINVAL);
     ck_assert_int_eq(frpc_respond(NULL, NULL, 0), FRPC_EINVAL);
+    /* EINVAL takes nothing: the buffer is still the caller's to free */
+    char *owned = malloc(16);
+    ck_assert_int_eq(frpc_respond_owned(NULL, owned, 16), FRPC_EINVAL);
+    free(owned);
     ck_assert_int_eq(frpc_respond_error(NULL, 1, "x"), FRPC_EINVAL);
 
     ck_assert_int_eq(frpc_call(NULL, 0, "echo", NULL, 0, 100, &r),
@@ -546,6 +590,51 @@ START_TEST(every_new_code_has_a_name_and_text)
 }
 END_TEST
 
+/* ---- zero-copy -------------------------------------------------------- */
+
+static uint64_t zerocopy_sent(void)
+{
+    frpc_stats st;
+    ck_assert_int_eq(frpc_get_stats(agent, &st), 0);
+    return st.zerocopy_sent;
+}
+
+START_TEST(long_args_are_lent_and_owned_replies_given)
+{
+    static uint8_t args[2 * ZEROCOPY_MIN];
+    frpc_result res;
+    for (size_t i = 0; i < sizeof(args); i++)
+        args[i] = (uint8_t)(i * 31 + 7);
+    uint64_t before = zerocopy_sent();
+    /* Under the threshold: copied both ways. */
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", args, ZEROCOPY_MIN - 1,
+                               10000, &res), 0);
+    ck_assert_uint_eq(res.len, ZEROCOPY_MIN - 1);
+    ck_assert_int_eq(memcmp(res.data, args, res.len), 0);
+    frpc_result_clear(&res);
+    ck_assert_uint_eq(zerocopy_sent(), before);
+    /* At it: args lent, reply copied (frpc_respond). */
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", args, ZEROCOPY_MIN, 10000,
+                               &res), 0);
+    ck_assert_int_eq(memcmp(res.data, args, ZEROCOPY_MIN), 0);
+    frpc_result_clear(&res);
+    ck_assert_uint_eq(zerocopy_sent(), before + 1);
+    /* Args lent and the reply given. */
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", args, sizeof(args),
+                               10000, &res), 0);
+    ck_assert_uint_eq(res.len, sizeof(args));
+    ck_assert_int_eq(memcmp(res.data, args, sizeof(args)), 0);
+    frpc_result_clear(&res);
+    ck_assert_uint_eq(zerocopy_sent(), before + 3);
+    /* An owned reply over the limit: the caller gets FRPC_ETOOBIG, and
+     * the buffer was taken (LeakSanitizer would see it otherwise). */
+    ck_assert_int_eq(frpc_call(agent, 0, "owned_too_big", NULL, 0, 10000,
+                               &res), FRPC_ETOOBIG);
+    frpc_result_clear(&res);
+    ck_assert_int_eq(owned_too_big_rc, FRPC_ETOOBIG);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -575,6 +664,8 @@ int main(void)
          .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
+        {"long args are lent, owned replies given, both counted",
+         long_args_are_lent_and_owned_replies_given, .fixture = &with_agent},
     };
     return fr_run_tests("api", tests, sizeof(tests) / sizeof(tests[0]), 60);
 }
