@@ -122,8 +122,12 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     fr_env e = *env;
     int rc;
 
-    if (!o || (rc = (o->source = source, out_block(f, o, payload, len)))) {
-        rc = o ? rc : FRPC_ENOMEM;
+    rc = FRPC_ENOMEM;
+    if (o) {
+        o->source = source;
+        rc = out_block(f, o, payload, len);
+    }
+    if (rc) {
         if (source == FR_RNDV_GIVEN)
             free((void *)payload);
         free(o);
