@@ -1031,14 +1031,19 @@ static int call_10ms(int p, int async, uint64_t seed, double *ms,
  * bound is judged by a second call to the same peer: if that one is not
  * well inside the bound too, the machine is too loaded to tell (said, not
  * failed); if it is, the first call paid for something the second did
- * not. */
+ * not. A cost of connection set-up is paid on the way to every peer, so
+ * one peer that shows it is noise (CI under TSan: both callers of one
+ * rank waited 11 and 16 ms inside frpc_call_async, as when shm's lock on
+ * that rank's region is held by a descheduled thread): it takes two
+ * peers of this rank to convict. */
 static int mode_first_call(void)
 {
     au_start();
     au_register("echo", echo, NULL, FRPC_INLINE);
     au_barrier();
     double worst_start = 0, worst[2] = {0, 0};
-    int unclear = 0;
+    int unclear = 0, convicted = 0;
+    char why[2][256] = {"", ""};
     for (int p = 0; p < nranks; p++) {
         if (p == me)
             continue;
@@ -1059,11 +1064,19 @@ static int mode_first_call(void)
          * that the first paid for something: one that just made it
          * (CI once: 10.21 ms then 9.78 ms) is the machine's noise. */
         int clearly_fast = rc2 == 0 && ms2 < 5 && start2 < 5;
-        CHECK(!clearly_fast,
-              "first %s call to %d: %s in %.2f ms (call_async %.3f ms), "
-              "but a second one: %s in %.2f ms (call_async %.3f ms)",
-              async ? "async" : "sync", p, frpc_err_name(rc), ms, start_ms,
-              frpc_err_name(rc2), ms2, start2);
+        if (clearly_fast) {
+            snprintf(why[convicted % 2], sizeof(why[0]),
+                     "first %s call to %d: %s in %.2f ms (call_async %.3f "
+                     "ms), but a second one: %s in %.2f ms (call_async "
+                     "%.3f ms)",
+                     async ? "async" : "sync", p, frpc_err_name(rc), ms,
+                     start_ms, frpc_err_name(rc2), ms2, start2);
+            printf("note: %s\n", why[convicted % 2]);
+            convicted++;
+            CHECK(convicted < 2, "two peers' first calls paid for "
+                  "something later ones did not: %s; %s", why[0], why[1]);
+            continue;
+        }
         printf("note: first call to %d missed its bound (%s in %.2f ms) and "
                "a second one was not clearly faster (%s in %.2f ms): too "
                "loaded to tell\n", p, frpc_err_name(rc), ms,
@@ -1072,7 +1085,8 @@ static int mode_first_call(void)
     }
     printf("first calls: slowest sync %.2f ms, async completion %.2f ms, "
            "frpc_call_async itself %.3f ms%s\n", worst[0], worst[1],
-           worst_start, unclear ? " (some unclear: machine loaded)" : "");
+           worst_start, unclear || convicted ? " (some unclear: machine "
+                                               "loaded)" : "");
     printf("ok: rank %d's first calls with a 10 ms timeout to every rank "
            "cost no more than later ones\n", me);
     au_barrier();
