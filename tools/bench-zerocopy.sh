@@ -42,13 +42,15 @@ rows = [json.loads(l) for f in sorted(glob.glob(sys.argv[1] + "/run-*.jsonl"))
         for l in open(f) if l.strip()]
 by = {}
 for d in rows:
-    key = (d["provider"], d["size"], d["system"], d.get("zerocopy_min"))
-    by.setdefault(key, []).append(d["p50_us"])
-print("provider size zerocopy_min p50_us(median) ratio_to_fi_pingpong(median of runs' fi_pingpong)")
-for (p, s, sysname, z), v in sorted(by.items(), key=lambda k: (k[0][0], k[0][1], str(k[0][3]))):
-    if sysname != "fabrpc":
-        continue
-    base = by.get((p, s, "fi_pingpong", None))
-    ratio = statistics.median(v) / statistics.median(base) if base else float("nan")
-    print(f"{p} {s} {z} {statistics.median(v):.1f} {ratio:.2f}  (runs: {', '.join('%.1f' % x for x in v)})")
+    if d["system"] == "fabrpc":
+        key = (d["provider"], d["size"], d["zerocopy_min"])
+        by.setdefault(key, []).append((d["p50_us"], d.get("ratio_to_fi_pingpong")))
+# The ratio is each row's own (fi_pingpong ran in the same invocation, in
+# the same state of the machine); medians over the runs.
+print("provider size zerocopy_min p50_us ratio_to_fi_pingpong  (per run: p50/ratio)")
+for (p, s, z), v in sorted(by.items()):
+    ratios = [r for _, r in v if r is not None]
+    print(f"{p} {s} {z} {statistics.median(x for x, _ in v):.1f} "
+          f"{statistics.median(ratios) if ratios else float('nan'):.2f}  ("
+          + ", ".join(f"{x:.1f}/{r if r is not None else float('nan'):.2f}" for x, r in v) + ")")
 PY
