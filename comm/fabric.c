@@ -1066,15 +1066,19 @@ void fr_fabric_wait(fr_fabric *f, unsigned timeout_us)
     fr_fabric_wait_for(f, timeout_us, NULL, NULL);
 }
 
-void fr_fabric_wake_sleepers(void *fab)
+void fr_fabric_wake_all(fr_fabric *f)
 {
-    fr_fabric *f = fab;
-    if (!f || atomic_load(&f->waiters) == 0)
-        return;
     if (f->wait_fd >= 0)
         fi_cq_signal(f->cq);
     else if (f->bell)
         fr_doorbell_ring(f->bell, f->rank); /* our own */
+}
+
+void fr_fabric_wake_sleepers(void *fab)
+{
+    fr_fabric *f = fab;
+    if (f && atomic_load(&f->waiters) > 0)
+        fr_fabric_wake_all(f);
 }
 
 int fr_fabric_has_fd(const fr_fabric *f)

@@ -365,6 +365,10 @@ void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
 void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
                         int (*done)(void *), void *arg);
 void fr_fabric_wake_sleepers(void *fab);
+/* Wakes the threads asleep in fr_fabric_wait(_for), whatever they wait for
+ * (a progress thread told to stop: it would sleep out its timeout). Any
+ * thread. */
+void fr_fabric_wake_all(fr_fabric *f);
 
 /* 1 if the CQ has an fd wait object (tcp, sockets). */
 int fr_fabric_has_fd(const fr_fabric *f);

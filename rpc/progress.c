@@ -222,6 +222,10 @@ void fr_progress_stop(frpc_agent *a)
     pthread_mutex_lock(&a->aside_lock);
     pthread_cond_signal(&a->aside_cond);
     pthread_mutex_unlock(&a->aside_lock);
+    /* Asleep on the doorbell or the CQ's fd it would finish its nap
+     * (FR_IDLE_BLOCK_US): shutdown(GRACEFUL, 1000) with a late peer took
+     * 1103 ms on shm. */
+    fr_fabric_wake_all(a->fab);
     pthread_join(a->progress_thread, NULL);
     a->progress_started = 0;
     pthread_cond_destroy(&a->aside_cond);
