@@ -1024,7 +1024,11 @@ static void stall_push(int dst, int stalled_rank, long calls)
                       STALL_LEN, "call to a stalled rank");
         frpc_future_free(f[i]);
     }
-    CHECK(frpc_future_wait(stalled, CALL_TIMEOUT_MS) == 0, "stall answered");
+    int rc = frpc_future_wait(stalled, CALL_TIMEOUT_MS);
+    const char *msg = NULL;
+    if (rc == 0)
+        rc = frpc_future_error(stalled, NULL, &msg);
+    CHECK(rc == 0, "stall answered: %s", au_why(rc, msg));
     frpc_future_free(stalled);
     printf("ok: %ld calls to rank %d while rank %d polled nothing for %d ms: "
            "all answered (pushing took %.0f ms, all done in %.0f ms)\n",
