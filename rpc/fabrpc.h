@@ -113,7 +113,7 @@ typedef struct frpc_request frpc_request;
  * outcome come through new functions.
  */
 #define FRPC_VERSION_MAJOR 1
-#define FRPC_VERSION_MINOR 1
+#define FRPC_VERSION_MINOR 2
 #define FRPC_VERSION_PATCH 0
 #define FRPC_VERSION_NUMBER                                                   \
     (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)
@@ -136,6 +136,14 @@ typedef enum frpc_progress_mode {
     FRPC_PROGRESS_BUSY = 1,     /* never sleep: lowest latency, burns a core */
     FRPC_PROGRESS_BLOCKING = 2  /* sleep at once when there is nothing to do */
 } frpc_progress_mode;
+
+/* How one-sided transfers move bytes (config.rma; see "Registered memory
+ * and one-sided transfers"). */
+typedef enum frpc_rma_mode {
+    FRPC_RMA_AUTO = 0,    /* native when the provider can, else emulated */
+    FRPC_RMA_NATIVE = 1,  /* the provider's RMA, or frpc_init fails */
+    FRPC_RMA_EMULATE = 2  /* messages to the owner, whatever the provider */
+} frpc_rma_mode;
 
 /*
  * Settings for frpc_init. Fill with frpc_config_init, then change fields.
@@ -211,6 +219,15 @@ typedef enum frpc_progress_mode {
  *  notify_queue      1..2^24; FABRPC_NOTIFY_QUEUE, else 65536.
  *                    Notifications this rank holds untaken (see
  *                    frpc_notify_wait); past that a sender gets FRPC_EAGAIN.
+ *  rma               a frpc_rma_mode; FABRPC_RMA (auto|native|emulate),
+ *                    else auto. How frpc_get/frpc_put and batches move
+ *                    bytes: auto uses the provider's RMA when its endpoint
+ *                    has it and a test registration works, else the
+ *                    emulation by messages; native fails frpc_init with
+ *                    FRPC_ENOBACKEND (saying why) when the provider cannot;
+ *                    emulate always emulates. frpc_backend_report says
+ *                    which is in use and why (see "Registered memory and
+ *                    one-sided transfers").
  *
  * size is set by frpc_config_init (see "Version and ABI"); do not change
  * it. Strings are borrowed: frpc_init copies what it keeps.
@@ -236,6 +253,7 @@ typedef struct frpc_config {
     char *errbuf;
     size_t errbuf_len;
     int notify_queue;  /* since 1.1 */
+    int rma;           /* since 1.2 */
     /* new fields go here, and only here */
 } frpc_config;
 
@@ -262,7 +280,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
- * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
+ * (strict mode, or no provider common to all ranks, or config.rma native
+ * where the provider cannot do RMA), FRPC_EBOOTSTRAP (store
  * unreachable, a rank did not join in time, or the ranks disagree on world
  * size or version; the message says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
@@ -366,8 +385,10 @@ int frpc_has_backend(const frpc_agent *agent, const char *name);
 int frpc_require_backend(const frpc_agent *agent, const char *name);
 
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
- * available: ...", one per line) to buf, NUL-terminated and truncated to
- * len. Returns the length the full report needs (like snprintf); 0 for a
+ * available: ...", one per line), then how one-sided transfers move bytes:
+ * "rma: native", or "rma: emulated (<why>)" (forced by config.rma or
+ * FABRPC_RMA=emulate, or what the provider lacks), to buf, NUL-terminated
+ * and truncated to len. Returns the length the full report needs (like snprintf); 0 for a
  * NULL agent (buf untouched). buf may be NULL when len is 0. */
 size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
@@ -631,17 +652,45 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * Trust: a descriptor is checked before anything is posted. Its check
  * value is keyed with the job's token: random or truncated bytes
  * (FRPC_EPROTO), and tampered bytes or another job's descriptors
- * (FRPC_EACCES: the check value does not match) are refused, as are a rank outside the job (FRPC_ENORANK), a slice outside
- * the described one (FRPC_EINVAL) and an access the owner did not grant
- * (FRPC_EACCES). A descriptor of a region since deregistered is refused
- * by the owner's provider: the transfer ends with FRPC_EACCES, or
+ * (FRPC_EACCES: the check value does not match) are refused, as are a
+ * rank outside the job (FRPC_ENORANK), a slice outside the described one
+ * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
+ * descriptor of a region since deregistered is refused by the owner: the
+ * transfer ends with FRPC_EACCES, or natively (by the owner's provider)
  * FRPC_ETRANSPORT (tcp: the provider drops the connection, and fabrpc
  * posts what else was on it again), or at its timeout on a provider that
- * never answers; the agent keeps working either way. Provider limit: shm
- * (libfabric 1.17) checks no key, so there a stale descriptor reads or
- * writes whatever the owner has mapped at that address now: deregister a
- * region (and free its memory) only once peers are done with its
- * descriptors.
+ * never answers; the agent keeps working either way. Provider limit:
+ * native shm (libfabric 1.17) checks no key, so there a stale descriptor
+ * reads or writes whatever the owner has mapped at that address now:
+ * deregister a region (and free its memory) only once peers are done
+ * with its descriptors.
+ *
+ * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
+ * which, and why): natively the provider moves the bytes (RMA reads and
+ * writes) and no code of the owner's runs. Emulated, the same calls send
+ * requests to fabrpc's own functions on the owner ("frpc.get",
+ * "frpc.put", run on its polling thread as FRPC_INLINE handlers are; no
+ * handler of the application runs), which check the descriptor again,
+ * find the region by an id never reused (so a deregistered region's
+ * descriptor gets FRPC_EACCES on every provider, shm included, and no
+ * memory is touched after frpc_mem_deregister returns), and copy the
+ * bytes. Everything else below holds for both: completion, errors,
+ * timeouts, cancel, FRPC_EPEERLOST, batches, notifications, and
+ * frpc_mem_deregister's wait. Emulated transfers move in pieces of at
+ * most 4 MiB (less when config.max_msg_size is smaller), 16 MiB of a
+ * transfer in flight at once, each piece a call of its own in frpc_stats;
+ * they cost more copies and a round trip per piece, and need the owner to
+ * poll (its progress thread does). A piece refused by the owner (for
+ * instance config.max_msg_size smaller there) fails the transfer with the
+ * owner's code. Ranks in different modes work together: a descriptor
+ * says how its owner serves it, and a transfer is emulated when either
+ * side is.
+ * What is not emulated: fabrpc's calls themselves still use the
+ * provider's RMA for payloads over the eager size (rendezvous), so every
+ * provider fabrpc opens has FI_RMA (it asks for it); "emulated (provider
+ * X refused a test registration ...)" means the provider's RMA did not
+ * work for a region at init, and large calls may then fail with
+ * FRPC_ETRANSPORT as well.
  *
  * Completion: a get that returns 0 has the bytes in the local region; a
  * put that returns 0 has them in the owner's memory, visible to whatever
@@ -701,14 +750,15 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
 /*
  * Reads len bytes at remote_off in the slice that desc (desc_len bytes,
  * from frpc_mem_describe on the owner rank) describes, into local's bytes
- * at local_off. The owner's handlers do not run. timeout_ms as for calls
+ * at local_off. No handler of the owner's application runs (emulated:
+ * fabrpc's own, see above). timeout_ms as for calls
  * (see "Timeouts"). Returns 0 when the bytes are in local; len 0 is 0 at
  * once. Errors: FRPC_EINVAL (NULL local or desc, local slice outside
  * local, remote slice outside the descriptor's), FRPC_EPROTO (desc is not
  * a descriptor: wrong size or format), FRPC_EACCES (its check value does
  * not match: tampered, or another job's; no remote read granted; or the
- * owner's provider
- * refused the access, as for a deregistered region), FRPC_ENORANK,
+ * owner (its provider, or emulated its fabrpc) refused the access, as for
+ * a deregistered region), FRPC_ENORANK,
  * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT, FRPC_ESHUTDOWN,
  * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_ENOMEM. Blocks.
  */
