@@ -57,8 +57,7 @@ static int lookup(frpc_agent *a, const uint8_t *args, size_t alen,
                  "fewer than its header", alen);
         return FRPC_EPROTO;
     }
-    if ((rc = fr_memdesc_decode(args, FRPC_MEM_DESC_SIZE, a->token,
-                                (uint32_t)a->set.world, &d))) {
+    if ((rc = fr_mem_decode(a, args, FRPC_MEM_DESC_SIZE, &d))) {
         snprintf(why, whylen, "emulated transfer: the descriptor %s",
                  rc == FRPC_EACCES ? "fails its check value"
                                    : "is malformed or names no rank");

@@ -4,6 +4,7 @@
 #ifndef FR_RPC_MEM_H
 #define FR_RPC_MEM_H
 
+#include "comm/memdesc.h"
 #include "rpc/agent.h"
 
 struct frpc_mem {
@@ -23,5 +24,10 @@ struct frpc_mem {
  * and m's id. */
 uint64_t fr_mem_addr(const frpc_mem *m, size_t off);
 uint64_t fr_mem_key(const frpc_mem *m);
+
+/* fr_memdesc_decode under a's token and world, through a small cache per
+ * thread of the descriptors that passed (the same codes). */
+int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
+                  fr_memdesc *d);
 
 #endif /* FR_RPC_MEM_H */

@@ -80,43 +80,6 @@ static void batch_done(const fr_rma *op, int status, const char *why)
     free(b);
 }
 
-/* The descriptors this thread verified last. A program transfers from
- * the same slices again and again, and a check value costs an
- * HMAC-SHA256: a quarter of an 8-byte get's time on shm. An entry is made
- * only by a descriptor that passed the check, and matches only the same
- * 64 bytes under the same job token, so nothing forged gets through. */
-#define FR_DESC_CACHE 4
-
-static _Thread_local struct {
-    int used;
-    uint64_t token;
-    uint8_t bytes[FRPC_MEM_DESC_SIZE];
-    fr_memdesc d;
-} desc_cache[FR_DESC_CACHE];
-static _Thread_local unsigned desc_cache_next;
-
-static int decode(const frpc_agent *a, const void *desc, size_t dlen,
-                  fr_memdesc *d)
-{
-    if (dlen == FRPC_MEM_DESC_SIZE)
-        for (unsigned i = 0; i < FR_DESC_CACHE; i++)
-            if (desc_cache[i].used && desc_cache[i].token == a->token &&
-                memcmp(desc_cache[i].bytes, desc, dlen) == 0) {
-                *d = desc_cache[i].d;
-                return 0;
-            }
-    int rc = fr_memdesc_decode(desc, dlen, a->token, (uint32_t)a->set.world,
-                               d);
-    if (rc == 0 && dlen == FRPC_MEM_DESC_SIZE) {
-        unsigned i = desc_cache_next++ % FR_DESC_CACHE;
-        desc_cache[i].used = 1;
-        desc_cache[i].token = a->token;
-        memcpy(desc_cache[i].bytes, desc, dlen);
-        desc_cache[i].d = *d;
-    }
-    return rc;
-}
-
 /* Everything checked before anything is posted: FRPC_E* or 0, with the
  * descriptor decoded into *d. */
 static int check(frpc_mem *local, size_t loff, const void *desc,
@@ -129,7 +92,7 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
 
     if (!desc || loff > local->len || len > local->len - loff)
         return FRPC_EINVAL;
-    if ((rc = decode(a, desc, dlen, d)))
+    if ((rc = fr_mem_decode(a, desc, dlen, d)))
         return rc;
     if (!(d->access & (write ? FR_MEMDESC_WRITE : FR_MEMDESC_READ)))
         return FRPC_EACCES;
