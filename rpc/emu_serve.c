@@ -177,9 +177,12 @@ int fr_emu_choose(frpc_agent *a, char *err, size_t errlen)
                  why);
         return FRPC_ENOBACKEND;
     }
-    if (rc) {
+    if (rc) { /* not silently: the report says it, and stderr once */
         a->rma_emulated = 1;
         snprintf(a->rma_why, sizeof(a->rma_why), "%s", why);
+        fprintf(stderr, "fabrpc: rank %d: one-sided transfers are emulated "
+                "by messages: %s (FABRPC_RMA=native makes this an error)\n",
+                a->set.rank, why);
     }
     return 0;
 }

@@ -223,7 +223,7 @@ typedef enum frpc_rma_mode {
  *                    else auto. How frpc_get/frpc_put and batches move
  *                    bytes: auto uses the provider's RMA when its endpoint
  *                    has it and a test registration works, else the
- *                    emulation by messages; native fails frpc_init with
+ *                    emulation by messages (and says so on stderr); native fails frpc_init with
  *                    FRPC_ENOBACKEND (saying why) when the provider cannot;
  *                    emulate always emulates. frpc_backend_report says
  *                    which is in use and why (see "Registered memory and
@@ -687,10 +687,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * side is.
  * What is not emulated: fabrpc's calls themselves still use the
  * provider's RMA for payloads over the eager size (rendezvous), so every
- * provider fabrpc opens has FI_RMA (it asks for it); "emulated (provider
- * X refused a test registration ...)" means the provider's RMA did not
- * work for a region at init, and large calls may then fail with
- * FRPC_ETRANSPORT as well.
+ * provider fabrpc opens has FI_RMA (it asks for it); one without it does
+ * not come up, and frpc_backend_report says that it lacks FI_RMA where
+ * it was named in the provider list. "emulated (provider X refused a test
+ * registration ...)" means the provider's RMA did not work for a region
+ * at init; large calls may then fail with FRPC_ETRANSPORT as well.
  *
  * Completion: a get that returns 0 has the bytes in the local region; a
  * put that returns 0 has them in the owner's memory, visible to whatever
