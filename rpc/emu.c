@@ -192,7 +192,7 @@ static void pump(emu_xfer *x)
     x->pumping = 1;
     do {
         x->again = 0;
-        emu_piece next, *c;
+        emu_piece next = {.x = x}, *c;
         while (next_piece_locked(x, &next)) {
             pthread_mutex_unlock(&x->lock);
             if ((c = malloc(sizeof(*c)))) {

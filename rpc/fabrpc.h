@@ -714,7 +714,8 @@ enum {
  * local side of this rank's frpc_get/frpc_put always, and for peers'
  * transfers as access says (a mix of FRPC_MEM_REMOTE_*, or 0). The caller
  * keeps owning buf and must keep it valid until frpc_mem_deregister
- * returns 0. *out is the caller's, freed by frpc_mem_deregister; on an
+ * returns 0. (Where this rank's transfers are emulated, nothing is
+ * registered with the provider: fabrpc copies.) *out is the caller's, freed by frpc_mem_deregister; on an
  * error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
  * bits), FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider
