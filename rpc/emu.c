@@ -27,6 +27,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,12 +38,24 @@
 
 typedef struct emu_xfer emu_xfer;
 
+/* A piece lives until both its sender and its entry's end let go of it
+ * (refs): the entry may end on another thread (a lost peer, a deadline
+ * already past) while the sender still reads it. */
 typedef struct emu_piece {
     fr_pending p; /* first: on_done gets &p */
     emu_xfer *x;
     unsigned seg;
     size_t off, len;
+    atomic_int refs;
 } emu_piece;
+
+static void piece_unref(emu_piece *c)
+{
+    if (atomic_fetch_sub(&c->refs, 1) == 1) {
+        fr_pending_release(&c->p);
+        free(c);
+    }
+}
 
 struct emu_xfer {
     frpc_agent *a;
@@ -128,13 +141,12 @@ static void piece_done(fr_pending *p)
     }
     size_t len = c->len;
     frpc_result_clear(&p->res);
-    fr_pending_release(p);
-    free(c);
+    piece_unref(c);
     piece_over(x, len, status, why);
 }
 
 /* Sends piece c (its entry made here); ends it through piece_done if
- * that fails. c may be gone when this returns. */
+ * that fails. c may be gone when this returns (it is let go of here). */
 static void send_piece(emu_xfer *x, emu_piece *c)
 {
     frpc_agent *a = x->a;
@@ -144,6 +156,7 @@ static void send_piece(emu_xfer *x, emu_piece *c)
     size_t alen = FR_EMU_HDR + (s->write ? c->len : 0);
 
     c->x = x;
+    atomic_init(&c->refs, 2);
     if (fr_pending_add(&a->pend, &c->p, x->op.dst, name, x->timeout_ms,
                        x->op.deadline_ns, piece_done)) {
         size_t len = c->len;
@@ -153,6 +166,7 @@ static void send_piece(emu_xfer *x, emu_piece *c)
     }
     if (s->write && !(args = malloc(alen))) {
         fr_pending_abort(&a->pend, &c->p, FRPC_ENOMEM, "out of memory");
+        piece_unref(c);
         return;
     }
     memcpy(args, s->desc, FRPC_MEM_DESC_SIZE);
@@ -166,6 +180,7 @@ static void send_piece(emu_xfer *x, emu_piece *c)
                     alen);
     if (args != hdr)
         free(args);
+    piece_unref(c);
 }
 
 /* Ends x: its done, then it is freed. */
