@@ -15,11 +15,16 @@
  *             emulates while rank 0 stays native; each gets from and puts
  *             into the other (1 B to 9 MiB, pieces of 4 MiB), sync and
  *             async, checked by the owner: the modes work together.
+ *             Then rank 1's polling thread is held for 1.5 s: rank 0's
+ *             emulated get times out at its 300 ms, a cancelled one ends
+ *             at once, and deregistering rank 0's region waits for the
+ *             cancelled get's piece (stalled_owner).
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <fabrpc.h>
 
@@ -148,6 +153,57 @@ int mode_modes(void)
     return 0;
 }
 
+/* Holds the polling thread of the rank it runs on (FRPC_INLINE). */
+static void h_stall(frpc_request *req, void *user)
+{
+    (void)user;
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL);
+    frpc_respond(req, NULL, 0);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Rank 1 serves emulated transfers only when it polls: while its polling
+ * thread is held for 1.5 s, a get with a 300 ms timeout ends
+ * FRPC_ETIMEDOUT at its time, a cancelled one FRPC_ECANCELED at once, and
+ * deregistering the local region waits for the cancelled one's piece
+ * (FRPC_ETIMEDOUT with 1 ms to wait), then succeeds once it came back. */
+static void stalled_owner(frpc_mem *local, const uint8_t *desc)
+{
+    frpc_future *stall, *g;
+    int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
+    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL); /* it holds rank 1's poll now */
+    double t0 = now_ms();
+    rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 300);
+    double ms = now_ms() - t0;
+    CHECK(rc == FRPC_ETIMEDOUT && ms < 1200, "a get from a stalled owner: "
+          "%s after %.0f ms", frpc_err_name(rc), ms);
+    printf("ok: a get from a stalled owner ended FRPC_ETIMEDOUT after "
+           "%.0f ms (300 ms timeout)\n", ms);
+    rc = frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096,
+                        TIMEOUT_MS, &g);
+    CHECK(rc == 0, "get_async: %s", frpc_strerror(rc));
+    CHECK(frpc_future_cancel(g) == 0 &&
+              frpc_future_error(g, NULL, NULL) == FRPC_ECANCELED,
+          "cancel of a get from a stalled owner");
+    frpc_future_free(g);
+    printf("ok: a get from a stalled owner cancelled\n");
+    expect(frpc_mem_deregister(local, 1), FRPC_ETIMEDOUT,
+           "deregistering while the cancelled get's piece is out");
+    CHECK(frpc_future_wait(stall, TIMEOUT_MS) == 0 &&
+              frpc_future_error(stall, NULL, NULL) == 0,
+          "the stall call");
+    frpc_future_free(stall);
+}
+
 int mode_fallback(void)
 {
     static const size_t sizes[] = {1, 4097, (9u << 20) + 5};
@@ -158,6 +214,8 @@ int mode_fallback(void)
         fr_fault_arm(FR_FAULT_RMA_PROBE, 1);
     start(max);
     me = frpc_rank(agent);
+    CHECK(frpc_register(agent, "stall", h_stall, NULL, FRPC_INLINE) == 0,
+          "register stall");
     report_has(agent, me == 1 ? "rma: emulated (provider " : "rma: native");
     int peer = (me + 1) % world;
     uint8_t desc[FRPC_MEM_DESC_SIZE];
@@ -192,6 +250,9 @@ int mode_fallback(void)
     printf("ok: rank %d (%s) got from and put into rank %d (%s)\n", me,
            me == 1 ? "emulated" : "native", peer,
            peer == 1 ? "emulated" : "native");
+    if (me == 0)
+        stalled_owner(local, desc);
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier"); /* stall over */
     CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
     free(lbuf);
     finish();
