@@ -647,7 +647,8 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * a reply), and a peer holding the descriptor reads the slice (frpc_get)
  * or writes it (frpc_put) without any handler of the owner running. The
  * local side of a transfer is a region of the caller's own, so the bytes
- * move straight between the two regions, copied by the provider only.
+ * move straight between the two regions, copied by the provider only
+ * (natively; see "Native or emulated" below).
  *
  * Trust: a descriptor is checked before anything is posted. Its check
  * value is keyed with the job's token: random or truncated bytes
@@ -680,7 +681,10 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * most 4 MiB (less when config.max_msg_size is smaller), 16 MiB of a
  * transfer in flight at once, each piece a call of its own in frpc_stats;
  * they cost more copies and a round trip per piece, and need the owner to
- * poll (its progress thread does). A piece refused by the owner (for
+ * poll (its progress thread does; an inline handler that holds the
+ * owner's poll holds them too, up to their timeout). Pieces in flight
+ * count toward config.max_inflight for the calls started meanwhile. A
+ * piece refused by the owner (for
  * instance config.max_msg_size smaller there) fails the transfer with the
  * owner's code. Ranks in different modes work together: a descriptor
  * says how its owner serves it, and a transfer is emulated when either
