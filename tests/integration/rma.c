@@ -145,7 +145,8 @@ void start(size_t len)
     CHECK(frpc_mem_describe(region, 0, len, mydesc) == 0, "describe");
     CHECK(frpc_register(agent, "desc", h_desc, NULL, 0) == 0, "register");
     CHECK(frpc_register(agent, "check", h_check, NULL, 0) == 0, "register");
-    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    rc = frpc_barrier(agent, 60000);
+    CHECK(rc == 0, "the first barrier: %s", frpc_strerror(rc));
 }
 
 int rma_emulated(void)
