@@ -684,7 +684,8 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * poll (its progress thread does; an inline handler that holds the
  * owner's poll holds them too, up to their timeout). Pieces in flight
  * count toward config.max_inflight for the calls started meanwhile. A
- * piece refused by the owner (for
+ * config.max_msg_size of FRPC_MEM_DESC_SIZE + 16 bytes or less leaves no
+ * room for a piece (FRPC_ETOOBIG); a piece refused by the owner (for
  * instance config.max_msg_size smaller there) fails the transfer with the
  * owner's code. Ranks in different modes work together: a descriptor
  * says how its owner serves it, and a transfer is emulated when either
