@@ -732,9 +732,10 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
 
 /*
  * Ends mem's registration and frees mem. Transfers of this rank that use
- * mem as their local side and are still in the provider's hands are
- * waited for, up to timeout_ms (see "Timeouts"): FRPC_ETIMEDOUT if some
- * still are then; mem stays registered and valid, and the call may be
+ * mem as their local side and are still in the provider's hands (or,
+ * emulated, have pieces out), and peers' emulated requests copying from
+ * or into mem now, are waited for, up to timeout_ms (see "Timeouts"):
+ * FRPC_ETIMEDOUT if some still are then; mem stays registered and valid, and the call may be
  * made again. (A transfer whose call already ended, by its timeout or a
  * cancel, may still be in the provider's hands: the provider could still
  * write into the region.) Transfers to a rank marked lost are not waited

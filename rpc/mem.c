@@ -28,6 +28,15 @@
 #include "comm/memdesc.h"
 #include "rpc/mem.h"
 
+static void link_locked(frpc_agent *a, frpc_mem *m)
+{
+    m->prev = NULL;
+    m->next = a->mems;
+    if (a->mems)
+        a->mems->prev = m;
+    a->mems = m;
+}
+
 int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
                       frpc_mem **out)
 {
@@ -59,10 +68,7 @@ int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
     m->access = (unsigned)access;
     atomic_init(&m->busy, 0);
     pthread_mutex_lock(&a->mem_lock);
-    m->next = a->mems;
-    if (a->mems)
-        a->mems->prev = m;
-    a->mems = m;
+    link_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
     atomic_fetch_add(&a->mem_registered, 1);
     *out = m;
@@ -103,9 +109,17 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
     unlink_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
     /* No peer's emulated request finds it now; one that did is copying
-     * (emu_serve.c: a memcpy, or an answer that copies before it
-     * returns). */
+     * (emu_serve.c: a memcpy, or an answer that copies before it returns,
+     * which may wait for room to send). Past the deadline it is linked
+     * again, registered as before (peers' requests meanwhile were
+     * refused, as for a region being deregistered). */
     while (atomic_load(&m->serving) > 0) {
+        if (fr_now_ns() >= deadline) {
+            pthread_mutex_lock(&a->mem_lock);
+            link_locked(a, m);
+            pthread_mutex_unlock(&a->mem_lock);
+            return FRPC_ETIMEDOUT;
+        }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
