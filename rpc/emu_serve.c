@@ -17,7 +17,8 @@
  *   frpc_mem_deregister returns.
  * - A region found is held (serving) while its bytes are copied or
  *   answered; frpc_mem_deregister unlinks it first (no new lookup finds
- *   it), then waits for serving to drop. The lookup walks the agent's list
+ *   it), then waits for serving to drop (within its timeout, else it
+ *   links the region again). The lookup walks the agent's list
  *   of regions under mem_lock: one pass per request, over the regions this
  *   rank has registered now.
  * - The functions are inline (they run on the polling thread, as
