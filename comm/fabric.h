@@ -171,6 +171,12 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
 
 typedef struct fr_fabric_mr fr_fabric_mr;
 
+/* 0 if this endpoint can serve one-sided transfers: the provider gave it
+ * FI_RMA, FI_READ, FI_WRITE and the remote ones, and a test registration
+ * with remote read and write works. Otherwise FRPC_ENOBACKEND with why
+ * (naming the provider and what it lacks), or FRPC_ENOMEM. Any thread. */
+int fr_fabric_rma_usable(fr_fabric *f, char *why, size_t len);
+
 /* Registers buf[0..len) for this rank's transfers (their local side) and
  * for peers' as remote says (FR_MEMDESC_READ | FR_MEMDESC_WRITE bits).
  * FRPC_ENOMEM, FRPC_ETRANSPORT (the provider refused). Any thread. */

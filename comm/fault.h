@@ -17,6 +17,9 @@ typedef enum fr_fault_site {
                                without a context instead */
     FR_FAULT_SEND_POST,     /* fi_send / fi_inject fails with a plain
                                provider error (-FI_EOTHER) */
+    FR_FAULT_RMA_PROBE,     /* the test registration of fr_fabric_rma_
+                               usable fails, as on a provider whose RMA
+                               does not work (rma.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -40,6 +40,7 @@ void fr_memdesc_encode(const fr_memdesc *d, uint64_t token,
     memcpy(out, magic, 4);
     out[4] = FR_MEMDESC_VERSION;
     out[5] = d->access;
+    out[6] = d->flags;
     put64(out + 8, d->rank); /* 4 bytes of rank, 4 reserved zeros */
     put64(out + 16, d->addr);
     put64(out + 24, d->key);
@@ -57,7 +58,8 @@ int fr_memdesc_decode(const void *in, size_t len, uint64_t token,
 
     if (!in || len != FR_MEMDESC_SIZE || memcmp(b, magic, 4) != 0 ||
         b[4] != FR_MEMDESC_VERSION ||
-        (b[5] & ~(FR_MEMDESC_READ | FR_MEMDESC_WRITE)) || b[6] || b[7] ||
+        (b[5] & ~(FR_MEMDESC_READ | FR_MEMDESC_WRITE)) ||
+        (b[6] & ~FR_MEMDESC_F_MESSAGES) || b[7] ||
         memcmp(b + 12, zero, 4) != 0 || memcmp(b + 48, zero, 8) != 0)
         return FRPC_EPROTO;
     check_value(b, token, want);
@@ -68,6 +70,7 @@ int fr_memdesc_decode(const void *in, size_t len, uint64_t token,
         return FRPC_ENORANK;
     d->rank = (uint32_t)rank;
     d->access = b[5];
+    d->flags = b[6];
     d->addr = get64(b + 16);
     d->key = get64(b + 24);
     d->len = get64(b + 32);

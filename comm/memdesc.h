@@ -11,7 +11,8 @@
  *   before anything is posted. (The key check of the owner's provider
  *   still guards the memory itself.)
  *
- *   0 "FRMD"  4 version  5 access  6 reserved(2)  8 rank(4)  12 reserved(4)
+ *   0 "FRMD"  4 version  5 access  6 flags  7 reserved  8 rank(4)
+ *   12 reserved(4)
  *   16 addr  24 key  32 len  40 region  48 reserved  56 check   (8 each)
  */
 #ifndef FR_COMM_MEMDESC_H
@@ -26,10 +27,14 @@
 #define FR_MEMDESC_VERSION 1
 #define FR_MEMDESC_READ 1u  /* = FRPC_MEM_REMOTE_READ */
 #define FR_MEMDESC_WRITE 2u /* = FRPC_MEM_REMOTE_WRITE */
+/* flags: the owner serves the region by messages (rpc/emu_serve.c), not
+ * by its provider's RMA: addr is an offset in the region, key its id. */
+#define FR_MEMDESC_F_MESSAGES 1u
 
 typedef struct fr_memdesc {
     uint32_t rank;   /* the owner */
-    uint8_t access;  /* FR_MEMDESC_* */
+    uint8_t access;  /* FR_MEMDESC_READ | FR_MEMDESC_WRITE */
+    uint8_t flags;   /* FR_MEMDESC_F_* */
     uint64_t addr;   /* what the owner's provider takes as the slice's
                         first byte: a virtual address or an offset */
     uint64_t key;    /* the owner's registration key */

@@ -55,13 +55,17 @@ int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
     return n > 0 ? n : FRPC_EINVAL;
 }
 
-static struct fi_info *make_hints(void)
+/* rma: ask for RMA (always, but for the question below: why did a
+ * provider not come up?). */
+static struct fi_info *make_hints(int rma)
 {
     struct fi_info *h = fi_allocinfo();
     if (!h)
         return NULL;
-    h->caps = FI_MSG | FI_RMA | FI_READ | FI_REMOTE_READ | FI_WRITE |
-              FI_REMOTE_WRITE;
+    h->caps = FI_MSG;
+    if (rma)
+        h->caps |= FI_RMA | FI_READ | FI_REMOTE_READ | FI_WRITE |
+                   FI_REMOTE_WRITE;
     h->mode = FI_CONTEXT | FI_CONTEXT2;
     h->ep_attr->type = FI_EP_RDM;
     h->domain_attr->threading = FI_THREAD_SAFE;
@@ -174,6 +178,45 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
 }
 
 /*
+ * A provider the user named that did not come up, but has an RDM
+ * endpoint without RMA: say so. fabrpc cannot run on it: its calls move
+ * payloads over the eager size by rendezvous (RMA reads, rndv.c), which
+ * has no message-only fallback; only the one-sided API can be emulated
+ * (config.rma). Asked only for a list the user gave (one more
+ * fi_getinfo, a noticeable part of a second), and only when one of it
+ * failed.
+ */
+static void explain_no_rma(fr_backends *bs)
+{
+    struct fi_info *hints, *all = NULL;
+    int i;
+    for (i = 0; i < bs->n && (bs->b[i].up || bs->b[i].unknown); i++)
+        ;
+    if (i == bs->n || !(hints = make_hints(0)))
+        return;
+    if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &all))
+        all = NULL;
+    fi_freeinfo(hints);
+    for (i = 0; i < bs->n; i++) {
+        fr_backend *b = &bs->b[i];
+        for (struct fi_info *fi = all; fi && !b->up && !b->unknown;
+             fi = fi->next)
+            if (core_is(fi->fabric_attr->prov_name, b->name)) {
+                snprintf(b->reason, sizeof(b->reason),
+                         "provider %s has an RDM endpoint but no FI_RMA "
+                         "(or no FI_READ/FI_WRITE): fabrpc's calls need RMA "
+                         "for payloads over the eager size (rendezvous), "
+                         "which is not emulated; only one-sided transfers "
+                         "are (FABRPC_RMA=emulate)",
+                         fi->fabric_attr->prov_name);
+                break;
+            }
+    }
+    if (all)
+        fi_freeinfo(all);
+}
+
+/*
  * udp;ofi_rxd in libfabric 1.17 lets up to 128 packets per peer wait for
  * an acknowledgement (FI_OFI_RXD_MAX_UNACKED), and resends them all on
  * each timer round. Against a rank that does not poll for 3 s, those
@@ -208,13 +251,15 @@ int fr_backends_discover(fr_backends *bs, const char *list)
     for (int i = 0; i < n; i++)
         strcpy(bs->b[i].name, names[i]);
     bs->n = n;
-    if (!(hints = make_hints()))
+    if (!(hints = make_hints(1)))
         return FRPC_ENOMEM;
     ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &all);
     fi_freeinfo(hints);
     match_all(bs, ret ? NULL : all, ret);
     if (all)
         fi_freeinfo(all);
+    if (list)
+        explain_no_rma(bs);
     return 0;
 }
 

@@ -33,11 +33,13 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
+#include "comm/fault.h"
 #include "comm/memdesc.h"
 
 /* A region's registration lives while its owner holds it or a chunk
@@ -82,6 +84,36 @@ int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
     f->mrs = m;
     pthread_mutex_unlock(&f->rndv_lock);
     *out = m;
+    return 0;
+}
+
+int fr_fabric_rma_usable(fr_fabric *f, char *why, size_t len)
+{
+    const uint64_t need = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ |
+                          FI_REMOTE_WRITE;
+    const char *prov = f->info->fabric_attr->prov_name;
+    struct fid_mr *mr = NULL;
+    uint64_t caps = f->info->caps;
+    if ((caps & need) != need) {
+        snprintf(why, len, "provider %s has no %s", prov,
+                 (caps & FI_RMA) ? "FI_READ/FI_WRITE (remote) for RMA"
+                                 : "FI_RMA");
+        return FRPC_ENOBACKEND;
+    }
+    void *buf = calloc(1, 4096);
+    if (!buf)
+        return FRPC_ENOMEM;
+    int rc = fr_fault_hit(FR_FAULT_RMA_PROBE)
+                 ? FRPC_ETRANSPORT
+                 : fr__reg_block(f, buf, 4096, need & ~FI_RMA, &mr);
+    if (mr)
+        fi_close(&mr->fid);
+    free(buf);
+    if (rc) {
+        snprintf(why, len, "provider %s refused a test registration for "
+                 "RMA (4 KiB, remote read and write)", prov);
+        return FRPC_ENOBACKEND;
+    }
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "comm/clock.h"
 #include "comm/sha256.h"
 #include "rpc/agent.h"
+#include "rpc/emu.h"
 
 #define FR_EAGER_MAX (64u << 10)
 #define FR_RECV_COUNT 64
@@ -261,6 +262,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     if (!rc) {
         a->pend.wake_ctx = a->fab;
         a->pend.wake = fr_fabric_wake_sleepers;
+        rc = fr_emu_choose(a, err, errlen); /* native or emulated RMA */
     }
     return rc;
 }
@@ -429,6 +431,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     pthread_mutex_init(&a->mem_lock, NULL);
     pthread_mutex_init(&a->notify_lock, NULL);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
+        (rc = fr_emu_register(a)) ||
         (rc = fr_pending_init(&a->pend)))
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
@@ -619,7 +622,10 @@ size_t frpc_backend_report(const frpc_agent *a, char *buf, size_t len)
 {
     if (!a)
         return 0;
-    return fr_backends_report(&a->backends, a->provider, buf, len);
+    size_t n = fr_backends_report(&a->backends, a->provider, buf, len);
+    int w = fr_emu_report(a, buf && n < len ? buf + n : NULL,
+                          buf && n < len ? len - n : 0);
+    return n + (w > 0 ? (size_t)w : 0);
 }
 
 /* The first frpc_stats (ABI 1) ended with frames_coalesced. */
@@ -660,7 +666,7 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->cq_errors_unmatched = fs.cq_errors_unmatched;
     o->transfers_get = atomic_load(&m->xfer_get);
     o->transfers_put = atomic_load(&m->xfer_put);
-    o->transfer_bytes = fs.rma_bytes;
+    o->transfer_bytes = fs.rma_bytes + atomic_load(&m->emu_bytes);
     o->transfers_refused = atomic_load(&m->xfer_refused);
     o->mem_registered = atomic_load(&m->mem_registered);
     o->transfer_batches = atomic_load(&m->xfer_batches);

@@ -44,6 +44,8 @@ typedef struct fr_settings {
     unsigned threads, queue_len, max_inflight, notify_queue;
     size_t zerocopy_min; /* args or replies this long are lent; SIZE_MAX:
                             none */
+    frpc_rma_mode rma;
+    int rma_from_env; /* rma came from FABRPC_RMA, not the config */
 } fr_settings;
 
 /* frpc_request.state (request.c): a request is on the agent's list only
@@ -129,6 +131,12 @@ struct frpc_agent {
     frpc_mem *mems;
     atomic_uint_fast64_t xfer_get, xfer_put, xfer_refused, mem_registered,
         xfer_batches;
+    /* One-sided transfers by messages (emu.c, emu_serve.c): this rank's
+     * own go that way when set (fr_emu_choose says why); regions get ids
+     * never reused in the agent's life, by which the owner finds them. */
+    int rma_emulated;
+    char rma_why[200];
+    atomic_uint_fast64_t emu_bytes, next_region_id;
 
     /* Notifications taken from peers (notify.c), oldest first. */
     pthread_mutex_t notify_lock;

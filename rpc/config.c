@@ -36,7 +36,7 @@ static void set_unset(frpc_config *c)
     c->max_msg_size = FRPC_UNSET;
     c->init_timeout_ms = c->peer_timeout_ms = c->timeout_ms = FRPC_UNSET;
     c->progress = c->spin_us = c->threads = c->queue_len = FRPC_UNSET;
-    c->max_inflight = c->coalesce = c->notify_queue = FRPC_UNSET;
+    c->max_inflight = c->coalesce = c->notify_queue = c->rma = FRPC_UNSET;
     c->zerocopy_min = FRPC_UNSET;
 }
 
@@ -112,38 +112,73 @@ static int numeric(const char *field, long long value, const char *env,
     return 0;
 }
 
+/* A field whose values have names: its value when set (one of vals),
+ * else the variable env (one of names), else dflt. what says what the
+ * field is ("a progress mode"). 0 or FRPC_EINVAL. */
+static int named(const char *field, int value, const char *env,
+                 const char *const *names, const int *vals, int n, int dflt,
+                 const char *what, int *out, char *err, size_t errlen)
+{
+    const char *v = getenv(env);
+    if (value != FRPC_UNSET) {
+        for (int i = 0; i < n; i++)
+            if (value == vals[i]) {
+                *out = value;
+                return 0;
+            }
+        snprintf(err, errlen, "config.%s=%d is not %s", field, value, what);
+        return FRPC_EINVAL;
+    }
+    *out = dflt;
+    if (!v || !*v)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *out = vals[i];
+            return 0;
+        }
+    int w = snprintf(err, errlen, "%s=\"%.64s\": expected", env, v);
+    for (int i = 0; i < n && w > 0 && (size_t)w < errlen; i++)
+        w += snprintf(err + w, errlen - (size_t)w, "%s%s",
+                      i == 0 ? " " : i == n - 1 ? " or " : ", ", names[i]);
+    return FRPC_EINVAL;
+}
+
 static int resolve_progress(const frpc_config *cfg, fr_settings *s,
                             char *err, size_t errlen)
 {
-    const char *v = getenv("FABRPC_PROGRESS");
-    int mode = cfg->progress;
+    static const char *const names[] = {"busy", "adaptive", "blocking"};
+    static const int vals[] = {FRPC_PROGRESS_BUSY, FRPC_PROGRESS_ADAPTIVE,
+                               FRPC_PROGRESS_BLOCKING};
     long long spin = 0;
-    int rc;
+    int mode, rc;
 
-    if (mode == FRPC_UNSET) {
-        mode = FRPC_PROGRESS_ADAPTIVE;
-        if (v && *v && strcmp(v, "busy") == 0)
-            mode = FRPC_PROGRESS_BUSY;
-        else if (v && *v && strcmp(v, "blocking") == 0)
-            mode = FRPC_PROGRESS_BLOCKING;
-        else if (v && *v && strcmp(v, "adaptive") != 0) {
-            snprintf(err, errlen,
-                     "FABRPC_PROGRESS=\"%s\": expected busy, adaptive or "
-                     "blocking",
-                     v);
-            return FRPC_EINVAL;
-        }
-    } else if (mode != FRPC_PROGRESS_ADAPTIVE && mode != FRPC_PROGRESS_BUSY &&
-               mode != FRPC_PROGRESS_BLOCKING) {
-        snprintf(err, errlen, "config.progress=%d is not a progress mode",
-                 mode);
-        return FRPC_EINVAL;
-    }
+    if ((rc = named("progress", cfg->progress, "FABRPC_PROGRESS", names,
+                    vals, 3, FRPC_PROGRESS_ADAPTIVE, "a progress mode", &mode,
+                    err, errlen)))
+        return rc;
     s->progress = (frpc_progress_mode)mode;
     if ((rc = numeric("spin_us", cfg->spin_us, "FABRPC_SPIN_US", 0, 10000000,
                       FR_DEFAULT_SPIN_US, &spin, err, errlen)))
         return rc;
     s->spin_us = s->progress == FRPC_PROGRESS_BLOCKING ? 0 : (unsigned)spin;
+    return 0;
+}
+
+/* How one-sided transfers move bytes (rpc/emu_serve.c decides auto). */
+static int resolve_rma(const frpc_config *cfg, fr_settings *s, char *err,
+                       size_t errlen)
+{
+    static const char *const names[] = {"auto", "native", "emulate"};
+    static const int vals[] = {FRPC_RMA_AUTO, FRPC_RMA_NATIVE,
+                               FRPC_RMA_EMULATE};
+    int mode, rc;
+    if ((rc = named("rma", cfg->rma, "FABRPC_RMA", names, vals, 3,
+                    FRPC_RMA_AUTO, "an RMA mode (auto, native, emulate)",
+                    &mode, err, errlen)))
+        return rc;
+    s->rma = (frpc_rma_mode)mode;
+    s->rma_from_env = cfg->rma == FRPC_UNSET && mode != FRPC_RMA_AUTO;
     return 0;
 }
 
@@ -329,7 +364,8 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
         (rc = resolve_providers(cfg, s, err, errlen)) ||
         (rc = resolve_timeout(cfg, s, err, errlen)) ||
         (rc = resolve_peer_timeout(cfg, s, err, errlen)) ||
-        (rc = resolve_job_key(cfg, s, err, errlen)))
+        (rc = resolve_job_key(cfg, s, err, errlen)) ||
+        (rc = resolve_rma(cfg, s, err, errlen)))
         return rc;
     return 0;
 }

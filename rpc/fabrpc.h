@@ -137,6 +137,14 @@ typedef enum frpc_progress_mode {
     FRPC_PROGRESS_BLOCKING = 2  /* sleep at once when there is nothing to do */
 } frpc_progress_mode;
 
+/* How one-sided transfers move bytes (config.rma; see "Registered memory
+ * and one-sided transfers"). */
+typedef enum frpc_rma_mode {
+    FRPC_RMA_AUTO = 0,    /* native when the provider can, else emulated */
+    FRPC_RMA_NATIVE = 1,  /* the provider's RMA, or frpc_init fails */
+    FRPC_RMA_EMULATE = 2  /* messages to the owner, whatever the provider */
+} frpc_rma_mode;
+
 /*
  * Settings for frpc_init. Fill with frpc_config_init, then change fields.
  * Every integer field starts FRPC_UNSET and every string NULL: then it is
@@ -216,6 +224,16 @@ typedef enum frpc_progress_mode {
  *                    args are at least this long lends them to the callee
  *                    instead of copying them (see frpc_call), and so does
  *                    frpc_respond_owned with its reply. 0: never.
+ *  rma               a frpc_rma_mode; FABRPC_RMA (auto|native|emulate),
+ *                    else auto. How frpc_get/frpc_put and batches move
+ *                    bytes: auto uses the provider's RMA when its endpoint
+ *                    has it and a test registration works, else the
+ *                    emulation by messages (and says so on stderr);
+ *                    native fails frpc_init with FRPC_ENOBACKEND (saying
+ *                    why) when the provider cannot;
+ *                    emulate always emulates. frpc_backend_report says
+ *                    which is in use and why (see "Registered memory and
+ *                    one-sided transfers").
  *
  * size is set by frpc_config_init (see "Version and ABI"); do not change
  * it. Strings are borrowed: frpc_init copies what it keeps.
@@ -242,6 +260,7 @@ typedef struct frpc_config {
     size_t errbuf_len;
     int notify_queue;  /* since 1.1 */
     long long zerocopy_min; /* since 1.2 */
+    int rma;           /* since 1.2 */
     /* new fields go here, and only here */
 } frpc_config;
 
@@ -268,7 +287,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
- * (strict mode, or no provider common to all ranks), FRPC_EBOOTSTRAP (store
+ * (strict mode, or no provider common to all ranks, or config.rma native
+ * where the provider cannot do RMA), FRPC_EBOOTSTRAP (store
  * unreachable, a rank did not join in time, or the ranks disagree on world
  * size or version; the message says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
@@ -372,8 +392,10 @@ int frpc_has_backend(const frpc_agent *agent, const char *name);
 int frpc_require_backend(const frpc_agent *agent, const char *name);
 
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
- * available: ...", one per line) to buf, NUL-terminated and truncated to
- * len. Returns the length the full report needs (like snprintf); 0 for a
+ * available: ...", one per line), then how one-sided transfers move bytes:
+ * "rma: native", or "rma: emulated (<why>)" (forced by config.rma or
+ * FABRPC_RMA=emulate, or what the provider lacks), to buf, NUL-terminated
+ * and truncated to len. Returns the length the full report needs (like snprintf); 0 for a
  * NULL agent (buf untouched). buf may be NULL when len is 0. */
 size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
@@ -656,22 +678,56 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * a reply), and a peer holding the descriptor reads the slice (frpc_get)
  * or writes it (frpc_put) without any handler of the owner running. The
  * local side of a transfer is a region of the caller's own, so the bytes
- * move straight between the two regions, copied by the provider only.
+ * move straight between the two regions, copied by the provider only
+ * (natively; see "Native or emulated" below).
  *
  * Trust: a descriptor is checked before anything is posted. Its check
  * value is keyed with the job's token: random or truncated bytes
  * (FRPC_EPROTO), and tampered bytes or another job's descriptors
- * (FRPC_EACCES: the check value does not match) are refused, as are a rank outside the job (FRPC_ENORANK), a slice outside
- * the described one (FRPC_EINVAL) and an access the owner did not grant
- * (FRPC_EACCES). A descriptor of a region since deregistered is refused
- * by the owner's provider: the transfer ends with FRPC_EACCES, or
+ * (FRPC_EACCES: the check value does not match) are refused, as are a
+ * rank outside the job (FRPC_ENORANK), a slice outside the described one
+ * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
+ * descriptor of a region since deregistered is refused by the owner: the
+ * transfer ends with FRPC_EACCES, or natively (by the owner's provider)
  * FRPC_ETRANSPORT (tcp: the provider drops the connection, and fabrpc
  * posts what else was on it again), or at its timeout on a provider that
- * never answers; the agent keeps working either way. Provider limit: shm
- * (libfabric 1.17) checks no key, so there a stale descriptor reads or
- * writes whatever the owner has mapped at that address now: deregister a
- * region (and free its memory) only once peers are done with its
- * descriptors.
+ * never answers; the agent keeps working either way. Provider limit:
+ * native shm (libfabric 1.17) checks no key, so there a stale descriptor
+ * reads or writes whatever the owner has mapped at that address now:
+ * deregister a region (and free its memory) only once peers are done
+ * with its descriptors.
+ *
+ * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
+ * which, and why): natively the provider moves the bytes (RMA reads and
+ * writes) and no code of the owner's runs. Emulated, the same calls send
+ * requests to fabrpc's own functions on the owner ("frpc.get",
+ * "frpc.put", run on its polling thread as FRPC_INLINE handlers are; no
+ * handler of the application runs), which check the descriptor again,
+ * find the region by an id never reused (so a deregistered region's
+ * descriptor gets FRPC_EACCES on every provider, shm included, and no
+ * memory is touched after frpc_mem_deregister returns), and copy the
+ * bytes. Everything else below holds for both: completion, errors,
+ * timeouts, cancel, FRPC_EPEERLOST, batches, notifications, and
+ * frpc_mem_deregister's wait. Emulated transfers move in pieces of at
+ * most 4 MiB (less when config.max_msg_size is smaller), 16 MiB of a
+ * transfer in flight at once, each piece a call of its own in frpc_stats;
+ * they cost more copies and a round trip per piece, and need the owner to
+ * poll (its progress thread does; an inline handler that holds the
+ * owner's poll holds them too, up to their timeout). Pieces in flight
+ * count toward config.max_inflight for the calls started meanwhile. A
+ * config.max_msg_size of FRPC_MEM_DESC_SIZE + 16 bytes or less leaves no
+ * room for a piece (FRPC_ETOOBIG); a piece refused by the owner (for
+ * instance config.max_msg_size smaller there) fails the transfer with the
+ * owner's code. Ranks in different modes work together: a descriptor
+ * says how its owner serves it, and a transfer is emulated when either
+ * side is.
+ * What is not emulated: fabrpc's calls themselves still use the
+ * provider's RMA for payloads over the eager size (rendezvous), so every
+ * provider fabrpc opens has FI_RMA (it asks for it); one without it does
+ * not come up, and frpc_backend_report says that it lacks FI_RMA where
+ * it was named in the provider list. "emulated (provider X refused a test
+ * registration ...)" means the provider's RMA did not work for a region
+ * at init; large calls may then fail with FRPC_ETRANSPORT as well.
  *
  * Completion: a get that returns 0 has the bytes in the local region; a
  * put that returns 0 has them in the owner's memory, visible to whatever
@@ -694,7 +750,8 @@ enum {
  * local side of this rank's frpc_get/frpc_put always, and for peers'
  * transfers as access says (a mix of FRPC_MEM_REMOTE_*, or 0). The caller
  * keeps owning buf and must keep it valid until frpc_mem_deregister
- * returns 0. *out is the caller's, freed by frpc_mem_deregister; on an
+ * returns 0. (Where this rank's transfers are emulated, nothing is
+ * registered with the provider: fabrpc copies.) *out is the caller's, freed by frpc_mem_deregister; on an
  * error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
  * bits), FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider
@@ -706,9 +763,10 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
 
 /*
  * Ends mem's registration and frees mem. Transfers of this rank that use
- * mem as their local side and are still in the provider's hands are
- * waited for, up to timeout_ms (see "Timeouts"): FRPC_ETIMEDOUT if some
- * still are then; mem stays registered and valid, and the call may be
+ * mem as their local side and are still in the provider's hands (or,
+ * emulated, have pieces out), and peers' emulated requests copying from
+ * or into mem now, are waited for, up to timeout_ms (see "Timeouts"):
+ * FRPC_ETIMEDOUT if some still are then; mem stays registered and valid, and the call may be
  * made again. (A transfer whose call already ended, by its timeout or a
  * cancel, may still be in the provider's hands: the provider could still
  * write into the region.) Transfers to a rank marked lost are not waited
@@ -731,14 +789,15 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
 /*
  * Reads len bytes at remote_off in the slice that desc (desc_len bytes,
  * from frpc_mem_describe on the owner rank) describes, into local's bytes
- * at local_off. The owner's handlers do not run. timeout_ms as for calls
+ * at local_off. No handler of the owner's application runs (emulated:
+ * fabrpc's own, see above). timeout_ms as for calls
  * (see "Timeouts"). Returns 0 when the bytes are in local; len 0 is 0 at
  * once. Errors: FRPC_EINVAL (NULL local or desc, local slice outside
  * local, remote slice outside the descriptor's), FRPC_EPROTO (desc is not
  * a descriptor: wrong size or format), FRPC_EACCES (its check value does
  * not match: tampered, or another job's; no remote read granted; or the
- * owner's provider
- * refused the access, as for a deregistered region), FRPC_ENORANK,
+ * owner (its provider, or emulated its fabrpc) refused the access, as for
+ * a deregistered region), FRPC_ENORANK,
  * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT, FRPC_ESHUTDOWN,
  * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_ENOMEM. Blocks.
  */

@@ -10,6 +10,12 @@
  * - Every descriptor is checked here before anything is posted (comm/
  *   memdesc.c: format, the job-keyed check value, the rank), then its
  *   access and bounds; the owner's provider checks the key itself.
+ * - Where this rank's transfers are emulated (emu.c) a region is not
+ *   registered with the provider (mr NULL): its descriptors say the owner
+ *   serves it by messages, with its id as key. Every region, native or
+ *   not, can be served so (emu_serve.c finds it by id on the list);
+ *   serving counts the peers' requests copying its bytes now, and
+ *   deregistration waits for them after unlinking it.
  * - Shutdown ends every registration before the fabric closes; the
  *   handles stay, with no agent, for frpc_mem_deregister to free.
  */
@@ -21,6 +27,15 @@
 
 #include "comm/memdesc.h"
 #include "rpc/mem.h"
+
+static void link_locked(frpc_agent *a, frpc_mem *m)
+{
+    m->prev = NULL;
+    m->next = a->mems;
+    if (a->mems)
+        a->mems->prev = m;
+    a->mems = m;
+}
 
 int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
                       frpc_mem **out)
@@ -37,20 +52,23 @@ int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
         return FRPC_ESHUTDOWN;
     if (!(m = calloc(1, sizeof(*m))))
         return FRPC_ENOMEM;
-    if ((rc = fr_fabric_mr_reg(a->fab, buf, len, (unsigned)access, &m->mr))) {
+    /* Emulated transfers need no registration with the provider: the
+     * owner copies (emu_serve.c). */
+    if (!a->rma_emulated &&
+        (rc = fr_fabric_mr_reg(a->fab, buf, len, (unsigned)access,
+                               &m->mr))) {
         free(m);
         return rc;
     }
+    m->id = atomic_fetch_add(&a->next_region_id, 1);
+    atomic_init(&m->serving, 0);
     m->agent = a;
     m->buf = buf;
     m->len = len;
     m->access = (unsigned)access;
     atomic_init(&m->busy, 0);
     pthread_mutex_lock(&a->mem_lock);
-    m->next = a->mems;
-    if (a->mems)
-        a->mems->prev = m;
-    a->mems = m;
+    link_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
     atomic_fetch_add(&a->mem_registered, 1);
     *out = m;
@@ -90,6 +108,21 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
     pthread_mutex_lock(&a->mem_lock);
     unlink_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
+    /* No peer's emulated request finds it now; one that did is copying
+     * (emu_serve.c: a memcpy, or an answer that copies before it returns,
+     * which may wait for room to send). Past the deadline it is linked
+     * again, registered as before (peers' requests meanwhile were
+     * refused, as for a region being deregistered). */
+    while (atomic_load(&m->serving) > 0) {
+        if (fr_now_ns() >= deadline) {
+            pthread_mutex_lock(&a->mem_lock);
+            link_locked(a, m);
+            pthread_mutex_unlock(&a->mem_lock);
+            return FRPC_ETIMEDOUT;
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
     fr_fabric_mr_close(m->mr);
     atomic_fetch_sub(&a->mem_registered, 1);
     free(m);
@@ -110,6 +143,54 @@ void fr_mem_end_all(frpc_agent *a)
     atomic_store(&a->mem_registered, 0);
 }
 
+uint64_t fr_mem_addr(const frpc_mem *m, size_t off)
+{
+    return m->mr ? fr_fabric_mr_addr(m->mr, off) : (uint64_t)off;
+}
+
+uint64_t fr_mem_key(const frpc_mem *m)
+{
+    return m->mr ? fr_fabric_mr_key(m->mr) : m->id;
+}
+
+/* The descriptors this thread verified last. A program transfers from
+ * the same slices again and again, and a check value costs an
+ * HMAC-SHA256: a quarter of an 8-byte get's time on shm (and the owner
+ * of an emulated transfer checks each request's descriptor again). An entry is made
+ * only by a descriptor that passed the check, and matches only the same
+ * 64 bytes under the same job token, so nothing forged gets through. */
+#define FR_DESC_CACHE 4
+
+static _Thread_local struct {
+    int used;
+    uint64_t token;
+    uint8_t bytes[FRPC_MEM_DESC_SIZE];
+    fr_memdesc d;
+} desc_cache[FR_DESC_CACHE];
+static _Thread_local unsigned desc_cache_next;
+
+int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
+                  fr_memdesc *d)
+{
+    if (dlen == FRPC_MEM_DESC_SIZE)
+        for (unsigned i = 0; i < FR_DESC_CACHE; i++)
+            if (desc_cache[i].used && desc_cache[i].token == a->token &&
+                memcmp(desc_cache[i].bytes, desc, dlen) == 0) {
+                *d = desc_cache[i].d;
+                return 0;
+            }
+    int rc = fr_memdesc_decode(desc, dlen, a->token, (uint32_t)a->set.world,
+                               d);
+    if (rc == 0 && dlen == FRPC_MEM_DESC_SIZE) {
+        unsigned i = desc_cache_next++ % FR_DESC_CACHE;
+        desc_cache[i].used = 1;
+        desc_cache[i].token = a->token;
+        memcpy(desc_cache[i].bytes, desc, dlen);
+        desc_cache[i].d = *d;
+    }
+    return rc;
+}
+
 int frpc_mem_describe(const frpc_mem *m, size_t offset, size_t len,
                       void *out)
 {
@@ -120,10 +201,11 @@ int frpc_mem_describe(const frpc_mem *m, size_t offset, size_t len,
         return FRPC_ESHUTDOWN;
     d.rank = (uint32_t)m->agent->set.rank;
     d.access = (uint8_t)m->access;
-    d.addr = fr_fabric_mr_addr(m->mr, offset);
-    d.key = fr_fabric_mr_key(m->mr);
+    d.flags = m->mr ? 0 : FR_MEMDESC_F_MESSAGES;
+    d.addr = fr_mem_addr(m, offset);
+    d.key = fr_mem_key(m);
     d.len = len;
-    d.region = d.key;
+    d.region = m->id;
     fr_memdesc_encode(&d, m->agent->token, out);
     return 0;
 }

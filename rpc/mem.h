@@ -4,16 +4,30 @@
 #ifndef FR_RPC_MEM_H
 #define FR_RPC_MEM_H
 
+#include "comm/memdesc.h"
 #include "rpc/agent.h"
 
 struct frpc_mem {
     frpc_agent *agent; /* NULL once frpc_shutdown ended the registration */
     frpc_mem *next, *prev;
-    fr_fabric_mr *mr;
+    fr_fabric_mr *mr;   /* NULL when this rank's transfers are emulated */
     uint8_t *buf;
     size_t len;
     unsigned access; /* FRPC_MEM_REMOTE_* */
     atomic_int busy;
+    uint64_t id;         /* never reused in the agent's life */
+    atomic_int serving;  /* peers' emulated requests using it now */
 };
+
+/* What a descriptor of m's byte off carries: the provider's address and
+ * key when m is registered with it, else (emulated: mr NULL) the offset
+ * and m's id. */
+uint64_t fr_mem_addr(const frpc_mem *m, size_t off);
+uint64_t fr_mem_key(const frpc_mem *m);
+
+/* fr_memdesc_decode under a's token and world, through a small cache per
+ * thread of the descriptors that passed (the same codes). */
+int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
+                  fr_memdesc *d);
 
 #endif /* FR_RPC_MEM_H */

@@ -16,6 +16,12 @@
  *   is done with it (frpc_mem_deregister waits for that).
  * - A single get or put allocates nothing here (the region is the
  *   callback's context); a batch allocates its context once.
+ * - Native or emulated: everything here is the same for both but the
+ *   post. A transfer goes by messages (emu.c) when this rank's transfers
+ *   are emulated (config.rma, or a provider without RMA) or the owner's
+ *   descriptor says it serves the region so (FR_MEMDESC_F_MESSAGES);
+ *   otherwise by the provider's RMA (comm/rma.c). Both end through the
+ *   same done callbacks.
  */
 #include "config.h"
 
@@ -25,6 +31,7 @@
 
 #include "comm/clock.h"
 #include "comm/memdesc.h"
+#include "rpc/emu.h"
 #include "rpc/mem.h"
 
 /* How the fabric's done ends an entry: a transport failure may be the
@@ -73,43 +80,6 @@ static void batch_done(const fr_rma *op, int status, const char *why)
     free(b);
 }
 
-/* The descriptors this thread verified last. A program transfers from
- * the same slices again and again, and a check value costs an
- * HMAC-SHA256: a quarter of an 8-byte get's time on shm. An entry is made
- * only by a descriptor that passed the check, and matches only the same
- * 64 bytes under the same job token, so nothing forged gets through. */
-#define FR_DESC_CACHE 4
-
-static _Thread_local struct {
-    int used;
-    uint64_t token;
-    uint8_t bytes[FRPC_MEM_DESC_SIZE];
-    fr_memdesc d;
-} desc_cache[FR_DESC_CACHE];
-static _Thread_local unsigned desc_cache_next;
-
-static int decode(const frpc_agent *a, const void *desc, size_t dlen,
-                  fr_memdesc *d)
-{
-    if (dlen == FRPC_MEM_DESC_SIZE)
-        for (unsigned i = 0; i < FR_DESC_CACHE; i++)
-            if (desc_cache[i].used && desc_cache[i].token == a->token &&
-                memcmp(desc_cache[i].bytes, desc, dlen) == 0) {
-                *d = desc_cache[i].d;
-                return 0;
-            }
-    int rc = fr_memdesc_decode(desc, dlen, a->token, (uint32_t)a->set.world,
-                               d);
-    if (rc == 0 && dlen == FRPC_MEM_DESC_SIZE) {
-        unsigned i = desc_cache_next++ % FR_DESC_CACHE;
-        desc_cache[i].used = 1;
-        desc_cache[i].token = a->token;
-        memcpy(desc_cache[i].bytes, desc, dlen);
-        desc_cache[i].d = *d;
-    }
-    return rc;
-}
-
 /* Everything checked before anything is posted: FRPC_E* or 0, with the
  * descriptor decoded into *d. */
 static int check(frpc_mem *local, size_t loff, const void *desc,
@@ -122,7 +92,7 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
 
     if (!desc || loff > local->len || len > local->len - loff)
         return FRPC_EINVAL;
-    if ((rc = decode(a, desc, dlen, d)))
+    if ((rc = fr_mem_decode(a, desc, dlen, d)))
         return rc;
     if (!(d->access & (write ? FR_MEMDESC_WRITE : FR_MEMDESC_READ)))
         return FRPC_EACCES;
@@ -132,6 +102,38 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
                        NULL, 0, &why);
     free(why);
     return rc;
+}
+
+/* 1 if a transfer with d's owner goes by messages (see the notes). */
+static int by_messages(const frpc_agent *a, const fr_memdesc *d)
+{
+    return a->rma_emulated || (d->flags & FR_MEMDESC_F_MESSAGES);
+}
+
+/* Lays one checked op out both ways: for the provider (*seg) and for
+ * the emulation (*eseg, which names the slice by its descriptor). */
+static void lay(frpc_mem *local, size_t loff, const void *desc,
+                const fr_memdesc *d, size_t roff, size_t len, int write,
+                fr_rma_seg *seg, fr_emu_seg *eseg)
+{
+    *seg = (fr_rma_seg){.write = write, .local = local->mr,
+                        .local_off = loff, .remote_addr = d->addr + roff,
+                        .key = d->key, .len = len};
+    eseg->write = write;
+    eseg->local = local;
+    eseg->local_off = loff;
+    eseg->remote_off = roff;
+    eseg->len = len;
+    memcpy(eseg->desc, desc, FRPC_MEM_DESC_SIZE);
+}
+
+/* Posts op (its segments laid out both ways) natively or by messages:
+ * fr_fabric_rma's contract either way. */
+static int post(frpc_agent *a, const fr_rma *op, const fr_emu_seg *esegs,
+                int emu)
+{
+    return emu ? fr_emu_rma(a, op, esegs, op->nsegs)
+               : fr_fabric_rma(a->fab, op);
 }
 
 /* Starts the operation of entry p: 0 once it is under way (it completes
@@ -188,6 +190,8 @@ static int start_nothing(frpc_agent *a, const fr_pending *p, void *arg)
 typedef struct one_args {
     frpc_mem *local;
     fr_rma_seg seg;
+    fr_emu_seg eseg;
+    int emu;
 } one_args;
 
 static int start_one(frpc_agent *a, const fr_pending *p, void *arg)
@@ -197,7 +201,7 @@ static int start_one(frpc_agent *a, const fr_pending *p, void *arg)
                  .deadline_ns = p->deadline, .done = one_done,
                  .ctx = o->local, .id = p->id};
     atomic_fetch_add(&o->local->busy, 1);
-    int rc = fr_fabric_rma(a->fab, &op);
+    int rc = post(a, &op, &o->eseg, o->emu);
     if (rc) {
         atomic_fetch_sub(&o->local->busy, 1);
         return rc;
@@ -226,10 +230,8 @@ static int transfer(frpc_mem *local, size_t loff, const void *desc,
     }
     if (len == 0 && !out)
         return 0;
-    one_args o = {.local = local,
-                  .seg = {.write = write, .local = local->mr,
-                          .local_off = loff, .remote_addr = d.addr + roff,
-                          .key = d.key, .len = len}};
+    one_args o = {.local = local, .emu = by_messages(a, &d)};
+    lay(local, loff, desc, &d, roff, len, write, &o.seg, &o.eseg);
     return run(a, write ? "frpc_put" : "frpc_get", d.rank, timeout_ms,
                len ? start_one : start_nothing, &o, out);
 }
@@ -276,6 +278,8 @@ int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
 /* A batch checked and laid out, before it starts. */
 typedef struct batch_args {
     fr_rma_seg *segs;
+    fr_emu_seg *esegs; /* the same, for the emulation */
+    int emu;           /* by messages (by_messages of any op) */
     fr_batch *ctx;  /* its local regions filled in; NULL: moves nothing */
     size_t nsegs;
     const void *notify;
@@ -313,6 +317,7 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
             return FRPC_EINVAL;
     }
     if (!(b->segs = calloc(n, sizeof(*b->segs))) ||
+        !(b->esegs = calloc(n, sizeof(*b->esegs))) ||
         !(b->ctx = calloc(1, sizeof(*b->ctx) + notify_len +
                                  n * sizeof(frpc_mem *) + sizeof(void *)))) {
         rc = FRPC_ENOMEM;
@@ -337,10 +342,10 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
         }
         if (!x->len)
             continue;
-        b->segs[b->nsegs++] = (fr_rma_seg){
-            .write = write, .local = x->local->mr, .local_off = x->local_off,
-            .remote_addr = d.addr + x->remote_off, .key = d.key,
-            .len = x->len};
+        b->emu |= by_messages(a, &d);
+        lay(x->local, x->local_off, x->desc, &d, x->remote_off, x->len,
+            write, &b->segs[b->nsegs], &b->esegs[b->nsegs]);
+        b->nsegs++;
         b->ctx->local[b->ctx->nlocal++] = x->local;
     }
     b->ctx->a = a;
@@ -355,6 +360,7 @@ refused:
     atomic_fetch_add(&a->xfer_refused, 1);
 fail:
     free(b->segs);
+    free(b->esegs);
     free(b->ctx);
     memset(b, 0, sizeof(*b));
     return rc;
@@ -378,7 +384,7 @@ static int start_batch(frpc_agent *a, const fr_pending *p, void *arg)
                  .id = p->id};
     for (size_t i = 0; i < ctx->nlocal; i++)
         atomic_fetch_add(&ctx->local[i]->busy, 1);
-    int rc = fr_fabric_rma(a->fab, &op);
+    int rc = post(a, &op, b->esegs, b->emu);
     if (rc) {
         for (size_t i = 0; i < ctx->nlocal; i++)
             atomic_fetch_sub(&ctx->local[i]->busy, 1);
@@ -403,6 +409,7 @@ static int batch(const frpc_xfer *ops, size_t n, size_t op_size,
         return rc;
     rc = run(a, "frpc_transfer", dst, timeout_ms, start_batch, &b, out);
     free(b.segs);
+    free(b.esegs);
     free(b.ctx); /* NULL once the fabric has it */
     return rc;
 }

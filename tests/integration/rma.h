@@ -28,6 +28,8 @@ size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from);
 /* frpc_init, then this rank's region of len bytes, registered and
  * described, and the "desc" and "check" functions; a barrier. */
 void start(size_t len);
+/* 1 if this rank's transfers are emulated (frpc_backend_report). */
+int rma_emulated(void);
 void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE]);
 /* Rank rank checks that its region's [off, off + len) holds seed's
  * pattern (from 0). */
@@ -39,5 +41,7 @@ void expect(int rc, int want, const char *what);
 int mode_batch(void);
 int mode_notify(void);
 int mode_cycles(void);
+int mode_modes(void);
+int mode_fallback(void);
 
 #endif /* FR_TEST_RMA_H */

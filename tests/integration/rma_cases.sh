@@ -5,7 +5,9 @@
 # every rank while putting into disjoint slices of rank 0's region (also
 # in blocking progress); bad descriptors and arguments refused, a
 # deregistered region's descriptor failing, the agent working on;
-# batches and notifications (rma_batch.c).
+# batches and notifications (rma_batch.c). With FABRPC_RMA=emulate
+# (run_rma_emulated_*.sh) the same cases run on the emulation by
+# messages, and two more check the choice of mode (rma_modes.c).
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN RMA PROV
 
@@ -35,4 +37,12 @@ run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notificatio
 run_case "$PROV: notifications: order per source, full queue, callback" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
+# The choice of mode (rma_modes.c), once per provider, with the emulated
+# suite: the cases set FABRPC_RMA themselves.
+modes_1() { unset FABRPC_RMA; run_bounded 200 "$FABRPC_RUN" -n 1 --provider "$PROV" --timeout 160 "$RMA" modes; }
+fallback_2() { unset FABRPC_RMA; run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" fallback; }
+if [ "${FABRPC_RMA:-}" = emulate ]; then
+    run_case "$PROV: FABRPC_RMA bogus, native, auto with RMA failing, emulate" modes_1
+    run_case "$PROV: auto, one rank's RMA failing: native and emulated ranks together" fallback_2
+fi
 finish_cases

@@ -119,7 +119,7 @@ START_TEST(config_init_unsets_every_field)
     int *ints[] = {&c.rank, &c.world_size, &c.strict, &c.init_timeout_ms,
                    &c.peer_timeout_ms, &c.timeout_ms, &c.progress,
                    &c.spin_us, &c.threads, &c.queue_len, &c.max_inflight,
-                   &c.coalesce};
+                   &c.coalesce, &c.notify_queue, &c.rma};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         ck_assert_int_eq(*ints[i], FRPC_UNSET);
     ck_assert(c.max_msg_size == FRPC_UNSET);
@@ -215,6 +215,43 @@ START_TEST(a_set_field_wins_over_the_environment)
 }
 END_TEST
 
+/* config.rma: unset is auto; FABRPC_RMA names the mode (the config wins
+ * over it); a value that is no mode fails with a message naming it. */
+START_TEST(rma_mode_from_config_and_environment)
+{
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    unsetenv("FABRPC_RMA");
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.rma, FRPC_RMA_AUTO);
+    setenv("FABRPC_RMA", "emulate", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.rma, FRPC_RMA_EMULATE);
+    ck_assert_int_eq(s.rma_from_env, 1);
+    c.rma = FRPC_RMA_NATIVE; /* wins over the environment */
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.rma, FRPC_RMA_NATIVE);
+    ck_assert_int_eq(s.rma_from_env, 0);
+    c.rma = FRPC_UNSET;
+    const char *bad[] = {"bogus", "Emulate", "native ", "1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("FABRPC_RMA", bad[i], 1);
+        err[0] = '\0';
+        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+        ck_assert_msg(strstr(err, "FABRPC_RMA") && strstr(err, "emulate"),
+                      "FABRPC_RMA=%s: \"%s\"", bad[i], err);
+    }
+    setenv("FABRPC_RMA", "", 1); /* empty: unset */
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.rma, FRPC_RMA_AUTO);
+    unsetenv("FABRPC_RMA");
+}
+END_TEST
+
 /* Each out-of-range value fails frpc_init's config step with
  * FRPC_EINVAL and a message that names the field. */
 START_TEST(out_of_range_fields_are_named)
@@ -233,6 +270,8 @@ START_TEST(out_of_range_fields_are_named)
         {"timeout_ms", offsetof(frpc_config, timeout_ms), 0},
         {"spin_us", offsetof(frpc_config, spin_us), -1},
         {"progress", offsetof(frpc_config, progress), 7},
+        {"rma", offsetof(frpc_config, rma), 3},
+        {"rma", offsetof(frpc_config, rma), -1},
         {"coalesce", offsetof(frpc_config, coalesce), 2},
         {"strict", offsetof(frpc_config, strict), -1},
         {"rank", offsetof(frpc_config, rank), -1},
@@ -647,6 +686,9 @@ int main(void)
          a_set_field_wins_over_the_environment},
         {"out-of-range config fields fail FRPC_EINVAL naming the field",
          out_of_range_fields_are_named},
+        {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
+         "is FRPC_EINVAL naming it",
+         rma_mode_from_config_and_environment},
         {"frpc_version matches FRPC_VERSION_*", version_matches_the_header},
         {"frpc_get_stats writes the program's size, no more",
          stats_by_the_programs_size, .fixture = &with_agent},

@@ -31,6 +31,24 @@ START_TEST(round_trip)
     ck_assert_uint_eq(d.key, 42);
     ck_assert_uint_eq(d.len, 1u << 20);
     ck_assert_uint_eq(d.region, 42);
+    ck_assert_uint_eq(d.flags, 0);
+}
+END_TEST
+
+/* The flag "served by messages" (emulated transfers) travels; a flag
+ * bit no version knows is a format error. */
+START_TEST(the_messages_flag_round_trips_unknown_flags_are_eproto)
+{
+    uint8_t b[FR_MEMDESC_SIZE];
+    fr_memdesc d, emu = sample;
+    emu.flags = FR_MEMDESC_F_MESSAGES;
+    fr_memdesc_encode(&emu, TOKEN, b);
+    ck_assert_int_eq(fr_memdesc_decode(b, sizeof(b), TOKEN, 4, &d), 0);
+    ck_assert_uint_eq(d.flags, FR_MEMDESC_F_MESSAGES);
+    emu.flags = 2;
+    fr_memdesc_encode(&emu, TOKEN, b);
+    ck_assert_int_eq(fr_memdesc_decode(b, sizeof(b), TOKEN, 4, &d),
+                     FRPC_EPROTO);
 }
 END_TEST
 
@@ -108,6 +126,8 @@ int main(void)
 {
     const fr_test_case tests[] = {
         {"encode then decode gives the fields", round_trip},
+        {"the messages flag round-trips; unknown flags are FRPC_EPROTO",
+         the_messages_flag_round_trips_unknown_flags_are_eproto},
         {"wrong sizes are FRPC_EPROTO", wrong_sizes_are_eproto},
         {"every byte is format or checked", every_byte_counts},
         {"another job's descriptor is FRPC_EACCES", another_jobs_is_eacces},

@@ -1,0 +1,260 @@
+/*
+ * rma modes: how one-sided transfers move bytes (config.rma, FABRPC_RMA),
+ * run by rma_cases.sh (with RMA_MODES=1) through fabrpc-run.
+ *
+ *   modes     one rank: FABRPC_RMA=bogus and config.rma = 7 fail
+ *             frpc_init with FRPC_EINVAL naming them; native where the
+ *             provider's test registration fails (a fault armed) fails
+ *             with FRPC_ENOBACKEND saying why; native where it works says
+ *             "rma: native" and moves bytes; auto where the registration
+ *             fails falls back to "rma: emulated (...)" and moves bytes,
+ *             a deregistered region's descriptor then getting FRPC_EACCES;
+ *             FABRPC_RMA=native says native; FABRPC_RMA=emulate says it
+ *             was forced, and moves bytes.
+ *   fallback  two ranks, auto: rank 1's test registration fails, so it
+ *             emulates while rank 0 stays native; each gets from and puts
+ *             into the other (1 B to 9 MiB, pieces of 4 MiB), sync and
+ *             async, checked by the owner: the modes work together.
+ *             Then rank 1's polling thread is held for 1.5 s: rank 0's
+ *             emulated get times out at its 300 ms, a cancelled one ends
+ *             at once, and deregistering rank 0's region waits for the
+ *             cancelled get's piece (stalled_owner).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <fabrpc.h>
+
+#include "check_fail.h"
+#include "comm/fault.h"
+#include "rma.h"
+
+static void report_has(frpc_agent *a, const char *want)
+{
+    char rep[2048];
+    frpc_backend_report(a, rep, sizeof(rep));
+    CHECK(strstr(rep, want), "the backend report lacks \"%s\":\n%s", want,
+          rep);
+    printf("ok: the report says \"%s\"\n", want);
+}
+
+/* frpc_init with cfg.rma = rma (and errbuf): its code, err filled. */
+static int init(int rma, frpc_agent **a, char *err, size_t errlen)
+{
+    frpc_config cfg;
+    frpc_config_init(&cfg);
+    cfg.rma = rma;
+    cfg.errbuf = err;
+    cfg.errbuf_len = errlen;
+    err[0] = '\0';
+    return frpc_init(&cfg, a);
+}
+
+static void init_fails(int rma, int want, const char *needle,
+                       const char *what)
+{
+    char err[1024];
+    frpc_agent *a = NULL;
+    int rc = init(rma, &a, err, sizeof(err));
+    CHECK(rc == want && !a && strstr(err, needle),
+          "%s: %s, \"%s\" (want %s naming \"%s\")", what, frpc_err_name(rc),
+          err, frpc_err_name(want), needle);
+    printf("ok: %s -> %s: %s\n", what, frpc_err_name(want), err);
+}
+
+/* A get and a put of 64 KiB between two regions of this rank's own, the
+ * second deregistered afterwards; its descriptor then gets stale_rc (0:
+ * not checked). */
+static void self_transfers(frpc_agent *a, int stale_rc)
+{
+    enum { N = 65536 };
+    uint8_t *src = malloc(N), *dst = malloc(N);
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    frpc_mem *ms, *md;
+    CHECK(src && dst, "malloc");
+    fill(src, N, 5, 0);
+    memset(dst, 0, N);
+    CHECK(frpc_mem_register(a, src, N, FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE, &ms) == 0 &&
+              frpc_mem_register(a, dst, N, 0, &md) == 0,
+          "register");
+    CHECK(frpc_mem_describe(ms, 0, N, desc) == 0, "describe");
+    int rc = frpc_get(md, 0, desc, sizeof(desc), 0, N, 20000);
+    CHECK(rc == 0 && verify(dst, N, 5, 0) == N, "get from itself: %s",
+          frpc_strerror(rc));
+    fill(dst, N, 6, 0);
+    rc = frpc_put(md, 0, desc, sizeof(desc), 0, N, 20000);
+    CHECK(rc == 0 && verify(src, N, 6, 0) == N, "put to itself: %s",
+          frpc_strerror(rc));
+    printf("ok: a get and a put of %d B to itself\n", N);
+    CHECK(frpc_mem_deregister(ms, 10000) == 0, "deregister");
+    if (stale_rc)
+        expect(frpc_get(md, 0, desc, sizeof(desc), 0, 8, 5000), stale_rc,
+               "a deregistered region's descriptor");
+    CHECK(frpc_mem_deregister(md, 10000) == 0, "deregister");
+    free(src);
+    free(dst);
+}
+
+static void down(frpc_agent *a)
+{
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+}
+
+int mode_modes(void)
+{
+    char err[1024];
+    frpc_agent *a;
+    me = 0;
+    unsetenv("FABRPC_RMA");
+
+    setenv("FABRPC_RMA", "bogus", 1);
+    init_fails(FRPC_UNSET, FRPC_EINVAL, "FABRPC_RMA", "FABRPC_RMA=bogus");
+    unsetenv("FABRPC_RMA");
+    init_fails(7, FRPC_EINVAL, "config.rma", "config.rma = 7");
+    fr_fault_arm(FR_FAULT_RMA_PROBE, 1);
+    init_fails(FRPC_RMA_NATIVE, FRPC_ENOBACKEND, "refused a test "
+               "registration", "native where the provider's RMA fails");
+    fr_fault_arm(FR_FAULT_RMA_PROBE, 0);
+
+    int rc = init(FRPC_RMA_NATIVE, &a, err, sizeof(err));
+    CHECK(rc == 0, "native: frpc_init: %s: %s", frpc_strerror(rc), err);
+    report_has(a, "rma: native");
+    self_transfers(a, 0);
+    down(a);
+
+    fr_fault_arm(FR_FAULT_RMA_PROBE, 1);
+    rc = init(FRPC_RMA_AUTO, &a, err, sizeof(err));
+    fr_fault_arm(FR_FAULT_RMA_PROBE, 0);
+    CHECK(rc == 0, "auto, RMA failing: frpc_init: %s: %s", frpc_strerror(rc),
+          err);
+    report_has(a, "rma: emulated (provider ");
+    self_transfers(a, FRPC_EACCES);
+    down(a);
+
+    setenv("FABRPC_RMA", "native", 1);
+    rc = init(FRPC_UNSET, &a, err, sizeof(err));
+    CHECK(rc == 0, "FABRPC_RMA=native: frpc_init: %s: %s", frpc_strerror(rc),
+          err);
+    report_has(a, "rma: native");
+    down(a);
+    setenv("FABRPC_RMA", "emulate", 1);
+    rc = init(FRPC_UNSET, &a, err, sizeof(err));
+    CHECK(rc == 0, "emulate: frpc_init: %s: %s", frpc_strerror(rc), err);
+    report_has(a, "rma: emulated (forced by FABRPC_RMA=emulate)");
+    self_transfers(a, FRPC_EACCES);
+    down(a);
+    unsetenv("FABRPC_RMA");
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* Holds the polling thread of the rank it runs on (FRPC_INLINE). */
+static void h_stall(frpc_request *req, void *user)
+{
+    (void)user;
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL);
+    frpc_respond(req, NULL, 0);
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+/* Rank 1 serves emulated transfers only when it polls: while its polling
+ * thread is held for 1.5 s, a get with a 300 ms timeout ends
+ * FRPC_ETIMEDOUT at its time, a cancelled one FRPC_ECANCELED at once, and
+ * deregistering the local region waits for the cancelled one's piece
+ * (FRPC_ETIMEDOUT with 1 ms to wait), then succeeds once it came back. */
+static void stalled_owner(frpc_mem *local, const uint8_t *desc)
+{
+    frpc_future *stall, *g;
+    int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
+    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
+    struct timespec ts = {0, 100000000};
+    nanosleep(&ts, NULL); /* it holds rank 1's poll now */
+    double t0 = now_ms();
+    rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 300);
+    double ms = now_ms() - t0;
+    CHECK(rc == FRPC_ETIMEDOUT && ms < 1200, "a get from a stalled owner: "
+          "%s after %.0f ms", frpc_err_name(rc), ms);
+    printf("ok: a get from a stalled owner ended FRPC_ETIMEDOUT after "
+           "%.0f ms (300 ms timeout)\n", ms);
+    rc = frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096,
+                        TIMEOUT_MS, &g);
+    CHECK(rc == 0, "get_async: %s", frpc_strerror(rc));
+    CHECK(frpc_future_cancel(g) == 0 &&
+              frpc_future_error(g, NULL, NULL) == FRPC_ECANCELED,
+          "cancel of a get from a stalled owner");
+    frpc_future_free(g);
+    printf("ok: a get from a stalled owner cancelled\n");
+    expect(frpc_mem_deregister(local, 1), FRPC_ETIMEDOUT,
+           "deregistering while the cancelled get's piece is out");
+    CHECK(frpc_future_wait(stall, TIMEOUT_MS) == 0 &&
+              frpc_future_error(stall, NULL, NULL) == 0,
+          "the stall call");
+    frpc_future_free(stall);
+}
+
+int mode_fallback(void)
+{
+    static const size_t sizes[] = {1, 4097, (9u << 20) + 5};
+    const size_t max = (9u << 20) + 64;
+    int rank = atoi(getenv("FABRPC_RANK") ? getenv("FABRPC_RANK") : "0");
+    unsetenv("FABRPC_RMA");
+    if (rank == 1)
+        fr_fault_arm(FR_FAULT_RMA_PROBE, 1);
+    start(max);
+    me = frpc_rank(agent);
+    CHECK(frpc_register(agent, "stall", h_stall, NULL, FRPC_INLINE) == 0,
+          "register stall");
+    report_has(agent, me == 1 ? "rma: emulated (provider " : "rma: native");
+    int peer = (me + 1) % world;
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    desc_of(peer, desc);
+    uint8_t *lbuf = malloc(max);
+    frpc_mem *local;
+    CHECK(lbuf && frpc_mem_register(agent, lbuf, max, 0, &local) == 0,
+          "register the local side");
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t len = sizes[k], roff = 3 + k;
+        memset(lbuf, 0, max);
+        int rc = frpc_get(local, 11, desc, sizeof(desc), roff, len,
+                          TIMEOUT_MS);
+        CHECK(rc == 0 && verify(lbuf + 11, len, (uint32_t)peer, roff) == len,
+              "get %zu B from rank %d: %s", len, peer, frpc_strerror(rc));
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier"); /* gets done */
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        size_t len = sizes[k], roff = 3 + k;
+        uint32_t seed = (uint32_t)(400 + me * 10 + k);
+        fill(lbuf, len, seed, 0);
+        frpc_future *f;
+        int rc = frpc_put_async(local, 0, desc, sizeof(desc), roff, len,
+                                TIMEOUT_MS, &f);
+        CHECK(rc == 0, "put_async: %s", frpc_strerror(rc));
+        CHECK(frpc_future_wait(f, TIMEOUT_MS) == 0 &&
+                  frpc_future_error(f, NULL, NULL) == 0,
+              "put %zu B to rank %d", len, peer);
+        frpc_future_free(f);
+        owner_check(peer, roff, len, seed);
+    }
+    printf("ok: rank %d (%s) got from and put into rank %d (%s)\n", me,
+           me == 1 ? "emulated" : "native", peer,
+           peer == 1 ? "emulated" : "native");
+    if (me == 0)
+        stalled_owner(local, desc);
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier"); /* stall over */
+    CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
+    free(lbuf);
+    finish();
+    return 0;
+}
