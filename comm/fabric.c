@@ -18,6 +18,7 @@
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
+#include "comm/tsan.h"
 
 #define FR_CQ_BATCH 16
 #define FR_MAX_SEND_SLOTS 256
@@ -461,6 +462,7 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
         fr__put_slot(f, sl);
         return FRPC_EPEERLOST;
     }
+    fr_tsan_release(&f->tsan_wire);
     for (;;) {
         ret = -FI_EAGAIN;
         if (fr__tx_take(f)) {
@@ -495,6 +497,7 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     int rc;
     if (fr__lost(f, dst))
         return FRPC_EPEERLOST;
+    fr_tsan_release(&f->tsan_wire);
     while ((ret = fr_fault_hit(FR_FAULT_SEND_POST)
                       ? -FI_EOTHER
                       : fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
@@ -744,6 +747,7 @@ static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len,
         atomic_fetch_add(&f->st.dropped_stranger, 1);
         return;
     }
+    fr_tsan_acquire(&f->tsan_wire);
     do {
         if (fr_env_frame_len(buf + pos, len - pos, &n)) {
             atomic_fetch_add(&f->st.dropped_malformed, 1);
