@@ -37,7 +37,10 @@
  *   address no rank inserted) is dropped as dropped_stranger before its
  *   token is looked at. shm and udp;ofi_rxd offer FI_SOURCE but report
  *   wrong sources (providers.c): there, as with any provider without it,
- *   the job token is the only check. The source is the address the
+ *   the job token is the only check. Frames a rank sends itself carry
+ *   a token of its own (random, never sent to another process) instead
+ *   of the job's and are taken whatever source the provider names:
+ *   sockets names none for some of them. The source is the address the
  *   provider ties to the connection or queue, which a process that
  *   forges the provider's own handshake could claim: it stops strangers
  *   that use an endpoint of their own (with a stolen token too), and the

@@ -188,6 +188,8 @@ struct fr_fabric {
 
     uint32_t rank, world;
     uint64_t token;
+    uint64_t self_token; /* frames to this rank itself carry it: see
+                            handle_frame (fabric.c) */
     fi_addr_t *peer; /* rank -> fi_addr, FI_ADDR_NOTAVAIL until set */
     int check_src;   /* the provider reports sources (FI_SOURCE) */
     /* Per rank: marked lost (fr_fabric_peer_lost); read relaxed on every

@@ -20,6 +20,10 @@ typedef enum fr_fault_site {
     FR_FAULT_RMA_PROBE,     /* the test registration of fr_fabric_rma_
                                usable fails, as on a provider whose RMA
                                does not work (rma.c) */
+    FR_FAULT_CQ_NO_SOURCE,  /* a completion read with its source names
+                               none (FI_ADDR_NOTAVAIL), as sockets does
+                               for some messages a rank sends itself
+                               (fabric.c, where sources are checked) */
     FR_FAULT_SITES
 } fr_fault_site;
 

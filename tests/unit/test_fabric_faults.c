@@ -4,7 +4,9 @@
  * fails fr_fabric_open with the provider's own words (not an fabrpc code
  * read as an errno); one it refuses back after a message is posted again
  * at the next polls, so the pool never shrinks and later messages all
- * arrive; a CQ error entry without a context is counted.
+ * arrive; a CQ error entry without a context is counted; over tcp, a
+ * frame an endpoint sends itself arrives though its completion names no
+ * source (sockets' habit), while another endpoint's is a stranger's.
  */
 #include <check.h>
 #include <pthread.h>
@@ -96,15 +98,13 @@ static void teardown(void)
 
 static const fr_fixture shm = {setup, teardown};
 
-/* Two endpoints that know each other as ranks 0 and 1; the second
- * (rank 1) polled by its thread. */
-static void pair(fr_fabric *f[2])
+/* Makes two open endpoints know each other as ranks 0 and 1, and starts
+ * polling the second (rank 1) on its thread. */
+static void introduce(fr_fabric *f[2])
 {
-    char err[512] = "", addr[2][256];
+    char addr[2][256];
     size_t alen[2];
     for (int i = 0; i < 2; i++) {
-        int rc = open_one(i ? "b" : "a", &f[i], err, sizeof(err));
-        ck_assert_msg(rc == 0, "open: %s", err);
         alen[i] = sizeof(addr[i]);
         ck_assert_int_eq(fr_fabric_getname(f[i], addr[i], &alen[i]), 0);
     }
@@ -116,6 +116,17 @@ static void pair(fr_fabric *f[2])
                              0);
     }
     start_polling(f[1]);
+}
+
+/* Two shm endpoints, introduced. */
+static void pair(fr_fabric *f[2])
+{
+    char err[512] = "";
+    for (int i = 0; i < 2; i++) {
+        int rc = open_one(i ? "b" : "a", &f[i], err, sizeof(err));
+        ck_assert_msg(rc == 0, "open: %s", err);
+    }
+    introduce(f);
 }
 
 static void unpair(fr_fabric *f[2])
@@ -253,6 +264,98 @@ START_TEST(a_cq_error_without_context_is_counted)
 }
 END_TEST
 
+/* Two endpoints over tcp;ofi_rxm, which reports sources (the check is
+ * on): what sockets did to a rank's messages to itself, forced. */
+static int open_tcp_pair(fr_fabric *f[2])
+{
+    char err[512] = "";
+    fr_backends tb;
+    if (fr_backends_discover(&tb, "tcp"))
+        return -1;
+    const fr_backend *b = fr_backends_find(&tb, "tcp");
+    if (!b || !b->up) {
+        fr_backends_free(&tb);
+        return -1;
+    }
+    for (int i = 0; i < 2; i++) {
+        fr_fabric_opts o = {.max_msg = 1 << 20, .eager_max = 4096,
+                            .recv_count = RECVS,
+                            .cb = {.on_msg = on_msg}};
+        int rc = fr_fabric_open(b->info, &o, &f[i], err, sizeof(err));
+        ck_assert_msg(rc == 0, "open tcp: %s", err);
+    }
+    fr_backends_free(&tb);
+    introduce(f);
+    return 0;
+}
+
+START_TEST(a_name_the_provider_refuses_fails_open_cleanly)
+{
+    char err[512] = "";
+    fr_backends tb;
+    fr_fabric *f = NULL;
+    ck_assert_int_eq(fr_backends_discover(&tb, "tcp"), 0);
+    const fr_backend *b = fr_backends_find(&tb, "tcp");
+    if (!b || !b->up) {
+        fr_backends_free(&tb);
+        fprintf(stderr, "tcp is not up here: skipped\n");
+        return;
+    }
+    /* tcp takes no endpoint name: open fails, saying so, and closes
+     * what it had opened (it crashed in rxm's close once). */
+    fr_fabric_opts o = {.max_msg = 1 << 20, .eager_max = 4096,
+                        .recv_count = RECVS, .ep_name = "not-for-tcp",
+                        .cb = {.on_msg = on_msg}};
+    int rc = fr_fabric_open(b->info, &o, &f, err, sizeof(err));
+    ck_assert_int_eq(rc, FRPC_ETRANSPORT);
+    ck_assert_ptr_null(f);
+    ck_assert_msg(strstr(err, "fi_setname"), "errbuf: %s", err);
+    fr_backends_free(&tb);
+}
+END_TEST
+
+/* Sends one frame from a to rank dst and polls a for up to 5 s (dst's
+ * own thread polls it); 1 if it arrived. */
+static int one_frame(fr_fabric *a, uint32_t dst)
+{
+    int before = atomic_load(&received);
+    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = 7, .func_id = 42};
+    int rc = fr_fabric_send(a, dst, &e, "x", 1, fr_deadline_ms(10000));
+    ck_assert_msg(rc == 0, "send: %s", frpc_err_name(rc));
+    uint64_t end = fr_deadline_ms(5000);
+    while (atomic_load(&received) == before && fr_now_ns() < end) {
+        fr_fabric_progress(a);
+        usleep(100);
+    }
+    return atomic_load(&received) - before;
+}
+
+START_TEST(a_message_to_oneself_without_a_source_still_counts)
+{
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    if (open_tcp_pair(f)) {
+        fprintf(stderr, "tcp is not up here: skipped\n");
+        return;
+    }
+    ck_assert_int_eq(one_frame(f[0], 0), 1); /* connected to itself */
+    ck_assert_int_eq(one_frame(f[0], 1), 1);
+    /* Every completion names no source: a frame to itself still
+     * arrives (it carries this endpoint's own token), one to rank 1 is
+     * a stranger's there. */
+    fr_fault_arm(FR_FAULT_CQ_NO_SOURCE, 1000000);
+    ck_assert_int_eq(one_frame(f[0], 0), 1);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.dropped_stranger, 0);
+    ck_assert_int_eq(one_frame(f[0], 1), 0);
+    fr_fault_arm(FR_FAULT_CQ_NO_SOURCE, 0);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.dropped_stranger, 1);
+    ck_assert_int_eq(one_frame(f[0], 1), 1); /* and it goes on */
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -264,6 +367,11 @@ int main(void)
          a_refused_repost_waits_for_the_next_poll},
         {"a CQ error entry without a context is counted",
          a_cq_error_without_context_is_counted},
+        {"a name the provider refuses fails open with its words, no crash",
+         a_name_the_provider_refuses_fails_open_cleanly},
+        {"a message to oneself that names no source still arrives; "
+         "another's is a stranger's",
+         a_message_to_oneself_without_a_source_still_counts},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
