@@ -47,6 +47,9 @@ typedef struct bench_opts {
     int ranks;                /* ranks to start when run alone */
     int json, baseline;
     int batch;                /* rate, bandwidth: refill in a batch */
+    /* --coalesce: 1 on, 0 off, -1 not given; once frpc_init has
+     * succeeded, main sets it to what the agent uses (0 or 1) */
+    int coalesce;
 } bench_opts;
 
 /*
@@ -70,6 +73,9 @@ typedef struct bench_row {
     double frames_per_msg;
     /* timeouts: the latest lateness, and calls that did not time out */
     double max_us, not_timed_out;
+    /* fabrpc's rows of latency, rate, bandwidth and rma: whether rank 0's
+     * agent coalesced (0 or 1); -1 for other rows (not printed) */
+    int coalesce;
 } bench_row;
 
 /* A row with every value null and the system/provider/metric given. */

@@ -191,6 +191,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.p99_us = bench_quantile(lat, iters, 0.99);
     r.calls_per_s = (double)iters / (sum / 1e6);
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+    r.coalesce = o->coalesce;
     bench_emit(&r);
     return 0;
 }
@@ -334,6 +335,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.size = (long)size;
     r.inflight = w;
     r.iters = iters;
+    r.coalesce = o->coalesce;
     r.calls_per_s = (double)iters / secs;
     uint64_t msgs = s1.messages_sent - s0.messages_sent;
     if (msgs)
