@@ -36,9 +36,12 @@ static const char usage_text[] =
     "  rate       asynchronous calls per second with 8-byte args and\n"
     "             replies, keeping W calls in flight (a sliding window:\n"
     "             each completed call is replaced), per W of --inflight\n"
-    "             (default 1,16,64,256)\n"
+    "             (default 1,16,64,256); p50/p99 of each call's own\n"
+    "             latency, from just before its frpc_call_async to the\n"
+    "             loop seeing it complete (the tail under load)\n"
     "  bandwidth  MB/s of args carried by calls (8-byte replies), with a\n"
-    "             window of W calls in flight (default sizes 1m,16m, W 4)\n"
+    "             window of W calls in flight (default sizes 1m,16m, W 4);\n"
+    "             p50/p99 of each call's latency, as rate's\n"
     "  rma        one-sided frpc_get and frpc_put of rank 1's registered\n"
     "             region into rank 0's (metrics get, put) per size (default\n"
     "             8,4k,64k,1m,16m) and W of --inflight (default 1,8): W 1\n"
@@ -93,7 +96,7 @@ static const char usage_text[] =
     "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
     "                   frames per transport message), coalesce (see\n"
-    "                   --coalesce)\n"
+    "                   --coalesce), disturbed (see below)\n"
     "  --baseline       latency or rma. latency: after fabrpc's rows, rank 0\n"
     "                   runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
@@ -122,6 +125,19 @@ static const char usage_text[] =
     "                   \"memcpy\", W 1 only): the physical limit\n"
     "  -h, --help       print this help\n"
     "\n"
+    "disturbed rows: rank 0 judges each row of latency, rate and bandwidth\n"
+    "(and fabrpc's rma rows with W 1) by its own spread, and warns on\n"
+    "stderr when the machine was busy while it ran (key disturbed: true,\n"
+    "false, or null when too few calls to judge; disturbed=yes|no in the\n"
+    "table). One round trip at a time: disturbed when p99 > 10x p50 (an\n"
+    "undisturbed tail stays within a few times the median; a descheduled\n"
+    "rank costs milliseconds). A window (rate, bandwidth): the timed calls,\n"
+    "from the first completion on, are cut into 5 slices of equal count;\n"
+    "disturbed when the slowest slice's calls/s is < 0.5x the fastest's\n"
+    "(something else had the machine for a tenth of the run or more);\n"
+    "null when a slice would hold fewer than 4 W calls (completions come in\n"
+    "bursts of up to W). A machine slow all through the run is not caught.\n"
+    "\n"
     "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
     "could not run fi_pingpong, or a raw libfabric run failed (fabrpc's rows\n"
     "are still printed).\n";
@@ -146,7 +162,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
                    .frames_per_msg = NAN, .max_us = NAN,
-                   .not_timed_out = NAN, .coalesce = -1,
+                   .not_timed_out = NAN, .coalesce = -1, .disturbed = -1,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -185,11 +201,14 @@ static void put_extra(const char *key, double v, int prec)
 }
 
 /* A yes/no: v 0 or 1 is JSON false or true, and in the table no or yes
- * (col: in a column of width w, on or off, "-" when v < 0); v < 0 is
- * left out of JSON. */
+ * (col: in a column of width w, on or off, "-" when v < 0); v -1 is
+ * left out of JSON, BENCH_UNJUDGED is null there (and out of the
+ * table). */
 static void put_bool(const char *key, int v, int col, int w)
 {
-    if (out.json && v >= 0)
+    if (out.json && v == BENCH_UNJUDGED)
+        printf(",\"%s\":null", key);
+    else if (out.json && v >= 0)
         printf(",\"%s\":%s", key, v ? "true" : "false");
     else if (!out.json && col)
         printf(" %*s", w, v < 0 ? "-" : v ? "on" : "off");
@@ -230,6 +249,7 @@ static void print_row(const bench_row *r)
     put_extra("frames_per_message", r->frames_per_msg, 2);
     put_extra("max_us", r->max_us, 1);
     put_extra("not_timed_out", r->not_timed_out, 0);
+    put_bool("disturbed", r->disturbed, 0, 0);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
 }

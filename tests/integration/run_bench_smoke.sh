@@ -86,18 +86,27 @@ bench() {
     fi
 }
 
+# Whether a row was disturbed is a judgement of the run, not checked
+# here: only that it is given.
+JUDGED='"disturbed":(true|false)[,}]'
+WINDOWED='"p50_us":[0-9.]+,"p99_us":[0-9.]+,.*"disturbed":(true|false|null)[,}]'
 mode_latency() {
     bench lat-$1 latency --provider $1 --sizes 8,4k --iters 20 --json &&
         check_json "$TMPD/lat-$1.out" latency 2 &&
-        expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out"
+        expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out" &&
+        every_row "$JUDGED" "$TMPD/lat-$1.out"
 }
 # Rate and bandwidth rows say whether coalescing was on (fabrpc's
-# default: on).
+# default: on), the p50 and p99 of each call's latency, and whether the
+# run looked disturbed (null with too few calls a slice: W 4 here).
 mode_rate() {
     bench rate-$1 rate --provider $1 --inflight 1,4 --iters 50 --json &&
         check_json "$TMPD/rate-$1.out" rate 2 &&
         expect_grep '"inflight":4,' "$TMPD/rate-$1.out" &&
-        every_row '"coalesce":true[,}]' "$TMPD/rate-$1.out"
+        every_row '"coalesce":true[,}]' "$TMPD/rate-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/rate-$1.out" &&
+        expect_grep '"inflight":1,.*'"$JUDGED" "$TMPD/rate-$1.out" &&
+        expect_grep '"inflight":4,.*"disturbed":null' "$TMPD/rate-$1.out"
 }
 # --coalesce off reaches rank 0's agent: every frame goes alone.
 mode_rate_uncoalesced() {
@@ -111,14 +120,16 @@ mode_rate_batched() {
     bench rateb-$1 rate --provider $1 --inflight 1,16 --iters 200 --batch \
         --json &&
         check_json "$TMPD/rateb-$1.out" rate_batched 2 &&
-        expect_grep '"inflight":16,' "$TMPD/rateb-$1.out"
+        expect_grep '"inflight":16,' "$TMPD/rateb-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/rateb-$1.out"
 }
 mode_bandwidth() {
     bench bw-$1 bandwidth --provider $1 --sizes 64k,1m --inflight 2 \
         --iters 8 --json &&
         check_json "$TMPD/bw-$1.out" bandwidth 2 &&
         expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out" &&
-        every_row '"coalesce":true[,}]' "$TMPD/bw-$1.out"
+        every_row '"coalesce":true[,}]' "$TMPD/bw-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/bw-$1.out"
 }
 # rma: get and put rows per size and window, sync (W 1, with p50) and
 # async (W 2), batches of 1,000; with --baseline the raw libfabric rows
@@ -143,6 +154,7 @@ mode_rma() {
                 check_json "$f.memcpy" memcpy 2
         fi &&
         expect_grep '"size":65536,"inflight":1,.*"p50_us":[0-9].*"mb_per_s":[0-9]' "$f.get" &&
+        expect_grep '"size":65536,"inflight":1,.*"coalesce":true.*'"$JUDGED" "$f.get" &&
         expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$f.put"
 }
 mode_idle() {
@@ -217,7 +229,8 @@ baseline_blocking() {
 table() {
     bench table rate --inflight 2 --iters 20 &&
         expect_grep '^system +provider +metric +size +inflight +iters +p50_us +p99_us +calls/s +MB/s +cpu_s +coalesce$' "$TMPD/table.out" &&
-        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 .* on( |$)' "$TMPD/table.out"
+        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 .* on( |$)' "$TMPD/table.out" &&
+        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 +[0-9.]+ +[0-9.]+ ' "$TMPD/table.out"
 }
 help_lists_all() {
     local w
