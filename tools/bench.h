@@ -1,7 +1,8 @@
 /*
  * fabrpc-bench internals: the options, the result rows and the modes.
  *
- *   fabrpc-bench.c   options, self-launch, main, row output (table/JSON)
+ *   fabrpc-bench.c   options, self-launch, main
+ *   bench_output.c   the rows on stdout (table or JSON)
  *   bench_modes.c    the measurements: latency, rate, bandwidth, idle, init
  *   bench_baseline.c fi_pingpong runs for --baseline
  *   bench_tcp_pingpong.c, bench_fi_blocking.c  the blocking baselines
@@ -88,6 +89,9 @@ typedef struct bench_row {
 /* A row with every value null and the system/provider/metric given. */
 bench_row bench_row_new(const char *system, const char *provider,
                         const char *metric);
+
+/* Rows as JSON lines (on) or a table (off, the default). */
+void bench_output_json(int on);
 
 /* Prints row now (table or JSON line, per opts), or keeps it for
  * bench_flush when rows are deferred. Rank 0 only. */
