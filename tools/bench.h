@@ -1,11 +1,13 @@
 /*
  * fabrpc-bench internals: the options, the result rows and the modes.
  *
- *   fabrpc-bench.c   options, self-launch, main, row output (table/JSON)
+ *   fabrpc-bench.c   options, self-launch, main
+ *   bench_output.c   the rows on stdout (table or JSON)
  *   bench_modes.c    the measurements: latency, rate, bandwidth, idle, init
  *   bench_baseline.c fi_pingpong runs for --baseline
  *   bench_tcp_pingpong.c, bench_fi_blocking.c  the blocking baselines
  *   bench_rma.c      the rma mode, and its rows for any way of moving bytes
+ *   bench_spread.c   per-call latency in a window; the "disturbed" rules
  *   bench_fi_rma.c   rma --baseline: raw fi_read/fi_write, memcpy on shm
  *   bench_fi_ep.c    the raw libfabric baselines' endpoints (bench_fi.h)
  *
@@ -47,6 +49,9 @@ typedef struct bench_opts {
     int ranks;                /* ranks to start when run alone */
     int json, baseline;
     int batch;                /* rate, bandwidth: refill in a batch */
+    /* --coalesce: 1 on, 0 off, -1 not given; once frpc_init has
+     * succeeded, main sets it to what the agent uses (0 or 1) */
+    int coalesce;
 } bench_opts;
 
 /*
@@ -70,11 +75,23 @@ typedef struct bench_row {
     double frames_per_msg;
     /* timeouts: the latest lateness, and calls that did not time out */
     double max_us, not_timed_out;
+    /* fabrpc's rows of latency, rate, bandwidth and rma: whether rank 0's
+     * agent coalesced (0 or 1); -1 for other rows (not printed) */
+    int coalesce;
+    /* latency, rate, bandwidth, fabrpc's rma W 1: whether the row's own
+     * spread says the machine was disturbed (bench_spread.c): 0 or 1,
+     * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */
+    int disturbed;
 } bench_row;
+
+#define BENCH_UNJUDGED (-2)
 
 /* A row with every value null and the system/provider/metric given. */
 bench_row bench_row_new(const char *system, const char *provider,
                         const char *metric);
+
+/* Rows as JSON lines (on) or a table (off, the default). */
+void bench_output_json(int on);
 
 /* Prints row now (table or JSON line, per opts), or keeps it for
  * bench_flush when rows are deferred. Rank 0 only. */
@@ -90,6 +107,38 @@ double bench_now_us(void);
 
 /* The q-quantile (0..1) of v[0..n), n > 0; sorts v (bench_modes.c). */
 double bench_quantile(double *v, long n, double q);
+
+/*
+ * Each call's own latency in a sliding-window run, and the completion
+ * times that cut it into BENCH_SLICES slices (bench_spread.c, which says
+ * why). Allocate before the timed loop; then bench_times_issue just
+ * before each frpc_call_async (slot: the call's place in the window) and
+ * bench_times_done when the loop sees it complete: one clock read each.
+ * bench_times_done also takes its time as the issue time of the slot's
+ * next call, so a call started right after it needs no
+ * bench_times_issue. Both do nothing when t is NULL (warm-up).
+ */
+#define BENCH_SLICES 5
+typedef struct bench_times {
+    double *issued;           /* [w]: when each slot's call was issued */
+    double *lat;              /* [n]: each call's us, completion order */
+    long w, n, done;
+    long per_slice;           /* calls a slice; 0: too few to judge */
+    int k;                    /* cuts taken */
+    double cut[BENCH_SLICES + 1];
+} bench_times;
+
+/* 0 or FRPC_ENOMEM (nothing to free then). */
+int bench_times_init(bench_times *t, long w, long n);
+void bench_times_free(bench_times *t);
+void bench_times_issue(bench_times *t, long slot);
+void bench_times_done(bench_times *t, long slot);
+/* Sets r's p50_us and p99_us from the calls done, and disturbed by the
+ * slice rule (with a warning on stderr when it is). */
+void bench_times_row(bench_times *t, bench_row *r);
+/* Sets r->disturbed by the tail rule (p99 over 10x p50) from its
+ * p50_us and p99_us, with a warning on stderr when it is. */
+void bench_judge_tail(bench_row *r);
 
 /* Default timed calls of a mode for one size (or window), --iters first. */
 long bench_iters(const bench_opts *o, size_t size);

@@ -191,6 +191,8 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.p99_us = bench_quantile(lat, iters, 0.99);
     r.calls_per_s = (double)iters / (sum / 1e6);
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+    r.coalesce = o->coalesce;
+    bench_judge_tail(&r);
     bench_emit(&r);
     return 0;
 }
@@ -242,16 +244,19 @@ static int reap(frpc_future **slot, size_t want)
     return rc;
 }
 
-/* Starts calls into the empty slots of f[0..w) until n have started;
- * with batch, inside one frpc_batch_begin/end. Returns 0 or an FRPC_E*. */
+/* Starts calls into the empty slots of f[0..w) until n have started
+ * (their times in t, unless NULL); with batch, inside one
+ * frpc_batch_begin/end. Returns 0 or an FRPC_E*. */
 static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
-                const void *buf, size_t len, long n, long *started, int batch)
+                const void *buf, size_t len, long n, long *started, int batch,
+                bench_times *t)
 {
     int rc = 0;
     if (batch)
         frpc_batch_begin(a);
     for (long j = 0; j < w && !rc && *started < n; j++)
         if (!f[j]) {
+            bench_times_issue(t, j);
             rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS, &f[j]);
             ++*started;
         }
@@ -265,10 +270,12 @@ static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
  * each call that completes is replaced by the next. Every reply must have
  * want bytes. With batch, every call found complete is reaped at once and
  * the window refilled between frpc_batch_begin and frpc_batch_end.
+ * Each call's issue and completion times go to t, unless it is NULL.
  * Returns 0 or 1 (a message was printed).
  */
 static int run_window(frpc_agent *a, const char *name, const void *buf,
-                      size_t len, long w, long n, size_t want, int batch)
+                      size_t len, long w, long n, size_t want, int batch,
+                      bench_times *t)
 {
     frpc_future **f = calloc((size_t)w, sizeof(*f));
     long started = 0, done = 0;
@@ -277,15 +284,16 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
         fprintf(stderr, "fabrpc-bench: out of memory\n");
         return 1;
     }
-    rc = fill(a, f, w, name, buf, len, n, &started, batch);
+    rc = fill(a, f, w, name, buf, len, n, &started, batch, t);
     while (!rc && done < n) {
         size_t i;
         if ((rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i)))
             break;
+        bench_times_done(t, (long)i);
         rc = reap(&f[i], want);
         done++;
         if (!batch) { /* replace the one call: no scan of the window */
-            if (!rc && started < n) {
+            if (!rc && started < n) { /* issued when i was seen done */
                 rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS,
                                      &f[i]);
                 started++;
@@ -294,11 +302,12 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
         }
         for (long j = 0; !rc && j < w; j++)
             if (f[j] && frpc_future_test(f[j])) {
+                bench_times_done(t, j);
                 rc = reap(&f[j], want);
                 done++;
             }
         if (!rc)
-            rc = fill(a, f, w, name, buf, len, n, &started, batch);
+            rc = fill(a, f, w, name, buf, len, n, &started, batch, t);
     }
     if (rc && rc != 1)
         fprintf(stderr, "fabrpc-bench: %s (%ld of %ld calls done)\n",
@@ -315,15 +324,24 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
 {
     long iters = bench_iters(o, size);
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
+    bench_times t;
     if (warm < w)
         warm = w;
-    if (run_window(a, name, buf, size, w, warm, want, o->batch))
+    if (bench_times_init(&t, w, iters)) {
+        fprintf(stderr, "fabrpc-bench: out of memory\n");
         return 1;
+    }
     frpc_stats s0, s1;
+    if (run_window(a, name, buf, size, w, warm, want, o->batch, NULL)) {
+        bench_times_free(&t);
+        return 1;
+    }
     frpc_get_stats(a, &s0);
     double t0 = bench_now_us();
-    if (run_window(a, name, buf, size, w, iters, want, o->batch))
+    if (run_window(a, name, buf, size, w, iters, want, o->batch, &t)) {
+        bench_times_free(&t);
         return 1;
+    }
     double secs = (bench_now_us() - t0) / 1e6;
     frpc_get_stats(a, &s1);
     bench_row r = bench_row_new("fabrpc", frpc_provider(a),
@@ -334,6 +352,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.size = (long)size;
     r.inflight = w;
     r.iters = iters;
+    r.coalesce = o->coalesce;
     r.calls_per_s = (double)iters / secs;
     uint64_t msgs = s1.messages_sent - s0.messages_sent;
     if (msgs)
@@ -342,6 +361,8 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
             (double)msgs;
     if (o->mode == BENCH_BANDWIDTH)
         r.mb_per_s = (double)size * r.calls_per_s / 1e6;
+    bench_times_row(&t, &r);
+    bench_times_free(&t);
     bench_emit(&r);
     return 0;
 }

@@ -145,6 +145,11 @@ int bench_rma_row(const bench_opts *o, const char *system,
     r.iters = iters;
     r.calls_per_s = (double)iters / secs;
     r.mb_per_s = (double)size * r.calls_per_s / 1e6;
+    if (!strcmp(system, "fabrpc")) { /* not the raw baselines' rows */
+        r.coalesce = o->coalesce;
+        if (w == 1)
+            bench_judge_tail(&r);
+    }
     bench_emit(&r);
     return 0;
 }

@@ -4,15 +4,14 @@
  *   fabrpc-run -n 2 [--provider P] fabrpc-bench MODE [options]
  *   fabrpc-bench MODE [options]      (starts its own ranks with fabrpc-run)
  *
- * This file: options, self-launch, main and the output of rows (a table,
- * or one JSON object per line). The modes are in bench_modes.c, the
- * baselines in bench_baseline.c (latency) and bench_fi_rma.c (rma);
- * --help says what each does.
+ * This file: options, self-launch and main; bench_output.c prints the
+ * rows (a table, or one JSON object per line). The modes are in
+ * bench_modes.c, the baselines in bench_baseline.c (latency) and
+ * bench_fi_rma.c (rma); --help says what each does.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,9 +35,12 @@ static const char usage_text[] =
     "  rate       asynchronous calls per second with 8-byte args and\n"
     "             replies, keeping W calls in flight (a sliding window:\n"
     "             each completed call is replaced), per W of --inflight\n"
-    "             (default 1,16,64,256)\n"
+    "             (default 1,16,64,256); p50/p99 of each call's own\n"
+    "             latency, from just before its frpc_call_async to the\n"
+    "             loop seeing it complete (the tail under load)\n"
     "  bandwidth  MB/s of args carried by calls (8-byte replies), with a\n"
-    "             window of W calls in flight (default sizes 1m,16m, W 4)\n"
+    "             window of W calls in flight (default sizes 1m,16m, W 4);\n"
+    "             p50/p99 of each call's latency, as rate's\n"
     "  rma        one-sided frpc_get and frpc_put of rank 1's registered\n"
     "             region into rank 0's (metrics get, put) per size (default\n"
     "             8,4k,64k,1m,16m) and W of --inflight (default 1,8): W 1\n"
@@ -74,6 +76,14 @@ static const char usage_text[] =
     "                   bandwidth_batched)\n"
     "  --progress M     busy, adaptive or blocking (default: fabrpc's,\n"
     "                   i.e. FABRPC_PROGRESS or adaptive)\n"
+    "  --coalesce on|off\n"
+    "                   latency, rate, bandwidth, rma: turns fabrpc's\n"
+    "                   coalescing (a burst of small frames to one rank\n"
+    "                   sent as one transport message) on or off on every\n"
+    "                   rank, by frpc_config.coalesce (default: fabrpc's,\n"
+    "                   i.e. FABRPC_COALESCE, else on). fabrpc's rows of\n"
+    "                   these modes say which was used: key coalesce (true\n"
+    "                   or false), column coalesce (on or off)\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
@@ -84,7 +94,8 @@ static const char usage_text[] =
     "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong,\n"
     "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
-    "                   frames per transport message)\n"
+    "                   frames per transport message), coalesce (see\n"
+    "                   --coalesce), disturbed (see below)\n"
     "  --baseline       latency or rma. latency: after fabrpc's rows, rank 0\n"
     "                   runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
@@ -113,128 +124,22 @@ static const char usage_text[] =
     "                   \"memcpy\", W 1 only): the physical limit\n"
     "  -h, --help       print this help\n"
     "\n"
+    "disturbed rows: rank 0 judges each row of latency, rate and bandwidth\n"
+    "(and fabrpc's rma rows with W 1) by its own spread, and warns on\n"
+    "stderr when the machine was busy while it ran (key disturbed: true,\n"
+    "false, or null when too few calls to judge; disturbed=yes|no in the\n"
+    "table). One round trip at a time: disturbed when p99 > 10x p50 (an\n"
+    "undisturbed tail stays within a few times the median; a descheduled\n"
+    "rank costs milliseconds). A window (rate, bandwidth): the timed calls,\n"
+    "from the first completion on, are cut into 5 slices of equal count;\n"
+    "disturbed when the slowest slice's calls/s is < 0.5x the fastest's\n"
+    "(something else had the machine for a tenth of the run or more);\n"
+    "null when a slice would hold fewer than 4 W calls (completions come in\n"
+    "bursts of up to W). A machine slow all through the run is not caught.\n"
+    "\n"
     "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
     "could not run fi_pingpong, or a raw libfabric run failed (fabrpc's rows\n"
     "are still printed).\n";
-
-/* ---------------------------------------------------------------- */
-/* Output                                                            */
-/* ---------------------------------------------------------------- */
-
-#define MAX_KEPT 128
-
-static struct {
-    int json, header_done, defer, nkept;
-    bench_row kept[MAX_KEPT];
-} out;
-
-bench_row bench_row_new(const char *system, const char *provider,
-                        const char *metric)
-{
-    bench_row r = {.system = system, .metric = metric, .size = -1,
-                   .inflight = -1, .iters = -1, .p50_us = NAN,
-                   .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
-                   .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
-                   .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
-                   .frames_per_msg = NAN, .max_us = NAN,
-                   .not_timed_out = NAN,
-                   .job_s = NAN, .seconds = NAN};
-    snprintf(r.provider, sizeof(r.provider), "%s", provider);
-    return r;
-}
-
-/* JSON: ,"key":value or null. Table: the value in width w, or "-".
- * NAN (not measured) and infinities (nothing to divide by) are null. */
-static void put_num(const char *key, double v, int w, int prec)
-{
-    if (!isfinite(v))
-        v = NAN;
-    if (out.json && isnan(v))
-        printf(",\"%s\":null", key);
-    else if (out.json)
-        printf(",\"%s\":%.*f", key, prec, v);
-    else if (isnan(v))
-        printf(" %*s", w, "-");
-    else
-        printf(" %*.*f", w, prec, v);
-}
-
-static void put_long(const char *key, long v, int w)
-{
-    put_num(key, v < 0 ? NAN : (double)v, w, 0);
-}
-
-/* Extra keys, printed only when set (in the table as key=value). */
-static void put_extra(const char *key, double v, int prec)
-{
-    if (!isfinite(v))
-        return;
-    if (out.json)
-        printf(",\"%s\":%.*f", key, prec, v);
-    else
-        printf(" %s=%.*f", key, prec, v);
-}
-
-static void print_row(const bench_row *r)
-{
-    if (out.json)
-        printf("{\"system\":\"%s\",\"provider\":\"%s\",\"metric\":\"%s\"",
-               r->system, r->provider, r->metric);
-    else {
-        if (!out.header_done)
-            printf("%-11s %-8s %-9s %10s %8s %8s %10s %10s %11s %9s %8s\n",
-                   "system", "provider", "metric", "size", "inflight",
-                   "iters", "p50_us", "p99_us", "calls/s", "MB/s", "cpu_s");
-        out.header_done = 1;
-        printf("%-11s %-8s %-9s", r->system, r->provider, r->metric);
-    }
-    put_long("size", r->size, 10);
-    put_long("inflight", r->inflight, 8);
-    put_long("iters", r->iters, 8);
-    put_num("p50_us", r->p50_us, 10, 2);
-    put_num("p99_us", r->p99_us, 10, 2);
-    put_num("calls_per_s", r->calls_per_s, 11, 0);
-    put_num("mb_per_s", r->mb_per_s, 9, 1);
-    put_num("cpu_s", r->cpu_s, 8, 3);
-    put_extra("rank", r->rank < 0 ? NAN : (double)r->rank, 0);
-    put_extra("seconds", r->seconds, 3);
-    put_extra("rss_mb", r->rss_mb, 1);
-    put_extra("job_s", r->job_s, 3);
-    put_extra("ratio_to_fi_pingpong", r->ratio, 4);
-    put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
-    put_extra("ratio_to_fi_blocking", r->ratio_fi_blocking, 4);
-    put_extra("frames_per_message", r->frames_per_msg, 2);
-    put_extra("max_us", r->max_us, 1);
-    put_extra("not_timed_out", r->not_timed_out, 0);
-    printf(out.json ? "}\n" : "\n");
-    fflush(stdout);
-}
-
-void bench_emit(const bench_row *row)
-{
-    if (out.defer && out.nkept < MAX_KEPT)
-        out.kept[out.nkept++] = *row;
-    else
-        print_row(row);
-}
-
-void bench_defer(void)
-{
-    out.defer = 1;
-}
-
-bench_row *bench_kept(int *n)
-{
-    *n = out.nkept;
-    return out.kept;
-}
-
-void bench_flush(void)
-{
-    for (int i = 0; i < out.nkept; i++)
-        print_row(&out.kept[i]);
-    out.nkept = out.defer = 0;
-}
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -300,6 +205,14 @@ static int parse_progress(const char *v, frpc_progress_mode *p)
     return 0;
 }
 
+static int parse_coalesce(const char *v, int *on)
+{
+    if (strcmp(v, "on") && strcmp(v, "off"))
+        return -1;
+    *on = !strcmp(v, "on");
+    return 0;
+}
+
 static int bad(const char *what, const char *arg)
 {
     fprintf(stderr, "fabrpc-bench: %s%s%s\n", what, arg ? ": " : "",
@@ -314,7 +227,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     size_t m = 0;
 
     memset(o, 0, sizeof(*o));
-    o->iters = o->warmup = -1;
+    o->iters = o->warmup = o->coalesce = -1;
     o->seconds = 5;
     o->ranks = 2;
     if (argc < 2)
@@ -363,6 +276,9 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             if (parse_progress(val, &o->progress))
                 return bad("bad --progress", val);
             o->progress_set = 1;
+        } else if (!strcmp(a, "--coalesce")) {
+            if (parse_coalesce(val, &o->coalesce))
+                return bad("bad --coalesce (on or off)", val);
         } else
             return bad("unknown option", a);
     }
@@ -377,6 +293,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         o->inflight[i] = (long)v[i];
     if (o->baseline && o->mode != BENCH_LATENCY && o->mode != BENCH_RMA)
         return bad("--baseline goes with the latency or rma mode", NULL);
+    if (o->coalesce >= 0 && o->mode != BENCH_LATENCY &&
+        o->mode != BENCH_RATE && o->mode != BENCH_BANDWIDTH &&
+        o->mode != BENCH_RMA)
+        return bad("--coalesce goes with the latency, rate, bandwidth or "
+                   "rma mode", NULL);
     return 0;
 }
 
@@ -459,6 +380,23 @@ static int in_list(const char *list, const char *name)
     return 0;
 }
 
+/*
+ * Whether this rank's agent coalesces, once frpc_init has succeeded.
+ * fabrpc has no getter for it (nor does frpc_backend_report say it), so
+ * it is what the agent was configured with: --coalesce, which main put
+ * in frpc_config.coalesce, else FABRPC_COALESCE as rpc/config.c reads it
+ * (unset or empty: the default, on). frpc_init fails on any value of
+ * FABRPC_COALESCE but a decimal 0 or 1, so once it has succeeded strtol
+ * is all the parsing left, and no rule of config.c is repeated here.
+ */
+static int coalesce_used(const bench_opts *o)
+{
+    const char *v = getenv("FABRPC_COALESCE");
+    if (o->coalesce >= 0)
+        return o->coalesce;
+    return v && *v ? strtol(v, NULL, 10) != 0 : 1;
+}
+
 static int world_ok(frpc_agent *a, const bench_opts *o)
 {
     int world = frpc_world_size(a);
@@ -490,12 +428,14 @@ int main(int argc, char **argv)
     }
     if (!launched())
         return self_launch(&o, argc, argv);
-    out.json = o.json;
+    bench_output_json(o.json);
     if (o.provider)
         setenv("FABRPC_PROVIDER", o.provider, 1);
     frpc_config_init(&cfg);
     if (o.progress_set)
         cfg.progress = o.progress;
+    if (o.coalesce >= 0) /* every rank parses the same options */
+        cfg.coalesce = o.coalesce;
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
     double t_start = bench_now_us();
@@ -503,6 +443,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "fabrpc-bench: %s: %s\n", frpc_strerror(rc), err);
         return 1;
     }
+    o.coalesce = coalesce_used(&o);
     snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
     snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
     if (o.provider && !in_list(o.provider, prov)) {

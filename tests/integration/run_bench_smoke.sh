@@ -68,6 +68,12 @@ check_json() {
     }' "$file" || { echo "--- $file:" >&2; head -c 4000 "$file" >&2; return 1; }
 }
 
+# every_row ERE FILE: each line of FILE matches ERE (and there is one).
+every_row() {
+    [ -s "$2" ] && ! grep -Evq -- "$1" "$2" ||
+        { echo "a row of $2 does not match $1:" >&2; cat "$2" >&2; return 1; }
+}
+
 # bench NAME ARGS...: run fabrpc-bench alone (it starts its own 2 ranks),
 # output to $TMPD/NAME.out, stderr to $TMPD/NAME.err.
 bench() {
@@ -80,27 +86,50 @@ bench() {
     fi
 }
 
+# Whether a row was disturbed is a judgement of the run, not checked
+# here: only that it is given.
+JUDGED='"disturbed":(true|false)[,}]'
+WINDOWED='"p50_us":[0-9.]+,"p99_us":[0-9.]+,.*"disturbed":(true|false|null)[,}]'
 mode_latency() {
     bench lat-$1 latency --provider $1 --sizes 8,4k --iters 20 --json &&
         check_json "$TMPD/lat-$1.out" latency 2 &&
-        expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out"
+        expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out" &&
+        every_row "$JUDGED" "$TMPD/lat-$1.out"
 }
+# Rate and bandwidth rows say whether coalescing was on (fabrpc's
+# default: on), the p50 and p99 of each call's latency, and whether the
+# run looked disturbed (null with too few calls a slice: W 4 here).
 mode_rate() {
     bench rate-$1 rate --provider $1 --inflight 1,4 --iters 50 --json &&
         check_json "$TMPD/rate-$1.out" rate 2 &&
-        expect_grep '"inflight":4,' "$TMPD/rate-$1.out"
+        expect_grep '"inflight":4,' "$TMPD/rate-$1.out" &&
+        every_row '"coalesce":true[,}]' "$TMPD/rate-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/rate-$1.out" &&
+        expect_grep '"inflight":1,.*'"$JUDGED" "$TMPD/rate-$1.out" &&
+        expect_grep '"inflight":4,.*"disturbed":null' "$TMPD/rate-$1.out"
+}
+# --coalesce off reaches rank 0's agent: every frame goes alone.
+mode_rate_uncoalesced() {
+    bench rateu-$1 rate --provider $1 --inflight 1,16 --iters 200 \
+        --coalesce off --json &&
+        check_json "$TMPD/rateu-$1.out" rate 2 &&
+        every_row '"coalesce":false[,}]' "$TMPD/rateu-$1.out" &&
+        every_row '"frames_per_message":1\.00[,}]' "$TMPD/rateu-$1.out"
 }
 mode_rate_batched() {
     bench rateb-$1 rate --provider $1 --inflight 1,16 --iters 200 --batch \
         --json &&
         check_json "$TMPD/rateb-$1.out" rate_batched 2 &&
-        expect_grep '"inflight":16,' "$TMPD/rateb-$1.out"
+        expect_grep '"inflight":16,' "$TMPD/rateb-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/rateb-$1.out"
 }
 mode_bandwidth() {
     bench bw-$1 bandwidth --provider $1 --sizes 64k,1m --inflight 2 \
         --iters 8 --json &&
         check_json "$TMPD/bw-$1.out" bandwidth 2 &&
-        expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out"
+        expect_grep '"mb_per_s":[0-9]' "$TMPD/bw-$1.out" &&
+        every_row '"coalesce":true[,}]' "$TMPD/bw-$1.out" &&
+        every_row "$WINDOWED" "$TMPD/bw-$1.out"
 }
 # rma: get and put rows per size and window, sync (W 1, with p50) and
 # async (W 2), batches of 1,000; with --baseline the raw libfabric rows
@@ -125,6 +154,7 @@ mode_rma() {
                 check_json "$f.memcpy" memcpy 2
         fi &&
         expect_grep '"size":65536,"inflight":1,.*"p50_us":[0-9].*"mb_per_s":[0-9]' "$f.get" &&
+        expect_grep '"size":65536,"inflight":1,.*"coalesce":true.*'"$JUDGED" "$f.get" &&
         expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$f.put"
 }
 mode_idle() {
@@ -198,15 +228,16 @@ baseline_blocking() {
 }
 table() {
     bench table rate --inflight 2 --iters 20 &&
-        expect_grep '^system +provider +metric +size +inflight +iters +p50_us +p99_us +calls/s +MB/s +cpu_s$' "$TMPD/table.out" &&
-        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 ' "$TMPD/table.out"
+        expect_grep '^system +provider +metric +size +inflight +iters +p50_us +p99_us +calls/s +MB/s +cpu_s +coalesce$' "$TMPD/table.out" &&
+        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 .* on( |$)' "$TMPD/table.out" &&
+        expect_grep '^fabrpc +[a-z]+ +rate +8 +2 +20 +[0-9.]+ +[0-9.]+ ' "$TMPD/table.out"
 }
 help_lists_all() {
     local w
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
     for w in latency rate bandwidth rma idle init timeouts --provider --sizes --inflight \
         --iters --warmup --progress --seconds --ranks --json --baseline \
-        --batch; do
+        --batch --coalesce; do
         expect_grep "^ +$w " "$TMPD/help.out"
     done
 }
@@ -215,11 +246,23 @@ bad_usage() {
     "$FABRPC_BENCH" nosuchmode >/dev/null 2>"$TMPD/bad.err" || st=$?
     [ $st = 2 ] && expect_grep 'unknown mode' "$TMPD/bad.err"
 }
+bad_coalesce() {
+    local st=0
+    "$FABRPC_BENCH" rate --coalesce yes >/dev/null 2>"$TMPD/badc.err" ||
+        st=$?
+    [ $st = 2 ] && expect_grep 'bad --coalesce' "$TMPD/badc.err" || return 1
+    st=0
+    "$FABRPC_BENCH" idle --coalesce off >/dev/null 2>"$TMPD/badc.err" ||
+        st=$?
+    [ $st = 2 ] && expect_grep 'coalesce goes with' "$TMPD/badc.err"
+}
 
 for prov in shm tcp; do
     run_case "latency, $prov: JSON rows" mode_latency $prov
     run_case "rate, $prov: JSON rows" mode_rate $prov
     run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
+    run_case "rate with --coalesce off, $prov: one frame a message" \
+        mode_rate_uncoalesced $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
     run_case "rma (get, put, batches, raw baseline), $prov: JSON rows" mode_rma $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
@@ -231,4 +274,5 @@ done
 run_case "table output has the header and rows" table
 run_case "--help names every mode and option" help_lists_all
 run_case "unknown mode is a usage error" bad_usage
+run_case "a bad --coalesce is a usage error" bad_coalesce
 finish_cases
