@@ -470,7 +470,7 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
         fr__put_slot(f, sl);
         return FRPC_EPEERLOST;
     }
-    fr_tsan_release(&f->tsan_wire);
+    fr_tsan_sent();
     for (;;) {
         ret = -FI_EAGAIN;
         if (fr__tx_take(f)) {
@@ -505,7 +505,7 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     int rc;
     if (fr__lost(f, dst))
         return FRPC_EPEERLOST;
-    fr_tsan_release(&f->tsan_wire);
+    fr_tsan_sent();
     while ((ret = fr_fault_hit(FR_FAULT_SEND_POST)
                       ? -FI_EOTHER
                       : fi_inject(f->ep, buf, len, f->peer[dst])) == -FI_EAGAIN)
@@ -758,7 +758,7 @@ static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len,
     size_t pos = 0, n;
     /* From an address no rank inserted (FI_ADDR_NOTAVAIL): each frame is
      * a stranger's (handle_frame) unless it is this rank's own. */
-    fr_tsan_acquire(&f->tsan_wire);
+    fr_tsan_received();
     do {
         if (fr_env_frame_len(buf + pos, len - pos, &n)) {
             atomic_fetch_add(&f->st.dropped_malformed, 1);

@@ -162,7 +162,6 @@ typedef struct fr_rma_xfer {
 
 struct fr_fabric {
     struct fi_info *info;
-    char tsan_wire; /* only its address is used: comm/tsan.h */
     struct fid_fabric *fabric;
     struct fid_domain *domain;
     struct fid_cq *cq;

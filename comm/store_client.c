@@ -43,6 +43,7 @@
 
 #include "comm/sha256.h"
 #include "comm/store_proto.h"
+#include "comm/tsan.h"
 
 #define FR_STORE_GRACE_MS 5000
 #define FR_STORE_IO_TIMEOUT_MS 60000
@@ -239,6 +240,7 @@ static int lost(fr_store_client *c)
 
 static int send_all(int fd, struct iovec *iov, int iovcnt, int64_t deadline)
 {
+    fr_tsan_sent();
     while (iovcnt > 0) {
         if (iov->iov_len == 0) {
             iov++;
@@ -283,6 +285,7 @@ static int recv_all(int fd, void *buf, size_t len, int64_t deadline)
                             errno != EWOULDBLOCK))
             return -1;
     }
+    fr_tsan_received();
     return 0;
 }
 

@@ -6,9 +6,13 @@
  * get (rpc/emu_serve.c). The order is real (the provider's queues order
  * it), but it runs through libfabric and another process, which TSan does
  * not instrument, so it reported the read as racing with the write.
- * Every post of a message releases, and every message handled acquires,
- * the fabric's one wire address: a message received may follow anything
- * this process did before any of its sends. That over-approximates (a
+ * The same holds for the bootstrap store's socket: a barrier is a store
+ * round trip (comm/store_client.c), so the write before a barrier and a
+ * peer's get after it meet only through the store and the fabric.
+ * Every message posted to the fabric or sent to the store releases, and
+ * every message handled or store reply received acquires, one
+ * process-wide wire address (fr_tsan_wire): a message received may
+ * follow anything this process did before any of its sends. That over-approximates (a
  * message received need not follow every send), so a race between two
  * threads that only ever meet through a peer would go unseen; within a
  * process, threads meet through locks and atomics TSan does see.
@@ -28,11 +32,12 @@
 #ifdef FR_TSAN
 void __tsan_acquire(void *addr);
 void __tsan_release(void *addr);
-#define fr_tsan_release(addr) __tsan_release(addr)
-#define fr_tsan_acquire(addr) __tsan_acquire(addr)
+extern char fr_tsan_wire; /* defined in comm/fabric.c; only its address */
+#define fr_tsan_sent() __tsan_release(&fr_tsan_wire)
+#define fr_tsan_received() __tsan_acquire(&fr_tsan_wire)
 #else
-#define fr_tsan_release(addr) ((void)(addr))
-#define fr_tsan_acquire(addr) ((void)(addr))
+#define fr_tsan_sent() ((void)0)
+#define fr_tsan_received() ((void)0)
 #endif
 
 #endif /* FR_COMM_TSAN_H */
