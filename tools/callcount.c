@@ -1,7 +1,7 @@
 /*
  * callcount: counts pthread_mutex_lock, malloc and calloc calls by call
- * site, to check what a fabrpc call costs (docs/PERFORMANCE.md, "The fast
- * path, counted"). Not built by make; a preload library for one run:
+ * site, to check what a fabrpc call costs (docs/bench/HISTORY.md, "The
+ * fast path, counted"). Not built by make; a preload library for one run:
  *
  *   gcc -O2 -shared -fPIC -o /tmp/callcount.so tools/callcount.c -ldl
  *   LD_LIBRARY_PATH=$B/rpc/.libs LD_PRELOAD=/tmp/callcount.so \

@@ -1,6 +1,6 @@
 /*
  * pending_micro: what the pending table costs alone, without a network
- * (docs/PERFORMANCE.md, "The fast path, counted"). Not built by make:
+ * (docs/bench/HISTORY.md, "The fast path, counted"). Not built by make:
  *
  *   B=_build   # a built tree
  *   gcc -O2 -I. -I$B -o /tmp/pending_micro tools/pending_micro.c \
