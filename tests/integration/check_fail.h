@@ -12,6 +12,10 @@
 
 static int me = -1; /* this rank, for the messages; set after frpc_init */
 
+/* Set by a program that can say more about a failure (its agent's
+ * counters): called after the message, before the exit. */
+static void (*check_fail_dump)(void);
+
 __attribute__((format(printf, 2, 3), noreturn, unused)) static void
 check_failed(int line, const char *fmt, ...)
 {
@@ -21,6 +25,8 @@ check_failed(int line, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fprintf(stderr, "\n");
+    if (check_fail_dump)
+        check_fail_dump();
     fflush(stderr);
     _exit(1);
 }

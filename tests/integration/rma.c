@@ -38,6 +38,8 @@
 #include "rma.h"
 #include "comm/memdesc.h"
 
+RMA_DUMP_ON_FAILURE
+
 #define SLACK 64 /* room for the odd offsets */
 
 frpc_agent *agent;
@@ -186,6 +188,34 @@ void finish(void)
     CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
     free(region_buf);
     printf("ok: rank %d done\n", me);
+}
+
+void rma_dump_counters(void)
+{
+    frpc_stats st;
+    if (!agent || frpc_get_stats(agent, &st) != 0)
+        return;
+    fprintf(stderr,
+            "rank %d counters: transfers get %llu put %llu batches %llu "
+            "bytes %llu refused %llu; calls started %llu ok %llu timed out "
+            "%llu in flight %llu; messages sent %llu bytes sent %llu "
+            "received %llu; peers lost %llu; cq errors unmatched %llu; "
+            "recv repost failed %llu\n",
+            me, (unsigned long long)st.transfers_get,
+            (unsigned long long)st.transfers_put,
+            (unsigned long long)st.transfer_batches,
+            (unsigned long long)st.transfer_bytes,
+            (unsigned long long)st.transfers_refused,
+            (unsigned long long)st.calls_started,
+            (unsigned long long)st.calls_ok,
+            (unsigned long long)st.calls_timed_out,
+            (unsigned long long)st.calls_in_flight,
+            (unsigned long long)st.messages_sent,
+            (unsigned long long)st.bytes_sent,
+            (unsigned long long)st.bytes_received,
+            (unsigned long long)st.peers_lost,
+            (unsigned long long)st.cq_errors_unmatched,
+            (unsigned long long)st.recv_repost_failed);
 }
 
 /* ---- sizes ------------------------------------------------------------ */

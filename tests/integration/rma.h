@@ -37,6 +37,16 @@ void owner_check(int rank, size_t off, size_t len, uint32_t seed);
 /* A barrier, the region deregistered, a graceful shutdown. */
 void finish(void);
 void expect(int rc, int want, const char *what);
+/* Prints the agent's transport and transfer counters to stderr (for a
+ * failure: what a timed-out transfer left behind). */
+void rma_dump_counters(void);
+
+/* Each file's CHECK (check_fail.h) dumps the counters on failure. */
+#define RMA_DUMP_ON_FAILURE                                                   \
+    __attribute__((constructor)) static void rma_set_dump(void)               \
+    {                                                                         \
+        check_fail_dump = rma_dump_counters;                                  \
+    }
 
 int mode_batch(void);
 int mode_notify(void);

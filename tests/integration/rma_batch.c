@@ -27,6 +27,8 @@
 #include "check_fail.h"
 #include "rma.h"
 
+RMA_DUMP_ON_FAILURE
+
 #define MIB ((size_t)1 << 20)
 
 static void stats(frpc_stats *st)

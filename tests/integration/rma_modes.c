@@ -32,6 +32,8 @@
 #include "comm/fault.h"
 #include "rma.h"
 
+RMA_DUMP_ON_FAILURE
+
 static void report_has(frpc_agent *a, const char *want)
 {
     char rep[2048];
