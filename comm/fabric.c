@@ -458,36 +458,30 @@ void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why)
     f->unreach_any = 1;
 }
 
-/* Sends len bytes of slot's buffer; the slot returns to the free list on
- * completion, or now if the send cannot be posted. */
-int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
-                     uint64_t deadline_ns)
+/* One attempt to post len bytes of slot's buffer to dst: the provider's
+ * return (-FI_EAGAIN: no room, or no credit, try again). */
+static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
+                              size_t len)
 {
-    ssize_t ret;
-    int rc;
+    ssize_t ret = -FI_EAGAIN;
     sl->dst = dst;
-    if (fr__lost(f, dst)) {
-        fr__put_slot(f, sl);
-        return FRPC_EPEERLOST;
+    if (fr__tx_take(f)) {
+        fr_tsan_sent();
+        ret = fr_fault_hit(FR_FAULT_SEND_POST)
+                  ? -FI_EOTHER
+                  : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
+                            &sl->op.fictx);
+        if (ret)
+            fr__tx_give(f);
     }
-    fr_tsan_sent();
-    for (;;) {
-        ret = -FI_EAGAIN;
-        if (fr__tx_take(f)) {
-            ret = fr_fault_hit(FR_FAULT_SEND_POST)
-                      ? -FI_EOTHER
-                      : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
-                                &sl->op.fictx);
-            if (ret)
-                fr__tx_give(f);
-        }
-        if (ret != -FI_EAGAIN)
-            break;
-        if ((rc = fr__backoff(f, dst, deadline_ns))) {
-            fr__put_slot(f, sl);
-            return rc;
-        }
-    }
+    return ret;
+}
+
+/* After the attempt that settled (ret not -FI_EAGAIN): 0 once posted, or
+ * the code, the slot back on the free list. */
+static int slot_posted(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
+                       ssize_t ret)
+{
     if (ret) {
         fr__put_slot(f, sl);
         return fr__peer_err((int)ret, NULL);
@@ -495,6 +489,25 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
     fr_doorbell_ring(f->bell, dst);
     return 0;
+}
+
+/* Sends len bytes of slot's buffer; the slot returns to the free list on
+ * completion, or now if the send cannot be posted. */
+int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
+                     uint64_t deadline_ns)
+{
+    ssize_t ret;
+    int rc;
+    if (fr__lost(f, dst)) {
+        fr__put_slot(f, sl);
+        return FRPC_EPEERLOST;
+    }
+    while ((ret = post_slot_once(f, sl, dst, len)) == -FI_EAGAIN)
+        if ((rc = fr__backoff(f, dst, deadline_ns))) {
+            fr__put_slot(f, sl);
+            return rc;
+        }
+    return slot_posted(f, sl, dst, ret);
 }
 
 /* Sends len bytes from buf with fi_inject (len <= inject_max). */
@@ -1204,12 +1217,55 @@ int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns)
     return rc;
 }
 
+/* Posts the connect frame (hdr) to every peer not yet done (todo[r]), one
+ * attempt each: a peer whose post finds no room waits for the next pass,
+ * so that no rank waits on one peer while the others idle. The number
+ * still to do, or an FRPC_E* code (negative). */
+static int connect_pass(fr_fabric *f, const uint8_t *hdr, uint8_t *todo,
+                        uint64_t deadline_ns)
+{
+    int left = 0;
+    /* Each rank starts with the rank after it: were all to start with
+     * rank 0, every rank would post to the same peer at once, and on shm a
+     * post takes a spinlock in the peer's region (32 ranks on 2 cores:
+     * holders preempted, the others spinning their time slices). */
+    for (uint32_t k = 1; k < f->world; k++) {
+        uint32_t r = (f->rank + k) % f->world;
+        fr_send_slot *sl;
+        int rc;
+        if (!todo[r])
+            continue;
+        if (fr__lost(f, r))
+            return FRPC_EPEERLOST;
+        if ((rc = acquire_slot(f, r, deadline_ns, &sl)))
+            return rc;
+        memcpy(sl->buf, hdr, FR_ENV_HDR_SIZE);
+        sl->len = FR_ENV_HDR_SIZE;
+        sl->raw = 0;
+        sl->ctl = 1;
+        atomic_fetch_add(&f->ctl_pending, 1);
+        ssize_t ret = post_slot_once(f, sl, r, FR_ENV_HDR_SIZE);
+        if (ret == -FI_EAGAIN) {
+            atomic_fetch_sub(&f->ctl_pending, 1);
+            fr__put_slot(f, sl);
+            left++;
+            continue;
+        }
+        todo[r] = 0;
+        if ((rc = slot_posted(f, sl, r, ret))) {
+            atomic_fetch_sub(&f->ctl_pending, 1);
+            return rc;
+        }
+    }
+    return left;
+}
+
 /* One frame to every peer, each waited for. */
 static int connect_round(fr_fabric *f, uint64_t deadline_ns)
 {
     uint8_t hdr[FR_ENV_HDR_SIZE];
     fr_env e = {.kind = FR_ENV_RNDV_DONE, .req_id = FR_FABRIC_CONNECT_COOKIE};
-    int rc = 0;
+    int rc = 0, left;
 
     if (!f || !f->peer)
         return FRPC_EINVAL;
@@ -1217,23 +1273,18 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns)
     e.token = f->token;
     if (fr_env_encode(&e, hdr, sizeof(hdr)))
         return FRPC_EINVAL;
+    uint8_t *todo = calloc(f->world, 1);
+    if (!todo)
+        return FRPC_ENOMEM;
+    for (uint32_t r = 0; r < f->world; r++)
+        todo[r] = r != f->rank && f->peer[r] != FI_ADDR_NOTAVAIL;
     atomic_store(&f->ctl_err, 0);
-    for (uint32_t r = 0; r < f->world && !rc; r++) {
-        fr_send_slot *sl;
-        if (r == f->rank || f->peer[r] == FI_ADDR_NOTAVAIL)
-            continue;
-        if (fr__lost(f, r))
-            return FRPC_EPEERLOST;
-        if ((rc = acquire_slot(f, r, deadline_ns, &sl)))
+    while ((left = connect_pass(f, hdr, todo, deadline_ns)) > 0)
+        if ((rc = fr__backoff(f, f->world, deadline_ns)))
             break;
-        memcpy(sl->buf, hdr, sizeof(hdr));
-        sl->len = sizeof(hdr);
-        sl->raw = 0;
-        sl->ctl = 1;
-        atomic_fetch_add(&f->ctl_pending, 1);
-        if ((rc = fr__post_slot(f, sl, r, sizeof(hdr), deadline_ns)))
-            atomic_fetch_sub(&f->ctl_pending, 1);
-    }
+    if (left < 0)
+        rc = left;
+    free(todo);
     /* Every frame posted is waited for, also after a failure to post
      * one, until the deadline; a slot the provider still holds then goes
      * back to the pool on its completion, as any send's. */

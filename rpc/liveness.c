@@ -14,7 +14,12 @@
  * - the provider: a refused or reset connection (the fabric's
  *   on_peer_unreachable, on the polling thread);
  * - the machine: a peer on this host (same boot, same pid namespace) is
- *   watched through a pidfd, readable the moment its process ends;
+ *   watched through a pidfd, readable the moment its process ends. An
+ *   ended process may have left (frpc_shutdown, then exit): only the
+ *   store knows, and its notice can come after the pidfd's. So while the
+ *   store serves, the pidfd's verdict waits up to FR_EXIT_GRACE_MS for
+ *   the store's (LEFT or DEAD: its connection closed with the process);
+ *   without the store (rank 0 itself, or lost) it is DEAD at once;
  * - the bootstrap store: rank 0's store sees each rank's own connection
  *   close; one that closes without LEAVE is a death, and the store tells
  *   every rank through a second, WATCH connection (a watcher thread
@@ -45,6 +50,10 @@
 /* A shm lock held this long after a death is held by the dead (see
  * comm/shm_repair.h): live holders keep it for microseconds. */
 #define FR_SHM_STUCK_MS 250
+/* How long a peer whose process ended waits for the store to say whether
+ * it left before it is taken for dead (see the design notes): the store
+ * learns it from the same exit, within milliseconds. */
+#define FR_EXIT_GRACE_MS 2000
 /* A leaving rank's goodbye to each rank (see fr_liveness_say_goodbye). */
 #define FR_BYE_FN "fabrpc.internal.bye"
 #define FR_BYE_MS 500
@@ -90,6 +99,8 @@ struct fr_liveness {
 
     int efd;   /* wakes the liveness thread */
     int *pidfd; /* per rank, -1 when not watched */
+    uint64_t *exit_due; /* per rank: its process ended; DEAD at this time
+                         * unless the store speaks first (0: none) */
     unsigned char *same_host; /* per rank, from fr_liveness_set_peers */
     int *pid;                 /* per rank, from fr_liveness_set_peers */
     atomic_uchar *said_bye;   /* per rank: its goodbye call came in */
@@ -424,6 +435,36 @@ static void clean_after_deaths(frpc_agent *a)
     }
 }
 
+/* r's process ended (its pidfd): dead at once when no store can say
+ * whether it left, else after the grace unless the store speaks first. */
+static void exited(frpc_agent *a, uint32_t r)
+{
+    fr_liveness *l = a->live;
+    if (r == 0 || !l->watcher_started || fr_agent_peer_lost_why(a, 0)) {
+        fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
+                           "died (its process ended without frpc_shutdown)");
+        return;
+    }
+    l->exit_due[r] = fr_now_ns() + (uint64_t)FR_EXIT_GRACE_MS * 1000000u;
+}
+
+/* Ended processes the store has not spoken of within the grace (or whose
+ * store is lost meanwhile): dead. A rank marked already stays as it is. */
+static void exits_due(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    uint64_t now = fr_now_ns();
+    int store_lost = fr_agent_peer_lost_why(a, 0) != NULL;
+    for (uint32_t r = 0; r < l->world; r++)
+        if (l->exit_due[r] && (now >= l->exit_due[r] || store_lost)) {
+            l->exit_due[r] = 0;
+            fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
+                               "died (its process ended without "
+                               "frpc_shutdown; the store said nothing of "
+                               "it)");
+        }
+}
+
 static void *liveness_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -435,6 +476,9 @@ static void *liveness_main(void *arg)
     while (p && who && !atomic_load(&l->stop)) {
         nfds_t n = 0;
         int wait_ms = -1;
+        for (uint32_t r = 0; r < l->world; r++)
+            if (l->exit_due[r] && l->exit_due[r] < next_due)
+                next_due = l->exit_due[r];
         if (next_due != UINT64_MAX) {
             uint64_t now = fr_now_ns();
             wait_ms = next_due <= now ? 0
@@ -459,10 +503,9 @@ static void *liveness_main(void *arg)
                 uint32_t r = who[i];
                 close(l->pidfd[r]);
                 l->pidfd[r] = -1;
-                fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
-                                   "died (its process ended without "
-                                   "frpc_shutdown)");
+                exited(a, r);
             }
+        exits_due(a);
         clean_after_deaths(a);
         report(a);
         next_due = review_suspects(a, 0);
@@ -532,11 +575,13 @@ int fr_liveness_create(frpc_agent *a)
     pthread_mutex_init(&l->lock, NULL);
     l->slot = calloc(world, sizeof(*l->slot));
     l->pidfd = malloc(world * sizeof(*l->pidfd));
+    l->exit_due = calloc(world, sizeof(*l->exit_due));
     l->same_host = calloc(world, 1);
     l->pid = calloc(world, sizeof(*l->pid));
     l->said_bye = calloc(world, sizeof(*l->said_bye));
     a->live = l;
-    if (!l->slot || !l->pidfd || !l->same_host || !l->pid || !l->said_bye)
+    if (!l->slot || !l->pidfd || !l->exit_due || !l->same_host || !l->pid ||
+        !l->said_bye)
         return FRPC_ENOMEM;
     for (uint32_t r = 0; r < world; r++)
         l->pidfd[r] = -1;
@@ -641,6 +686,7 @@ void fr_liveness_destroy(frpc_agent *a)
         close(l->efd);
     free(l->slot);
     free(l->pidfd);
+    free(l->exit_due);
     free(l->same_host);
     free(l->pid);
     free(l->said_bye);
