@@ -624,10 +624,16 @@ int fr_fabric_send_lent(fr_fabric *f, uint32_t dst, const fr_env *env,
                         fr_fabric_loan *loan)
 {
     int rc = send_check(f, dst, env, payload, len);
-    if (loan)
-        atomic_store(&loan->out, 0);
-    if (rc || !loan || len == 0)
+    if (!loan)
         return rc ? rc : FRPC_EINVAL;
+    atomic_store(&loan->out, 0);
+    if (!rc && len == 0)
+        rc = FRPC_EINVAL;
+    if (rc) {
+        if (loan->returned) /* once per loan, also when none was lent */
+            loan->returned(loan->ctx);
+        return rc;
+    }
     return fr__rndv_send(f, dst, env, FR_RNDV_LENT, loan, payload, len,
                          deadline_ns);
 }

@@ -274,7 +274,12 @@ int fr_fabric_send(fr_fabric *f, uint32_t dst, const fr_env *env,
  * gave up and the provider gave its reads back), when the receiver is
  * marked lost, when the send fails, or at close. Until then the bytes must
  * stay valid and unchanged. ctx must outlive the fabric: the loan itself
- * (often on the lender's stack) may be gone once out is 0.
+ * (often on the lender's stack) may be gone once out is 0. returned(ctx)
+ * runs exactly once per fr_fabric_send_lent with a loan, also when that
+ * fails before lending anything (then before it returns); but a failed
+ * send's loan may end on another thread just after it returns (the
+ * receiver marked lost meanwhile), so a lender must not free ctx on the
+ * error alone.
  */
 typedef struct fr_fabric_loan {
     atomic_int out;              /* 1 while lent */

@@ -130,6 +130,8 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     if (rc) {
         if (source == FR_RNDV_GIVEN)
             free((void *)payload);
+        else if (source == FR_RNDV_LENT && loan->returned)
+            loan->returned(loan->ctx); /* nothing lent: see fabric.h */
         free(o);
         return rc;
     }

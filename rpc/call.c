@@ -92,8 +92,11 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
                 .status = time_left_ms > 0 ? time_left_ms : 0};
     /* After the add: a loss marked before this load is seen here, one
      * marked after it finds the entry in the table (liveness.c). */
-    if ((*lost_why = fr_agent_call_refused_why(a, dst, name)))
+    if ((*lost_why = fr_agent_call_refused_why(a, dst, name))) {
+        if (loan && loan->returned) /* once per loan (comm/fabric.h) */
+            loan->returned(loan->ctx);
         return FRPC_EPEERLOST;
+    }
     int rc = loan ? fr_fabric_send_lent(a->fab, dst, &e, args, len, deadline,
                                         loan)
                   : fr_fabric_send(a->fab, dst, &e, args, len, deadline);

@@ -113,7 +113,7 @@ typedef struct frpc_request frpc_request;
  * outcome come through new functions.
  */
 #define FRPC_VERSION_MAJOR 1
-#define FRPC_VERSION_MINOR 2
+#define FRPC_VERSION_MINOR 3
 #define FRPC_VERSION_PATCH 0
 #define FRPC_VERSION_NUMBER                                                   \
     (FRPC_VERSION_MAJOR * 10000 + FRPC_VERSION_MINOR * 100 + FRPC_VERSION_PATCH)
@@ -561,6 +561,33 @@ typedef struct frpc_future frpc_future;
 int frpc_call_async(frpc_agent *agent, int dst, const char *name,
                     const void *args, size_t len, int timeout_ms,
                     frpc_future **out);
+
+/*
+ * frpc_call_async without the copy (since 1.3): args of at least
+ * config.zerocopy_min bytes are lent, as frpc_call lends them (the callee
+ * reads them straight from args); shorter args are copied before return,
+ * as by frpc_call_async. Lent args stay the call's until the future is
+ * done (frpc_future_test returns 1, a wait on it returns its status, or
+ * its callback runs): until then they must stay valid and unchanged, and
+ * the caller keeps owning them (fabrpc never frees them).
+ *
+ * The future is done only once the callee can no longer read args: it has
+ * read them (always so when the answer came), refused them, or is lost.
+ * So a lent call that ends by its timeout or frpc_future_cancel (its
+ * status is then FRPC_ETIMEDOUT or FRPC_ECANCELED) is done later than
+ * that, by as long as the callee takes to notice at its next poll; a
+ * callee that stops polling without being lost holds it done-less until
+ * it polls again or is lost. frpc_future_free of a lent future that is
+ * not done does not wait: args then stay the call's until the future
+ * would have been done, at the latest until frpc_shutdown returns.
+ *
+ * Everything else (errors, *out, timeouts, refilling, callbacks, waits)
+ * is frpc_call_async's; frpc_stats.zerocopy_sent counts the lent args.
+ * Never waits for the network.
+ */
+int frpc_call_async_lent(frpc_agent *agent, int dst, const char *name,
+                         const void *args, size_t len, int timeout_ms,
+                         frpc_future **out);
 
 /*
  * A batching hint, like send(2)'s MSG_MORE: the calls (and answers) sent

@@ -16,6 +16,13 @@
  *   registering thread otherwise; the future itself takes no lock.
  * - Cancel and free-while-in-flight are fr_pending_abort: if it wins, the
  *   call completes with FRPC_ECANCELED and a late answer finds no entry.
+ * - Lent args (frpc_call_async_lent): the future is done when two facts
+ *   are in, the entry's completion and the loan's return (the callee can
+ *   no longer read args), in either order: gates counts the facts still
+ *   awaited and whoever takes it to 0 fires the callback. A future without
+ *   a loan has one gate, and its done is the entry's (as before loans).
+ *   The loan holds a reference until it is returned, as the fabric calls
+ *   back into the future then (at the latest when the agent shuts down).
  */
 #include "config.h"
 
@@ -37,6 +44,10 @@ struct frpc_future {
     atomic_int cb_state;
     frpc_future_fn cb;
     void *cb_user;
+    atomic_int gates;      /* see the design notes */
+    int lent;              /* args lent: gates started at 2 */
+    atomic_int loan_open;  /* 1 until the loan's return is counted */
+    fr_fabric_loan loan;
     /* A small reply lands here (pending.h, reply_room): no malloc. */
     _Alignas(max_align_t) unsigned char reply[FR_SMALL_REPLY];
     char name[]; /* for error messages: sized to the name, not zeroed */
@@ -80,15 +91,39 @@ static int claim_firing(frpc_future *f)
     return atomic_compare_exchange_strong(&f->cb_state, &set, CB_FIRED);
 }
 
+/* Whether f is done: for lent args, once both gates passed. */
+static int fut_done(const frpc_future *f)
+{
+    return f->lent ? atomic_load(&f->gates) == 0 : atomic_load(&f->p.done);
+}
+
+/* One of f's facts is in; the last one fires the callback, if any. */
+static void gate_pass(frpc_future *f)
+{
+    /* done is already visible: a frpc_future_then still storing its
+     * callback reads it after publishing CB_SET and fires itself. */
+    if (atomic_fetch_sub(&f->gates, 1) == 1 && claim_firing(f))
+        fire(f);
+}
+
 /* The pending entry's on_done hook: runs once, after completion. */
 static void on_done(fr_pending *p)
 {
     frpc_future *f = (frpc_future *)p;
-    /* done is already set: a frpc_future_then still storing its callback
-     * reads it after publishing CB_SET and fires itself. */
-    if (claim_firing(f))
-        fire(f);
+    gate_pass(f);
     unref(f); /* the table's reference */
+}
+
+/* The loan's return: the fabric's returned callback, which runs once per
+ * loan (comm/fabric.h); the exchange only guards against a second. */
+static void loan_back(void *arg)
+{
+    frpc_future *f = arg;
+    if (!atomic_exchange(&f->loan_open, 0))
+        return;
+    gate_pass(f);
+    fr_pending_kick(&f->agent->pend); /* waiters on done */
+    unref(f); /* the loan's reference */
 }
 
 int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
@@ -106,6 +141,9 @@ int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
     atomic_init(&f->cb_state, CB_NONE);
     f->cb = NULL;
     f->cb_user = NULL;
+    atomic_init(&f->gates, 1);
+    f->lent = 0;
+    atomic_init(&f->loan_open, 0);
     memcpy(f->name, name, nlen);
     timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_with_room(&a->pend, &f->p, dst, f->name, timeout_ms,
@@ -129,9 +167,24 @@ void fr_future_drop_unsent(frpc_future *f)
     unref(f);
 }
 
-int frpc_call_async(frpc_agent *a, int dst, const char *name,
-                    const void *args, size_t len, int timeout_ms,
-                    frpc_future **out)
+/* Lends args to the call of f: the loan's reference and second gate
+ * first, as the fabric may return the loan before the send returns. */
+static void lend(frpc_future *f)
+{
+    f->lent = 1;
+    atomic_store(&f->gates, 2);
+    atomic_fetch_add(&f->refs, 1);
+    atomic_store(&f->loan_open, 1);
+    atomic_init(&f->loan.out, 0);
+    f->loan.returned = loan_back;
+    f->loan.ctx = f;
+}
+
+/* frpc_call_async and frpc_call_async_lent (lend_ok: args this long are
+ * lent). */
+static int start_async(frpc_agent *a, int dst, const char *name,
+                       const void *args, size_t len, int timeout_ms,
+                       int lend_ok, frpc_future **out)
 {
     frpc_future *f;
     char *why = NULL;
@@ -146,9 +199,14 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     }
     if ((rc = fr_future_open(a, name, (uint32_t)dst, timeout_ms, &f)))
         return rc;
-    if ((rc = fr_call_send(a, &f->p, name, args, len, NULL))) {
+    if (lend_ok && len >= a->set.zerocopy_min)
+        lend(f);
+    rc = fr_call_send(a, &f->p, name, args, len, f->lent ? &f->loan : NULL);
+    if (rc) {
         /* The entry completed with rc and its hook dropped the table's
-         * reference; nothing was sent, so the caller gets no future. */
+         * reference; the loan's goes when the fabric returns it (perhaps
+         * on another thread, a moment later: comm/fabric.h). The caller
+         * gets no future. */
         unref(f);
         return rc;
     }
@@ -156,34 +214,56 @@ int frpc_call_async(frpc_agent *a, int dst, const char *name,
     return 0;
 }
 
+int frpc_call_async(frpc_agent *a, int dst, const char *name,
+                    const void *args, size_t len, int timeout_ms,
+                    frpc_future **out)
+{
+    return start_async(a, dst, name, args, len, timeout_ms, 0, out);
+}
+
+int frpc_call_async_lent(frpc_agent *a, int dst, const char *name,
+                         const void *args, size_t len, int timeout_ms,
+                         frpc_future **out)
+{
+    return start_async(a, dst, name, args, len, timeout_ms, 1, out);
+}
+
 int frpc_future_test(const frpc_future *f)
 {
-    return f && atomic_load(&f->p.done);
+    return f && fut_done(f);
 }
 
 static int status_of(const frpc_future *f)
 {
-    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_EINPROGRESS;
+    return fut_done(f) ? f->p.res.status : FRPC_EINPROGRESS;
+}
+
+static int lent_done(void *f)
+{
+    return fut_done(f);
 }
 
 int frpc_future_wait(frpc_future *f, int timeout_ms)
 {
     if (!f)
         return FRPC_EINVAL;
-    if (atomic_load(&f->p.done))
+    if (fut_done(f))
         return f->p.res.status;
     int rc = fr_progress_begin_wait(f->agent);
     if (rc)
         return rc;
-    fr_progress_wait_call(f->agent, &f->p,
-                          fr_agent_deadline(f->agent, timeout_ms), 0);
+    uint64_t until = fr_agent_deadline(f->agent, timeout_ms);
+    if (f->lent) /* woken by the loan's return too (loan_back's kick) */
+        fr_progress_wait_until(f->agent, lent_done, f, until);
+    else
+        fr_progress_wait_call(f->agent, &f->p, until, 0);
     fr_progress_end_wait(f->agent);
-    return atomic_load(&f->p.done) ? f->p.res.status : FRPC_ETIMEDOUT;
+    return fut_done(f) ? f->p.res.status : FRPC_ETIMEDOUT;
 }
 
 const void *frpc_future_data(const frpc_future *f, size_t *len)
 {
-    int ok = f && atomic_load(&f->p.done) && f->p.res.status == 0;
+    int ok = f && fut_done(f) && f->p.res.status == 0;
     if (len)
         *len = ok ? f->p.res.len : 0;
     return ok ? f->p.res.data : NULL;
@@ -238,7 +318,7 @@ int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user)
     atomic_store(&f->cb_state, CB_SET);
     /* Completion may have come first (its on_done found no callback):
      * then whichever of us and on_done swaps SET -> FIRED runs it. */
-    if (atomic_load(&f->p.done) && claim_firing(f))
+    if (fut_done(f) && claim_firing(f))
         run_callback(f); /* our reference becomes the callback's */
     else
         unref(f);
@@ -276,7 +356,7 @@ static int all_done(void *arg)
 {
     many *m = arg;
     for (size_t i = 0; i < m->n; i++)
-        if (m->f[i] && !atomic_load(&m->f[i]->p.done))
+        if (m->f[i] && !fut_done(m->f[i]))
             return 0;
     return 1;
 }
@@ -285,7 +365,7 @@ static int any_done(void *arg)
 {
     many *m = arg;
     for (size_t i = 0; i < m->n; i++)
-        if (m->f[i] && atomic_load(&m->f[i]->p.done)) {
+        if (m->f[i] && fut_done(m->f[i])) {
             m->index = i;
             return 1;
         }

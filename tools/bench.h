@@ -52,6 +52,9 @@ typedef struct bench_opts {
     /* --coalesce: 1 on, 0 off, -1 not given; once frpc_init has
      * succeeded, main sets it to what the agent uses (0 or 1) */
     int coalesce;
+    /* --lend: 1 on, 0 off; bandwidth's calls use frpc_call_async_lent
+     * when on (the default) */
+    int lend;
 } bench_opts;
 
 /*
@@ -78,6 +81,9 @@ typedef struct bench_row {
     /* fabrpc's rows of latency, rate, bandwidth and rma: whether rank 0's
      * agent coalesced (0 or 1); -1 for other rows (not printed) */
     int coalesce;
+    /* bandwidth: whether args were lent (frpc_call_async_lent, 1) or
+     * copied (frpc_call_async, 0); -1 for other rows (not printed) */
+    int lent;
     /* latency, rate, bandwidth, fabrpc's rma W 1: whether the row's own
      * spread says the machine was disturbed (bench_spread.c): 0 or 1,
      * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */

@@ -244,12 +244,16 @@ static int reap(frpc_future **slot, size_t want)
     return rc;
 }
 
+/* frpc_call_async or frpc_call_async_lent. */
+typedef int (*start_fn)(frpc_agent *, int, const char *, const void *,
+                        size_t, int, frpc_future **);
+
 /* Starts calls into the empty slots of f[0..w) until n have started
  * (their times in t, unless NULL); with batch, inside one
  * frpc_batch_begin/end. Returns 0 or an FRPC_E*. */
-static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
-                const void *buf, size_t len, long n, long *started, int batch,
-                bench_times *t)
+static int fill(frpc_agent *a, start_fn start, frpc_future **f, long w,
+                const char *name, const void *buf, size_t len, long n,
+                long *started, int batch, bench_times *t)
 {
     int rc = 0;
     if (batch)
@@ -257,7 +261,7 @@ static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
     for (long j = 0; j < w && !rc && *started < n; j++)
         if (!f[j]) {
             bench_times_issue(t, j);
-            rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS, &f[j]);
+            rc = start(a, 1, name, buf, len, CALL_TIMEOUT_MS, &f[j]);
             ++*started;
         }
     if (batch)
@@ -271,11 +275,11 @@ static int fill(frpc_agent *a, frpc_future **f, long w, const char *name,
  * want bytes. With batch, every call found complete is reaped at once and
  * the window refilled between frpc_batch_begin and frpc_batch_end.
  * Each call's issue and completion times go to t, unless it is NULL.
- * Returns 0 or 1 (a message was printed).
+ * The calls are started by start. Returns 0 or 1 (a message was printed).
  */
-static int run_window(frpc_agent *a, const char *name, const void *buf,
-                      size_t len, long w, long n, size_t want, int batch,
-                      bench_times *t)
+static int run_window(frpc_agent *a, start_fn start, const char *name,
+                      const void *buf, size_t len, long w, long n,
+                      size_t want, int batch, bench_times *t)
 {
     frpc_future **f = calloc((size_t)w, sizeof(*f));
     long started = 0, done = 0;
@@ -284,7 +288,7 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
         fprintf(stderr, "fabrpc-bench: out of memory\n");
         return 1;
     }
-    rc = fill(a, f, w, name, buf, len, n, &started, batch, t);
+    rc = fill(a, start, f, w, name, buf, len, n, &started, batch, t);
     while (!rc && done < n) {
         size_t i;
         if ((rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i)))
@@ -294,8 +298,7 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
         done++;
         if (!batch) { /* replace the one call: no scan of the window */
             if (!rc && started < n) { /* issued when i was seen done */
-                rc = frpc_call_async(a, 1, name, buf, len, CALL_TIMEOUT_MS,
-                                     &f[i]);
+                rc = start(a, 1, name, buf, len, CALL_TIMEOUT_MS, &f[i]);
                 started++;
             }
             continue;
@@ -307,7 +310,8 @@ static int run_window(frpc_agent *a, const char *name, const void *buf,
                 done++;
             }
         if (!rc)
-            rc = fill(a, f, w, name, buf, len, n, &started, batch, t);
+            rc = fill(a, start, f, w, name, buf, len, n, &started, batch,
+                      t);
     }
     if (rc && rc != 1)
         fprintf(stderr, "fabrpc-bench: %s (%ld of %ld calls done)\n",
@@ -325,6 +329,8 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     long iters = bench_iters(o, size);
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
     bench_times t;
+    int lend = o->mode == BENCH_BANDWIDTH && o->lend;
+    start_fn start = lend ? frpc_call_async_lent : frpc_call_async;
     if (warm < w)
         warm = w;
     if (bench_times_init(&t, w, iters)) {
@@ -332,13 +338,15 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         return 1;
     }
     frpc_stats s0, s1;
-    if (run_window(a, name, buf, size, w, warm, want, o->batch, NULL)) {
+    if (run_window(a, start, name, buf, size, w, warm, want, o->batch,
+                   NULL)) {
         bench_times_free(&t);
         return 1;
     }
     frpc_get_stats(a, &s0);
     double t0 = bench_now_us();
-    if (run_window(a, name, buf, size, w, iters, want, o->batch, &t)) {
+    if (run_window(a, start, name, buf, size, w, iters, want, o->batch,
+                   &t)) {
         bench_times_free(&t);
         return 1;
     }
@@ -353,6 +361,8 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.inflight = w;
     r.iters = iters;
     r.coalesce = o->coalesce;
+    if (o->mode == BENCH_BANDWIDTH)
+        r.lent = lend;
     r.calls_per_s = (double)iters / secs;
     uint64_t msgs = s1.messages_sent - s0.messages_sent;
     if (msgs)

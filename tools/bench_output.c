@@ -23,7 +23,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
                    .frames_per_msg = NAN, .max_us = NAN,
-                   .not_timed_out = NAN, .coalesce = -1, .disturbed = -1,
+                   .not_timed_out = NAN, .coalesce = -1, .lent = -1, .disturbed = -1,
                    .job_s = NAN, .seconds = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -110,6 +110,7 @@ static void print_row(const bench_row *r)
     put_extra("frames_per_message", r->frames_per_msg, 2);
     put_extra("max_us", r->max_us, 1);
     put_extra("not_timed_out", r->not_timed_out, 0);
+    put_bool("lent", r->lent, 0, 0);
     put_bool("disturbed", r->disturbed, 0, 0);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);

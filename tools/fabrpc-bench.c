@@ -84,6 +84,13 @@ static const char usage_text[] =
     "                   i.e. FABRPC_COALESCE, else on). fabrpc's rows of\n"
     "                   these modes say which was used: key coalesce (true\n"
     "                   or false), column coalesce (on or off)\n"
+    "  --lend on|off    bandwidth: args lent to the callee, which reads\n"
+    "                   them straight from the caller's buffer\n"
+    "                   (frpc_call_async_lent; args from zerocopy_min,\n"
+    "                   64 KiB unless FABRPC_ZEROCOPY_MIN says otherwise),\n"
+    "                   or copied before each call leaves\n"
+    "                   (frpc_call_async). Default on. Rows say which: key\n"
+    "                   lent\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
@@ -205,7 +212,7 @@ static int parse_progress(const char *v, frpc_progress_mode *p)
     return 0;
 }
 
-static int parse_coalesce(const char *v, int *on)
+static int parse_on_off(const char *v, int *on)
 {
     if (strcmp(v, "on") && strcmp(v, "off"))
         return -1;
@@ -223,11 +230,13 @@ static int bad(const char *what, const char *arg)
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
     const char *sizes = NULL, *inflight = NULL;
+    int lend_set = 0;
     unsigned long long v[BENCH_MAX_LIST];
     size_t m = 0;
 
     memset(o, 0, sizeof(*o));
     o->iters = o->warmup = o->coalesce = -1;
+    o->lend = 1;
     o->seconds = 5;
     o->ranks = 2;
     if (argc < 2)
@@ -277,8 +286,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                 return bad("bad --progress", val);
             o->progress_set = 1;
         } else if (!strcmp(a, "--coalesce")) {
-            if (parse_coalesce(val, &o->coalesce))
+            if (parse_on_off(val, &o->coalesce))
                 return bad("bad --coalesce (on or off)", val);
+        } else if (!strcmp(a, "--lend")) {
+            if (parse_on_off(val, &o->lend))
+                return bad("bad --lend (on or off)", val);
+            lend_set = 1;
         } else
             return bad("unknown option", a);
     }
@@ -298,6 +311,8 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         o->mode != BENCH_RMA)
         return bad("--coalesce goes with the latency, rate, bandwidth or "
                    "rma mode", NULL);
+    if (lend_set && o->mode != BENCH_BANDWIDTH)
+        return bad("--lend goes with the bandwidth mode", NULL);
     return 0;
 }
 

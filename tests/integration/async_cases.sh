@@ -6,13 +6,15 @@
 # answers and a request never answered, nested calls and the nesting limit,
 # futures' then/cancel/free racing with answers, wait_any/wait_all, a
 # window refilled between waits (lingers) in each progress mode, and
-# sends held back by a rank that polls nothing for 3 s.
+# sends held back by a rank that polls nothing for 3 s; lent async calls
+# (lent.c: answers, callbacks, cancel, a timeout while the callee cannot
+# read, futures freed early).
 #
 # STRESS_CALLS (calls per thread in the stress mode) defaults to 25000,
 # STALL_CALLS to 20000; FABRPC_TEST_SCALE (a percentage, default 100)
 # shrinks both, e.g. for sanitizer builds.
 . "$(dirname "$0")/lib.sh"
-need_var FABRPC_RUN ASYNC PROV
+need_var FABRPC_RUN ASYNC LENT PROV
 
 export FABRPC_PROGRESS=adaptive
 # scaled N: N calls at FABRPC_TEST_SCALE percent, at least 1.
@@ -37,6 +39,12 @@ nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
 # linger_in MODE: the linger checks with FABRPC_PROGRESS=MODE.
 linger_in() { FABRPC_PROGRESS=$1 STRESS_CALLS=$STRESS_N run_async 2 200 linger; }
 stall_2() { STALL_CALLS=$STALL_N run_async 2 240 stall; }
+# 16 MiB args at most, 4 MiB when scaled down (sanitizers).
+LENT_MAX=$((${FABRPC_TEST_SCALE:-100} < 100 ? 4 << 20 : 16 << 20))
+lent_2() {
+    LENT_MAX=$LENT_MAX run_bounded 260 "$FABRPC_RUN" -n 2 --provider "$PROV" \
+        --timeout 240 "$LENT"
+}
 
 run_case "$PROV: 10,000 async calls answered out of order" run_async 2 180 ooo
 run_case "$PROV: 4 ranks x 4 threads, $STRESS_N mixed calls each" stress_4
@@ -48,4 +56,5 @@ for m in adaptive busy blocking; do
     run_case "$PROV, $m: a window refilled between waits; calls left behind complete" linger_in $m
 done
 run_case "$PROV: $STALL_N calls at a rank that polls nothing for 3 s, none failed early" stall_2
+run_case "$PROV: lent async calls: answers, callbacks, cancel, timeout, early free" lent_2
 finish_cases

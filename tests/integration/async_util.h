@@ -1,5 +1,5 @@
 /*
- * Helpers for async.c (included by that one file only): failure reports,
+ * Helpers for async.c, peerlost.c and lent.c: failure reports,
  * checked messages, a seeded PRNG, clocks, the agent's start and end, and
  * the stats invariant.
  *

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/clock.h"
 #include "comm/fault.h"
@@ -674,6 +675,41 @@ START_TEST(long_args_are_lent_and_owned_replies_given)
 }
 END_TEST
 
+START_TEST(async_lent_args_copied_under_the_threshold_lent_from_it)
+{
+    static uint8_t args[2 * ZEROCOPY_MIN];
+    frpc_future *f = NULL;
+    size_t len = 0;
+    for (size_t i = 0; i < sizeof(args); i++)
+        args[i] = (uint8_t)(i * 13 + 5);
+    ck_assert_int_eq(frpc_call_async_lent(agent, 0, "echo", args, 8, 100,
+                                          NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call_async_lent(agent, 5, "echo", args, 8, 100,
+                                          &f), FRPC_ENORANK);
+    ck_assert_ptr_null(f);
+    ck_assert_int_eq(frpc_call_async_lent(NULL, 0, "echo", args, 8, 100,
+                                          &f), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call_async_lent(agent, 0, "echo", NULL, 8, 100,
+                                          &f), FRPC_EINVAL);
+    uint64_t before = zerocopy_sent();
+    for (int k = 0; k < 2; k++) {
+        size_t n = k ? sizeof(args) : ZEROCOPY_MIN - 1; /* lent, copied */
+        ck_assert_int_eq(frpc_call_async_lent(agent, 0, "echo", args, n,
+                                              10000, &f), 0);
+        ck_assert_int_eq(frpc_future_wait(f, 10000), 0);
+        ck_assert_int_eq(frpc_future_test(f), 1);
+        const void *data = frpc_future_data(f, &len);
+        ck_assert_uint_eq(len, n);
+        ck_assert_int_eq(memcmp(data, args, n), 0);
+        frpc_future_free(f);
+        f = NULL;
+    }
+    for (int i = 0; i < 100 && zerocopy_sent() == before; i++)
+        usleep(10000); /* counted when the callee's RNDV_DONE comes */
+    ck_assert_uint_eq(zerocopy_sent(), before + 1);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -708,6 +744,10 @@ int main(void)
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
          long_args_are_lent_and_owned_replies_given, .fixture = &with_agent},
+        {"frpc_call_async_lent: bad arguments refused; args under "
+         "zerocopy_min copied, from it lent",
+         async_lent_args_copied_under_the_threshold_lent_from_it,
+         .fixture = &with_agent},
     };
     return fr_run_tests("api", tests, sizeof(tests) / sizeof(tests[0]), 60);
 }
