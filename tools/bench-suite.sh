@@ -37,6 +37,8 @@ one_run() {
         "$bench" latency --baseline --progress blocking --json --provider $p \
             --sizes 8 --iters 5000
         "$bench" bandwidth --json --provider $p --sizes 1m,16m --inflight 1
+        "$bench" bandwidth --json --provider $p --sizes 1m,16m --inflight 1 \
+            --lend off
         "$bench" idle --json --seconds 3 --provider $p
     done 2>>"$f.err" | sed -e 's/^[^{]*{/{/' | grep '^{' >>"$f"
     "$run" -n 32 "$bench" init --json 2>>"$f.err" |
@@ -94,13 +96,16 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
         prov == "tcp")
         add("latency tcp: p99 / p50 (target 2)",
             sprintf("%.2f", field("p99_us") / field("p50_us")))
+    # Args lent (frpc_call_async_lent, the default since 1.3) or copied
+    # (--lend off; rows from before 1.3 have no lent key: copied).
+    how = field("lent") == "true" ? "lent" : "copied"
     if (met == "bandwidth" && size == 1048576)
-        add("1 MiB " prov " MB/s (target shm 5500, tcp 3000 every run)",
+        add("1 MiB " prov " " how " MB/s (target shm 5500, tcp 3000 every run)",
             field("mb_per_s"))
     if (met == "rate_batched" && w == 64)
         add("rate --batch " prov " W=64 calls/s", field("calls_per_s"))
     if (met == "bandwidth" && size == 16777216)
-        add("16 MiB " prov " MB/s (target shm 5500, tcp 3000 every run)",
+        add("16 MiB " prov " " how " MB/s (target shm 5500, tcp 3000 every run)",
             field("mb_per_s"))
     if (met == "idle")
         add("idle " prov " cpu_s per 3 s (target < 0.03)", field("cpu_s"))
