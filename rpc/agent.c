@@ -379,6 +379,10 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
                     "the agent shut down before the answer came");
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
+    /* A loan still out (a lent async call its callee never read) comes
+     * back at fr_fabric_close, and its future's callback then runs on
+     * this thread: fr_pool_submit(NULL) refuses. */
+    a->pool = NULL;
     fr_agent_release_requests(a);
     fr_agent_free_spare_requests(a);
     if (a->fab) /* bounded by the caller's deadline, and a second */

@@ -17,6 +17,9 @@
  *             and done once it polls again.
  *   free      lent futures freed at once, their args kept until shutdown
  *             (sanitizers and valgrind see any late touch).
+ *   shutdown  rank 0 shuts down at once while rank 1 holds its poll with a
+ *             lent call of rank 0's unread: the call's callback runs once,
+ *             before frpc_shutdown returns, with FRPC_ESHUTDOWN.
  */
 /* Not every helper is used here. */
 #pragma GCC diagnostic push
@@ -229,6 +232,37 @@ static void phase_timeout(void)
            N, done - held - SMALL_TIMEOUT_MS, HOLD_MS);
 }
 
+static atomic_int last_ran, last_status;
+
+static void on_last(frpc_future *f, void *user)
+{
+    (void)user;
+    atomic_store(&last_status, frpc_future_test(f)
+                                   ? frpc_future_error(f, NULL, NULL)
+                                   : FRPC_EINPROGRESS);
+    atomic_fetch_add(&last_ran, 1);
+}
+
+/* The end of rank 0: see "shutdown" above. */
+static void phase_shutdown(void)
+{
+    lent_call c;
+    int rc = frpc_call(agent, 1, "hold_poll", NULL, 0, CALL_TIMEOUT_MS, NULL);
+    CHECK(rc == 0, "hold_poll: %s", frpc_strerror(rc));
+    start(&c, 0x53485554ull, (1u << 20) + 7, CALL_TIMEOUT_MS);
+    CHECK(frpc_future_then(c.f, on_last, &c) == 0, "then");
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 5000);
+    CHECK(atomic_load(&last_ran) == 1, "callback ran %d times by the end "
+          "of frpc_shutdown (%s)", atomic_load(&last_ran), frpc_strerror(rc));
+    CHECK(atomic_load(&last_status) == FRPC_ESHUTDOWN,
+          "callback saw %s, want FRPC_ESHUTDOWN",
+          frpc_err_name(atomic_load(&last_status)));
+    frpc_future_free(c.f); /* allowed after frpc_shutdown */
+    free(c.args);
+    printf("ok: immediate shutdown with a lent call unread: its callback "
+           "ran once, FRPC_ESHUTDOWN\n");
+}
+
 static void *kept_args[4];
 
 static void phase_free(void)
@@ -271,10 +305,17 @@ int main(void)
     }
     uint64_t wrong = atomic_load(&wrong_args);
     au_sum_at_rank0(&wrong, 1);
-    if (me == 0)
+    if (me == 0) {
         CHECK(wrong == 0, "rank 1 saw %llu args with a wrong byte",
               (unsigned long long)wrong);
-    au_finish();
+        phase_shutdown();
+    } else {
+        /* Rank 0 leaves at once, during our hold: we may see it gone. */
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
+        CHECK(rc == 0 || rc == FRPC_EPEERLOST, "frpc_shutdown: %s",
+              frpc_strerror(rc));
+        printf("ok: rank 1 shut down: %s\n", frpc_strerror(rc));
+    }
     for (int i = 0; i < 4; i++)
         free(kept_args[i]);
     return 0;
