@@ -23,10 +23,11 @@
  *                 which calls rank 1's "die" (it SIGKILLs its process)
  *                 with no timeout and answers with the status it got:
  *                 FRPC_EPEERLOST.
- *   rndv-death    2 ranks. Rank 0 sends 64 MiB args to rank 1 in a loop
- *                 while rank 1 kills itself 10-200 ms after a barrier:
- *                 every call succeeds or ends FRPC_EPEERLOST, none hangs,
- *                 and no call is in flight at the end.
+ *   rndv-death    2 ranks. Rank 0 sends 64 MiB args to rank 1 in a loop,
+ *                 by frpc_call and frpc_call_async_lent in turn (both lend
+ *                 them), while rank 1 kills itself 10-200 ms after a
+ *                 barrier: every call succeeds or ends FRPC_EPEERLOST,
+ *                 none hangs, and no call is in flight at the end.
  *   rma-death     2 ranks. Rank 0 gets and puts 64 MiB from and into
  *                 rank 1's region, no timeout, while rank 1 kills itself
  *                 10-200 ms after a barrier: each succeeds or ends
@@ -593,6 +594,26 @@ static void sink(frpc_request *req, void *user)
     frpc_respond(req, &len, sizeof(len));
 }
 
+/* One 64 MiB call to rank 1's sink, with no timeout: by frpc_call, or
+ * (async) by frpc_call_async_lent and a wait. Its status; res is set. */
+static int call_big(int async, const uint8_t *big, frpc_result *res)
+{
+    frpc_future *f = NULL;
+    if (!async)
+        return frpc_call(agent, 1, "sink", big, RNDV_LEN, FRPC_TIMEOUT_NONE,
+                         res);
+    memset(res, 0, sizeof(*res));
+    int rc = frpc_call_async_lent(agent, 1, "sink", big, RNDV_LEN,
+                                  FRPC_TIMEOUT_NONE, &f);
+    if (rc)
+        return rc;
+    rc = frpc_future_wait(f, FRPC_TIMEOUT_NONE);
+    CHECK(frpc_future_test(f) == 1, "lent call not done after its wait");
+    frpc_future_take(f, res);
+    frpc_future_free(f);
+    return rc;
+}
+
 static int mode_rndv_death(void)
 {
     start_lost();
@@ -611,8 +632,7 @@ static int mode_rndv_death(void)
     while (au_now_ms() - t0 < 60000) {
         frpc_result res;
         double c0 = au_now_ms();
-        rc = frpc_call(agent, 1, "sink", big, RNDV_LEN, FRPC_TIMEOUT_NONE,
-                       &res);
+        rc = call_big(ok % 2, big, &res);
         double ms = au_now_ms() - c0;
         slowest = ms > slowest ? ms : slowest;
         CHECK(rc == 0 || rc == FRPC_EPEERLOST, "64 MiB call %d: %s (%s)", ok,
@@ -627,13 +647,16 @@ static int mode_rndv_death(void)
     double lat = au_now_ms() - kill_time_ms();
     printf("detection: %d calls of 64 MiB succeeded, then FRPC_EPEERLOST "
            "%.1f ms after the kill; slowest call %.1f ms\n", ok, lat, slowest);
-    frpc_result res;
-    double c0 = au_now_ms();
-    rc = frpc_call(agent, 1, "sink", big, RNDV_LEN, FRPC_TIMEOUT_NONE, &res);
-    CHECK(rc == FRPC_EPEERLOST && au_now_ms() - c0 < AT_ONCE_MS,
-          "64 MiB call after the death: %s in %.0f ms", frpc_err_name(rc),
-          au_now_ms() - c0);
-    frpc_result_clear(&res);
+    for (int async = 0; async < 2; async++) {
+        frpc_result res;
+        double c0 = au_now_ms();
+        rc = call_big(async, big, &res);
+        CHECK(rc == FRPC_EPEERLOST && au_now_ms() - c0 < AT_ONCE_MS,
+              "64 MiB call (%s) after the death: %s in %.0f ms",
+              async ? "lent async" : "sync", frpc_err_name(rc),
+              au_now_ms() - c0);
+        frpc_result_clear(&res);
+    }
     free(big);
     frpc_stats s;
     rc = frpc_get_stats(agent, &s);
