@@ -647,8 +647,10 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
 
 /*
  * Calls fn(f, user) exactly once when f completes: on the thread pool, or
- * at once on this thread if f has completed already. fn may read f and
- * may free it. One callback per future: FRPC_EEXIST for a second one.
+ * at once on this thread if f has completed already. Once frpc_shutdown
+ * has stopped the pool, it runs on the thread that completes f: a lent
+ * future (frpc_call_async_lent) done only at the end, on the one calling
+ * frpc_shutdown, before it returns. fn may read f and may free it. One callback per future: FRPC_EEXIST for a second one.
  * If f is cancelled, fn still runs and sees FRPC_ECANCELED. The caller
  * must not hold any lock that fn takes. 0, FRPC_EEXIST, or FRPC_EINVAL
  * (NULL f or fn).
