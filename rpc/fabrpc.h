@@ -650,10 +650,10 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
  * at once on this thread if f has completed already. Once frpc_shutdown
  * has stopped the pool, it runs on the thread that completes f: a lent
  * future (frpc_call_async_lent) done only at the end, on the one calling
- * frpc_shutdown, before it returns. fn may read f and may free it. One callback per future: FRPC_EEXIST for a second one.
- * If f is cancelled, fn still runs and sees FRPC_ECANCELED. The caller
- * must not hold any lock that fn takes. 0, FRPC_EEXIST, or FRPC_EINVAL
- * (NULL f or fn).
+ * frpc_shutdown, before it returns. fn may read f and may free it. One
+ * callback per future: FRPC_EEXIST for a second one. If f is cancelled,
+ * fn still runs and sees FRPC_ECANCELED. The caller must not hold any lock
+ * that fn takes. 0, FRPC_EEXIST, or FRPC_EINVAL (NULL f or fn).
  */
 int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
 
