@@ -738,7 +738,7 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
         atomic_fetch_add(&f->st.dropped_token, 1);
         return;
     }
-    rc = fr_env_decode(buf, len, f->opts.max_msg, &env, &payload);
+    rc = fr_env_decode_rest(buf, len, f->opts.max_msg, &env, &payload);
     if (rc == FRPC_ETOOBIG) {
         if (env.kind == FR_ENV_REQUEST)
             fr_fabric_refuse(f, &env, FRPC_ETOOBIG,

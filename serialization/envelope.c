@@ -158,6 +158,30 @@ int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
     return 0;
 }
 
+int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
+                       const fr_env *env, const uint8_t **payload)
+{
+    if (buf == NULL || env == NULL || payload == NULL ||
+        len < FR_ENV_HDR_SIZE)
+        return FRPC_EINVAL;
+    /* The limit before the length: fr_env_decode's order. */
+    if (!(env->flags & FR_ENV_F_RNDV) && env->payload_len > max_payload)
+        return FRPC_ETOOBIG;
+    if ((uint64_t)(len - FR_ENV_HDR_SIZE) != env->payload_len)
+        return FRPC_EPROTO;
+
+    const uint8_t *body = (const uint8_t *)buf + FR_ENV_HDR_SIZE;
+    if (env->flags & FR_ENV_F_RNDV) {
+        fr_rndv_desc d;
+        int rc = fr_rndv_decode(body, (size_t)env->payload_len, max_payload,
+                                &d);
+        if (rc != 0)
+            return rc;
+    }
+    *payload = env->payload_len ? body : NULL;
+    return 0;
+}
+
 int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,
                   fr_env *env, const uint8_t **payload)
 {
@@ -166,22 +190,11 @@ int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,
 
     fr_env e;
     int rc = fr_env_decode_header(buf, len, max_payload, &e);
-    if (rc != 0)
-        return rc;
-    /* len >= FR_ENV_HDR_SIZE here, so the subtraction cannot wrap. */
-    if ((uint64_t)(len - FR_ENV_HDR_SIZE) != e.payload_len)
-        return FRPC_EPROTO;
-
-    const uint8_t *body = (const uint8_t *)buf + FR_ENV_HDR_SIZE;
-    if (e.flags & FR_ENV_F_RNDV) {
-        fr_rndv_desc d;
-        rc = fr_rndv_decode(body, (size_t)e.payload_len, max_payload, &d);
-        if (rc != 0)
-            return rc;
-    }
-    *env = e;
-    *payload = e.payload_len ? body : NULL;
-    return 0;
+    if (rc == 0)
+        rc = fr_env_decode_rest(buf, len, max_payload, &e, payload);
+    if (rc == 0)
+        *env = e;
+    return rc;
 }
 
 int fr_env_frame_len(const void *msg, size_t len, size_t *frame_len)

@@ -117,6 +117,17 @@ int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
                          fr_env *env);
 
 /*
+ * The rest of fr_env_decode for a frame whose header env was decoded by
+ * fr_env_decode_header (with any limit): the payload limit, the length
+ * (len must be header + env->payload_len) and a rendezvous frame's
+ * descriptor; sets *payload as fr_env_decode does. So a receiver that
+ * looks at the header first decodes it once. Errors as fr_env_decode's;
+ * FRPC_EINVAL for NULL pointers or len < FR_ENV_HDR_SIZE. Pure.
+ */
+int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
+                       const fr_env *env, const uint8_t **payload);
+
+/*
  * The length of the frame at the start of msg[0..len) (header plus its
  * payload_len), for splitting a message that carries several. Checks only
  * what splitting needs: the header's magic and version, and that the frame

@@ -1,13 +1,15 @@
 /*
  * libFuzzer target for the decoders of serialization/: fr_env_decode,
- * fr_env_decode_header, fr_env_frame_len, fr_rndv_decode and fr_mp_parse. Each input is fed
- * to all of them, and every invariant below is checked; a violation calls
+ * fr_env_decode_header, fr_env_decode_rest, fr_env_frame_len,
+ * fr_rndv_decode and fr_mp_parse. Each input is fed to all of them, and every invariant below is checked; a violation calls
  * abort() so that the fuzzer (or the Check test that replays a corpus,
  * tests/unit/test_fuzz_envelope.c) reports it. See README.md.
  *
  * Invariants
  *   envelope: decode returns 0, FRPC_EPROTO or FRPC_ETOOBIG; a header that
- *     decode_header rejects is rejected by decode with the same code; an
+ *     decode_header rejects is rejected by decode with the same code;
+ *     decode_header without a limit, then decode_rest, returns what decode
+ *     returns, with the same payload pointer (the receiver's one pass); an
  *     accepted frame is exactly header + payload_len bytes, its payload
  *     pointer is right, decode_header agrees on every field, it re-encodes
  *     to the same 48 header bytes, and a rendezvous frame carries a valid
@@ -161,8 +163,17 @@ static void check_env(const uint8_t *data, size_t size, uint64_t max)
     CHECK(hrc == 0 || hrc == FRPC_EPROTO || hrc == FRPC_ETOOBIG);
     if (hrc != 0)
         CHECK(rc == hrc);
+    if (fr_env_decode_header(data, size, UINT64_MAX, &h) == 0) {
+        const uint8_t *rest_pl = NULL;
+        int rrc = fr_env_decode_rest(data, size, max, &h, &rest_pl);
+        CHECK(rrc == rc);
+        CHECK(rrc != 0 || rest_pl == pl);
+    } else {
+        CHECK(rc == FRPC_EPROTO);
+    }
     if (rc != 0)
         return;
+    CHECK(fr_env_decode_header(data, size, max, &h) == 0);
 
     CHECK(same_env(&e, &h));
     CHECK(e.payload_len == size - FR_ENV_HDR_SIZE);
