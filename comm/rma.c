@@ -117,6 +117,28 @@ int fr_fabric_rma_usable(fr_fabric *f, char *why, size_t len)
     return 0;
 }
 
+/*
+ * sockets reads its TCP stream by peeking for a whole 24-byte header and
+ * leaves a shorter piece in the socket. On loopback one segment can be
+ * 64 KiB; a piece of it keeps the whole segment charged to a receive
+ * buffer of 128 KiB (tcp_rmem's default, which sockets keeps on the side
+ * that connected), leaving less than a segment free, so the kernel
+ * advertises a zero window and never reopens it: the sender's zero-window
+ * probes back off to minutes. Seen under load in 1 run of 2-60 of 1,000
+ * puts, or 300 gets and 300 puts, between 3 ranks (ss: receiver Recv-Q 8
+ * or 16 bytes, skmem r78656 of rb131072; sender in persist, backoff 7,
+ * 200-530 KB unsent); over messages (emulated) 0 in 180 runs.
+ */
+int fr_fabric_rma_fragile(fr_fabric *f, char *why, size_t len)
+{
+    const char *prov = f->info->fabric_attr->prov_name;
+    if (!prov || strcmp(prov, "sockets") != 0)
+        return 0;
+    snprintf(why, len, "provider sockets: its RMA can stall for minutes "
+             "under load (a TCP window it leaves shut)");
+    return 1;
+}
+
 uint64_t fr_fabric_mr_addr(const fr_fabric_mr *m, size_t off)
 {
     return m->f->mr_virt_addr ? (uint64_t)(uintptr_t)(m->buf + off)

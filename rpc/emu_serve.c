@@ -178,12 +178,15 @@ int fr_emu_choose(frpc_agent *a, char *err, size_t errlen)
                  why);
         return FRPC_ENOBACKEND;
     }
-    if (rc) { /* not silently: the report says it, and stderr once */
+    int fragile = 0;
+    if (!rc && a->set.rma == FRPC_RMA_AUTO)
+        fragile = fr_fabric_rma_fragile(a->fab, why, sizeof(why));
+    if (rc || fragile) { /* not silently: the report says it, and stderr */
         a->rma_emulated = 1;
         snprintf(a->rma_why, sizeof(a->rma_why), "%s", why);
         fprintf(stderr, "fabrpc: rank %d: one-sided transfers are emulated "
-                "by messages: %s (FABRPC_RMA=native makes this an error)\n",
-                a->set.rank, why);
+                "by messages: %s (FABRPC_RMA=native %s)\n", a->set.rank, why,
+                fragile ? "uses it anyway" : "makes this an error");
     }
     return 0;
 }

@@ -140,7 +140,8 @@ typedef enum frpc_progress_mode {
 /* How one-sided transfers move bytes (config.rma; see "Registered memory
  * and one-sided transfers"). */
 typedef enum frpc_rma_mode {
-    FRPC_RMA_AUTO = 0,    /* native when the provider can, else emulated */
+    FRPC_RMA_AUTO = 0,    /* native when the provider can (not sockets),
+                             else emulated */
     FRPC_RMA_NATIVE = 1,  /* the provider's RMA, or frpc_init fails */
     FRPC_RMA_EMULATE = 2  /* messages to the owner, whatever the provider */
 } frpc_rma_mode;
@@ -227,8 +228,10 @@ typedef enum frpc_rma_mode {
  *  rma               a frpc_rma_mode; FABRPC_RMA (auto|native|emulate),
  *                    else auto. How frpc_get/frpc_put and batches move
  *                    bytes: auto uses the provider's RMA when its endpoint
- *                    has it and a test registration works, else the
- *                    emulation by messages (and says so on stderr);
+ *                    has it and a test registration works, but for
+ *                    sockets (whose RMA can stall for minutes under load),
+ *                    else the emulation by messages (and says so on
+ *                    stderr);
  *                    native fails frpc_init with FRPC_ENOBACKEND (saying
  *                    why) when the provider cannot;
  *                    emulate always emulates. frpc_backend_report says
@@ -394,9 +397,10 @@ int frpc_require_backend(const frpc_agent *agent, const char *name);
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
  * available: ...", one per line), then how one-sided transfers move bytes:
  * "rma: native", or "rma: emulated (<why>)" (forced by config.rma or
- * FABRPC_RMA=emulate, or what the provider lacks), to buf, NUL-terminated
- * and truncated to len. Returns the length the full report needs (like snprintf); 0 for a
- * NULL agent (buf untouched). buf may be NULL when len is 0. */
+ * FABRPC_RMA=emulate, what the provider lacks, or sockets' stalls), to
+ * buf, NUL-terminated and truncated to len. Returns the length the full
+ * report needs (like snprintf); 0 for a NULL agent (buf untouched). buf
+ * may be NULL when len is 0. */
 size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */
@@ -757,6 +761,10 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * it was named in the provider list. "emulated (provider X refused a test
  * registration ...)" means the provider's RMA did not work for a region
  * at init; large calls may then fail with FRPC_ETRANSPORT as well.
+ * "emulated (provider sockets: its RMA can stall ...)": auto does not use
+ * sockets' RMA for transfers (FABRPC_RMA=native does): under load its
+ * reader can leave a TCP window shut, and the transfer then waits for the
+ * kernel's zero-window probes, minutes apart, or its timeout.
  *
  * Completion: a get that returns 0 has the bytes in the local region; a
  * put that returns 0 has them in the owner's memory, visible to whatever

@@ -101,7 +101,7 @@ static const char usage_text[] =
     "  FABRPC_JOB_KEY=<64 hex digits>    a new random secret per job (kept\n"
     "                                    if already set): proves membership\n"
     "  FABRPC_PROVIDER=P                 (with --provider)\n"
-    "  FI_TCP_IFACE=lo                   (only if it was unset)\n"
+    "  FI_TCP_IFACE=lo, FI_SOCKETS_IFACE=lo  (each only if it was unset)\n"
     "Rank 0 reads fabrpc-run's stdin unless it is a terminal; the other\n"
     "ranks read /dev/null.\n"
     "\n"
@@ -602,7 +602,10 @@ int main(int argc, char **argv)
     }
     if (provider)
         setenv("FABRPC_PROVIDER", provider, 1);
+    /* One host: tcp and sockets otherwise take the first interface's
+     * address, not loopback's. */
     setenv("FI_TCP_IFACE", "lo", 0);
+    setenv("FI_SOCKETS_IFACE", "lo", 0);
 
     /* 2 pipes a rank may pass the usual soft limit of 1024 descriptors. */
     getrlimit(RLIMIT_NOFILE, &J.nofile);

@@ -20,7 +20,7 @@
 set -u
 
 # Single host: keep libfabric's tcp provider on loopback.
-export FI_TCP_IFACE=lo
+export FI_TCP_IFACE=lo FI_SOCKETS_IFACE=lo
 
 fail() {
     echo "FAIL: $*" >&2

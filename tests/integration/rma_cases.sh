@@ -41,8 +41,10 @@ run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident s
 # suite: the cases set FABRPC_RMA themselves.
 modes_1() { unset FABRPC_RMA; run_bounded 200 "$FABRPC_RUN" -n 1 --provider "$PROV" --timeout 160 "$RMA" modes; }
 fallback_2() { unset FABRPC_RMA; run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" fallback; }
-if [ "${FABRPC_RMA:-}" = emulate ]; then
+if [ "${FABRPC_RMA:-}" = emulate ] || [ "$PROV" = sockets ]; then
     run_case "$PROV: FABRPC_RMA bogus, native, auto with RMA failing, emulate" modes_1
+fi
+if [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: auto, one rank's RMA failing: native and emulated ranks together" fallback_2
 fi
 finish_cases

@@ -9,8 +9,10 @@
  *             "rma: native" and moves bytes; auto where the registration
  *             fails falls back to "rma: emulated (...)" and moves bytes,
  *             a deregistered region's descriptor then getting FRPC_EACCES;
- *             FABRPC_RMA=native says native; FABRPC_RMA=emulate says it
- *             was forced, and moves bytes.
+ *             auto where it works says native, but on sockets emulated
+ *             saying why (its RMA can stall); FABRPC_RMA=native says
+ *             native; FABRPC_RMA=emulate says it was forced, and moves
+ *             bytes.
  *   fallback  two ranks, auto: rank 1's test registration fails, so it
  *             emulates while rank 0 stays native; each gets from and puts
  *             into the other (1 B to 9 MiB, pieces of 4 MiB), sync and
@@ -136,6 +138,17 @@ int mode_modes(void)
           err);
     report_has(a, "rma: emulated (provider ");
     self_transfers(a, FRPC_EACCES);
+    down(a);
+
+    /* auto where RMA works: native, but for sockets (rpc/fabrpc.h). */
+    rc = init(FRPC_RMA_AUTO, &a, err, sizeof(err));
+    CHECK(rc == 0, "auto: frpc_init: %s: %s", frpc_strerror(rc), err);
+    const char *prov = getenv("FABRPC_PROVIDER");
+    int sockets = prov && !strcmp(prov, "sockets");
+    report_has(a, sockets ? "rma: emulated (provider sockets: its RMA can "
+                            "stall"
+                          : "rma: native");
+    self_transfers(a, sockets ? FRPC_EACCES : 0);
     down(a);
 
     setenv("FABRPC_RMA", "native", 1);
