@@ -58,16 +58,17 @@ wait_files() {
 }
 
 prog env.sh <<'EOF'
-echo "rank=$FABRPC_RANK local=$FABRPC_LOCAL_RANK size=$FABRPC_WORLD_SIZE store=$FABRPC_STORE_ADDR job=$FABRPC_JOB_ID iface=$FI_TCP_IFACE prov=${FABRPC_PROVIDER:-none}"
+echo "rank=$FABRPC_RANK local=$FABRPC_LOCAL_RANK size=$FABRPC_WORLD_SIZE store=$FABRPC_STORE_ADDR job=$FABRPC_JOB_ID iface=$FI_TCP_IFACE sockets_iface=$FI_SOCKETS_IFACE prov=${FABRPC_PROVIDER:-none}"
 echo "err from $FABRPC_RANK" >&2
 EOF
 
 t_prefix_and_env() {
-    frun 30 -n 4 "$TMPD/env.sh"
+    # Unset here: fabrpc-run sets both to lo.
+    (unset FI_TCP_IFACE FI_SOCKETS_IFACE; frun 30 -n 4 "$TMPD/env.sh")
     expect_status $? 0
     local i
     for i in 0 1 2 3; do
-        expect_grep "^\[$i\] rank=$i local=$i size=4 store=127\.0\.0\.1:[0-9]+ job=[^ ]+ iface=lo prov=none\$" "$TMPD/out"
+        expect_grep "^\[$i\] rank=$i local=$i size=4 store=127\.0\.0\.1:[0-9]+ job=[^ ]+ iface=lo sockets_iface=lo prov=none\$" "$TMPD/out"
         expect_grep "^\[$i\] err from $i\$" "$TMPD/err"
     done
     [ "$(wc -l <"$TMPD/out")" -eq 4 ] || fail "expected 4 stdout lines"
@@ -81,7 +82,7 @@ t_prefix_and_env() {
 t_provider_port_iface() {
     FI_TCP_IFACE=eth9 frun 30 -n 2 --provider tcp --port 41234 "$TMPD/env.sh"
     expect_status $? 0
-    expect_grep '^\[1\] rank=1 .* store=127\.0\.0\.1:41234 .* iface=eth9 prov=tcp$' "$TMPD/out"
+    expect_grep '^\[1\] rank=1 .* store=127\.0\.0\.1:41234 .* iface=eth9 sockets_iface=lo prov=tcp$' "$TMPD/out"
 }
 
 t_all_zero_exit_0() {
