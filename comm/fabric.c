@@ -467,12 +467,15 @@ static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
     sl->dst = dst;
     if (fr__tx_take(f)) {
         fr_tsan_sent();
+        atomic_store(&sl->posted, 1); /* before: it may complete at once */
         ret = fr_fault_hit(FR_FAULT_SEND_POST)
                   ? -FI_EOTHER
                   : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                             &sl->op.fictx);
-        if (ret)
+        if (ret) {
+            atomic_store(&sl->posted, 0);
             fr__tx_give(f);
+        }
     }
     return ret;
 }
@@ -809,6 +812,7 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
     fr__tx_give(f);
+    atomic_store(&s->posted, 0);
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
     if (err)
@@ -1303,6 +1307,37 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns)
     if (!rc)
         rc = atomic_load(&f->ctl_err);
     return rc;
+}
+
+/* Slot sends still with the provider, to peers not lost (a lost peer's
+ * may never complete). */
+static int sends_out(fr_fabric *f)
+{
+    int n = 0;
+    pthread_mutex_lock(&f->slot_lock);
+    for (unsigned i = 0; i < f->nslots; i++) {
+        fr_send_slot *s = f->all_slots[i];
+        if (atomic_load(&s->posted) && !fr__lost(f, s->dst))
+            n++;
+    }
+    pthread_mutex_unlock(&f->slot_lock);
+    return n;
+}
+
+int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns)
+{
+    fr_fabric_end_lingers(f);
+    for (;;) {
+        int n = fr_fabric_progress(f);
+        if (n == 0 && sends_out(f) == 0)
+            return 0;
+        if (fr_now_ns() >= deadline_ns)
+            return FRPC_ETIMEDOUT;
+        if (n <= 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
 }
 
 int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)

@@ -465,6 +465,16 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
 
 /* Closes the endpoint and everything under it; frees rendezvous blocks
  * still held. No other thread may use f. NULL is a no-op. */
+/* Polls until every message this rank has sent is out of the provider's
+ * hands (each slot send completed, and a poll found nothing left to do:
+ * tcp;ofi_rxm writes queued sends and injects as it is polled), or
+ * deadline_ns: 0 or FRPC_ETIMEDOUT. Frames held for coalescing are sent
+ * first. frpc_shutdown calls it before the rank is announced as gone:
+ * an answer still queued here when a peer learns of the leaving from the
+ * store (a faster path) ended that peer's call FRPC_EPEERLOST instead
+ * (tests/integration/peerlost.c under TSan). Any thread that may poll. */
+int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns);
+
 /* Polls until the provider has given back every one-sided operation
  * posted (RMA chunks, rendezvous reads), or deadline_ns: 0 or
  * FRPC_ETIMEDOUT. Before fr_fabric_close: tcp;ofi_rxm (1.17) flushes

@@ -54,6 +54,7 @@ typedef struct fr_send_slot {
     size_t len; /* bytes sent: the frames to fail if the send fails */
     int raw;    /* fr_fabric_send_raw: no frames, no call to fail */
     int ctl;    /* fr_fabric_connect_peers' frame: counted in ctl_pending */
+    atomic_int posted; /* with the provider until its completion */
     uint8_t *buf;
 } fr_send_slot;
 

@@ -590,6 +590,11 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
     if (rc == FRPC_EPEERLOST && !fr_liveness_report_lost(a, "shut down"))
         fprintf(stderr, "fabrpc: rank %d: shut down without a lost rank: "
                 "%s\n", a->set.rank, store_why(a));
+    /* What we answered reaches the peers before they learn we left. */
+    if (a->fab && how == FRPC_SHUTDOWN_GRACEFUL)
+        fr_fabric_flush(a->fab, deadline < fr_deadline_ms(1000)
+                                    ? deadline
+                                    : fr_deadline_ms(1000));
     leave_store(a, how == FRPC_SHUTDOWN_GRACEFUL, deadline);
     destroy(a, deadline); /* immediate: in flight ends FRPC_ESHUTDOWN */
     return rc;
