@@ -314,7 +314,10 @@ enum {
  * serving the others' requests until every rank has reached shutdown (a
  * barrier); handlers serving them may still make nested calls until
  * then. A rank known lost is not waited for: the barrier fails at once
- * and shutdown goes on without it. Immediate: in-flight calls end with
+ * and shutdown goes on without it. What the rank has sent, its answers
+ * above all, leaves the provider (at most a second) before the others
+ * learn that it left, so a call it answered is not ended FRPC_EPEERLOST
+ * on the caller's side. Immediate: in-flight calls end with
  * FRPC_ESHUTDOWN and no barrier is held. Either way, requests that were
  * never answered are released, all threads are joined and the agent is
  * freed: it must not be used again, and no other thread may be using it.
