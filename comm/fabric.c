@@ -467,13 +467,15 @@ static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
     sl->dst = dst;
     if (fr__tx_take(f)) {
         fr_tsan_sent();
-        atomic_store(&sl->posted, 1); /* before: it may complete at once */
+        /* Before: it may complete at once. Relaxed: the completion is ordered
+         * after the post by the provider, and only fr_fabric_flush reads. */
+        atomic_store_explicit(&sl->posted, 1, memory_order_relaxed);
         ret = fr_fault_hit(FR_FAULT_SEND_POST)
                   ? -FI_EOTHER
                   : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                             &sl->op.fictx);
         if (ret) {
-            atomic_store(&sl->posted, 0);
+            atomic_store_explicit(&sl->posted, 0, memory_order_relaxed);
             fr__tx_give(f);
         }
     }
@@ -812,7 +814,7 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
     fr__tx_give(f);
-    atomic_store(&s->posted, 0);
+    atomic_store_explicit(&s->posted, 0, memory_order_relaxed);
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
     if (err)

@@ -463,8 +463,6 @@ void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len);
 int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
                        size_t len, uint64_t deadline_ns);
 
-/* Closes the endpoint and everything under it; frees rendezvous blocks
- * still held. No other thread may use f. NULL is a no-op. */
 /* Polls until every message this rank has sent is out of the provider's
  * hands (each slot send completed, and a poll found nothing left to do:
  * tcp;ofi_rxm writes queued sends and injects as it is polled), or
@@ -483,6 +481,8 @@ int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns);
  * transfers). Any thread that may poll. */
 int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns);
 
+/* Closes the endpoint and everything under it; frees rendezvous blocks
+ * still held. No other thread may use f. NULL is a no-op. */
 void fr_fabric_close(fr_fabric *f);
 
 #endif /* FR_COMM_FABRIC_H */

@@ -314,13 +314,14 @@ enum {
  * serving the others' requests until every rank has reached shutdown (a
  * barrier); handlers serving them may still make nested calls until
  * then. A rank known lost is not waited for: the barrier fails at once
- * and shutdown goes on without it. What the rank has sent, its answers
- * above all, leaves the provider (at most a second) before the others
- * learn that it left, so a call it answered is not ended FRPC_EPEERLOST
- * on the caller's side. Immediate: in-flight calls end with
- * FRPC_ESHUTDOWN and no barrier is held. Either way, requests that were
- * never answered are released, all threads are joined and the agent is
- * freed: it must not be used again, and no other thread may be using it.
+ * and shutdown goes on without it. Before the others learn that it left,
+ * it polls until its sends to live ranks have completed (at most a
+ * second), so that an answer it sent is not overtaken by the news and
+ * the call ended FRPC_EPEERLOST on the caller's side. Immediate:
+ * in-flight calls end with FRPC_ESHUTDOWN and no barrier is held. Either
+ * way, requests that were never answered are released, all threads are
+ * joined and the agent is freed: it must not be used again, and no other
+ * thread may be using it.
  *
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
