@@ -469,13 +469,13 @@ static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
         fr_tsan_sent();
         /* Before: it may complete at once. Relaxed: the completion is ordered
          * after the post by the provider, and only fr_fabric_flush reads. */
-        atomic_store_explicit(&sl->posted, 1, memory_order_relaxed);
+        atomic_store_explicit(&sl->posted_to, dst + 1, memory_order_relaxed);
         ret = fr_fault_hit(FR_FAULT_SEND_POST)
                   ? -FI_EOTHER
                   : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                             &sl->op.fictx);
         if (ret) {
-            atomic_store_explicit(&sl->posted, 0, memory_order_relaxed);
+            atomic_store_explicit(&sl->posted_to, 0, memory_order_relaxed);
             fr__tx_give(f);
         }
     }
@@ -814,7 +814,7 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
     fr__tx_give(f);
-    atomic_store_explicit(&s->posted, 0, memory_order_relaxed);
+    atomic_store_explicit(&s->posted_to, 0, memory_order_relaxed);
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
     if (err)
@@ -1318,8 +1318,9 @@ static int sends_out(fr_fabric *f)
     int n = 0;
     pthread_mutex_lock(&f->slot_lock);
     for (unsigned i = 0; i < f->nslots; i++) {
-        fr_send_slot *s = f->all_slots[i];
-        if (atomic_load(&s->posted) && !fr__lost(f, s->dst))
+        unsigned to = atomic_load_explicit(&f->all_slots[i]->posted_to,
+                                           memory_order_relaxed);
+        if (to && !fr__lost(f, to - 1))
             n++;
     }
     pthread_mutex_unlock(&f->slot_lock);

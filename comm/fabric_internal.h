@@ -54,7 +54,10 @@ typedef struct fr_send_slot {
     size_t len; /* bytes sent: the frames to fail if the send fails */
     int raw;    /* fr_fabric_send_raw: no frames, no call to fail */
     int ctl;    /* fr_fabric_connect_peers' frame: counted in ctl_pending */
-    atomic_int posted; /* with the provider until its completion */
+    /* dst + 1 while with the provider (until its completion), else 0: one
+     * word, so fr_fabric_flush reads where it went without reading dst,
+     * which the slot's next sender may be writing. */
+    atomic_uint posted_to;
     uint8_t *buf;
 } fr_send_slot;
 

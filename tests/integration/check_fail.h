@@ -20,6 +20,7 @@ __attribute__((format(printf, 2, 3), noreturn, unused)) static void
 check_failed(int line, const char *fmt, ...)
 {
     va_list ap;
+    fflush(stdout); /* _exit below would lose what the phases printed */
     fprintf(stderr, "FAIL rank %d line %d: ", me, line);
     va_start(ap, fmt);
     vfprintf(stderr, fmt, ap);

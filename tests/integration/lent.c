@@ -220,10 +220,16 @@ static void phase_timeout(void)
     } else {
         printf("note: the hold began late; not-done checks skipped\n");
     }
+    double looked = au_now_ms();
     CHECK(frpc_wait_all(f, N, CALL_TIMEOUT_MS) == 0, "wait_all");
     double done = au_now_ms();
     for (int i = 0; i < N; i++) {
-        au_expect_status(f[i], FRPC_ETIMEDOUT, "lent call past its timeout");
+        int st = frpc_future_error(f[i], NULL, NULL);
+        CHECK(st == FRPC_ETIMEDOUT,
+              "lent call %d past its timeout: %s, want FRPC_ETIMEDOUT (hold "
+              "answered after %.0f ms, not-done looked at %.0f ms and done "
+              "%.0f ms after it)", i, frpc_err_name(st), held - t0,
+              looked - held, done - held);
         end(&c[i]);
     }
     CHECK(done - held >= HOLD_MS - 100,
