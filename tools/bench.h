@@ -9,6 +9,7 @@
  *   bench_rma.c      the rma mode, and its rows for any way of moving bytes
  *   bench_spread.c   per-call latency in a window; the "disturbed" rules
  *   bench_fi_rma.c   rma --baseline: raw fi_read/fi_write, memcpy on shm
+ *   bench_fi_rate.c  rate --baseline: raw 8-byte messages, w in flight
  *   bench_fi_ep.c    the raw libfabric baselines' endpoints (bench_fi.h)
  *
  * Rank 0 measures and prints; the other ranks serve, and send rank 0 their
@@ -73,6 +74,7 @@ typedef struct bench_row {
     double rss_mb, ratio, job_s, seconds;
     double ratio_tcp;         /* ratio_to_tcp_pingpong */
     double ratio_fi_blocking; /* ratio_to_fi_blocking */
+    double ratio_fi_msg;      /* rate: ratio_to_fi_msg (bench_fi_rate.c) */
     /* rate, bandwidth: frames rank 0 sent per transport message in the
      * timed window (1: none coalesced) */
     double frames_per_msg;
@@ -264,5 +266,17 @@ int bench_fi_blocking(const char *provider, size_t size, long iters,
  */
 int bench_fi_rma(const char *fi_provider, const char *provider,
                  const bench_opts *o);
+
+/*
+ * rate --baseline (bench_fi_rate.c): for each window of o's, a forked
+ * child answers 8-byte messages over raw libfabric on fi_provider and
+ * rank 0 keeps w in flight (system "fi_msg", metric "rate", labelled
+ * provider), and the kept fabrpc rate rows of that window get
+ * ratio_to_fi_msg. Call it with no agent alive (rank 0, after shutdown).
+ * Returns 0, or 3 when a step failed (one line on stderr says which call
+ * and why). Bounded in time.
+ */
+int bench_fi_rate(const char *fi_provider, const char *provider,
+                  const bench_opts *o);
 
 #endif /* FABRPC_BENCH_H */

@@ -49,6 +49,10 @@ int bench_fi_fail(bench_fi *s, const char *what, long ret);
 int bench_fi_open_domain(bench_fi *s, const char *prov, uint64_t caps,
                          uint64_t mr_mode, enum fi_threading threading);
 
+/* bench_fi_open_domain with the hints of fabrpc's messages, minus RMA
+ * (comm/providers.c), so that the same provider answers. 0, or -1. */
+int bench_fi_open_msg_domain(bench_fi *s, const char *prov);
+
 /* fi_endpoint bound to s->av and s->cq (transmit and receive), enabled.
  * 0, or -1. */
 int bench_fi_open_ep(bench_fi *s);

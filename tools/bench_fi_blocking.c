@@ -72,11 +72,8 @@ static int open_cq(side *s)
  * so that the same provider answers. */
 static int open_side(side *s, const char *prov)
 {
-    if (bench_fi_open_domain(&s->fi, prov, FI_MSG,
-                             FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
-                                 FI_MR_PROV_KEY | FI_MR_ENDPOINT,
-                             FI_THREAD_UNSPEC) ||
-        open_cq(s) || bench_fi_open_ep(&s->fi))
+    if (bench_fi_open_msg_domain(&s->fi, prov) || open_cq(s) ||
+        bench_fi_open_ep(&s->fi))
         return -1;
     return 0;
 }

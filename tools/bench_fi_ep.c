@@ -60,6 +60,14 @@ int bench_fi_open_domain(bench_fi *s, const char *prov, uint64_t caps,
     return 0;
 }
 
+int bench_fi_open_msg_domain(bench_fi *s, const char *prov)
+{
+    return bench_fi_open_domain(s, prov, FI_MSG,
+                                FI_MR_VIRT_ADDR | FI_MR_ALLOCATED |
+                                    FI_MR_PROV_KEY | FI_MR_ENDPOINT,
+                                FI_THREAD_UNSPEC);
+}
+
 int bench_fi_open_ep(bench_fi *s)
 {
     int ret;

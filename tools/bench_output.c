@@ -21,7 +21,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .inflight = -1, .iters = -1, .p50_us = NAN,
                    .p99_us = NAN, .calls_per_s = NAN, .mb_per_s = NAN,
                    .cpu_s = NAN, .rank = -1, .rss_mb = NAN, .ratio = NAN,
-                   .ratio_tcp = NAN, .ratio_fi_blocking = NAN,
+                   .ratio_tcp = NAN, .ratio_fi_blocking = NAN, .ratio_fi_msg = NAN,
                    .frames_per_msg = NAN, .max_us = NAN,
                    .not_timed_out = NAN, .coalesce = -1, .lent = -1, .disturbed = -1,
                    .job_s = NAN, .seconds = NAN};
@@ -107,6 +107,7 @@ static void print_row(const bench_row *r)
     put_extra("ratio_to_fi_pingpong", r->ratio, 4);
     put_extra("ratio_to_tcp_pingpong", r->ratio_tcp, 4);
     put_extra("ratio_to_fi_blocking", r->ratio_fi_blocking, 4);
+    put_extra("ratio_to_fi_msg", r->ratio_fi_msg, 4);
     put_extra("frames_per_message", r->frames_per_msg, 2);
     put_extra("max_us", r->max_us, 1);
     put_extra("not_timed_out", r->not_timed_out, 0);

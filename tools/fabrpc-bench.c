@@ -100,11 +100,12 @@ static const char usage_text[] =
     "                   when not measured), and where they apply rank,\n"
     "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong,\n"
     "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking,\n"
+    "                   ratio_to_fi_msg,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
     "                   frames per transport message), coalesce (see\n"
     "                   --coalesce), disturbed (see below)\n"
-    "  --baseline       latency or rma. latency: after fabrpc's rows, rank 0\n"
-    "                   runs libfabric's fi_pingpong (package\n"
+    "  --baseline       latency, rate or rma. latency: after fabrpc's rows,\n"
+    "                   rank 0 runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
     "                   iterations on 127.0.0.1, prints its rows (system\n"
     "                   \"fi_pingpong\"; p50_us is its mean round trip, twice\n"
@@ -120,6 +121,12 @@ static const char usage_text[] =
     "                   else by its own means, sched_yield for shm; none\n"
     "                   if it has no CQ wait object) and adds\n"
     "                   ratio_to_fi_blocking.\n"
+    "                   rate: after fabrpc's rows, rank 0 keeps each window\n"
+    "                   of 8-byte messages in flight over raw libfabric on\n"
+    "                   the same provider (system \"fi_msg\": a forked\n"
+    "                   process answers each by fi_inject, both busy-poll)\n"
+    "                   and adds ratio_to_fi_msg (fabrpc calls/s / raw\n"
+    "                   round trips/s) to fabrpc's rows of that window.\n"
     "                   rma: after fabrpc's rows, rank 0 times the same\n"
     "                   transfers over raw libfabric on the same provider\n"
     "                   (system \"fi_rma\", metrics raw_read and raw_write,\n"
@@ -304,8 +311,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         return bad("bad --inflight", inflight);
     for (int i = 0; i < o->ninflight; i++)
         o->inflight[i] = (long)v[i];
-    if (o->baseline && o->mode != BENCH_LATENCY && o->mode != BENCH_RMA)
-        return bad("--baseline goes with the latency or rma mode", NULL);
+    if (o->baseline && o->mode != BENCH_LATENCY && o->mode != BENCH_RATE &&
+        o->mode != BENCH_RMA)
+        return bad("--baseline goes with the latency, rate or rma mode",
+                   NULL);
     if (o->coalesce >= 0 && o->mode != BENCH_LATENCY &&
         o->mode != BENCH_RATE && o->mode != BENCH_BANDWIDTH &&
         o->mode != BENCH_RMA)
@@ -477,15 +486,18 @@ int main(int argc, char **argv)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 1;
     }
-    /* latency's baseline adds ratios to fabrpc's rows: keep them */
-    if (o.baseline && rank == 0 && o.mode == BENCH_LATENCY)
+    /* latency's and rate's baselines add ratios to fabrpc's rows: keep
+     * them */
+    if (o.baseline && rank == 0 &&
+        (o.mode == BENCH_LATENCY || o.mode == BENCH_RATE))
         bench_defer();
     rc = bench_run(a, &o, t_start);
     if (frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 60000))
         rc = 1;
     if (o.baseline && rank == 0 && !rc)
-        rc = o.mode == BENCH_RMA ? bench_fi_rma(prov_full, prov, &o)
-                                 : bench_baseline(prov_full, prov, &o);
+        rc = o.mode == BENCH_RMA    ? bench_fi_rma(prov_full, prov, &o)
+             : o.mode == BENCH_RATE ? bench_fi_rate(prov_full, prov, &o)
+                                    : bench_baseline(prov_full, prov, &o);
     bench_flush();
     return rc;
 }

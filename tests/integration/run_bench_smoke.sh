@@ -109,12 +109,20 @@ mode_rate() {
         expect_grep '"inflight":4,.*"disturbed":null' "$TMPD/rate-$1.out"
 }
 # --coalesce off reaches rank 0's agent: every frame goes alone.
+# Uncoalesced, with the raw libfabric rows of the same windows (fi_msg)
+# and each fabrpc row's ratio to its window's.
 mode_rate_uncoalesced() {
+    local f=$TMPD/rateu-$1
     bench rateu-$1 rate --provider $1 --inflight 1,16 --iters 200 \
-        --coalesce off --json &&
-        check_json "$TMPD/rateu-$1.out" rate 2 &&
-        every_row '"coalesce":false[,}]' "$TMPD/rateu-$1.out" &&
-        every_row '"frames_per_message":1\.00[,}]' "$TMPD/rateu-$1.out"
+        --coalesce off --baseline --json &&
+        grep '"system":"fabrpc"' "$f.out" >"$f.fabrpc" &&
+        grep '"system":"fi_msg"' "$f.out" >"$f.raw" &&
+        check_json "$f.fabrpc" rate 2 &&
+        check_json "$f.raw" rate 2 &&
+        every_row '"coalesce":false[,}]' "$f.fabrpc" &&
+        every_row '"frames_per_message":1\.00[,}]' "$f.fabrpc" &&
+        every_row '"ratio_to_fi_msg":[0-9]' "$f.fabrpc" &&
+        expect_grep '"inflight":16,.*"calls_per_s":[0-9]' "$f.raw"
 }
 mode_rate_batched() {
     bench rateb-$1 rate --provider $1 --inflight 1,16 --iters 200 --batch \
@@ -261,7 +269,7 @@ for prov in shm tcp; do
     run_case "latency, $prov: JSON rows" mode_latency $prov
     run_case "rate, $prov: JSON rows" mode_rate $prov
     run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
-    run_case "rate with --coalesce off, $prov: one frame a message" \
+    run_case "rate with --coalesce off, $prov: one frame a message, raw baseline" \
         mode_rate_uncoalesced $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
     run_case "rma (get, put, batches, raw baseline), $prov: JSON rows" mode_rma $prov
