@@ -700,7 +700,13 @@ int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
  * completed one, or FRPC_ETIMEDOUT (none completed in time; *index
  * untouched), FRPC_EDEADLK past the nesting limit, FRPC_EINVAL (NULL
  * index, NULL futures with n > 0, or no future to wait for: n == 0 or
- * all NULL). NULL entries are skipped. Blocks.
+ * all NULL). NULL entries are skipped. Blocks. Cost: each return looks
+ * at the futures from index 0 up to the one it gives (while none is done,
+ * it looks again only after some call of the agent completed), so a
+ * sliding window of w calls that always replaces the lowest done pays up
+ * to w looks per call; one that keeps its calls in start order and waits
+ * for the oldest with frpc_future_wait pays one (fabrpc-bench's rate
+ * does; docs/PERFORMANCE.md has the figures).
  */
 int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
                   size_t *index);

@@ -97,20 +97,27 @@ static int fut_done(const frpc_future *f)
     return f->lent ? atomic_load(&f->gates) == 0 : atomic_load(&f->p.done);
 }
 
-/* One of f's facts is in; the last one fires the callback, if any. */
-static void gate_pass(frpc_future *f)
+/* One of f's facts is in; the last one fires the callback, if any. 1 if
+ * it was the last (f is done now). */
+static int gate_pass(frpc_future *f)
 {
     /* done is already visible: a frpc_future_then still storing its
      * callback reads it after publishing CB_SET and fires itself. */
-    if (atomic_fetch_sub(&f->gates, 1) == 1 && claim_firing(f))
+    if (atomic_fetch_sub(&f->gates, 1) != 1)
+        return 0;
+    if (claim_firing(f))
         fire(f);
+    return 1;
 }
 
 /* The pending entry's on_done hook: runs once, after completion. */
 static void on_done(fr_pending *p)
 {
     frpc_future *f = (frpc_future *)p;
-    gate_pass(f);
+    /* A lent future is done only now, after the table's epoch moved for
+     * the entry: move it again for the waiters that looked in between. */
+    if (gate_pass(f) && f->lent)
+        fr_pending_kick(&f->agent->pend);
     unref(f); /* the table's reference */
 }
 
@@ -346,17 +353,27 @@ void frpc_future_free(frpc_future *f)
 
 /* ---- waiting for several -------------------------------------------- */
 
+/* A multi-future wait's state. Its predicate runs on every poll of the
+ * wait (twice), so it must not cost a look at every future each time: a
+ * window of 256 made frpc_wait_any's scans most of a call's cost. */
 typedef struct many {
     frpc_future *const *f;
     size_t n;
     size_t index; /* wait_any: the first done */
+    size_t from;  /* wait_all: f[0..from) were seen done (done stays) */
+    /* wait_any, once a look found none done and all f share one agent:
+     * that agent's table and its epoch before the look. Completions move
+     * the epoch after the future is done (future.c, pending.c), so while
+     * it has not moved none of f can be done. */
+    fr_pending_table *pend;
+    uint64_t seen;
 } many;
 
 static int all_done(void *arg)
 {
     many *m = arg;
-    for (size_t i = 0; i < m->n; i++)
-        if (m->f[i] && !fut_done(m->f[i]))
+    for (; m->from < m->n; m->from++)
+        if (m->f[m->from] && !fut_done(m->f[m->from]))
             return 0;
     return 1;
 }
@@ -364,11 +381,30 @@ static int all_done(void *arg)
 static int any_done(void *arg)
 {
     many *m = arg;
-    for (size_t i = 0; i < m->n; i++)
-        if (m->f[i] && fut_done(m->f[i])) {
+    if (m->pend && atomic_load(&m->pend->epoch) == m->seen)
+        return 0;
+    frpc_agent *one = NULL;
+    uint64_t epoch = 0;
+    int same = 1;
+    for (size_t i = 0; i < m->n; i++) {
+        frpc_future *f = m->f[i];
+        if (!f)
+            continue;
+        if (!one) {
+            one = f->agent;
+            epoch = atomic_load(&one->pend.epoch); /* before any look */
+        } else if (f->agent != one) {
+            same = 0;
+        }
+        if (fut_done(f)) {
             m->index = i;
             return 1;
         }
+    }
+    if (one && same) {
+        m->pend = &one->pend;
+        m->seen = epoch;
+    }
     return 0;
 }
 

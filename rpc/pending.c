@@ -283,12 +283,14 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     }
     if (p->cond_made)
         pthread_cond_signal(&p->cond);
+    /* Last of p: a spinning waiter reads done without the lock and may
+     * free p (a sync call's entry is on its stack) as soon as it sees it. */
+    atomic_store(&p->done, 1);
+    /* After done: a waiter that reads the new epoch without the lock then
+     * sees p done (wait_any's look, and its nap, rely on it). */
     atomic_fetch_add(&t->epoch, 1);
     if (t->any_waiters)
         pthread_cond_broadcast(&t->any_cond);
-    /* Last: a spinning waiter reads done without the lock and may free p
-     * (a sync call's entry is on its stack) as soon as it sees it. */
-    atomic_store(&p->done, 1);
 }
 
 static void wake_sleepers(fr_pending_table *t)

@@ -72,7 +72,8 @@ typedef struct fr_pending_table {
     atomic_size_t heap_room;        /* heap_cap, for adders to read */
     /* earliest deadline of the heap and incoming, UINT64_MAX if none */
     atomic_uint_fast64_t next_deadline;
-    /* wait_any: completions bump epoch and wake any_cond if anyone waits */
+    /* wait_any: completions bump epoch, after the entry is done, and wake
+     * any_cond if anyone waits */
     pthread_cond_t any_cond;
     unsigned any_waiters;
     atomic_uint_fast64_t epoch;

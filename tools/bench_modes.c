@@ -290,8 +290,20 @@ static int run_window(frpc_agent *a, start_fn start, const char *name,
     }
     rc = fill(a, start, f, w, name, buf, len, n, &started, batch, t);
     while (!rc && done < n) {
-        size_t i;
-        if ((rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i)))
+        size_t i = (size_t)(done % w);
+        /* One at a time, the oldest call first: they were started in slot
+         * order and each is replaced in its slot, so slot done % w holds
+         * the oldest, and the transport answers in order. A wait for it
+         * costs what one call's wait does; frpc_wait_any must look for
+         * the lowest done slot, up to w looks a call. */
+        if (!batch && f[i]) {
+            rc = frpc_future_wait(f[i], CALL_TIMEOUT_MS);
+            if (frpc_future_test(f[i]))
+                rc = 0; /* its status is reap's to judge */
+        } else {
+            rc = frpc_wait_any(f, (size_t)w, CALL_TIMEOUT_MS, &i);
+        }
+        if (rc)
             break;
         bench_times_done(t, (long)i);
         rc = reap(&f[i], want);
