@@ -115,7 +115,9 @@ static int open_cq(fr_fabric *f, char *errbuf, size_t errlen)
     struct fi_cq_attr attr = {.format = FI_CQ_FORMAT_MSG,
                               .size = 0,
                               .wait_obj = FI_WAIT_FD};
-    int ret = fi_cq_open(f->domain, &attr, &f->cq, NULL);
+    int ret = f->opts.never_sleeps ? -FI_ENOSYS
+                                   : fi_cq_open(f->domain, &attr, &f->cq,
+                                                NULL);
     if (ret == 0) {
         if (fi_control(&f->cq->fid, FI_GETWAIT, &f->wait_fd) != 0)
             f->wait_fd = -1;

@@ -239,6 +239,8 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .eager_max = FR_EAGER_MAX,
                         .recv_count = FR_RECV_COUNT,
                         .coalesce = a->set.coalesce,
+                        .never_sleeps =
+                            a->set.progress == FRPC_PROGRESS_BUSY,
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
                                .on_poll_end = fr_agent_on_poll_end,

@@ -266,7 +266,7 @@ END_TEST
 
 /* Two endpoints over tcp;ofi_rxm, which reports sources (the check is
  * on): what sockets did to a rank's messages to itself, forced. */
-static int open_tcp_pair(fr_fabric *f[2])
+static int open_tcp_pair_as(fr_fabric *f[2], int never_sleeps)
 {
     char err[512] = "";
     fr_backends tb;
@@ -280,6 +280,7 @@ static int open_tcp_pair(fr_fabric *f[2])
     for (int i = 0; i < 2; i++) {
         fr_fabric_opts o = {.max_msg = 1 << 20, .eager_max = 4096,
                             .recv_count = RECVS,
+                            .never_sleeps = never_sleeps,
                             .cb = {.on_msg = on_msg}};
         int rc = fr_fabric_open(b->info, &o, &f[i], err, sizeof(err));
         ck_assert_msg(rc == 0, "open tcp: %s", err);
@@ -287,6 +288,11 @@ static int open_tcp_pair(fr_fabric *f[2])
     fr_backends_free(&tb);
     introduce(f);
     return 0;
+}
+
+static int open_tcp_pair(fr_fabric *f[2])
+{
+    return open_tcp_pair_as(f, 0);
 }
 
 START_TEST(a_name_the_provider_refuses_fails_open_cleanly)
@@ -356,6 +362,32 @@ START_TEST(a_message_to_oneself_without_a_source_still_counts)
 }
 END_TEST
 
+/* Busy progress: the CQ has no wait object (nobody could sleep on it)
+ * and frames still arrive, both ways. */
+START_TEST(a_fabric_that_never_sleeps_has_no_fd_and_delivers)
+{
+    fr_fabric *f[2];
+    if (open_tcp_pair(f)) {
+        fprintf(stderr, "tcp is not up here: skipped\n");
+        return;
+    }
+    ck_assert_int_eq(fr_fabric_has_fd(f[0]), 1); /* the default: an fd */
+    unpair(f);
+    ck_assert_int_eq(open_tcp_pair_as(f, 1), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(fr_fabric_has_fd(f[i]), 0);
+        ck_assert_int_eq(fr_fabric_can_block(f[i]), 0);
+    }
+    start_polling(f[1]);
+    ck_assert_int_eq(one_frame(f[0], 1), 1);
+    stop_polling_now();
+    start_polling(f[0]);
+    ck_assert_int_eq(one_frame(f[1], 0), 1);
+    stop_polling_now();
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -372,6 +404,8 @@ int main(void)
         {"a message to oneself that names no source still arrives; "
          "another's is a stranger's",
          a_message_to_oneself_without_a_source_still_counts},
+        {"a fabric that never sleeps has no CQ fd and delivers both ways",
+         a_fabric_that_never_sleeps_has_no_fd_and_delivers},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
