@@ -421,7 +421,10 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
 /* Run the handler on the thread that polls, as soon as the request
  * arrives: the fastest path, for short handlers that never block (they
- * may still make calls). Without it handlers run on the thread pool. */
+ * may still make calls). Without it handlers run on the thread pool. With
+ * coalescing on, an answer an inline handler gives may leave only when the
+ * handler returns (it can share a message with the poll's other frames to
+ * that rank), so work done after frpc_respond delays the answer too. */
 #define FRPC_INLINE 0x1u
 
 /*

@@ -14,7 +14,10 @@
  *             HOLD_MS: lent calls with a 100 ms timeout end
  *             FRPC_ETIMEDOUT, but are not done (test 0, error
  *             FRPC_EINPROGRESS) while rank 1 cannot have read their args,
- *             and done once it polls again.
+ *             and done once it polls again. Up to 3 tries: the hold's own
+ *             answer may leave only when the handler returns (coalesced
+ *             with another frame of that poll), and then there is no hold
+ *             left to judge (a CI run once saw the calls answered).
  *   free      lent futures freed at once, their args kept until shutdown
  *             (sanitizers and valgrind see any late touch).
  *   shutdown  rank 0 shuts down at once while rank 1 holds its poll with a
@@ -194,7 +197,12 @@ static void phase_cancel(void)
            "all done\n", N, cancelled);
 }
 
-static void phase_timeout(void)
+/* One try of the timeout phase: 1 if it was judged, 0 if the hold's
+ * answer came late. An inline handler's answer may wait for it to return
+ * (it can share a message with the poll's other answers to us: the header's
+ * FRPC_INLINE), and then the hold is over before our calls start and they
+ * may well be answered in time: nothing to judge, the caller tries again. */
+static int try_timeout(void)
 {
     enum { N = 4 };
     lent_call c[N];
@@ -208,34 +216,47 @@ static void phase_timeout(void)
               SMALL_TIMEOUT_MS);
         f[i] = c[i].f;
     }
+    int judged = held - t0 < HOLD_MS / 4;
     au_sleep_us((SMALL_TIMEOUT_MS + 400) * 1000);
-    /* Only judged if the answer came at once and we are still well inside
-     * the hold (a loaded machine may not be). */
-    if (held - t0 < HOLD_MS / 4 && au_now_ms() - held < HOLD_MS / 2) {
+    /* The not-done look only while well inside the hold (a loaded machine
+     * may not be). */
+    double looked = au_now_ms();
+    if (judged && looked - held < HOLD_MS / 2) {
         for (int i = 0; i < N; i++) {
             CHECK(frpc_future_test(f[i]) == 0,
                   "lent call done while the callee could not have read it");
             au_expect_status(f[i], FRPC_EINPROGRESS, "lent call in the hold");
         }
-    } else {
-        printf("note: the hold began late; not-done checks skipped\n");
     }
-    double looked = au_now_ms();
     CHECK(frpc_wait_all(f, N, CALL_TIMEOUT_MS) == 0, "wait_all");
     double done = au_now_ms();
     for (int i = 0; i < N; i++) {
         int st = frpc_future_error(f[i], NULL, NULL);
-        CHECK(st == FRPC_ETIMEDOUT,
+        CHECK(st == FRPC_ETIMEDOUT || (!judged && st == 0),
               "lent call %d past its timeout: %s, want FRPC_ETIMEDOUT (hold "
               "answered after %.0f ms, not-done looked at %.0f ms and done "
               "%.0f ms after it)", i, frpc_err_name(st), held - t0,
               looked - held, done - held);
         end(&c[i]);
     }
+    if (!judged) {
+        printf("note: the hold's answer came after %.0f ms; not judged, "
+               "trying again\n", held - t0);
+        return 0;
+    }
     CHECK(done - held >= HOLD_MS - 100,
           "lent calls done %.0f ms into a %d ms hold", done - held, HOLD_MS);
     printf("ok: %d lent calls timed out, done %.0f ms later (hold %d ms)\n",
            N, done - held - SMALL_TIMEOUT_MS, HOLD_MS);
+    return 1;
+}
+
+static void phase_timeout(void)
+{
+    for (int i = 0; i < 3; i++)
+        if (try_timeout())
+            return;
+    printf("note: the hold's answer came late 3 times; timeout not judged\n");
 }
 
 static atomic_int last_ran, last_status;
