@@ -115,6 +115,13 @@ typedef struct fr_fabric_callbacks {
      * the polling thread (after the poll's deliveries, never inside a
      * send); may be NULL. */
     void (*on_peer_unreachable)(void *ctx, uint32_t rank, const char *why);
+    /* How long the call that a response from src answers still waits: its
+     * deadline (fr_now_ns clock; UINT64_MAX: none), or 0 if no such call
+     * waits. A response's rendezvous read may then take as long as its
+     * call allows, not only FR_FABRIC_ANSWER_MS without progress: a peer
+     * paused for longer (a stopped process, a loaded machine) must not
+     * fail a call that still has time. May be NULL. Any thread. */
+    uint64_t (*call_deadline)(void *ctx, uint32_t src, uint64_t req_id);
     void *ctx;
 } fr_fabric_callbacks;
 

@@ -27,7 +27,11 @@
  *   FR_FABRIC_ANSWER_MS from now each time one of its reads completes: a
  *   response's caller has its own deadline in rpc/, so the transfer only
  *   ends when it stops moving (udp under TSan and a loaded machine pulled
- *   4 MB/s, and CI lost a 16 MiB reply to a flat 10 MB/s bound). Posting
+ *   4 MB/s, and CI lost a 16 MiB reply to a flat 10 MB/s bound); a
+ *   response's reads also last at least as long as its call still waits
+ *   (cb.call_deadline): on tcp and udp a read progresses only while the
+ *   sender polls, and a sender paused 13 s failed a 60 s call after 10 s
+ *   (itest late). Posting
  *   its reads waits for room until then; a poll ends
  *   it if its reads have not all completed by then (a forged key that
  *   the provider never answers: a request is refused, a response ends
@@ -411,6 +415,12 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
             in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
                            in->desc.len * FR_RNDV_NS_PER_BYTE;
             in->moving_deadline = 1;
+            if (env->kind != FR_ENV_REQUEST && f->opts.cb.call_deadline) {
+                uint64_t call = f->opts.cb.call_deadline(
+                    f->opts.cb.ctx, env->src_rank, env->req_id);
+                if (call > in->deadline)
+                    in->deadline = call;
+            }
         }
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);

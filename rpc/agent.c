@@ -232,6 +232,14 @@ static int exchange_addresses(frpc_agent *a, uint64_t deadline)
     return rc;
 }
 
+/* fr_fabric_callbacks.call_deadline: a response's rendezvous read may
+ * take as long as the call it answers still waits. */
+static uint64_t call_deadline(void *ctx, uint32_t src, uint64_t req_id)
+{
+    frpc_agent *a = ctx;
+    return fr_pending_deadline_of(&a->pend, req_id, src);
+}
+
 static int open_transport(frpc_agent *a, char *err, size_t errlen)
 {
     const fr_backend *b = fr_backends_find(&a->backends, a->provider);
@@ -246,6 +254,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                                .on_poll_end = fr_agent_on_poll_end,
                                .on_peer_unreachable =
                                    fr_agent_on_peer_unreachable,
+                               .call_deadline = call_deadline,
                                .ctx = a}};
     char name[128];
     int rc;

@@ -520,6 +520,10 @@ void frpc_result_clear(frpc_result *res);
  * altogether without being lost holds it until it polls again or is
  * lost. Shorter args, and frpc_call_async's, are copied.
  *
+ * A large reply is read from the callee after it answered; a callee that
+ * pauses meanwhile (stopped, starved of CPU) delays the call but does not
+ * end it before timeout_ms.
+ *
  * On return res (if not NULL) holds the outcome; clear it with
  * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
  * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),

@@ -214,6 +214,17 @@ static fr_pending *find_locked(fr_pending_table *t, uint64_t id)
     return NULL;
 }
 
+uint64_t fr_pending_deadline_of(fr_pending_table *t, uint64_t id,
+                                uint32_t dst)
+{
+    pthread_mutex_lock(&t->lock);
+    fr_pending *p = find_locked(t, id);
+    uint64_t d = p && p->dst == dst && !atomic_load(&p->done) ? p->deadline
+                                                             : 0;
+    pthread_mutex_unlock(&t->lock);
+    return d;
+}
+
 /* The message the caller reads: names the call for every local error and
  * keeps the remote text as it came. Runs once, before done is set. */
 static void explain(fr_pending *p)

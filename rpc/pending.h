@@ -175,6 +175,10 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
 /* Completes with FRPC_ETIMEDOUT every call whose deadline is <= now.
  * Cheap when none is due (one atomic load). Any thread. */
 void fr_pending_expire(fr_pending_table *t, uint64_t now);
+/* The deadline of call id, in flight to dst (UINT64_MAX: none), or 0 if
+ * there is no such call (ended, or another rank's id). */
+uint64_t fr_pending_deadline_of(fr_pending_table *t, uint64_t id,
+                                uint32_t dst);
 
 /* Calls added so far (ids handed out, less adds that failed). */
 uint64_t fr_pending_started(fr_pending_table *t);

@@ -16,6 +16,8 @@
  *   strict   frpc_init must fail with FRPC_ENOBACKEND naming every provider
  *            in FABRPC_PROVIDER that did not come up (EXPECT_MISSING).
  *   backend  the active provider is EXPECT_PROVIDER.
+ *   late     (2 ranks, coalescing off) rank 1 answers 1 MiB and then
+ *            holds its poll 13 s; rank 0's call (60 s) must still succeed.
  *   zerocopy calls as in "calls" with payloads up to ZC_MAX (16 MiB unless
  *            set), answered with frpc_respond_owned, every byte checked;
  *            ZC_EXPECT_MIN (the zerocopy_min in force) says which args
@@ -29,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -439,22 +442,49 @@ static int mode_nested(void)
 }
 
 #define THREADS 4
-#define THREAD_CALLS 300
+#define THREAD_CALLS 300 /* ITEST_THREAD_CALLS overrides (stress by hand) */
+static int g_thread_calls = THREAD_CALLS;
+#define WATCH_QUIET_S 20 /* no call ended for this long: say what is stuck */
+
+/* What each caller thread is doing, for the watchdog (written by the
+ * thread, read by the watchdog: a diagnostic, relaxed). */
+static struct caller_state {
+    _Atomic int i, dst;
+    _Atomic size_t len;
+    _Atomic long started_ms;
+} g_callers[THREADS];
+static _Atomic long g_last_end_ms;
+static _Atomic int g_callers_done;
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
 
 static void *caller_thread(void *arg)
 {
     frpc_agent *a = g_agent;
-    unsigned seed = (unsigned)(uintptr_t)arg * 2654435761u + (unsigned)me;
+    int id = (int)(uintptr_t)arg;
+    struct caller_state *st = &g_callers[id];
+    unsigned seed = (unsigned)id * 2654435761u + (unsigned)me;
     int n = frpc_world_size(a);
     uint8_t *buf = malloc(70000);
-    for (int i = 0; i < THREAD_CALLS && buf; i++) {
+    for (int i = 0; i < g_thread_calls && buf; i++) {
         seed = seed * 1103515245u + 12345u;
         int dst = (int)((seed >> 8) % (unsigned)n);
         size_t len = (seed >> 4) % 3 == 0 ? (seed >> 12) % 70000
                                           : (seed >> 12) % 512;
         frpc_result res;
         fill(buf, len, seed_of(me, dst, len, 0));
+        st->i = i;
+        st->dst = dst;
+        st->len = len;
+        st->started_ms = now_ms();
         int rc = frpc_call(a, dst, "echo", buf, len, CALL_TIMEOUT_MS, &res);
+        st->started_ms = 0;
+        g_last_end_ms = now_ms();
         CHECK(rc == 0 && res.len == len &&
                   verify(res.data, len, seed_of(me, dst, len, 1)) == len,
               "thread call %d -> %d (%zu B): %s", me, dst, len,
@@ -465,19 +495,117 @@ static void *caller_thread(void *arg)
     return NULL;
 }
 
+/* When no call has ended for WATCH_QUIET_S, prints each unfinished call
+ * (which rank, how big, for how long) and the agent's counters, once: a
+ * stall in CI then says where it was. */
+static void *watchdog(void *arg)
+{
+    frpc_agent *a = arg;
+    while (!g_callers_done) {
+        sleep(1);
+        long now = now_ms();
+        if (now - g_last_end_ms < WATCH_QUIET_S * 1000L)
+            continue;
+        for (int t = 0; t < THREADS; t++)
+            if (g_callers[t].started_ms)
+                printf("note: stalled: thread %d call %d -> rank %d (%zu B) "
+                       "waiting %ld ms\n", t, g_callers[t].i, g_callers[t].dst,
+                       (size_t)g_callers[t].len,
+                       now - g_callers[t].started_ms);
+        frpc_stats s;
+        if (frpc_get_stats(a, &s) == 0)
+            printf("note: stalled: started %llu ok %llu in flight %llu "
+                   "received %llu answered %llu dropped answers %llu "
+                   "messages sent %llu repost failed %llu cq errors "
+                   "unmatched %llu peers lost %llu\n",
+                   (unsigned long long)s.calls_started,
+                   (unsigned long long)s.calls_ok,
+                   (unsigned long long)s.calls_in_flight,
+                   (unsigned long long)s.requests_received,
+                   (unsigned long long)s.requests_answered,
+                   (unsigned long long)s.answers_dropped,
+                   (unsigned long long)s.messages_sent,
+                   (unsigned long long)s.recv_repost_failed,
+                   (unsigned long long)s.cq_errors_unmatched,
+                   (unsigned long long)s.peers_lost);
+        fflush(stdout);
+        return NULL;
+    }
+    return NULL;
+}
+
 static int mode_threads(void)
 {
-    pthread_t t[THREADS];
+    pthread_t t[THREADS], w;
     frpc_agent *a = start();
     g_agent = a;
     CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
     CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    if (getenv("ITEST_THREAD_CALLS"))
+        g_thread_calls = atoi(getenv("ITEST_THREAD_CALLS"));
+    g_last_end_ms = now_ms();
+    CHECK(pthread_create(&w, NULL, watchdog, a) == 0, "pthread_create");
     for (int i = 0; i < THREADS; i++)
         CHECK(pthread_create(&t[i], NULL, caller_thread,
                              (void *)(uintptr_t)i) == 0, "pthread_create");
     for (int i = 0; i < THREADS; i++)
         pthread_join(t[i], NULL);
-    printf("ok: %d threads x %d calls\n", THREADS, THREAD_CALLS);
+    g_callers_done = 1;
+    pthread_join(w, NULL);
+    printf("ok: %d threads x %d calls\n", THREADS, g_thread_calls);
+    finish(a);
+    return 0;
+}
+
+/* ---- a late peer ---------------------------------------------------- */
+
+#define LATE_LEN (1u << 20) /* over the eager size: read by rendezvous */
+#define LATE_HOLD_S 13      /* longer than a reply read waits unprogressed */
+
+/* Answers LATE_LEN bytes, then holds the poll for LATE_HOLD_S (an inline
+ * handler: nobody else polls here), as a stopped or starved process
+ * would: the caller's read of the reply cannot progress meanwhile. */
+static void late_big(frpc_request *req, void *user)
+{
+    (void)user;
+    uint8_t *out = malloc(LATE_LEN);
+    int src = frpc_request_source(req);
+    if (!out) {
+        frpc_respond_error(req, 12, "out of memory");
+        return;
+    }
+    fill(out, LATE_LEN, seed_of(me, src, LATE_LEN, 1));
+    frpc_respond(req, out, LATE_LEN);
+    free(out);
+    sleep(LATE_HOLD_S);
+}
+
+/* A peer that pauses while the caller reads its large reply: the call
+ * still has time (60 s), so it must succeed, not fail when the reply's
+ * read has made no progress for a while. Run with coalescing off, so the
+ * answer leaves before the pause. */
+static int mode_late(void)
+{
+    frpc_agent *a = start();
+    CHECK(frpc_world_size(a) == 2, "late: needs 2 ranks");
+    CHECK(frpc_register(a, "late_big", late_big, NULL, FRPC_INLINE) == 0,
+          "register");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    if (me == 0) {
+        frpc_result res;
+        long t0 = now_ms();
+        int rc = frpc_call(a, 1, "late_big", NULL, 0, 60000, &res);
+        long took = now_ms() - t0;
+        CHECK(rc == 0, "late reply: %s (after %ld ms)",
+              res.error ? res.error : frpc_strerror(rc), took);
+        CHECK(res.len == LATE_LEN &&
+                  verify(res.data, res.len, seed_of(1, 0, LATE_LEN, 1)) ==
+                      LATE_LEN,
+              "late reply: %zu bytes, content wrong", res.len);
+        frpc_result_clear(&res);
+        printf("ok: a 1 MiB reply from a peer that paused %d s arrived "
+               "(%ld ms)\n", LATE_HOLD_S, took);
+    }
     finish(a);
     return 0;
 }
@@ -554,7 +682,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: itest calls|errors|nested|threads|strict|backend|unknown-provider|zerocopy\n");
+        fprintf(stderr, "usage: itest calls|errors|nested|threads|late|strict|backend|unknown-provider|zerocopy\n");
         return 2;
     }
     if (strcmp(argv[1], "calls") == 0)
@@ -571,6 +699,8 @@ int main(int argc, char **argv)
         return mode_backend();
     if (strcmp(argv[1], "unknown-provider") == 0)
         return mode_unknown_provider();
+    if (strcmp(argv[1], "late") == 0)
+        return mode_late();
     if (strcmp(argv[1], "zerocopy") == 0)
         return mode_zerocopy();
     fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
