@@ -38,7 +38,12 @@ stress_alone() {
 nested_3() { FABRPC_THREADS=2 run_async 3 120 nested; }
 # linger_in MODE: the linger checks with FABRPC_PROGRESS=MODE.
 linger_in() { FABRPC_PROGRESS=$1 STRESS_CALLS=$STRESS_N run_async 2 200 linger; }
-stall_2() { STALL_CALLS=$STALL_N run_async 2 240 stall; }
+# sockets lost one call of the 20,000 here in two CI runs (it timed out
+# after 120 s; 2026-11-26 in distcheck); never reproduced by hand. Its RMA
+# stalled the same way (a TCP window it leaves shut, README), which is why
+# its one-sided transfers are emulated. Over sockets only, a failed run is
+# run once more, and the first run's output stays in the log.
+stall_2() { STALL_CALLS=$STALL_N once_more_on sockets run_async 2 240 stall; }
 # 16 MiB args at most, 4 MiB when scaled down (sanitizers).
 LENT_MAX=$((${FABRPC_TEST_SCALE:-100} < 100 ? 4 << 20 : 16 << 20))
 lent_2() {

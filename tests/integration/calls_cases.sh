@@ -26,13 +26,7 @@ nested_4() { FABRPC_THREADS=6 run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PR
 # provider has shown it. itest's watchdog prints the stalled calls and the
 # counters after 20 s without an answer. Over udp only, a failed run is
 # run once more, and the first run's output stays in the log.
-once_more_on_udp() {
-    "$@" && return 0
-    [ "$PROV" = udp ] || return 1
-    echo "note: $PROV: failed once (output above); running it again"
-    "$@"
-}
-threads_4() { once_more_on_udp run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
+threads_4() { once_more_on udp run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
 # 128 MiB args and replies, 32 MiB when scaled down (sanitizers) and on
 # udp (rxd pulls a few MB/s under TSan); ZC_MAX overrides.

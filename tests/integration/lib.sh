@@ -14,6 +14,10 @@
 #   run_case NAME FUNC ARGS...  run FUNC ARGS in a subshell (so fail ends only that
 #                           case), print "PASS: NAME" or "FAIL: NAME"
 #   finish_cases            print "N passed, M failed"; exit 1 if M > 0
+#   once_more_on PROVS CMD...  run CMD; if it fails and $PROV is one of the
+#                           space-separated PROVS, say so and run it once
+#                           more (for a provider's own known stall: the
+#                           calling script says which, with the evidence)
 #
 # Scripts run under bash with set -u. Exit 77 is automake's "skipped".
 
@@ -92,6 +96,15 @@ run_case() {
         echo "FAIL: $name"
         CASES_FAILED=$((CASES_FAILED + 1))
     fi
+}
+
+once_more_on() {
+    local provs=" $1 "
+    shift
+    "$@" && return 0
+    case "$provs" in *" ${PROV:-} "*) ;; *) return 1 ;; esac
+    echo "note: $PROV: failed once (output above); running it again"
+    "$@"
 }
 
 finish_cases() {
