@@ -208,6 +208,8 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     atomic_init(&f->poll_owned, 0);
     f->held_tail = &f->held_head;
     atomic_init(&f->next_key, 1);
+    atomic_init(&f->next_split, 1); /* a part's req_id: never 0 */
+    atomic_flag_clear(&f->split_busy);
     f->next_cookie = 1;
     f->max_slots = FR_MAX_SEND_SLOTS;
     f->info = fi_dupinfo(info);
@@ -235,6 +237,15 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
          * while another pushed 20,000 calls then lost one in about 1 run
          * of 12 ("Exceeded buffered recv limit"). Its maximum. */
         f->info->rx_attr->total_buffered_recv = 64u << 20;
+    }
+    if (f->info->fabric_attr->prov_name &&
+        strcmp(f->info->fabric_attr->prov_name, "shm") == 0 &&
+        f->inject_max > FR_ENV_HDR_SIZE) {
+        size_t cap = FR_PARTS_MAX * (f->inject_max - FR_ENV_HDR_SIZE);
+        f->split_max = opts->split_max < cap ? opts->split_max : cap;
+        if (f->split_max > opts->eager_max)
+            f->split_max = opts->eager_max;
+        f->parts_in = 1;
     }
     /* See rma_write_flags and rma_by_initiator (fabric_internal.h). */
     f->rma_by_initiator =
@@ -325,6 +336,9 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
         (ssize_t)sizeof(f->self_token))
         f->self_token = fr_now_ns() ^ ((uint64_t)getpid() << 32) ^ ~token;
     if (fr__batch_init(f))
+        return FRPC_ENOMEM;
+    /* Wholes are frames, so no longer than eager_max. */
+    if (f->parts_in && !(f->parts = fr_parts_new(world, f->opts.eager_max)))
         return FRPC_ENOMEM;
     if (f->opts.coalesce) {
         size_t cap = FR_BATCH_MAX;
@@ -538,6 +552,52 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     return 0;
 }
 
+/* Copies bytes [off, off + n) of the frame hdr ++ payload to out. */
+static void copy_frame_range(uint8_t *out, const uint8_t *hdr,
+                             const uint8_t *payload, size_t off, size_t n)
+{
+    if (off < FR_ENV_HDR_SIZE) {
+        size_t h = FR_ENV_HDR_SIZE - off < n ? FR_ENV_HDR_SIZE - off : n;
+        memcpy(out, hdr + off, h);
+        out += h;
+        off += h;
+        n -= h;
+    }
+    if (n)
+        memcpy(out, payload + (off - FR_ENV_HDR_SIZE), n);
+}
+
+/* Sends the frame hdr ++ payload[0..len) as parts (parts.h), each an
+ * inject of at most inject_max bytes. A failure leaves the parts sent so
+ * far to their receiver's eviction; the caller's call ends with it. */
+static int send_parts(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
+                      uint64_t token, const uint8_t *payload, size_t len,
+                      uint64_t deadline_ns)
+{
+    size_t frame = FR_ENV_HDR_SIZE + len;
+    size_t stride = f->inject_max - FR_ENV_HDR_SIZE;
+    fr_env pe = {.kind = FR_ENV_PART,
+                 .req_id = atomic_fetch_add(&f->next_split, 1),
+                 .src_rank = f->rank,
+                 .token = token};
+    uint8_t part[4096];
+    int rc;
+
+    for (size_t off = 0; off < frame; off += pe.payload_len) {
+        pe.payload_len = frame - off < stride ? frame - off : stride;
+        pe.func_id = fr_env_part_place((uint32_t)off, (uint32_t)frame);
+        if ((rc = fr_env_encode(&pe, part, sizeof(part))))
+            return rc;
+        copy_frame_range(part + FR_ENV_HDR_SIZE, hdr, payload, off,
+                         pe.payload_len);
+        if ((rc = fr__inject(f, dst, part, FR_ENV_HDR_SIZE + pe.payload_len,
+                             deadline_ns)))
+            return rc;
+    }
+    atomic_fetch_add_explicit(&f->st.split_sent, 1, memory_order_relaxed);
+    return 0;
+}
+
 int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
                           const void *payload, size_t len,
                           uint64_t deadline_ns)
@@ -559,6 +619,12 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
         if (len)
             memcpy(buf + FR_ENV_HDR_SIZE, payload, len);
         if ((rc = fr__inject(f, dst, buf, frame, deadline_ns)))
+            return rc;
+    } else if (frame <= f->split_max &&
+               !atomic_flag_test_and_set(&f->split_busy)) {
+        rc = send_parts(f, dst, buf, e.token, payload, len, deadline_ns);
+        atomic_flag_clear(&f->split_busy);
+        if (rc)
             return rc;
     } else {
         fr_send_slot *sl;
@@ -714,6 +780,32 @@ int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
 }
 
 static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
+                         fi_addr_t src);
+
+/* A part (parts.h): handled once its frame is whole, as a frame of its
+ * own that must come from the rank that sent its parts. */
+static void on_part(fr_fabric *f, const fr_env *env, const uint8_t *payload,
+                    fi_addr_t src)
+{
+    uint8_t *whole = NULL;
+    size_t total = fr_env_part_total(env);
+    fr_env in;
+    int rc = f->parts ? fr_parts_add(f->parts, env->src_rank, env->req_id,
+                                     total, fr_env_part_off(env), payload,
+                                     env->payload_len, &whole)
+                      : FRPC_EPROTO;
+    if (rc == 0)
+        return;
+    if (rc < 0 || fr_env_decode_header(whole, total, UINT64_MAX, &in) ||
+        in.kind == FR_ENV_PART || (in.flags & FR_ENV_F_MORE) ||
+        in.src_rank != env->src_rank)
+        atomic_fetch_add(&f->st.dropped_malformed, 1);
+    else
+        handle_frame(f, whole, total, src);
+    free(whole);
+}
+
+static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
                          fi_addr_t src)
 {
     fr_env env;
@@ -762,6 +854,10 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
     env.flags &= (uint16_t)~FR_ENV_F_MORE; /* framing, not the call's */
     if (env.kind == FR_ENV_RNDV_DONE && env.req_id == FR_FABRIC_CONNECT_COOKIE)
         return; /* fr_fabric_connect_peers: its delivery was the point */
+    if (env.kind == FR_ENV_PART) {
+        on_part(f, &env, payload, src);
+        return;
+    }
     atomic_fetch_add(&f->st.received, 1);
     atomic_fetch_add(&f->st.bytes_received, len);
     if (env.kind == FR_ENV_RNDV_DONE) {
@@ -1162,6 +1258,9 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->recv_unposted = atomic_load(&m->st.recv_unposted);
     o->cq_errors_unmatched = atomic_load(&m->st.cq_errors_unmatched);
     o->rma_bytes = atomic_load(&m->st.rma_bytes);
+    o->split_sent = atomic_load(&m->st.split_sent);
+    o->parts_dropped = m->parts ? fr_parts_dropped(m->parts) : 0;
+    o->dropped_malformed += o->parts_dropped;
 }
 
 int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank)
@@ -1196,6 +1295,7 @@ int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
         fr__put_slot(f, sl);
     }
     fr__rndv_drop_out(f, rank);
+    fr_parts_drop_source(f->parts, rank);
     /* Incoming transfers end in a poll (they deliver): ours now if the
      * CQ is free, else the owner's, which a sleeper's wake-up starts. */
     atomic_fetch_add(&f->lost_work, 1);
@@ -1382,6 +1482,7 @@ void fr_fabric_close(fr_fabric *f)
             free(f->recv[i].buf);
     if (f->sink)
         munmap(f->sink, FR_SINK_BYTES);
+    fr_parts_free(f->parts);
     free(f->recv);
     while (f->held_head) { /* only if its poll owner never came back */
         fr_held *h = f->held_head;

@@ -6,7 +6,10 @@
  * Design notes
  * - Small frames (header + payload <= the eager limit) travel in one
  *   message: by fi_inject when they fit the provider's inject size, else
- *   from a send slot that is reused once the send completes. Bursts of
+ *   from a send slot that is reused once the send completes. On shm a frame
+ *   a little over the inject size (up to opts.split_max) goes as a few
+ *   injects instead, FR_ENV_PART frames that the receiver puts together
+ *   (parts.h): shm's other way costs a syscall and an answer. Bursts of
  *   small frames to one peer are coalesced into one message (batch.c). Receive
  *   buffers of the eager limit are pre-posted and reposted after use.
  * - Larger payloads go by rendezvous: the sender copies them into a
@@ -130,6 +133,11 @@ typedef struct fr_fabric_opts {
     size_t eager_max;     /* largest eager frame, header included */
     unsigned recv_count;  /* pre-posted receive buffers */
     int coalesce;         /* batch bursts of small frames (batch.c) */
+    /* shm: a frame longer than the inject size and at most this long is
+     * sent as parts, each an inject, and put together by its receiver
+     * (parts.h); 0: never. Capped at FR_PARTS_MAX parts and eager_max.
+     * Other providers ignore it. */
+    size_t split_max;
     /* Nobody will sleep on the CQ (busy progress): it gets no wait object.
      * tcp's busy round trip is faster without one (fabrpc-bench rate
      * --provider tcp --progress busy --coalesce off --inflight 1: 52-61 k
@@ -168,6 +176,9 @@ typedef struct fr_fabric_stats {
     uint64_t rma_bytes; /* bytes of one-sided transfers completed */
     uint64_t rndv_lent; /* rendezvous payloads sent without a copy (lent or
                            given) */
+    uint64_t split_sent;    /* frames sent as parts (parts.h) */
+    uint64_t parts_dropped; /* frames in the making dropped: evicted, or a
+                               part in conflict (in dropped_malformed too) */
 } fr_fabric_stats;
 
 /* How long the transport tries to send what it answers by itself (a

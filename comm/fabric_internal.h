@@ -17,6 +17,7 @@
 
 #include "comm/doorbell.h"
 #include "comm/fabric.h"
+#include "comm/parts.h"
 
 /* Every operation posted to libfabric carries one of these as its context,
  * so a completion, successful or not, names what it finished. The
@@ -263,6 +264,16 @@ struct fr_fabric {
      * the last poll wait in its batch while a thread is polling, and go
      * as one message at the next poll. */
     size_t batch_cap;    /* bytes in one batch; 0: coalescing off */
+    /* Frames over inject_max and up to split_max go as parts, each an
+     * inject (shm; 0: never; see parts.h). One parted frame leaves at a
+     * time: a sender that finds split_busy set sends the usual way, so
+     * a receiver has few frames in the making from one source, and no
+     * thread waits for another's parts. */
+    size_t split_max;
+    atomic_flag split_busy;
+    atomic_uint_fast64_t next_split; /* ids of parted frames */
+    int parts_in;    /* shm: parts from others are put together (parts) */
+    fr_parts *parts; /* frames in the making from others */
     pthread_mutex_t batch_lock;
     fr_batches shared;   /* under batch_lock */
     atomic_uint batched; /* == shared.ndirty, read without the lock */
@@ -283,7 +294,7 @@ struct fr_fabric {
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
             recv_repost_failed, recv_unposted, cq_errors_unmatched,
-            rma_bytes, rndv_lent;
+            rma_bytes, rndv_lent, split_sent;
     } st;
 };
 

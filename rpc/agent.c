@@ -247,6 +247,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .eager_max = FR_EAGER_MAX,
                         .recv_count = FR_RECV_COUNT,
                         .coalesce = a->set.coalesce,
+                        .split_max = a->set.shm_split_max,
                         .never_sleeps =
                             a->set.progress == FRPC_PROGRESS_BUSY,
                         .cb = {.on_msg = fr_agent_on_msg,

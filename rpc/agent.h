@@ -46,6 +46,7 @@ typedef struct fr_settings {
                             none */
     frpc_rma_mode rma;
     int rma_from_env; /* rma came from FABRPC_RMA, not the config */
+    size_t shm_split_max; /* FABRPC_SHM_SPLIT_MAX: fr_fabric_opts.split_max */
 } fr_settings;
 
 /* frpc_request.state (request.c): a request is on the agent's list only

@@ -25,6 +25,7 @@
 /* Lending beats copying from the first rendezvous size up: see
  * docs/PERFORMANCE.md, "Zero-copy calls". */
 #define FR_DEFAULT_ZEROCOPY_MIN 65536
+#define FR_DEFAULT_SHM_SPLIT_MAX 16384 /* see fabrpc-bench latency, README */
 
 /* The size of the first frpc_config (ABI 1): a smaller one was not made
  * by frpc_config_init. */
@@ -229,6 +230,13 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
                       FR_DEFAULT_ZEROCOPY_MIN, &x, err, errlen)))
         return rc;
     s->zerocopy_min = x ? (size_t)x : SIZE_MAX;
+    /* No config field: a transport detail, for measuring and for turning
+     * it off should shm ever misbehave with it (0). */
+    if ((rc = numeric("FABRPC_SHM_SPLIT_MAX", FRPC_UNSET,
+                      "FABRPC_SHM_SPLIT_MAX", 0, 1ll << 20,
+                      FR_DEFAULT_SHM_SPLIT_MAX, &x, err, errlen)))
+        return rc;
+    s->shm_split_max = (size_t)x;
     if ((rc = numeric("init_timeout_ms", cfg->init_timeout_ms,
                       "FABRPC_INIT_TIMEOUT_MS", 1, 86400000,
                       FR_DEFAULT_INIT_TIMEOUT_MS, &x, err, errlen)))

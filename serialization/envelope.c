@@ -15,7 +15,9 @@
  *   - status is 0 on every kind but ERROR and REQUEST;
  *   - the payload limit applies to the data a frame stands for: payload_len
  *     for an eager frame, the descriptor's len for a rendezvous frame;
- *   - a rendezvous cookie is nonzero, since RNDV_DONE carries it in req_id.
+ *   - a rendezvous cookie is nonzero, since RNDV_DONE carries it in req_id;
+ *   - a PART stands alone in its message (no MORE) and lies inside the
+ *     whole frame it names.
  *   Errors are ordered: protocol violations (FRPC_EPROTO) of the header are
  *   found before the payload limit (FRPC_ETOOBIG), which is checked before
  *   anything that needs the payload.
@@ -89,6 +91,13 @@ static int env_check(const fr_env *e, uint64_t max_payload)
         if (e->payload_len > FR_ENV_MAX_ERRMSG)
             return FRPC_EPROTO;
         break;
+    case FR_ENV_PART:
+        if (e->flags || e->status != 0 || e->payload_len == 0 ||
+            fr_env_part_total(e) <= FR_ENV_HDR_SIZE ||
+            fr_env_part_off(e) >= fr_env_part_total(e) ||
+            e->payload_len > fr_env_part_total(e) - fr_env_part_off(e))
+            return FRPC_EPROTO;
+        return 0; /* the whole is held to the limit, not its parts */
     default: /* FR_ENV_RNDV_DONE */
         if (rndv || remote || e->status != 0 || e->payload_len != 0)
             return FRPC_EPROTO;
@@ -164,8 +173,10 @@ int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
     if (buf == NULL || env == NULL || payload == NULL ||
         len < FR_ENV_HDR_SIZE)
         return FRPC_EINVAL;
-    /* The limit before the length: fr_env_decode's order. */
-    if (!(env->flags & FR_ENV_F_RNDV) && env->payload_len > max_payload)
+    /* The limit before the length: fr_env_decode's order. A rendezvous
+     * frame's limit is its descriptor's, a part's its whole's. */
+    if (!(env->flags & FR_ENV_F_RNDV) && env->kind != FR_ENV_PART &&
+        env->payload_len > max_payload)
         return FRPC_ETOOBIG;
     if ((uint64_t)(len - FR_ENV_HDR_SIZE) != env->payload_len)
         return FRPC_EPROTO;

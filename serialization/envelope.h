@@ -46,7 +46,12 @@ enum fr_env_kind {
     FR_ENV_RNDV_DONE = 4, /* rendezvous control: the receiver has pulled the
                              payload named by req_id/func_id (a cookie) and
                              the sender may release it; no payload */
-    FR_ENV_KIND_MAX = 4
+    FR_ENV_PART = 5,      /* one part of a frame too long for one inject
+                             (shm): req_id names the whole frame among its
+                             sender's, func_id says where this part goes
+                             (fr_env_part_*), the payload is that range of
+                             the whole frame's bytes, header included */
+    FR_ENV_KIND_MAX = 5
 };
 
 /* Flags. */
@@ -68,6 +73,21 @@ typedef struct fr_env {
     uint64_t token;
     uint64_t payload_len;
 } fr_env;
+
+/* A part's func_id: the whole frame's length in its low 32 bits, the
+ * offset of the part's bytes in it in the high 32. */
+static inline uint64_t fr_env_part_place(uint32_t off, uint32_t total)
+{
+    return (uint64_t)off << 32 | total;
+}
+static inline uint32_t fr_env_part_total(const fr_env *e)
+{
+    return (uint32_t)(e->func_id & 0xffffffffu);
+}
+static inline uint32_t fr_env_part_off(const fr_env *e)
+{
+    return (uint32_t)(e->func_id >> 32);
+}
 
 /* Rendezvous descriptor: the payload of an envelope with FR_ENV_F_RNDV.
  * The receiver reads `len` bytes from (addr, key) at the sender and then
@@ -103,10 +123,14 @@ int fr_env_encode(const fr_env *env, void *out, size_t outlen);
  *   - ERROR: status < 0 unless REMOTE (then any value), message at most
  *     FR_ENV_MAX_ERRMSG bytes;
  *   - RNDV_DONE: no payload;
- *   - REQUEST: status >= 0; every other kind but ERROR: status == 0.
+ *   - REQUEST: status >= 0; every other kind but ERROR: status == 0;
+ *   - PART: no flags, a payload of at least one byte, a whole frame longer
+ *     than a header, and the part inside it (offset + payload_len <= the
+ *     whole's length).
  * Rejects with FRPC_ETOOBIG a payload_len (for a RNDV frame: the
  * descriptor's len) over max_payload; header violations are reported
- * before the limit. FRPC_EINVAL for NULL pointers. Pure; any thread.
+ * before the limit. A PART is not held to the limit: the frame it belongs
+ * to is, once whole (its receiver caps how long a whole may be). FRPC_EINVAL for NULL pointers. Pure; any thread.
  */
 int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,
                   fr_env *env, const uint8_t **payload);

@@ -185,7 +185,7 @@ static void check_env(const uint8_t *data, size_t size, uint64_t max)
     if (e.flags & FR_ENV_F_RNDV) {
         fr_rndv_desc d;
         CHECK(fr_rndv_decode(pl, (size_t)e.payload_len, max, &d) == 0);
-    } else {
+    } else if (e.kind != FR_ENV_PART) { /* a part's whole is limited */
         CHECK(e.payload_len <= max);
     }
     if (pl != NULL)

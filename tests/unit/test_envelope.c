@@ -46,6 +46,8 @@ static fr_env mk(uint8_t kind, uint16_t flags)
         e.status = (flags & FR_ENV_F_REMOTE) ? 42 : INT32_MIN;
     if (kind == FR_ENV_RNDV_DONE)
         e.payload_len = 0;
+    if (kind == FR_ENV_PART) /* the last 5 bytes of a 4149-byte frame */
+        e.func_id = fr_env_part_place(4144, 4149);
     return e;
 }
 
@@ -86,7 +88,7 @@ static const struct { uint8_t kind; uint16_t flags; } valid_combos[] = {
     { FR_ENV_REQUEST, 0 }, { FR_ENV_REQUEST, FR_ENV_F_RNDV },
     { FR_ENV_RESPONSE, 0 }, { FR_ENV_RESPONSE, FR_ENV_F_RNDV },
     { FR_ENV_ERROR, 0 }, { FR_ENV_ERROR, FR_ENV_F_REMOTE },
-    { FR_ENV_RNDV_DONE, 0 },
+    { FR_ENV_RNDV_DONE, 0 }, { FR_ENV_PART, 0 },
 };
 #define NCOMBOS (sizeof valid_combos / sizeof valid_combos[0])
 
@@ -102,7 +104,8 @@ START_TEST(roundtrip_every_kind_and_flag)
             for (size_t i = 0; i < NCOMBOS; i++)
                 valid |= valid_combos[i].kind == kind
                          && valid_combos[i].flags ==
-                                (flags & ~FR_ENV_F_MORE);
+                                (flags & ~FR_ENV_F_MORE)
+                         && !(kind == FR_ENV_PART && flags);
             if (!valid) {
                 ck_assert_int_eq(fr_env_encode(&e, buf, sizeof buf),
                                  FRPC_EINVAL);
@@ -122,7 +125,8 @@ START_TEST(roundtrip_every_kind_and_flag)
             ok++;
         }
     }
-    ck_assert_int_eq(ok, 2 * (int)NCOMBOS); /* each with and without MORE */
+    /* each with and without MORE, but a PART, which stands alone */
+    ck_assert_int_eq(ok, 2 * (int)NCOMBOS - 1);
 }
 END_TEST
 
@@ -342,6 +346,51 @@ START_TEST(error_and_kind_rules)
     ck_assert_int_eq(decode(big, sizeof big - 1), 0);
     patch(big, OFF_LEN, 8, FR_ENV_MAX_ERRMSG + 1);
     ck_assert_int_eq(decode(big, sizeof big), FRPC_EPROTO);
+}
+END_TEST
+
+/* A part lies inside the whole frame it names, carries a byte at least,
+ * stands alone, and is not held to the payload limit (its whole is). */
+static int decode_part(uint32_t off, uint32_t total, uint64_t len,
+                       uint16_t flags, int32_t status, uint64_t limit)
+{
+    static uint8_t buf[FR_ENV_HDR_SIZE + 4096];
+    fr_env e = mk(FR_ENV_PART, 0), d;
+    const uint8_t *pl;
+    e.payload_len = 1;
+    frame(&e, buf); /* a valid header to patch */
+    patch(buf, OFF_FUNC, 8, fr_env_part_place(off, total));
+    patch(buf, OFF_LEN, 8, len);
+    patch(buf, OFF_FLAGS, 2, flags);
+    patch(buf, OFF_STATUS, 4, (uint32_t)status);
+    return fr_env_decode(buf, FR_ENV_HDR_SIZE + (size_t)len, limit, &d, &pl);
+}
+
+START_TEST(part_rules)
+{
+    ck_assert_int_eq(decode_part(0, 4200, 4048, 0, 0, MAXP), 0);
+    ck_assert_int_eq(decode_part(4048, 4200, 152, 0, 0, MAXP), 0);
+    ck_assert_int_eq(decode_part(4048, 4200, 152, 0, 0, 10), 0); /* limit */
+    ck_assert_int_eq(decode_part(4048, 4200, 153, 0, 0, MAXP), FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(4200, 4200, 1, 0, 0, MAXP), FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0, 4200, 0, 0, 0, MAXP), FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0, FR_ENV_HDR_SIZE, 1, 0, 0, MAXP),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0xffffffffu, 4200, 1, 0, 0, MAXP),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0, 4200, 10, FR_ENV_F_MORE, 0, MAXP),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0, 4200, 10, FR_ENV_F_RNDV, 0, MAXP),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(decode_part(0, 4200, 10, 0, 3, MAXP), FRPC_EPROTO);
+    fr_env e = mk(FR_ENV_PART, 0);
+    uint8_t hdr[FR_ENV_HDR_SIZE];
+    e.func_id = fr_env_part_place(10, 10);
+    ck_assert_int_eq(fr_env_encode(&e, hdr, sizeof hdr), FRPC_EINVAL);
+    ck_assert_uint_eq(fr_env_part_off(&(fr_env){
+                          .func_id = fr_env_part_place(7, 9)}), 7);
+    ck_assert_uint_eq(fr_env_part_total(&(fr_env){
+                          .func_id = fr_env_part_place(7, 9)}), 9);
 }
 END_TEST
 
@@ -582,6 +631,7 @@ int main(void)
           payload_over_the_limit_is_too_big },
         { "rendezvous descriptor rules", rendezvous_descriptor_rules },
         { "error and kind rules", error_and_kind_rules },
+        { "a part lies inside its whole and stands alone", part_rules },
         { "encode refuses invalid envelopes",
           encode_refuses_invalid_envelopes },
         { "null arguments are invalid", null_arguments_are_invalid },

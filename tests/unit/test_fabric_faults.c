@@ -7,11 +7,14 @@
  * arrive; a CQ error entry without a context is counted; over tcp, a
  * frame an endpoint sends itself arrives though its completion names no
  * source (sockets' habit), while another endpoint's is a stranger's.
+ * Also frames sent in parts (comm/parts.h) over shm: whole and exact, from
+ * threads at once; and forged parts dropped, counted, nothing else lost.
  */
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,14 +28,30 @@
 #define RECVS 8
 #define TOKEN 0x5eed5eedull
 
-static atomic_int received;
+static atomic_int received, corrupt;
+
+/* Frames of this function carry pattern_byte(req_id, i) at i. */
+#define PATTERN_FUNC 77
+
+static uint8_t pattern_byte(uint64_t req_id, size_t i)
+{
+    return (uint8_t)(i * 13u + req_id);
+}
 
 static void on_msg(void *ctx, fr_fabric_msg *m)
 {
     (void)ctx;
-    (void)m;
+    if (m->env.func_id == PATTERN_FUNC)
+        for (size_t i = 0; i < m->len; i++)
+            if (m->payload[i] != pattern_byte(m->env.req_id, i)) {
+                atomic_fetch_add(&corrupt, 1);
+                break;
+            }
     atomic_fetch_add(&received, 1);
 }
+
+/* The eager limit and the parts limit of the endpoints open_one opens. */
+static size_t eager = 4096, split = 0;
 
 /* shm's first send to a peer waits for the peer's progress: the receiver
  * is polled by a thread of its own, as an agent's would be. */
@@ -77,7 +96,8 @@ static int open_one(const char *tag, fr_fabric **out, char *err, size_t len)
     snprintf(name, sizeof(name), "fabrpc_faults_%s_%d_%llx", tag,
              (int)getpid(), (unsigned long long)fr_now_ns());
     fr_fabric_opts o = {.max_msg = 1 << 20,
-                        .eager_max = 4096,
+                        .eager_max = eager,
+                        .split_max = split,
                         .recv_count = RECVS,
                         .ep_name = name,
                         .cb = {.on_msg = on_msg}};
@@ -386,6 +406,171 @@ START_TEST(a_fabric_that_never_sleeps_has_no_fd_and_delivers)
 }
 END_TEST
 
+/* Sends a pattern frame of len bytes from a to rank 1 with id req_id. */
+static void send_pattern(fr_fabric *a, uint64_t req_id, size_t len)
+{
+    uint8_t *b = malloc(len);
+    for (size_t i = 0; i < len; i++)
+        b[i] = pattern_byte(req_id, i);
+    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = req_id,
+                .func_id = PATTERN_FUNC};
+    int rc = fr_fabric_send(a, 1, &e, b, len, fr_deadline_ms(10000));
+    ck_assert_msg(rc == 0, "send %zu B: %s", len, frpc_err_name(rc));
+    free(b);
+}
+
+static int wait_received(fr_fabric *a, int n)
+{
+    uint64_t end = fr_deadline_ms(10000);
+    while (atomic_load(&received) < n && fr_now_ns() < end) {
+        fr_fabric_progress(a);
+        usleep(100);
+    }
+    return atomic_load(&received);
+}
+
+static void parted_pair(fr_fabric *f[2])
+{
+    eager = 16384;
+    split = 16384;
+    atomic_store(&received, 0);
+    atomic_store(&corrupt, 0);
+    pair(f);
+}
+
+/* Around the parts' boundaries (4048 bytes of frame a part, the 48-byte
+ * header in the first): each arrives once, exact; those over the inject
+ * size and within split_max went as parts, the others did not. */
+START_TEST(frames_over_the_inject_size_arrive_whole_as_parts)
+{
+    static const size_t sizes[] = {4000, 4048, 4049, 4096, 8048, 8049,
+                                   12000, 16336, 16337, 1};
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    parted_pair(f);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+        send_pattern(f[0], i + 1, sizes[i]);
+    int n = (int)(sizeof(sizes) / sizeof(sizes[0]));
+    ck_assert_int_eq(wait_received(f[0], n), n);
+    ck_assert_int_eq(atomic_load(&corrupt), 0);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.split_sent, 6); /* 4049 B to 16336 B of payload */
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.dropped_malformed, 0);
+    ck_assert_uint_eq(st.parts_dropped, 0);
+    unpair(f);
+}
+END_TEST
+
+static fr_fabric *sender;
+
+static void *send_many(void *arg)
+{
+    uint64_t base = (uint64_t)(uintptr_t)arg * 1000;
+    for (uint64_t i = 1; i <= 200; i++)
+        send_pattern(sender, base + i, 4049 + (size_t)(i * 37 % 8000));
+    return NULL;
+}
+
+/* Four threads send at once: one parted frame leaves at a time, the
+ * others go the usual way meanwhile, and every frame arrives exact. */
+START_TEST(threads_sending_at_once_lose_and_mix_nothing)
+{
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pthread_t t[4];
+    parted_pair(f);
+    sender = f[0];
+    for (uintptr_t i = 0; i < 4; i++)
+        ck_assert_int_eq(
+            pthread_create(&t[i], NULL, send_many, (void *)(i + 1)), 0);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(wait_received(f[0], 800), 800);
+    ck_assert_int_eq(atomic_load(&corrupt), 0);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_gt(st.split_sent, 0);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.parts_dropped, 0);
+    unpair(f);
+}
+END_TEST
+
+/* Sends a raw part: bytes [off, off + n) of the frame whole (total
+ * bytes), as part id, with token tok. */
+static void raw_part(fr_fabric *a, uint64_t id, const uint8_t *whole,
+                     size_t total, size_t off, size_t n, uint64_t tok)
+{
+    uint8_t msg[4096];
+    fr_env e = {.kind = FR_ENV_PART, .req_id = id, .src_rank = 0,
+                .token = tok, .payload_len = n,
+                .func_id = fr_env_part_place((uint32_t)off,
+                                             (uint32_t)total)};
+    ck_assert_int_eq(fr_env_encode(&e, msg, sizeof(msg)), 0);
+    memcpy(msg + FR_ENV_HDR_SIZE, whole + off, n);
+    ck_assert_int_eq(fr_fabric_send_raw(a, 1, msg, FR_ENV_HDR_SIZE + n,
+                                        fr_deadline_ms(10000)),
+                     0);
+}
+
+/* A whole frame of len payload bytes in out (header from rank src). */
+static size_t whole_frame(uint8_t *out, uint8_t kind, uint32_t src,
+                          uint64_t req_id, size_t len)
+{
+    fr_env e = {.kind = kind, .req_id = req_id, .src_rank = src,
+                .token = TOKEN, .payload_len = len,
+                .func_id = kind == FR_ENV_PART
+                               ? fr_env_part_place(0, (uint32_t)len + 48)
+                               : PATTERN_FUNC};
+    ck_assert_int_eq(fr_env_encode(&e, out, FR_ENV_HDR_SIZE), 0);
+    for (size_t i = 0; i < len; i++)
+        out[FR_ENV_HDR_SIZE + i] = pattern_byte(req_id, i);
+    return FR_ENV_HDR_SIZE + len;
+}
+
+static int malformed_at_least(const fr_fabric_stats *st)
+{
+    return st->dropped_malformed >= 5 && st->dropped_token >= 1;
+}
+
+/* A member's broken parts: each is dropped and counted, no frame comes
+ * of them, and a good frame after them arrives. */
+START_TEST(forged_parts_are_dropped_and_counted)
+{
+    static uint8_t w[20000];
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    parted_pair(f);
+    /* 1: a whole that claims another rank */
+    size_t n = whole_frame(w, FR_ENV_REQUEST, 1, 5, 5000);
+    raw_part(f[0], 1, w, n, 0, 4000, TOKEN);
+    raw_part(f[0], 1, w, n, 4000, n - 4000, TOKEN);
+    /* 2: a whole that is a part itself */
+    n = whole_frame(w, FR_ENV_PART, 0, 6, 5000);
+    raw_part(f[0], 2, w, n, 0, 4000, TOKEN);
+    raw_part(f[0], 2, w, n, 4000, n - 4000, TOKEN);
+    /* 3: a whole over the receiver's eager limit */
+    n = whole_frame(w, FR_ENV_REQUEST, 0, 7, 17000);
+    raw_part(f[0], 3, w, n, 0, 4000, TOKEN);
+    /* 4: overlapping parts whose bytes add up */
+    n = whole_frame(w, FR_ENV_REQUEST, 0, 8, 5000);
+    raw_part(f[0], 4, w, n, 0, 4000, TOKEN);
+    raw_part(f[0], 4, w, n, 3000, n - 3000, TOKEN);
+    /* 5: another job's part; 6: a first part whose rest never comes */
+    n = whole_frame(w, FR_ENV_REQUEST, 0, 9, 5000);
+    raw_part(f[0], 5, w, n, 0, 4000, TOKEN ^ 1);
+    raw_part(f[0], 6, w, n, 0, 4000, TOKEN);
+    st = stats_when(f[1], malformed_at_least);
+    ck_assert_uint_eq(st.dropped_malformed, 5); /* 4: two, at its end */
+    ck_assert_uint_eq(st.dropped_token, 1);
+    ck_assert_int_eq(atomic_load(&received), 0);
+    send_pattern(f[0], 10, 6000);
+    ck_assert_int_eq(wait_received(f[0], 1), 1);
+    ck_assert_int_eq(atomic_load(&corrupt), 0);
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -404,6 +589,12 @@ int main(void)
          a_message_to_oneself_without_a_source_still_counts},
         {"a fabric that never sleeps has no CQ fd and delivers both ways",
          a_fabric_that_never_sleeps_has_no_fd_and_delivers},
+        {"frames over shm's inject size arrive whole and exact, as parts",
+         frames_over_the_inject_size_arrive_whole_as_parts},
+        {"threads sending parted frames at once lose and mix nothing",
+         threads_sending_at_once_lose_and_mix_nothing},
+        {"forged parts are dropped and counted; later frames arrive",
+         forged_parts_are_dropped_and_counted},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
