@@ -25,7 +25,7 @@
 /* Lending beats copying from the first rendezvous size up: see
  * docs/PERFORMANCE.md, "Zero-copy calls". */
 #define FR_DEFAULT_ZEROCOPY_MIN 65536
-#define FR_DEFAULT_SHM_SPLIT_MAX 16384 /* see fabrpc-bench latency, README */
+#define FR_DEFAULT_SHM_SPLIT_MAX 65536 /* capped at 16 parts: 64768 B */
 
 /* The size of the first frpc_config (ABI 1): a smaller one was not made
  * by frpc_config_init. */
