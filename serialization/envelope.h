@@ -34,8 +34,10 @@
 #include "serialization/fabrpc_errors.h"
 
 #define FR_ENV_MAGIC 0x43505246u /* "FRPC" read as little-endian u32 */
-#define FR_ENV_VERSION 3u /* 2: FR_ENV_F_MORE (several frames a message);
-                            3: a request's status is its time left */
+#define FR_ENV_VERSION 4u /* 2: FR_ENV_F_MORE (several frames a message);
+                            3: a request's status is its time left;
+                            4: FR_ENV_PART (a rank that would drop parts
+                               must not join: the store compares it) */
 #define FR_ENV_HDR_SIZE 48u
 
 enum fr_env_kind {

@@ -356,8 +356,10 @@ static int stranger(const char *provider)
                                   : 1 + next_rand() % MEMBER_EAGER;
             for (size_t j = 0; j < len; j++)
                 buf[j] = (uint8_t)next_rand();
-            if (i % 3 == 0 && len >= 8)
-                memcpy(buf, "FRPC\x03\x01\x00\x00", 8); /* looks right */
+            if (i % 3 == 0 && len >= 8) { /* looks right */
+                memcpy(buf, "FRPC\x00\x01\x00\x00", 8);
+                buf[4] = FR_ENV_VERSION;
+            }
             sent_random += raw(f, dst, buf, len);
         }
         /* Well-formed requests with a wrong token. */
