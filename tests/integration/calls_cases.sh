@@ -7,7 +7,8 @@
 # active provider is the one asked for. Zero-copy calls (args lent,
 # replies given) up to ZC_MAX with every size lent, with the default
 # threshold, and with lending off. A callee that pauses while its large
-# reply is read does not fail the call before its timeout.
+# reply is read does not fail the call before its timeout. On shm, the
+# threads' calls also with frames never sent in parts.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST PROV
 
@@ -28,6 +29,9 @@ nested_4() { FABRPC_THREADS=6 run_bounded 240 "$FABRPC_RUN" -n 4 --provider "$PR
 # run once more, and the first run's output stays in the log.
 threads_4() { once_more_on udp run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$ITEST" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
+# shm sends frames of 4 KiB to 64 KiB as parts (comm/parts.h): a third
+# of the threads' calls are that long. With parts off they go as before.
+threads_no_parts() { FABRPC_SHM_SPLIT_MAX=0 threads_4; }
 # 128 MiB args and replies, 32 MiB when scaled down (sanitizers) and on
 # udp (rxd pulls a few MB/s under TSan); ZC_MAX overrides.
 if [ -z "${ZC_MAX:-}" ]; then
@@ -50,6 +54,9 @@ run_case "$PROV: 4 ranks, all pairs, all sizes" calls_4
 run_case "$PROV: 4 ranks, handlers make nested calls" nested_4
 run_case "$PROV: 4 ranks x 4 threads calling at once" threads_4
 run_case "$PROV: the same in blocking progress (waiters sleep)" threads_blocking
+if [ "$PROV" = shm ]; then
+    run_case "shm: the same with frames never sent in parts" threads_no_parts
+fi
 run_case "$PROV: a peer pausing 13 s while its 1 MiB reply is read: the call (60 s) succeeds" late
 run_case "$PROV: active provider reported" backend
 run_case "$PROV: zero-copy calls, every size lent, up to $((ZC_MAX >> 20)) MiB" zc_all
