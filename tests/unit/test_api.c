@@ -253,6 +253,38 @@ START_TEST(rma_mode_from_config_and_environment)
 }
 END_TEST
 
+/* FABRPC_SHM_SPLIT_MAX (no config field): 65536 unset, the value set
+ * (0 turns parts off), and a value that is no number, or out of range,
+ * fails with a message naming the variable. */
+START_TEST(shm_split_max_from_the_environment)
+{
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    unsetenv("FABRPC_SHM_SPLIT_MAX");
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.shm_split_max, 65536);
+    setenv("FABRPC_SHM_SPLIT_MAX", "0", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.shm_split_max, 0);
+    setenv("FABRPC_SHM_SPLIT_MAX", "8192", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.shm_split_max, 8192);
+    const char *bad[] = {"abc", "-1", "4096x", "99999999999"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("FABRPC_SHM_SPLIT_MAX", bad[i], 1);
+        err[0] = '\0';
+        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+        ck_assert_msg(strstr(err, "FABRPC_SHM_SPLIT_MAX"),
+                      "FABRPC_SHM_SPLIT_MAX=%s: \"%s\"", bad[i], err);
+    }
+    unsetenv("FABRPC_SHM_SPLIT_MAX");
+}
+END_TEST
+
 /* Each out-of-range value fails frpc_init's config step with
  * FRPC_EINVAL and a message that names the field. */
 START_TEST(out_of_range_fields_are_named)
@@ -730,6 +762,9 @@ int main(void)
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
          "is FRPC_EINVAL naming it",
          rma_mode_from_config_and_environment},
+        {"FABRPC_SHM_SPLIT_MAX: 65536 unset, 0 turns parts off, a bad "
+         "value is FRPC_EINVAL naming it",
+         shm_split_max_from_the_environment},
         {"frpc_version matches FRPC_VERSION_*", version_matches_the_header},
         {"frpc_get_stats writes the program's size, no more",
          stats_by_the_programs_size, .fixture = &with_agent},
