@@ -19,7 +19,9 @@
  *   store knows, and its notice can come after the pidfd's. So while the
  *   store serves, the pidfd's verdict waits up to FR_EXIT_GRACE_MS for
  *   the store's (LEFT or DEAD: its connection closed with the process);
- *   without the store (rank 0 itself, or lost) it is DEAD at once;
+ *   without the store (rank 0 itself, dead, or its connection broken) it
+ *   is DEAD at once; rank 0 having left does not count, since it serves
+ *   the store until the others have left;
  * - the bootstrap store: rank 0's store sees each rank's own connection
  *   close; one that closes without LEAVE is a death, and the store tells
  *   every rank through a second, WATCH connection (a watcher thread
@@ -109,6 +111,7 @@ struct fr_liveness {
     int thread_started, watcher_started;
     atomic_int stop;
     atomic_int reported_shutdown; /* fr_liveness_report_lost: once */
+    atomic_int store_gone; /* the watch connection broke (watcher) */
 };
 
 static void wake(fr_liveness *l)
@@ -435,12 +438,24 @@ static void clean_after_deaths(frpc_agent *a)
     }
 }
 
+/* 1 when no store can say any more whether a rank left: its connection
+ * broke, or rank 0, its process, died. Rank 0 having left is not that: it
+ * serves the store until every rank has left it (leave_store, agent.c),
+ * and taking its LEFT for silence made a rank that left after it, whose
+ * pidfd beat the store's word, DEAD (run_peer_lost in CI). */
+static int store_silent(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    fr_loss *x = atomic_load(&l->slot[0]);
+    return atomic_load(&l->store_gone) || (x && x->state == FRPC_PEER_DEAD);
+}
+
 /* r's process ended (its pidfd): dead at once when no store can say
  * whether it left, else after the grace unless the store speaks first. */
 static void exited(frpc_agent *a, uint32_t r)
 {
     fr_liveness *l = a->live;
-    if (r == 0 || !l->watcher_started || fr_agent_peer_lost_why(a, 0)) {
+    if (r == 0 || !l->watcher_started || store_silent(a)) {
         fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
                            "died (its process ended without frpc_shutdown)");
         return;
@@ -454,7 +469,7 @@ static void exits_due(frpc_agent *a)
 {
     fr_liveness *l = a->live;
     uint64_t now = fr_now_ns();
-    int store_lost = fr_agent_peer_lost_why(a, 0) != NULL;
+    int store_lost = store_silent(a);
     for (uint32_t r = 0; r < l->world; r++)
         if (l->exit_due[r] && (now >= l->exit_due[r] || store_lost)) {
             l->exit_due[r] = 0;
@@ -534,6 +549,10 @@ static void *watcher_main(void *arg)
         if (rc) {
             /* The store's process is rank 0: its connection breaking
              * means rank 0 is gone (unless we are the ones stopping). */
+            if (!atomic_load(&l->stop)) {
+                atomic_store(&l->store_gone, 1);
+                wake(l); /* exits waiting for the store's word: dead now */
+            }
             if (!atomic_load(&l->stop) && a->set.rank != 0)
                 fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
                                    "died (the bootstrap store it served "
