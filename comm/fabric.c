@@ -575,7 +575,12 @@ static int send_parts(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                       uint64_t deadline_ns)
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
-    size_t stride = f->inject_max - FR_ENV_HDR_SIZE;
+    size_t room = f->inject_max - FR_ENV_HDR_SIZE;
+    /* Parts of even length: the receiver copies one part while the next
+     * is still being injected, so a short last part waits on a long
+     * first one least. */
+    size_t parts = (frame + room - 1) / room;
+    size_t stride = (frame + parts - 1) / parts;
     fr_env pe = {.kind = FR_ENV_PART,
                  .req_id = atomic_fetch_add(&f->next_split, 1),
                  .src_rank = f->rank,

@@ -438,9 +438,9 @@ static void parted_pair(fr_fabric *f[2])
     pair(f);
 }
 
-/* Around the parts' boundaries (4048 bytes of frame a part, the 48-byte
- * header in the first): each arrives once, exact; those over the inject
- * size and within split_max went as parts, the others did not. */
+/* Around the parts' boundaries (up to 4048 bytes of frame a part, the
+ * 48-byte header in the first): each arrives once, exact; those over the
+ * inject size and within split_max went as parts, the others did not. */
 START_TEST(frames_over_the_inject_size_arrive_whole_as_parts)
 {
     static const size_t sizes[] = {4000, 4048, 4049, 4096, 8048, 8049,
