@@ -850,6 +850,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
         else if (env.kind == FR_ENV_RESPONSE)
             fr__fabric_local_error(f, &env, env.src_rank, FRPC_ETOOBIG,
                                    "reply larger than this rank's limit");
+        if (env.flags & FR_ENV_F_RNDV)
+            fr__rndv_refused(f, &env, buf + FR_ENV_HDR_SIZE);
         return;
     }
     if (rc) {

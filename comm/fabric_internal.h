@@ -361,6 +361,10 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
 void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
                       size_t len);
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie);
+/* A rendezvous frame refused as over this rank's limit (env checked but
+ * for that): sends its RNDV_DONE, so that its sender frees the payload
+ * (or, lent, gives it back) rather than holding it till either leaves. */
+void fr__rndv_refused(fr_fabric *f, const fr_env *env, const uint8_t *desc);
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err);
 void fr__rndv_free_all(fr_fabric *f);
 /* The poll owner ends the incoming transfers whose peer was marked lost

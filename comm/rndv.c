@@ -266,6 +266,14 @@ static void send_done(fr_fabric *f, const fr_rndv_in *in)
                               fr_deadline_ms(FR_FABRIC_ANSWER_MS));
 }
 
+void fr__rndv_refused(fr_fabric *f, const fr_env *env, const uint8_t *desc)
+{
+    fr_rndv_in in = {.env = *env, .src = env->src_rank};
+    if (fr_rndv_decode(desc, (size_t)env->payload_len, f->opts.max_msg,
+                       &in.desc) == FRPC_ETOOBIG)
+        send_done(f, &in);
+}
+
 /* The transfer could not be completed: tell whoever waits for it (a
  * lost peer's request: nobody). RNDV_DONE goes too, unless the provider
  * still holds reads of it: then the last of them sends it (a sender may

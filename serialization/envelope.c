@@ -266,10 +266,8 @@ int fr_rndv_decode(const void *buf, size_t len, uint64_t max_payload,
     r.cookie = get_le(p + 24, 8);
     if (r.len == 0 || r.cookie == 0)
         return FRPC_EPROTO;
-    if (r.len > max_payload)
-        return FRPC_ETOOBIG;
-    *d = r;
-    return 0;
+    *d = r; /* also when too big: its cookie lets the sender go */
+    return r.len > max_payload ? FRPC_ETOOBIG : 0;
 }
 
 /* ---- function ids -------------------------------------------------------- */

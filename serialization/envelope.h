@@ -171,7 +171,9 @@ void fr_env_set_more(void *hdr);
 /* Encodes / decodes a rendezvous descriptor (exactly FR_RNDV_DESC_SIZE
  * bytes). decode: FRPC_EPROTO if len is wrong, desc.len is 0 or
  * desc.cookie is 0 (it comes back as RNDV_DONE's req_id, which must not be
- * 0), FRPC_ETOOBIG if desc.len > max_payload. encode: FRPC_EINVAL for NULL
+ * 0), FRPC_ETOOBIG if desc.len > max_payload (*d is filled then too:
+ * the receiver refuses the payload but still names its cookie in the
+ * RNDV_DONE that lets the sender free it). encode: FRPC_EINVAL for NULL
  * pointers, outlen < FR_RNDV_DESC_SIZE, len 0 or cookie 0. */
 int fr_rndv_encode(const fr_rndv_desc *d, void *out, size_t outlen);
 int fr_rndv_decode(const void *buf, size_t len, uint64_t max_payload,

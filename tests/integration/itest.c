@@ -38,6 +38,7 @@
 #include <fabrpc.h>
 
 #include "check_fail.h"
+#include "rss.h"
 
 #define CALL_TIMEOUT_MS 120000
 
@@ -420,6 +421,116 @@ static void relay(frpc_request *req, void *user)
     frpc_respond(req, "relayed", 7);
 }
 
+/* Ranks with different limits: rank 0 takes at most LIMITS_SMALL bytes,
+ * rank 1 its default. Payloads over the receiver's limit are refused
+ * with FRPC_ETOOBIG at once, and their sender lets go of them (the
+ * refusal names the rendezvous payload, so it is freed or, lent, given
+ * back): a lent call ends well before its timeout, and 100 refused
+ * payloads of 2 MB, copied args (rank 1's) or owned replies (rank 0's),
+ * leave neither sender's resident set 200 MB larger. */
+#define LIMITS_SMALL 100000u
+#define LIMITS_BIG (2u << 20)
+
+static long rss_mb(void)
+{
+    return rss_kib() / 1024;
+}
+
+/* 100 refused payloads of 2 MB must not have stayed (see mode_limits). */
+static void check_let_go(long before_mb, const char *what)
+{
+    long after = rss_mb();
+    CHECK(!RSS_CHECKED || after - before_mb < 100,
+          "100 refused 2 MB %s: resident %ld -> %ld MB", what, before_mb,
+          after);
+    printf("ok: refused %s let go (resident %ld -> %ld MB)\n", what,
+           before_mb, after);
+}
+
+static double since_ms(const struct timespec *t0)
+{
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    return (double)(t1.tv_sec - t0->tv_sec) * 1e3 +
+           (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
+}
+
+static void owned_big_reply(frpc_request *req, void *user)
+{
+    (void)user;
+    uint8_t *b = calloc(1, LIMITS_BIG);
+    if (!b || frpc_respond_owned(req, b, LIMITS_BIG) != 0)
+        frpc_respond_error(req, 97, "could not answer");
+}
+
+static int mode_limits(void)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_agent *a;
+    const char *r = getenv("FABRPC_RANK");
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    if (r && atoi(r) == 0)
+        cfg.max_msg_size = LIMITS_SMALL;
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    me = frpc_rank(a);
+    CHECK(frpc_world_size(a) == 2, "the limits test takes 2 ranks");
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "owned_big", owned_big_reply, NULL, 0) == 0,
+          "register");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+
+    if (me == 1) {
+        size_t len = 5 * LIMITS_SMALL; /* lent: over zerocopy_min */
+        uint8_t *big = calloc(1, LIMITS_BIG);
+        CHECK(big, "calloc");
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        expect_call(a, 0, "echo", big, len, 30000, FRPC_ETOOBIG, "limit");
+        double ms = since_ms(&t0);
+        CHECK(ms < 15000, "lent args over the callee's limit took %.0f ms",
+              ms);
+
+        frpc_future *f = NULL;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rc = frpc_call_async_lent(a, 0, "echo", big, len, 30000, &f);
+        CHECK(rc == 0, "lent async: %s", frpc_strerror(rc));
+        rc = frpc_future_wait(f, 20000);
+        CHECK(rc == FRPC_ETOOBIG, "lent async over the limit: %s after "
+              "%.0f ms", frpc_strerror(rc), since_ms(&t0));
+        frpc_future_free(f);
+        printf("ok: lent args over the callee's limit refused at once\n");
+
+        long before = rss_mb();
+        for (int i = 0; i < 100; i++) {
+            rc = frpc_call_async(a, 0, "echo", big, LIMITS_BIG, 30000, &f);
+            CHECK(rc == 0, "async %d: %s", i, frpc_strerror(rc));
+            rc = frpc_future_wait(f, 20000);
+            CHECK(rc == FRPC_ETOOBIG, "copied args %d: %s", i,
+                  frpc_strerror(rc));
+            frpc_future_free(f);
+        }
+        check_let_go(before, "copied args");
+        free(big);
+    }
+    /* Owned replies of 2 MB from rank 1, over rank 0's limit: rank 1
+     * frees each once rank 0 refused it. */
+    long before = rss_mb();
+    CHECK(frpc_barrier(a, 120000) == 0, "barrier");
+    if (me == 0)
+        for (int i = 0; i < 100; i++)
+            expect_call(a, 1, "owned_big", NULL, 0, 30000, FRPC_ETOOBIG,
+                        "limit");
+    CHECK(frpc_barrier(a, 120000) == 0, "barrier");
+    if (me == 1)
+        check_let_go(before, "owned replies");
+    finish(a);
+    return 0;
+}
+
 static int mode_nested(void)
 {
     frpc_agent *a = start();
@@ -689,6 +800,8 @@ int main(int argc, char **argv)
         return mode_calls();
     if (strcmp(argv[1], "errors") == 0)
         return mode_errors();
+    if (strcmp(argv[1], "limits") == 0)
+        return mode_limits();
     if (strcmp(argv[1], "nested") == 0)
         return mode_nested();
     if (strcmp(argv[1], "threads") == 0)

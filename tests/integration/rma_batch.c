@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "check_fail.h"
+#include "rss.h"
 #include "rma.h"
 
 RMA_DUMP_ON_FAILURE
@@ -543,29 +544,6 @@ int mode_notify(void)
 }
 
 /* ---- cycles ----------------------------------------------------------- */
-
-#if defined(__SANITIZE_ADDRESS__)
-#define RSS_CHECKED 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_CHECKED 0
-#endif
-#endif
-#ifndef RSS_CHECKED
-#define RSS_CHECKED 1
-#endif
-
-static long rss_kib(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
 
 static void cycles(int n, const uint8_t *peer_desc, uint8_t *buf, int peer)
 {
