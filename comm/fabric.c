@@ -325,7 +325,8 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     f->peer = malloc(sizeof(*f->peer) * world);
     f->lost = calloc(world, sizeof(*f->lost));
     f->unreach = calloc(world, sizeof(*f->unreach));
-    if (!f->peer || !f->lost || !f->unreach)
+    f->dropped = calloc(world, 1);
+    if (!f->peer || !f->lost || !f->unreach || !f->dropped)
         return FRPC_ENOMEM;
     for (uint32_t i = 0; i < world; i++)
         f->peer[i] = FI_ADDR_NOTAVAIL;
@@ -471,6 +472,19 @@ void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why)
     if (dst >= f->world || !why || fr__lost(f, dst))
         return;
     f->unreach[dst] = why;
+    f->unreach_any = 1;
+}
+
+void fr__note_dropped(fr_fabric *f, uint32_t dst, int err)
+{
+    int e = err < 0 ? -err : err;
+    /* ECANCELED: tcp;ofi_rxm cancels what was on a connection its peer
+     * dropped (over a refused key); the others are dropped connections. */
+    if (dst >= f->world || fr__lost(f, dst) ||
+        !(e == FI_ECANCELED || e == FI_ENOTCONN || e == FI_ECONNABORTED ||
+          e == FI_ECONNRESET || e == EPIPE))
+        return;
+    f->dropped[dst] = 1;
     f->unreach_any = 1;
 }
 
@@ -1070,12 +1084,17 @@ static int handle_held(fr_fabric *f)
 
 /* Every delivery happens in here, so on_poll_end follows each of them:
  * new completions if read, then any held ones. */
-/* The provider's reports of unreachable peers, to the upper layer. */
+/* The provider's reports of unreachable peers and dropped connections,
+ * to the upper layer. */
 static void report_unreachable(fr_fabric *f)
 {
     f->unreach_any = 0;
     for (uint32_t r = 0; r < f->world; r++) {
         const char *why = f->unreach[r];
+        if (f->dropped[r] && !why && !fr__lost(f, r) &&
+            f->opts.cb.on_connection_dropped)
+            f->opts.cb.on_connection_dropped(f->opts.cb.ctx, r);
+        f->dropped[r] = 0;
         if (!why)
             continue;
         f->unreach[r] = NULL;
@@ -1089,8 +1108,6 @@ static int poll_cq(fr_fabric *f, int read)
     atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     if (f->unposted)
         repost_unposted(f);
-    if (f->rma_retry)
-        fr__rma_retry(f);
     int n = read ? read_cq(f) : 0;
     int held = handle_held(f);
     if (atomic_load_explicit(&f->lost_work, memory_order_relaxed) ||
@@ -1505,6 +1522,7 @@ void fr_fabric_close(fr_fabric *f)
     free(f->peer);
     free((void *)f->lost);
     free((void *)f->unreach);
+    free(f->dropped);
     if (f->info)
         fi_freeinfo(f->info);
     pthread_mutex_destroy(&f->slot_lock);

@@ -118,6 +118,15 @@ typedef struct fr_fabric_callbacks {
      * the polling thread (after the poll's deliveries, never inside a
      * send); may be NULL. */
     void (*on_peer_unreachable)(void *ctx, uint32_t rank, const char *why);
+    /* The connection to rank dropped while the provider may have called
+     * sends on it complete: a one-sided operation to rank failed as tcp;
+     * ofi_rxm fails what was on a connection its peer dropped (rxm's peer
+     * drops it when it refuses an RMA key: a stale descriptor), and
+     * frames sent on it after that operation never arrived, nor did
+     * answers its peer had on it. The upper layer hears of calls that may
+     * be lost this way. Runs on the polling thread after the poll's
+     * deliveries; may be NULL. */
+    void (*on_connection_dropped)(void *ctx, uint32_t rank);
     /* How long the call that a response from src answers still waits: its
      * deadline (fr_now_ns clock; UINT64_MAX: none), or 0 if no such call
      * waits. A response's rendezvous read may then take as long as its

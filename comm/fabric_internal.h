@@ -145,11 +145,7 @@ typedef struct fr_rma_chunk {
     struct fr_rma_xfer *parent;
     unsigned seg;    /* parent->seg[seg] */
     size_t off, len; /* in that segment */
-    int retries;     /* posted again after a dropped connection */
-    uint64_t retry_at;
-    struct fr_rma_chunk *next_retry; /* on fr_fabric.rma_retry */
 } fr_rma_chunk;
-#define FR_RMA_RETRIES 36
 
 typedef struct fr_rma_xfer {
     struct fr_rma_xfer *next, *prev; /* rma_active or rma_abandoned */
@@ -203,7 +199,11 @@ struct fr_fabric {
     /* Per rank, the poll owner's: why the provider said it is unreachable
      * (NULL: it did not), reported after the poll's deliveries. */
     const char **unreach;
-    int unreach_any;
+    /* Per rank, the poll owner's: its connection dropped under frames the
+     * provider may have called sent (see on_connection_dropped), reported
+     * with the unreachable ones. */
+    unsigned char *dropped;
+    int unreach_any; /* something in unreach or dropped */
     /* fr_fabric_connect_peers: control frames not yet completed, and the
      * first error among them. */
     atomic_int ctl_pending, ctl_err;
@@ -249,7 +249,6 @@ struct fr_fabric {
     fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
     struct fr_fabric_mr *mrs;   /* every region not yet closed (rma.c),
                                    under rndv_lock */
-    fr_rma_chunk *rma_retry;    /* the poll owner's: to post again */
     uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
     uint64_t next_cookie;
     atomic_uint_fast64_t next_key;
@@ -334,6 +333,9 @@ int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns);
 int fr__peer_err(int err, const char **why);
 /* The poll owner notes that the provider called dst unreachable. */
 void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why);
+/* The poll owner notes that a one-sided operation to dst failed as its
+ * connection went (err: the provider's code); see on_connection_dropped. */
+void fr__note_dropped(fr_fabric *f, uint32_t dst, int err);
 
 /* batch.c */
 int fr__batch_init(fr_fabric *f);
@@ -379,8 +381,6 @@ void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err);
 /* The poll owner ends the one-sided transfers whose peer was marked lost:
  * returns how many. */
 int fr__rma_end_lost(fr_fabric *f);
-/* The poll owner posts again the chunks a dropped connection failed. */
-void fr__rma_retry(fr_fabric *f);
 void fr__rma_free_all(fr_fabric *f);
 /* After the endpoint closed: closes the regions chunks still held. */
 void fr__rma_close_regions(fr_fabric *f);

@@ -361,6 +361,8 @@ size_t fr_backends_report(const fr_backends *bs, const char *active,
                           char *buf, size_t len)
 {
     size_t need = 0;
+    if (buf && len) /* terminated even when no line fits (len 1) */
+        buf[0] = '\0';
     for (int i = 0; i < bs->n; i++) {
         const fr_backend *b = &bs->b[i];
         char line[300];
@@ -379,7 +381,5 @@ size_t fr_backends_report(const fr_backends *bs, const char *active,
             snprintf(buf + need, len - need, "%s", line);
         need += (size_t)w;
     }
-    if (buf && len && need == 0)
-        buf[0] = '\0';
     return need;
 }

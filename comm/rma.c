@@ -316,83 +316,21 @@ static void chunk_over(fr_fabric *f, fr_rma_chunk *c, int err)
     after_unlock(f, x, run, free_it);
 }
 
-static int dropped_connection(int err)
-{
-    int e = err < 0 ? -err : err;
-    return e == FI_ENOTCONN || e == FI_ECONNABORTED || e == FI_ECONNRESET ||
-           e == EPIPE;
-}
-
-/* tcp;ofi_rxm drops a connection when the owner refuses a key (a stale
- * descriptor), failing what else was on it (ENOTCONN, ECONNABORTED,
- * ECONNRESET, EPIPE) and, for a while, what is posted next; it connects
- * again for a send. Such a chunk waits on rma_retry (poll owner only)
- * behind a frame that reconnects, and the next polls post it again until
- * its deadline or FR_RMA_RETRIES (the same bytes twice are harmless; the
- * stale transfer itself fails each time). 1 if it went there. */
-static int queue_retry(fr_fabric *f, fr_rma_chunk *c, int err)
-{
-    fr_rma_xfer *x = c->parent;
-    if (!dropped_connection(err) || c->retries >= FR_RMA_RETRIES ||
-        fr__lost(f, x->op.dst) ||
-        fr_now_ns() >= x->op.deadline_ns)
-        return 0;
-    fr_env hello = {.kind = FR_ENV_RNDV_DONE,
-                    .req_id = FR_FABRIC_CONNECT_COOKIE};
-    fr__fabric_send_frame(f, x->op.dst, &hello, NULL, 0,
-                          fr_deadline_ms(FR_FABRIC_ANSWER_MS));
-    /* The provider takes a moment to see the old connection gone: 1 ms,
-     * then twice as long each time up to 100 ms (about 3 s in all). */
-    int shift = c->retries < 7 ? c->retries : 7;
-    uint64_t wait_ns = 1000000ull << shift;
-    c->retry_at = fr_now_ns() + (wait_ns < 100000000ull ? wait_ns
-                                                        : 100000000ull);
-    c->retries++;
-    c->next_retry = f->rma_retry;
-    f->rma_retry = c;
-    return 1;
-}
-
 void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
 {
+    /* A dropped connection fails the chunk, not posted again: it may be
+     * the one whose stale key made the owner's provider drop it (tcp;
+     * ofi_rxm), and each post would drop it again with what else is on it.
+     * The upper layer hears of the drop (fr__note_dropped). */
+    if (err)
+        fr__note_dropped(f, c->parent->op.dst, err);
     fr__tx_give(f);
     atomic_fetch_sub(&f->rma_ops_out, 1);
     /* Given back: before chunk_over, which may free the transfer. */
     region_drop(c->parent->seg[c->seg].local);
-    if (err && !c->parent->ended && queue_retry(f, c, err))
-        return;
     chunk_over(f, c, err);
 }
 
-void fr__rma_retry(fr_fabric *f)
-{
-    fr_rma_chunk *c = f->rma_retry, *keep = NULL;
-    f->rma_retry = NULL;
-    while (c) {
-        fr_rma_chunk *next = c->next_retry;
-        fr_rma_xfer *x = c->parent;
-        ssize_t ret = -FI_EAGAIN;
-        if (x->ended || fr__lost(f, x->op.dst)) {
-            chunk_over(f, c, -FI_ECANCELED);
-        } else if (fr_now_ns() >= x->op.deadline_ns) {
-            chunk_over(f, c, -FI_ENOTCONN);
-        } else {
-            if (fr_now_ns() >= c->retry_at && fr__tx_take(f)) {
-                ret = post_chunk(f, x, c);
-                if (ret)
-                    fr__tx_give(f);
-            }
-            if (ret == -FI_EAGAIN) {
-                c->next_retry = keep;
-                keep = c;
-            } else if (ret) {
-                chunk_over(f, c, (int)ret);
-            }
-        }
-        c = next;
-    }
-    f->rma_retry = keep;
-}
 
 /* A new transfer for op, its chunks laid out, or NULL (no memory). */
 static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
@@ -552,7 +490,6 @@ int fr__rma_end_lost(fr_fabric *f)
 
 void fr__rma_free_all(fr_fabric *f)
 {
-    f->rma_retry = NULL; /* its chunks live in the transfers below */
     fr_rma_xfer **lists[2] = {&f->rma_active, &f->rma_abandoned};
     for (int i = 0; i < 2; i++)
         while (*lists[i]) {

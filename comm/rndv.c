@@ -344,6 +344,7 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
     /* A failed read says nothing of the peer's life: the descriptor may
      * be forged. Only sends report a peer unreachable. */
     if (err) {
+        fr__note_dropped(f, in->src, err);
         in->err = err;
     } else if (in->moving_deadline) {
         uint64_t next = fr_deadline_ms(FR_FABRIC_ANSWER_MS);

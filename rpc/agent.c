@@ -77,7 +77,8 @@ fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role)
                             .liveness_ms = a->set.peer_timeout_ms};
 }
 
-static int connect_store(frpc_agent *a, char *err, size_t errlen)
+static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
+                         size_t errlen)
 {
     const fr_settings *s = &a->set;
     fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
@@ -88,7 +89,7 @@ static int connect_store(frpc_agent *a, char *err, size_t errlen)
         if (rc)
             return rc;
     }
-    return fr_store_connect(s->store_host, s->store_port, s->init_timeout_ms,
+    return fr_store_connect(s->store_host, s->store_port, left_ms(deadline),
                             &me, &a->store, err, errlen);
 }
 
@@ -255,6 +256,8 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                                .on_poll_end = fr_agent_on_poll_end,
                                .on_peer_unreachable =
                                    fr_agent_on_peer_unreachable,
+                               .on_connection_dropped =
+                                   fr_agent_on_connection_dropped,
                                .call_deadline = call_deadline,
                                .ctx = a}};
     char name[128];
@@ -322,9 +325,13 @@ static int open_doorbell(frpc_agent *a, char *err, size_t errlen)
     return rc;
 }
 
+static int barrier(frpc_agent *a, int timeout_ms);
+
 /* After the init barrier every rank's bell exists: map them all, meet
- * again, and drop the names (the mappings stay). */
-static int connect_doorbells(frpc_agent *a, char *err, size_t errlen)
+ * again (by frpc_init's deadline), and drop the names (the mappings
+ * stay). */
+static int connect_doorbells(frpc_agent *a, uint64_t deadline, char *err,
+                             size_t errlen)
 {
     int rc = 0;
     if (!a->bell)
@@ -334,15 +341,14 @@ static int connect_doorbells(frpc_agent *a, char *err, size_t errlen)
     if (rc)
         say(err, errlen, "rank %d cannot map a peer's doorbell", a->set.rank);
     if (!rc && a->set.world > 1)
-        rc = frpc_barrier(a, a->set.init_timeout_ms);
+        rc = barrier(a, left_ms(deadline));
     fr_doorbell_unlink(a->bell);
     return rc;
 }
 
-static int bootstrap(frpc_agent *a, fr_peer_info *peers, char *err,
-                     size_t errlen)
+static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
+                     char *err, size_t errlen)
 {
-    uint64_t deadline = fr_deadline_ms(a->set.init_timeout_ms);
     int rc;
 
     if (a->set.world == 1) {
@@ -358,7 +364,7 @@ static int bootstrap(frpc_agent *a, fr_peer_info *peers, char *err,
             return rc;
         return exchange_addresses(a, deadline);
     }
-    if ((rc = connect_store(a, err, errlen)) ||
+    if ((rc = connect_store(a, deadline, err, errlen)) ||
         (rc = agree_provider(a, deadline, peers, err, errlen)))
         return rc;
     if ((rc = exchange_token(a, deadline)) ||
@@ -378,8 +384,6 @@ static int bootstrap(frpc_agent *a, fr_peer_info *peers, char *err,
     }
     return 0;
 }
-
-static int barrier(frpc_agent *a, int timeout_ms);
 
 /* Frees the agent; deadline bounds the wait for the provider to give
  * back the one-sided operations it holds (fr_fabric_quiesce). */
@@ -426,6 +430,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     size_t errlen = sizeof(local_err);
     frpc_agent *a;
     fr_peer_info *peers = NULL;
+    uint64_t deadline = 0; /* of the whole of frpc_init (init_timeout_ms) */
     int rc;
 
     if (!out)
@@ -447,11 +452,13 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     pthread_mutex_init(&a->mem_lock, NULL);
     pthread_mutex_init(&a->notify_lock, NULL);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
+        (rc = fr_dropped_register(a)) ||
         (rc = fr_emu_register(a)) ||
         (rc = fr_pending_init(&a->pend)))
         goto fail;
     if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
         goto fail;
+    deadline = fr_deadline_ms(a->set.init_timeout_ms);
     if (a->set.alone_by_default) /* started by hand, perhaps by mistake */
         fprintf(stderr, "fabrpc: no rank set (config, FABRPC_RANK, RANK, "
                 "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID): running as "
@@ -492,12 +499,12 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         say(err, errlen, "cannot start %u pool threads", a->set.threads);
         goto fail;
     }
-    if ((rc = bootstrap(a, peers, err, errlen)))
+    if ((rc = bootstrap(a, deadline, peers, err, errlen)))
         goto fail;
     fr_liveness_set_peers(a, peers);
     if ((rc = fr_progress_start(a)))
         goto fail;
-    if (a->set.world > 1 && (rc = barrier(a, a->set.init_timeout_ms))) {
+    if (a->set.world > 1 && (rc = barrier(a, left_ms(deadline)))) {
         say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
             a->set.rank, a->set.init_timeout_ms,
             *store_why(a) ? ": " : "",
@@ -505,8 +512,8 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         rc = rc == FRPC_EPEERLOST ? rc : FRPC_EBOOTSTRAP;
         goto fail;
     }
-    if ((rc = connect_doorbells(a, err, errlen)) ||
-        (rc = fr_liveness_start(a, peers, err, errlen)))
+    if ((rc = connect_doorbells(a, deadline, err, errlen)) ||
+        (rc = fr_liveness_start_by(a, peers, deadline, err, errlen)))
         goto fail;
     free(peers);
     *out = a;
@@ -578,13 +585,31 @@ static int drain(frpc_agent *a, uint64_t deadline)
     return 1;
 }
 
+/* This rank (not 0) lost the store in its shutdown barrier: rank 0, the
+ * store's process, is gone. Its watcher learns it through its own
+ * connection, and learns whether rank 0 left first: its word is waited for
+ * until deadline (a second at most), else rank 0 is marked DEAD here.
+ * Returns FRPC_EPEERLOST. */
+static int store_lost(frpc_agent *a, uint64_t deadline)
+{
+    uint64_t until = fr_deadline_ms(1000);
+    until = deadline < until ? deadline : until;
+    while (!fr_agent_peer_lost_why(a, 0) && fr_now_ns() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
+                       "died (the bootstrap store it served closed)");
+    return FRPC_EPEERLOST;
+}
+
 int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
 {
     int rc = 0;
     if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))
         return FRPC_EINVAL;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    fr_liveness_say_goodbye(a);
+    fr_liveness_say_goodbye_by(a, deadline);
     atomic_store(&a->shutting_down, how + 1);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
@@ -592,10 +617,22 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         if (!drain(a, deadline))
             rc = FRPC_ETIMEDOUT;
         int b = barrier(a, left_ms(deadline));
+        if (b == FRPC_EBOOTSTRAP && a->set.rank != 0)
+            b = store_lost(a, deadline);
         if (b == FRPC_EPEERLOST)
             rc = b;
         else if (b && !rc)
             rc = b == FRPC_EBOOTSTRAP ? b : FRPC_ETIMEDOUT;
+        if (fr_agent_peer_lost_why(a, 0)) {
+            /* Rank 0 was lost since the goodbye above: say it now, or the
+             * others take our end for a death. The goodbye's calls must
+             * pass, which no call from this thread may once shutting_down
+             * is set: lowered for that moment (a call another thread
+             * starts meanwhile is failed by destroy, FRPC_ESHUTDOWN). */
+            atomic_store(&a->shutting_down, 0);
+            fr_liveness_say_goodbye_by(a, deadline);
+            atomic_store(&a->shutting_down, how + 1);
+        }
         fr_progress_stop(a);
     }
     fr_liveness_stop(a);

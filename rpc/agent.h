@@ -216,16 +216,17 @@ int fr_liveness_create(frpc_agent *a);
  * caller may mark a rank lost (before the progress thread starts). */
 void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
 /* Starts watching: the pids of same-host peers (peers[rank]) and, with
- * more than one rank, the store's events through a second connection.
- * peers is copied. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
-int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
-                      size_t errlen);
+ * more than one rank, the store's events through a second connection,
+ * connected by deadline (frpc_init's). peers is copied. 0, or
+ * FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
+int fr_liveness_start_by(frpc_agent *a, const fr_peer_info *peers,
+                         uint64_t deadline, char *err, size_t errlen);
 /* Registers the handler of other ranks' goodbyes (at init). */
 int fr_liveness_register(frpc_agent *a);
 /* When rank 0 (and the store's LEAVE) is gone: tells every other rank
- * that this one leaves, so that its end is not taken for a death. Waits
- * up to half a second. Before the agent refuses calls (shutdown). */
-void fr_liveness_say_goodbye(frpc_agent *a);
+ * that this one leaves, so that its end is not taken for a death, once.
+ * Waits up to half a second, never past deadline (shutdown's). */
+void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline);
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
 void fr_liveness_destroy(frpc_agent *a);
@@ -248,6 +249,12 @@ void fr_agent_on_msg(void *ctx, fr_fabric_msg *msg);
 void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
                             int err);
 void fr_agent_on_poll_end(void *ctx);
+/* dropped.c: the fabric's on_connection_dropped (each call in flight to
+ * rank ends as after a transport error unless answered within about a
+ * second, and rank is told to do the same), and the function that
+ * hears it (registered at init). */
+void fr_agent_on_connection_dropped(void *ctx, uint32_t rank);
+int fr_dropped_register(frpc_agent *a);
 /* Frees every request never answered (shutdown). */
 void fr_agent_release_requests(frpc_agent *a);
 /* Frees the recycled requests; at destroy, once no request is left. */

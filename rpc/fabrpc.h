@@ -57,10 +57,11 @@
  * crashed, exited) is lost, and so is one that shut down while others
  * still call it. Every call to it, in flight or new, then ends with
  * FRPC_EPEERLOST, whatever its timeout; so do barriers, which can no
- * longer complete. A process that dies is noticed at once (its connection
- * to the bootstrap store closes; on one host its pid ends); a host that
- * vanishes without closing connections, within config.peer_timeout_ms
- * (5 s; TCP keepalive). See frpc_peer_state and frpc_on_peer_lost.
+ * longer complete (FRPC_EBOOTSTRAP when rank 0 dies: its process serves
+ * the bootstrap store that barriers meet in). A process that dies is
+ * noticed at once (its connection to the bootstrap store closes; on one
+ * host its pid ends); a host that vanishes without closing connections,
+ * within config.peer_timeout_ms (5 s; TCP keepalive). See frpc_peer_state and frpc_on_peer_lost.
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
@@ -179,8 +180,9 @@ typedef enum frpc_rma_mode {
  *                    args or replies are refused with FRPC_ETOOBIG, on both
  *                    sides.
  *  init_timeout_ms   1..86400000; FABRPC_INIT_TIMEOUT_MS, else 60000.
- *                    Bound on the bootstrap (store connection, address
- *                    exchange).
+ *                    Bound on the whole of frpc_init, counted from its
+ *                    start: store connection, address exchange and the
+ *                    barriers that end it share this one deadline.
  *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000 (4000
  *                    at the least). How soon a rank whose host vanished
  *                    without closing its connections (power, network cut)
@@ -280,14 +282,19 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * Creates this rank's agent: resolves rank and world size, brings up the
  * transport, meets the other ranks through the bootstrap store, and starts
  * the progress thread. Blocks until every rank has joined or the init
- * timeout passes. On success *out owns the agent until frpc_shutdown.
+ * timeout passes (config.init_timeout_ms, counted from the call; a failed
+ * init may take up to a second more to release what it set up). On
+ * success *out owns the agent until frpc_shutdown.
  *
  * Every rank must have been started with the same world size, job key
- * and fabrpc protocol version: a rank that differs makes frpc_init fail on
- * every rank at once (not at the init timeout), with a message that names
- * the rank and both values. cfg may be NULL (every field unset); one not
- * filled by frpc_config_init (its size field is wrong) fails with
- * FRPC_EINVAL before anything else, errbuf untouched.
+ * and fabrpc protocol version: a rank that differs makes frpc_init fail at
+ * once (not at the init timeout), with a message that names the rank and
+ * both values, on every rank that has connected to the bootstrap store by
+ * then. Rank 0's failure closes the store: a rank that comes later finds
+ * nothing at the store's address and fails with FRPC_EBOOTSTRAP ("cannot
+ * reach bootstrap store") only at its own init timeout. cfg may be NULL
+ * (every field unset); one not filled by frpc_config_init (its size field
+ * is wrong) fails with FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
  * (strict mode, or no provider common to all ranks, or config.rma native
@@ -326,12 +333,20 @@ enum {
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
  * (rank 0 leaves last, so that nobody loses the store in its last
- * barrier). A rank that shuts down after rank 0 was lost tells the
- * others itself (a call to each, at most half a second), so that they see
- * it LEFT rather than DEAD. Returns 0; FRPC_ETIMEDOUT if that ran out;
- * FRPC_EPEERLOST if a rank was lost (stderr names it, once); FRPC_EINVAL
- * for a NULL agent or a bad how (then nothing is freed). The agent is
- * freed in every other case. Blocks.
+ * barrier). A rank that shuts down after rank 0 was lost, or finds it
+ * lost during a graceful shutdown, tells the others itself (a call to
+ * each, waited for at most half a second and never past timeout_ms), so
+ * that they see it LEFT rather than DEAD. It cannot bound what an
+ * application's handler does: handlers already running, and those queued
+ * to the thread pool, run to their end before shutdown returns, whatever
+ * timeout_ms and how (immediate fails this rank's calls in flight at once,
+ * but still waits for them). Returns 0; FRPC_ETIMEDOUT if the time ran
+ * out; FRPC_EPEERLOST (graceful only) if a rank was lost before or
+ * during it, rank 0 included (stderr names it, once); immediate returns 0
+ * whatever ranks were lost; on rank 0 alone, FRPC_EBOOTSTRAP if its own
+ * connection to the store it serves failed; FRPC_EINVAL for a NULL agent
+ * or a bad how (then nothing is freed). The agent is freed in every other
+ * case. Blocks.
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
@@ -367,10 +382,12 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * Sets the function called once for each rank that is lost (state DEAD or
  * LEFT), after every call to it has ended with FRPC_EPEERLOST. It runs on
  * the agent's liveness thread, one loss at a time, in the order they were
- * found; ranks lost before it was set are reported right after. It may
- * make calls to the survivors and read state, but must not call
- * frpc_shutdown (do that from another thread). NULL fn stops the reports;
- * a second call replaces the first. user is passed as is. Errors:
+ * found; ranks lost before it was set are reported right after, in the
+ * order they were found. It may make calls to the survivors and read
+ * state, but must not call frpc_shutdown (do that from another thread).
+ * NULL fn stops the reports; a second call replaces the first, and
+ * reports every loss so far again to the new fn and user (even when they
+ * are the same as before). user is passed as is. Errors:
  * FRPC_EINVAL (NULL agent). Never blocks.
  */
 int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
@@ -379,8 +396,12 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * Waits until every rank has entered frpc_barrier (the same number of times)
  * or timeout_ms passes (see "Timeouts"). Requests keep being served while
  * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EPEERLOST (a rank is lost: the
- * barrier can never complete), FRPC_EBOOTSTRAP (store lost),
- * FRPC_ESHUTDOWN, FRPC_EINVAL (NULL agent). Blocks.
+ * barrier can never complete. The store, which holds the barrier, may
+ * learn of the loss a moment, tens of milliseconds, before this agent
+ * does: frpc_peer_state can still say ALIVE for the lost rank just after
+ * the barrier returned), FRPC_EBOOTSTRAP (the store is lost: rank 0, whose
+ * process serves it, died or is gone, as when it dies during the
+ * barrier), FRPC_ESHUTDOWN, FRPC_EINVAL (NULL agent). Blocks.
  */
 int frpc_barrier(frpc_agent *agent, int timeout_ms);
 
@@ -457,7 +478,12 @@ const char *frpc_request_function(const frpc_request *req);
  * len > 0: req is not freed), FRPC_ETOOBIG (req is answered with that error
  * instead, and freed), FRPC_ETRANSPORT / FRPC_EPEERLOST / FRPC_ESHUTDOWN
  * (the answer could not be sent; req is freed; the caller's call ends by its
- * own timeout or peer loss). Does not wait for the caller. Any thread.
+ * own timeout or peer loss). Does not wait for the caller to take the
+ * answer. It waits only while the provider has no room to send it, which
+ * happens when the caller stops reading (a stopped or starved process
+ * with many answers owed: back-pressure), and then at most until the
+ * caller's call would end by its timeout (a call without limit: until
+ * the caller reads again or is lost). Any thread.
  */
 int frpc_respond(frpc_request *req, const void *data, size_t len);
 
@@ -555,7 +581,10 @@ typedef struct frpc_future frpc_future;
 /*
  * Starts a call of name on rank dst and returns at once with *out, a
  * future owned by the caller (free it with frpc_future_free). It never
- * waits for the network and never creates a thread; args is copied before
+ * waits for the answer and never creates a thread; it waits only while
+ * the provider has no room for the send (a callee that stops reading,
+ * with many requests owed: back-pressure), at most timeout_ms (then
+ * FRPC_ETIMEDOUT, below). args is copied before
  * return, so the caller may reuse it at once. timeout_ms (see
  * "Timeouts") bounds the whole call: past it the future completes with
  * FRPC_ETIMEDOUT, whether or not anyone waits. Errors (then *out is NULL
@@ -739,9 +768,16 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
  * descriptor of a region since deregistered is refused by the owner: the
  * transfer ends with FRPC_EACCES, or natively (by the owner's provider)
- * FRPC_ETRANSPORT (tcp: the provider drops the connection, and fabrpc
- * posts what else was on it again), or at its timeout on a provider that
- * never answers; the agent keeps working either way. Provider limit:
+ * FRPC_ETRANSPORT, or at its timeout on a provider that never answers;
+ * the agent keeps working either way. Natively over tcp the owner's
+ * provider refuses it by dropping the connection between the two ranks,
+ * and what else was on it, either way, is lost with it: each call,
+ * transfer or notification in flight between the two ranks (from either
+ * side) then ends as it would have, if it completes within about a
+ * second, or with FRPC_ETRANSPORT ("the connection ... dropped in
+ * flight": it may or may not have run), never at its own timeout; what
+ * is sent later goes on a new connection. Nothing is sent twice.
+ * Provider limit:
  * native shm (libfabric 1.17) checks no key, so there a stale descriptor
  * reads or writes whatever the owner has mapped at that address now:
  * deregister a region (and free its memory) only once peers are done
@@ -853,7 +889,9 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * owner (its provider, or emulated its fabrpc) refused the access, as for
  * a deregistered region), FRPC_ENORANK,
  * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT, FRPC_ESHUTDOWN,
- * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_ENOMEM. Blocks.
+ * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_EAGAIN (max_inflight
+ * calls and transfers in flight already, as for frpc_call), FRPC_ENOMEM.
+ * Blocks.
  */
 int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
              size_t desc_len, size_t remote_off, size_t len, int timeout_ms);
@@ -1046,10 +1084,14 @@ typedef struct frpc_stats {
     uint64_t transfers_put;      /* frpc_put(_async) posted */
     uint64_t transfer_bytes;     /* bytes of the transfers that completed */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
-                                    or slice, access not granted */
+                                    or slice, access not granted (not
+                                    FRPC_EAGAIN nor FRPC_ESHUTDOWN) */
     uint64_t mem_registered;     /* regions registered now */
     uint64_t transfer_batches;   /* frpc_transfer(_async) posted */
-    uint64_t notifications_sent; /* taken by their target (answered) */
+    uint64_t notifications_sent; /* frpc_notify's taken by their target
+                                    (answered); batches' sent once their
+                                    data landed (taken or refused: the
+                                    batch's own outcome says) */
     uint64_t notifications_received; /* queued here, or given to the
                                         callback */
     uint64_t notifications_refused;  /* refused here: queue full */

@@ -56,7 +56,8 @@
  * it left before it is taken for dead (see the design notes): the store
  * learns it from the same exit, within milliseconds. */
 #define FR_EXIT_GRACE_MS 2000
-/* A leaving rank's goodbye to each rank (see fr_liveness_say_goodbye). */
+/* A leaving rank's goodbye to each rank, at most (see
+ * fr_liveness_say_goodbye_by). */
 #define FR_BYE_FN "fabrpc.internal.bye"
 #define FR_BYE_MS 500
 
@@ -85,6 +86,9 @@ typedef struct fr_loss {
     int parted;
     uint32_t rank;
     int state;
+    /* The order losses were found in (1 first; 0 until its mark sets
+     * it, after the slot's). */
+    atomic_uint_fast64_t seq;
     char why[192];
 } fr_loss;
 
@@ -97,6 +101,8 @@ struct fr_liveness {
     frpc_peer_fn fn;
     void *fn_user;
     int replay; /* report every loss so far again (a new fn was set) */
+    atomic_uint_fast64_t next_seq; /* fr_loss.seq of the next loss */
+    atomic_int bye_said; /* fr_liveness_say_goodbye_by went to the others */
     fr_suspect *suspects; /* fr_liveness_suspect's, under lock */
 
     int efd;   /* wakes the liveness thread */
@@ -183,6 +189,7 @@ static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
             mark(a, rank, state, why, 0); /* lost the race to a goodbye */
         return;
     }
+    atomic_store(&x->seq, atomic_fetch_add(&l->next_seq, 1) + 1);
     if (parted) /* the fabric stays open to it for goodbyes */
         fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
     else
@@ -274,19 +281,31 @@ int fr_liveness_register(frpc_agent *a)
     return frpc_register(a, FR_BYE_FN, on_bye, a, FRPC_INLINE);
 }
 
-void fr_liveness_say_goodbye(frpc_agent *a)
+/* Says goodbye once, if rank 0 is lost, waiting until deadline and at
+ * most FR_BYE_MS. */
+void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline)
 {
     int world = a->set.world, n = 0;
+    uint64_t now = fr_now_ns(), cap = fr_deadline_ms(FR_BYE_MS);
     frpc_future **f;
     if (world == 1 || a->set.rank == 0 || !fr_agent_peer_lost_why(a, 0) ||
-        !(f = calloc((size_t)world, sizeof(*f))))
+        atomic_load(&a->live->bye_said))
         return;
+    if (deadline > cap)
+        deadline = cap;
+    /* At least 1 ms: a deadline passed still sends (the wait is what is
+     * bounded). */
+    int ms = deadline > now ? (int)((deadline - now) / 1000000) : 0;
+    ms = ms > 0 ? ms : 1;
+    if (!(f = calloc((size_t)world, sizeof(*f))))
+        return;
+    atomic_store(&a->live->bye_said, 1);
     for (int r = 1; r < world; r++)
         if (r != a->set.rank &&
             !fr_agent_call_refused_why(a, (uint32_t)r, FR_BYE_FN) &&
-            frpc_call_async(a, r, FR_BYE_FN, NULL, 0, FR_BYE_MS, &f[n]) == 0)
+            frpc_call_async(a, r, FR_BYE_FN, NULL, 0, ms, &f[n]) == 0)
             n++;
-    frpc_wait_all(f, (size_t)n, FR_BYE_MS);
+    frpc_wait_all(f, (size_t)n, ms);
     for (int i = 0; i < n; i++)
         frpc_future_free(f[i]);
     free(f);
@@ -365,19 +384,30 @@ static void report(frpc_agent *a)
         void *user;
         pthread_mutex_lock(&l->lock);
         if (l->replay) {
-            /* Losses before fn was set: every marked slot, in rank order,
-             * then the queue is what came after. */
+            /* Losses before fn was set: every marked slot, in the order
+             * they were found (by seq; a loss marked but not yet numbered
+             * is queued by its mark), then the queue is what came after. */
             l->replay = 0;
             l->queue_head = NULL;
             l->queue_tail = &l->queue_head;
-            for (uint32_t r = 0; r < l->world; r++) {
-                fr_loss *s = atomic_load(&l->slot[r]);
-                if (s) {
-                    s->queued = 1;
-                    s->next = NULL;
-                    *l->queue_tail = s;
-                    l->queue_tail = &s->next;
+            for (uint64_t prev = 0;;) {
+                fr_loss *s = NULL;
+                uint64_t least = 0;
+                for (uint32_t r = 0; r < l->world; r++) {
+                    fr_loss *t = atomic_load(&l->slot[r]);
+                    uint64_t q = t ? atomic_load(&t->seq) : 0;
+                    if (q > prev && (!s || q < least)) {
+                        s = t;
+                        least = q;
+                    }
                 }
+                if (!s)
+                    break;
+                prev = least;
+                s->queued = 1;
+                s->next = NULL;
+                *l->queue_tail = s;
+                l->queue_tail = &s->next;
             }
         }
         if ((x = l->queue_head) && !(l->queue_head = x->next))
@@ -626,10 +656,11 @@ static int open_pidfd(int pid)
 #endif
 }
 
-int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
-                      size_t errlen)
+int fr_liveness_start_by(frpc_agent *a, const fr_peer_info *peers,
+                         uint64_t deadline, char *err, size_t errlen)
 {
     fr_liveness *l = a->live;
+    uint64_t now = fr_now_ns();
     int rc;
 
     for (uint32_t r = 0; r < l->world; r++)
@@ -638,9 +669,10 @@ int fr_liveness_start(frpc_agent *a, const fr_peer_info *peers, char *err,
             l->pidfd[r] = open_pidfd(peers[r].pid); /* -1: store only */
     if (l->world > 1) {
         fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);
-        rc = fr_store_connect(a->set.store_host, a->set.store_port,
-                              a->set.init_timeout_ms, &me, &l->watch, err,
-                              errlen);
+        /* By frpc_init's deadline (at least 1 ms: a try). */
+        int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
+        rc = fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
+                              &l->watch, err, errlen);
         if (rc)
             return rc;
         if (pthread_create(&l->watcher, NULL, watcher_main, a))

@@ -514,6 +514,22 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
     wake_sleepers(t);
 }
 
+size_t fr_pending_ids_to(fr_pending_table *t, uint32_t dst, uint64_t *ids,
+                         size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&t->lock);
+    for (unsigned i = 0; i < t->nbuckets; i++)
+        for (fr_pending *e = atomic_load(&t->bucket[i]); e; e = e->next)
+            if (e->dst == dst) {
+                if (n < max)
+                    ids[n] = e->id;
+                n++;
+            }
+    pthread_mutex_unlock(&t->lock);
+    return n;
+}
+
 void fr_pending_expire(fr_pending_table *t, uint64_t now)
 {
     fr_pending *hooks = NULL;

@@ -172,6 +172,11 @@ int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
 void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
                      const char *msg);
 
+/* The ids of the calls in flight to dst, at most max of them into ids;
+ * returns how many there are (more than max: call again with room). */
+size_t fr_pending_ids_to(fr_pending_table *t, uint32_t dst, uint64_t *ids,
+                         size_t max);
+
 /* Completes with FRPC_ETIMEDOUT every call whose deadline is <= now.
  * Cheap when none is due (one atomic load). Any thread. */
 void fr_pending_expire(fr_pending_table *t, uint64_t now);

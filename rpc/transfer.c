@@ -104,6 +104,15 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
     return rc;
 }
 
+/* frpc_stats.transfers_refused counts what the descriptor or the slice
+ * refused (not max_inflight's FRPC_EAGAIN, not a shutdown). */
+static void count_refusal(frpc_agent *a, int rc)
+{
+    if (rc == FRPC_EPROTO || rc == FRPC_EACCES || rc == FRPC_EINVAL ||
+        rc == FRPC_ENORANK)
+        atomic_fetch_add(&a->xfer_refused, 1);
+}
+
 /* 1 if a transfer with d's owner goes by messages (see the notes). */
 static int by_messages(const frpc_agent *a, const fr_memdesc *d)
 {
@@ -225,7 +234,7 @@ static int transfer(frpc_mem *local, size_t loff, const void *desc,
     if (!a)
         return FRPC_ESHUTDOWN;
     if ((rc = check(local, loff, desc, dlen, roff, len, write, &d))) {
-        atomic_fetch_add(&a->xfer_refused, 1);
+        count_refusal(a, rc);
         return rc;
     }
     if (len == 0 && !out)
@@ -357,7 +366,7 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
     *agent = a;
     return 0;
 refused:
-    atomic_fetch_add(&a->xfer_refused, 1);
+    count_refusal(a, rc);
 fail:
     free(b->segs);
     free(b->esegs);

@@ -61,6 +61,18 @@
  *                 to a handler that never answers ends FRPC_ETIMEDOUT after
  *                 about 300 ms (sync and async); then with config
  *                 timeout_ms = -1 it is still in flight after 1 s.
+ *   left-in-shutdown 3 ranks. Rank 1 is in frpc_shutdown(GRACEFUL, 20 s)
+ *                 when rank 0 (the store) dies: its shutdown ends
+ *                 FRPC_EPEERLOST in bounded time, and rank 2 sees rank 1
+ *                 LEFT, never DEAD (rank 1 said goodbye itself).
+ *   bye-bound     3 ranks. Rank 0 dies; rank 1 keeps rank 2's polling
+ *                 thread busy (an inline handler that naps 2 s), then
+ *                 frpc_shutdown(IMMEDIATE, 50): its goodbye to rank 2
+ *                 goes unanswered, and shutdown still returns within
+ *                 450 ms.
+ *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
+ *                 frpc_on_peer_lost only afterwards: the two reports come
+ *                 in the order found, 3 then 2.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -214,6 +226,8 @@ static void survivors_meet(const int *ranks, int n)
 #define MAX_RANKS 16
 static atomic_int lost_dead[MAX_RANKS], lost_left[MAX_RANKS], lost_other;
 static double lost_at_ms[MAX_RANKS];
+static int lost_order[MAX_RANKS]; /* the ranks reported, in order */
+static atomic_int nlost_order;
 
 static void on_lost(frpc_agent *a, int rank, int state, const char *why,
                     void *user)
@@ -225,6 +239,9 @@ static void on_lost(frpc_agent *a, int rank, int state, const char *why,
         return;
     }
     lost_at_ms[rank] = au_now_ms();
+    int k = atomic_fetch_add(&nlost_order, 1);
+    if (k < MAX_RANKS)
+        lost_order[k] = rank;
     if (state == FRPC_PEER_DEAD)
         atomic_fetch_add(&lost_dead[rank], 1);
     else if (state == FRPC_PEER_LEFT)
@@ -1217,6 +1234,136 @@ static int mode_late_callback(void)
     return 0;
 }
 
+/* ---- left-in-shutdown ----------------------------------------------------- */
+
+static int mode_left_in_shutdown(void)
+{
+    au_start();
+    CHECK(nranks == 3, "left-in-shutdown needs 3 ranks");
+    CHECK(frpc_on_peer_lost(agent, on_lost, NULL) == 0, "on_peer_lost");
+    au_barrier();
+    if (me == 0) {
+        au_sleep_us(1000000); /* rank 1 is in its shutdown's barrier */
+        die_now();
+    }
+    if (me == 1) {
+        double ms;
+        int rc = timed_shutdown(20000, &ms);
+        CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 0 lost in it: %s, "
+              "want FRPC_EPEERLOST", frpc_err_name(rc));
+        CHECK(ms < BOUND_MS, "shutdown took %.0f ms", ms);
+        printf("ok: rank 1's shutdown ended FRPC_EPEERLOST when rank 0 "
+               "died in it\n");
+        printf("ok: rank 1 done\n");
+        return 0;
+    }
+    wait_dead(0);
+    double t0 = au_now_ms();
+    int st;
+    while ((st = frpc_peer_state(agent, 1)) == FRPC_PEER_ALIVE) {
+        CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1 still ALIVE");
+        au_sleep_us(1000);
+    }
+    CHECK(st == FRPC_PEER_LEFT, "rank 1, which called frpc_shutdown, is "
+          "%d, want LEFT (2)", st);
+    au_sleep_us(300000); /* a second report would come within this */
+    CHECK(atomic_load(&lost_left[1]) == 1 && atomic_load(&lost_dead[1]) == 0,
+          "rank 1 reported %d LEFT, %d DEAD", atomic_load(&lost_left[1]),
+          atomic_load(&lost_dead[1]));
+    printf("ok: rank 2 sees rank 1 LEFT after rank 0 died in its "
+           "shutdown\n");
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank 2 done\n");
+    return 0;
+}
+
+/* ---- bye-bound ----------------------------------------------------------- */
+
+static void nap(frpc_request *req, void *user)
+{
+    au_sleep_us(2000000);
+    frpc_respond(req, NULL, 0);
+}
+
+static int mode_bye_bound(void)
+{
+    au_start();
+    CHECK(nranks == 3, "bye-bound needs 3 ranks");
+    au_register("nap", nap, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0) {
+        au_sleep_us(500000); /* the others have left the barrier it serves */
+        die_now();
+    }
+    wait_dead(0);
+    if (me == 1) {
+        frpc_future *f = NULL;
+        int rc = frpc_call_async(agent, 2, "nap", NULL, 0, 10000, &f);
+        CHECK(rc == 0, "nap: %s", frpc_err_name(rc));
+        au_sleep_us(100000); /* rank 2's polling thread is in it */
+        double t0 = au_now_ms();
+        rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 50);
+        double ms = au_now_ms() - t0;
+        agent = NULL;
+        printf("shutdown(IMMEDIATE, 50): %s in %.0f ms\n",
+               frpc_err_name(rc), ms);
+        CHECK(ms < 450, "shutdown(IMMEDIATE, 50) took %.0f ms (its "
+              "goodbye is bounded by the timeout)", ms);
+        frpc_future_free(f);
+        printf("ok: rank 1's goodbye kept to shutdown's timeout\n");
+    } else {
+        au_sleep_us(3000000); /* the nap, and rank 1's end */
+        double ms;
+        timed_shutdown(SHUTDOWN_MS, &ms);
+    }
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* ---- replay-order -------------------------------------------------------- */
+
+static int mode_replay_order(void)
+{
+    au_start();
+    CHECK(nranks == 4, "replay-order needs 4 ranks");
+    au_register("die", die, NULL, FRPC_INLINE);
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 3)
+        die_now();
+    if (me == 2) { /* serves until rank 0's call kills it */
+        au_sleep_us((useconds_t)(BOUND_MS * 1000));
+        CHECK(0, "rank 2 was never told to die");
+    }
+    wait_dead(3);
+    static const int two[] = {0, 1};
+    survivors_meet(two, 2); /* ranks 0 and 1 have found 3 lost */
+    if (me == 0) {
+        frpc_result res;
+        int rc = frpc_call(agent, 2, "die", NULL, 0, FRPC_TIMEOUT_NONE, &res);
+        CHECK(rc == FRPC_EPEERLOST, "call to the dying rank 2: %s",
+              frpc_err_name(rc));
+        frpc_result_clear(&res);
+    }
+    wait_dead(2);
+    CHECK(frpc_on_peer_lost(agent, on_lost, NULL) == 0, "on_peer_lost");
+    double t0 = au_now_ms();
+    while (atomic_load(&nlost_order) < 2) {
+        CHECK(au_now_ms() - t0 < BOUND_MS, "%d reports after the function "
+              "was set, want 2", atomic_load(&nlost_order));
+        au_sleep_us(1000);
+    }
+    CHECK(lost_order[0] == 3 && lost_order[1] == 2, "reports in the order "
+          "%d, %d; found 3, then 2", lost_order[0], lost_order[1]);
+    printf("ok: losses before frpc_on_peer_lost reported in the order "
+           "found: 3, 2\n");
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- max-inflight ------------------------------------------------------- */
 
 /* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
@@ -1359,7 +1506,10 @@ int main(int argc, char **argv)
                  {"init-only", mode_init_only},
                  {"vanish", mode_vanish},
                  {"max-inflight", mode_max_inflight},
-                 {"late-callback", mode_late_callback}};
+                 {"late-callback", mode_late_callback},
+                 {"left-in-shutdown", mode_left_in_shutdown},
+                 {"bye-bound", mode_bye_bound},
+                 {"replay-order", mode_replay_order}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -27,10 +27,12 @@
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <fabrpc.h>
 
@@ -105,6 +107,51 @@ static void h_spare_desc(frpc_request *req, void *user)
 {
     (void)user;
     frpc_respond(req, spare_desc, sizeof(spare_desc));
+}
+
+/* Calls to peer from another thread until stopped: each must end well
+ * or FRPC_ETRANSPORT, in well under its 60 s timeout. */
+typedef struct bystander_calls {
+    int peer;
+    pthread_t thread;
+    atomic_int stop;
+    int calls, failed;
+} bystander_calls;
+
+static double now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void *bystander(void *arg)
+{
+    bystander_calls *b = arg;
+    while (!atomic_load(&b->stop)) {
+        double t0 = now_ms();
+        frpc_result res;
+        int rc = frpc_call(agent, b->peer, "spare_desc", NULL, 0, 60000, &res);
+        double ms = now_ms() - t0;
+        CHECK(rc == 0 || rc == FRPC_ETRANSPORT,
+              "a call beside a stale transfer: %s after %.0f ms (%s)",
+              frpc_err_name(rc), ms, res.error ? res.error : "");
+        CHECK(ms < 20000, "a call beside a stale transfer took %.0f ms", ms);
+        b->failed += rc != 0;
+        b->calls++;
+        frpc_result_clear(&res);
+    }
+    return NULL;
+}
+
+static void bystander_stop(bystander_calls *b)
+{
+    struct timespec pause = {0, 300 * 1000000L}; /* the drop's aftermath */
+    nanosleep(&pause, NULL);
+    atomic_store(&b->stop, 1);
+    CHECK(pthread_join(b->thread, NULL) == 0, "join");
+    printf("ok: %d calls beside it, %d ended FRPC_ETRANSPORT, none lost\n",
+           b->calls, b->failed);
 }
 
 static void h_spare_drop(frpc_request *req, void *user)
@@ -561,7 +608,13 @@ static int mode_bad(void)
     CHECK(frpc_call(agent, peer, "spare_drop", NULL, 0, TIMEOUT_MS, NULL) == 0,
           "deregister the spare region");
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    /* Calls to the owner go on meanwhile: on tcp the owner's provider
+     * drops the connection, losing what was on it; such a call ends
+     * FRPC_ETRANSPORT about a second later, never at its own timeout. */
+    bystander_calls by = {.peer = peer};
+    CHECK(pthread_create(&by.thread, NULL, bystander, &by) == 0, "thread");
     int rc = frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096, 3000);
+    bystander_stop(&by);
     if (rma_emulated()) {
         /* The owner looks the region up by id: gone, on every provider. */
         expect(rc, FRPC_EACCES, "emulated: a deregistered region's "

@@ -263,6 +263,32 @@ late_callback() {
     expect_grep "^\[0\] ok: after a NULL function, rank 2's death was not reported" "$JOB/out"
 }
 
+# Rank 0 dies while rank 1 waits in its graceful shutdown: FRPC_EPEERLOST
+# (stderr names rank 0, once), and rank 2 sees rank 1 LEFT.
+left_in_shutdown() {
+    killed leftsd 3 60 left-in-shutdown 0 "1 2"
+    local n
+    n=$(grep -c "^\[1\] .*shut down without rank 0" "$JOB/err")
+    [ "$n" -eq 1 ] || {
+        dump "$JOB"
+        fail "rank 1's stderr names rank 0 $n times, want once"
+    }
+}
+
+bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
+
+# Two ranks die (3, then 2) before the function is set: reported in that
+# order.
+replay_order() {
+    local st=0
+    job replay 4 60 replay-order || st=$?
+    show "$JOB"
+    expect_status $st 137
+    expect_grep "^fabrpc-run: rank 3 killed by signal SIGKILL" "$JOB/err"
+    expect_grep "^fabrpc-run: rank 2 killed by signal SIGKILL" "$JOB/err"
+    expect_ok 0 1
+}
+
 max_inflight() {
     clean maxinf 2 60 max-inflight "0 1" FABRPC_MAX_INFLIGHT=8
     expect_grep "^\[0\] ok: max_inflight holds and frees" "$JOB/out"
@@ -285,6 +311,9 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
     run_case "$PROV: past FABRPC_MAX_INFLIGHT a call fails at once with FRPC_EAGAIN" max_inflight
     run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
+    run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
+    run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
+    run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run

@@ -208,6 +208,23 @@ START_TEST(strict_check_names_each_missing_provider)
 }
 END_TEST
 
+/* len 1 has room for the NUL alone: the report must still end there. */
+START_TEST(report_is_terminated_at_every_length)
+{
+    fr_backends bs;
+    char rep[1024];
+    ck_assert_int_eq(fr_backends_discover(&bs, "tcp,nosuchprov"), 0);
+    size_t need = fr_backends_report(&bs, "tcp", NULL, 0);
+    ck_assert_uint_gt(need, 1);
+    for (size_t len = 1; len <= need + 1; len++) {
+        memset(rep, 'x', sizeof(rep));
+        ck_assert_uint_eq(fr_backends_report(&bs, "tcp", rep, len), need);
+        ck_assert_uint_eq(strlen(rep), len - 1 < need ? len - 1 : need);
+    }
+    fr_backends_free(&bs);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -222,6 +239,8 @@ int main(void)
          choice_is_first_common_provider_in_rank0_order},
         {"strict check names each missing provider",
          strict_check_names_each_missing_provider},
+        {"report is terminated at every length",
+         report_is_terminated_at_every_length},
     };
     return fr_run_tests("registry and providers", tests,
                         sizeof(tests) / sizeof(tests[0]), 30);
