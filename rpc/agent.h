@@ -317,6 +317,13 @@ void fr_progress_stop(frpc_agent *a);
 int fr_progress_begin_wait(frpc_agent *a);
 void fr_progress_end_wait(frpc_agent *a);
 
+/* Brackets the posting of what this thread waits for next: the progress
+ * thread stays aside meanwhile, as while a caller spins, so that it does
+ * not reap the completions of the posts as they are made, contending with
+ * them (the poster's own backoff polls when the provider has no room). */
+void fr_progress_posting_begin(frpc_agent *a);
+void fr_progress_posting_end(frpc_agent *a);
+
 /* Drives progress until p completes or until_ns passes; with give_up, p is
  * then completed with FRPC_ETIMEDOUT. Spins for the spin window, then
  * sleeps. Returns 1 if p is done. */

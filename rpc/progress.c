@@ -253,6 +253,16 @@ void fr_progress_end_wait(frpc_agent *a)
         fr_pool_unblock(a->pool);
 }
 
+void fr_progress_posting_begin(frpc_agent *a)
+{
+    caller_starts_spinning(a);
+}
+
+void fr_progress_posting_end(frpc_agent *a)
+{
+    caller_stops_spinning(a, 0);
+}
+
 /* What a waiter waits for, and how it sleeps once its spin window ends. */
 typedef struct waiter {
     int (*done)(void *arg);

@@ -174,7 +174,10 @@ static int run(frpc_agent *a, const char *name, uint32_t dst, int timeout_ms,
     rc = fr_pending_add(&a->pend, &p, dst, name, timeout_ms,
                         fr_deadline_ms(timeout_ms), NULL);
     if (rc == 0) {
-        if ((rc = start(a, &p, arg)))
+        fr_progress_posting_begin(a);
+        rc = start(a, &p, arg);
+        fr_progress_posting_end(a);
+        if (rc)
             fr_pending_abort(&a->pend, &p, rc, NULL);
         else
             fr_progress_wait_call(a, &p, p.deadline, 1);
