@@ -625,13 +625,11 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
             rc = b == FRPC_EBOOTSTRAP ? b : FRPC_ETIMEDOUT;
         if (fr_agent_peer_lost_why(a, 0)) {
             /* Rank 0 was lost since the goodbye above: say it now, or the
-             * others take our end for a death. The goodbye's calls must
-             * pass, which no call from this thread may once shutting_down
-             * is set: lowered for that moment (a call another thread
-             * starts meanwhile is failed by destroy, FRPC_ESHUTDOWN). */
-            atomic_store(&a->shutting_down, 0);
+             * others take our end for a death. Only this thread's calls
+             * pass the shutdown's refusal meanwhile. */
+            fr_call_shutdown_own(1);
             fr_liveness_say_goodbye_by(a, deadline);
-            atomic_store(&a->shutting_down, how + 1);
+            fr_call_shutdown_own(0);
         }
         fr_progress_stop(a);
     }

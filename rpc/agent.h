@@ -264,6 +264,11 @@ void fr_agent_free_spare_requests(frpc_agent *a);
  * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why);
+/* On the thread in a graceful frpc_shutdown (on = 1, then 0): its own
+ * calls pass fr_call_check's shutdown refusal meanwhile (its goodbye to
+ * the others when rank 0 was lost during it); other threads' still fail
+ * with FRPC_ESHUTDOWN. */
+void fr_call_shutdown_own(int on);
 /* Sends the request of the pending entry p: 0 when sent (or when a
  * transport error left it to fr_liveness_suspect: it stays in the table
  * and ends later); otherwise the error, and p has ended with it. With a

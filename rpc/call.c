@@ -32,6 +32,10 @@ static char *fmt(const char *f, const char *name, int dst)
     return strdup(buf);
 }
 
+/* Set on the thread in frpc_shutdown while it says goodbye (see
+ * fr_call_shutdown_own). */
+static _Thread_local int shutdown_own_calls;
+
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why)
 {
@@ -66,12 +70,17 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
     int closing = atomic_load(&a->shutting_down);
     if (closing == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
         (closing && !fr_fabric_polling_here(a->fab) &&
-         !fr_pool_is_worker(a->pool))) {
+         !fr_pool_is_worker(a->pool) && !shutdown_own_calls)) {
         *why = fmt("call to '%s' on rank %d: the agent is shutting down", name,
                    dst);
         return FRPC_ESHUTDOWN;
     }
     return 0;
+}
+
+void fr_call_shutdown_own(int on)
+{
+    shutdown_own_calls = on;
 }
 
 /* Sends the request of entry id: 0 when sent, or when a transport error
