@@ -888,7 +888,8 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * not match: tampered, or another job's; no remote read granted; or the
  * owner (its provider, or emulated its fabrpc) refused the access, as for
  * a deregistered region), FRPC_ENORANK,
- * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT, FRPC_ESHUTDOWN,
+ * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT (also a deregistered
+ * region's, natively over tcp: see "Trust" above), FRPC_ESHUTDOWN,
  * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_EAGAIN (max_inflight
  * calls and transfers in flight already, as for frpc_call), FRPC_ENOMEM.
  * Blocks.

@@ -73,7 +73,7 @@ static volatile sig_atomic_t pending[NSIG];
 
 static const char usage_text[] =
     "usage: fabrpc-run -n N [--provider P] [--timeout S] [--port PORT]\n"
-    "                  [--no-prefix] [--] PROG [ARGS...]\n"
+    "                  [--no-prefix] [--keep-going] [--] PROG [ARGS...]\n"
     "\n"
     "Start N ranks of PROG on this host (PROG is looked up in PATH) and\n"
     "wait for them. Each output line of rank i is printed with \"[i] \"\n"
