@@ -226,8 +226,9 @@ static void survivors_meet(const int *ranks, int n)
 #define MAX_RANKS 16
 static atomic_int lost_dead[MAX_RANKS], lost_left[MAX_RANKS], lost_other;
 static double lost_at_ms[MAX_RANKS];
-static int lost_order[MAX_RANKS]; /* the ranks reported, in order */
-static atomic_int nlost_order;
+static atomic_int lost_order[MAX_RANKS]; /* the ranks reported, in order */
+static atomic_int nlost_order;   /* slots taken */
+static atomic_int nlost_written; /* slots written (after nlost_order) */
 
 static void on_lost(frpc_agent *a, int rank, int state, const char *why,
                     void *user)
@@ -241,7 +242,8 @@ static void on_lost(frpc_agent *a, int rank, int state, const char *why,
     lost_at_ms[rank] = au_now_ms();
     int k = atomic_fetch_add(&nlost_order, 1);
     if (k < MAX_RANKS)
-        lost_order[k] = rank;
+        atomic_store(&lost_order[k], rank);
+    atomic_fetch_add(&nlost_written, 1);
     if (state == FRPC_PEER_DEAD)
         atomic_fetch_add(&lost_dead[rank], 1);
     else if (state == FRPC_PEER_LEFT)
@@ -1349,13 +1351,14 @@ static int mode_replay_order(void)
     wait_dead(2);
     CHECK(frpc_on_peer_lost(agent, on_lost, NULL) == 0, "on_peer_lost");
     double t0 = au_now_ms();
-    while (atomic_load(&nlost_order) < 2) {
+    while (atomic_load(&nlost_written) < 2) {
         CHECK(au_now_ms() - t0 < BOUND_MS, "%d reports after the function "
-              "was set, want 2", atomic_load(&nlost_order));
+              "was set, want 2", atomic_load(&nlost_written));
         au_sleep_us(1000);
     }
-    CHECK(lost_order[0] == 3 && lost_order[1] == 2, "reports in the order "
-          "%d, %d; found 3, then 2", lost_order[0], lost_order[1]);
+    int first = atomic_load(&lost_order[0]), second = atomic_load(&lost_order[1]);
+    CHECK(first == 3 && second == 2, "reports in the order %d, %d; found 3, "
+          "then 2", first, second);
     printf("ok: losses before frpc_on_peer_lost reported in the order "
            "found: 3, 2\n");
     double ms;
