@@ -131,6 +131,44 @@ START_TEST(expiry_takes_only_due_calls)
 }
 END_TEST
 
+/* fr_pending_ids_to names exactly the calls in flight to one rank (what
+ * a dropped connection suspects), counts past the room it is given, and
+ * leaves out the calls that ended. */
+START_TEST(ids_to_names_one_rank_in_flight)
+{
+    fr_pending_table t;
+    entry_t e[70] = {0};
+    uint64_t ids[80];
+    ck_assert_int_eq(fr_pending_init(&t), 0);
+    for (int i = 0; i < 70; i++)
+        ck_assert_int_eq(fr_pending_add(&t, &e[i].p, i % 2 ? 5 : 6, "f", 0,
+                                        UINT64_MAX, count_done),
+                         0);
+    ck_assert_uint_eq(fr_pending_ids_to(&t, 7, ids, 80), 0);
+    ck_assert_uint_eq(fr_pending_ids_to(&t, 5, ids, 10), 35); /* room 10 */
+    size_t n = fr_pending_ids_to(&t, 5, ids, 80);
+    ck_assert_uint_eq(n, 35);
+    for (size_t k = 0; k < n; k++) {
+        int found = 0;
+        for (int i = 1; i < 70; i += 2)
+            found += e[i].p.id == ids[k];
+        ck_assert_int_eq(found, 1);
+    }
+    ck_assert_int_eq(fr_pending_complete(&t, e[1].p.id, 5, 0, 0, NULL, 0,
+                                         NULL),
+                     1);
+    ck_assert_uint_eq(fr_pending_ids_to(&t, 5, ids, 80), 34);
+    fr_pending_fail(&t, UINT32_MAX, FRPC_ESHUTDOWN, "bye");
+    ck_assert_uint_eq(fr_pending_ids_to(&t, 5, ids, 80), 0);
+    for (int i = 0; i < 70; i++) {
+        ck_assert_int_eq(atomic_load(&e[i].completions), 1);
+        frpc_result_clear(&e[i].p.res);
+        fr_pending_release(&e[i].p);
+    }
+    fr_pending_destroy(&t);
+}
+END_TEST
+
 /*
  * The race: adders add without a lock while a completer answers what they
  * published and another thread keeps expiring. A third of the entries are
@@ -313,6 +351,8 @@ int main(void)
         {"small replies land in the call's room, else in a copy",
          small_replies_land_in_the_room},
         {"expiry takes only the calls that are due", expiry_takes_only_due_calls},
+        {"the ids in flight to one rank, and only those",
+         ids_to_names_one_rank_in_flight},
         {"adders race completers and expiry: each call completes once",
          adders_race_completers_and_expiry},
         {"expiry never misses a deadline added meanwhile",
