@@ -449,14 +449,15 @@ int fr__peer_err(int err, const char **why)
 {
     const char *w = NULL;
     switch (err < 0 ? -err : err) {
-    /* Not ENOTCONN nor ECONNABORTED: tcp;ofi_rxm reports those when it
-     * drops a connection over a bad RMA key (a forged rendezvous
-     * descriptor), and connects again on the next send. udp;ofi_rxd
+    /* Not ENOTCONN, ECONNABORTED nor ECONNRESET: tcp;ofi_rxm reports
+     * those when it or its peer drops a connection over a bad RMA key (a
+     * stale or forged descriptor), and connects again on the next send
+     * (ECONNRESET marked a live peer DEAD under TSan in CI, beside a
+     * stale get); a dead peer is told by liveness (fr_liveness_suspect). udp;ofi_rxd
      * fails sends with ECONNREFUSED after 50 retransmissions without an
      * acknowledgement (minutes, backed off to 4 s each): it sends to
      * that peer no more, so unreachable is the word. */
     case FI_ECONNREFUSED: w = "connection refused"; break;
-    case FI_ECONNRESET: w = "connection reset"; break;
     case FI_EHOSTUNREACH: w = "host unreachable"; break;
     case FI_ENETUNREACH: w = "network unreachable"; break;
     case FI_EADDRNOTAVAIL: w = "address not available"; break;
@@ -936,8 +937,10 @@ static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
     atomic_store_explicit(&s->posted_to, 0, memory_order_relaxed);
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
-    if (err)
+    if (err) {
         fr__note_unreachable(f, s->dst, why);
+        fr__note_dropped(f, s->dst, err); /* what else was on it */
+    }
     if (s->ctl) {
         int none = 0;
         if (err) {

@@ -119,8 +119,8 @@ typedef struct fr_fabric_callbacks {
      * send); may be NULL. */
     void (*on_peer_unreachable)(void *ctx, uint32_t rank, const char *why);
     /* The connection to rank dropped while the provider may have called
-     * sends on it complete: a one-sided operation to rank failed as tcp;
-     * ofi_rxm fails what was on a connection its peer dropped (rxm's peer
+     * sends on it complete: a send or one-sided operation to rank failed
+     * as tcp;ofi_rxm fails what was on a connection its peer dropped (rxm's peer
      * drops it when it refuses an RMA key: a stale descriptor), and
      * frames sent on it after that operation never arrived, nor did
      * answers its peer had on it. The upper layer hears of calls that may

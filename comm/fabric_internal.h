@@ -333,8 +333,9 @@ int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns);
 int fr__peer_err(int err, const char **why);
 /* The poll owner notes that the provider called dst unreachable. */
 void fr__note_unreachable(fr_fabric *f, uint32_t dst, const char *why);
-/* The poll owner notes that a one-sided operation to dst failed as its
- * connection went (err: the provider's code); see on_connection_dropped. */
+/* The poll owner notes that an operation to dst (a send, a one-sided
+ * one) failed as its connection went (err: the provider's code; others
+ * are ignored); see on_connection_dropped. */
 void fr__note_dropped(fr_fabric *f, uint32_t dst, int err);
 
 /* batch.c */

@@ -39,8 +39,8 @@ static void suspect_calls_to(frpc_agent *a, uint32_t rank)
     }
     char msg[128];
     snprintf(msg, sizeof(msg),
-             "the connection to rank %u dropped in flight (a one-sided "
-             "transfer failed): it may or may not have run",
+             "the connection to rank %u dropped in flight (an operation "
+             "on it failed): it may or may not have run",
              rank);
     for (size_t i = 0; i < n; i++)
         fr_liveness_suspect(a, rank, ids[i], msg);
