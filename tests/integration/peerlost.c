@@ -697,6 +697,8 @@ static int mode_rndv_death(void)
 
 /* ---- rma-death ---------------------------------------------------------- */
 
+/* This rank's region's descriptor, which "desc" gives (rma-death,
+ * max-inflight). */
 static uint8_t rma_desc[FRPC_MEM_DESC_SIZE];
 
 static void give_desc(frpc_request *req, void *user)
@@ -1372,19 +1374,87 @@ static int mode_replay_order(void)
 /* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
  * flight; the 9th, sync or async, fails at once with FRPC_EAGAIN and says
  * why; once one ends, a call may start again. */
+static uint8_t inflight_buf[4096];
+
+/* Transfers and notifications share max_inflight with calls: each form
+ * fails at once with FRPC_EAGAIN, posts nothing, and is not counted as a
+ * refused transfer (transfers_refused counts bad descriptors only). */
+static void transfers_refused_at_max(frpc_mem *local)
+{
+    frpc_stats s0, s1;
+    CHECK(frpc_get_stats(agent, &s0) == 0, "stats");
+    const size_t n = 64;
+    int rc = frpc_get(local, 0, rma_desc, sizeof(rma_desc), 0, n,
+                      1000);
+    CHECK(rc == FRPC_EAGAIN, "get at max_inflight: %s", frpc_err_name(rc));
+    rc = frpc_put(local, 0, rma_desc, sizeof(rma_desc), 0, n, 1000);
+    CHECK(rc == FRPC_EAGAIN, "put at max_inflight: %s", frpc_err_name(rc));
+    frpc_future *g = (frpc_future *)1;
+    rc = frpc_get_async(local, 0, rma_desc, sizeof(rma_desc), 0, n,
+                        1000, &g);
+    CHECK(rc == FRPC_EAGAIN && !g, "async get at max_inflight: %s",
+          frpc_err_name(rc));
+    g = (frpc_future *)1;
+    rc = frpc_put_async(local, 0, rma_desc, sizeof(rma_desc), 0, n,
+                        1000, &g);
+    CHECK(rc == FRPC_EAGAIN && !g, "async put at max_inflight: %s",
+          frpc_err_name(rc));
+    frpc_xfer ops[2] = {
+        {.op = FRPC_XFER_GET, .local = local, .desc = rma_desc,
+         .desc_len = sizeof(rma_desc), .len = n},
+        {.op = FRPC_XFER_PUT, .local = local, .local_off = n,
+         .desc = rma_desc, .desc_len = sizeof(rma_desc),
+         .remote_off = n, .len = n}};
+    rc = frpc_transfer(ops, 2, "b", 1, 1000);
+    CHECK(rc == FRPC_EAGAIN, "batch at max_inflight: %s", frpc_err_name(rc));
+    g = (frpc_future *)1;
+    rc = frpc_transfer_async(ops, 2, NULL, 0, 1000, &g);
+    CHECK(rc == FRPC_EAGAIN && !g, "async batch at max_inflight: %s",
+          frpc_err_name(rc));
+    rc = frpc_notify(agent, 1, "n", 1, 1000);
+    CHECK(rc == FRPC_EAGAIN, "notify at max_inflight: %s", frpc_err_name(rc));
+    CHECK(frpc_get_stats(agent, &s1) == 0, "stats");
+    CHECK(s1.transfers_refused == s0.transfers_refused,
+          "FRPC_EAGAIN counted as refused: %llu -> %llu",
+          (unsigned long long)s0.transfers_refused,
+          (unsigned long long)s1.transfers_refused);
+    CHECK(s1.transfers_get == s0.transfers_get &&
+              s1.transfers_put == s0.transfers_put &&
+              s1.transfer_batches == s0.transfer_batches &&
+              s1.calls_started == s0.calls_started,
+          "a transfer refused at max_inflight was counted as posted");
+    printf("ok: gets, puts, batches and notifications failed at once with "
+           "FRPC_EAGAIN, not counted as refused\n");
+}
+
 static int mode_max_inflight(void)
 {
     au_start();
     CHECK(nranks == 2, "max-inflight needs 2 ranks");
     au_register("hold", hold_forever, NULL, 0);
     au_register("echo", echo, NULL, FRPC_INLINE);
+    au_register("desc", give_desc, NULL, FRPC_INLINE);
+    frpc_mem *region = NULL;
+    int rc = frpc_mem_register(agent, inflight_buf, sizeof(inflight_buf),
+                               FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
+                               &region);
+    CHECK(rc == 0, "register: %s", frpc_err_name(rc));
+    rc = frpc_mem_describe(region, 0, sizeof(inflight_buf), rma_desc);
+    CHECK(rc == 0, "describe: %s", frpc_err_name(rc));
     au_barrier();
     if (me == 0) {
+        frpc_result dres;
+        rc = frpc_call(agent, 1, "desc", NULL, 0, 10000, &dres);
+        CHECK(rc == 0 && dres.len == sizeof(rma_desc), "desc: %s",
+              frpc_err_name(rc));
+        memcpy(rma_desc, dres.data, sizeof(rma_desc));
+        frpc_result_clear(&dres);
         frpc_future *f[8];
         for (int i = 0; i < 8; i++)
             f[i] = au_async(1, "hold", au_mix(0x3a + i), 16, 60000);
+        transfers_refused_at_max(region);
         frpc_future *g = NULL;
-        int rc = frpc_call_async(agent, 1, "echo", "x", 1, 1000, &g);
+        rc = frpc_call_async(agent, 1, "echo", "x", 1, 1000, &g);
         CHECK(rc == FRPC_EAGAIN && !g, "9th async call: %s",
               frpc_err_name(rc));
         frpc_result res;
@@ -1399,11 +1469,16 @@ static int mode_max_inflight(void)
         rc = au_call(1, "echo", au_mix(0x3b), 16, 10000, &res);
         CHECK(rc == 0, "a call after one ended: %s", frpc_err_name(rc));
         frpc_result_clear(&res);
+        rc = frpc_get(region, 0, rma_desc, sizeof(rma_desc), 0, 64,
+                      10000);
+        CHECK(rc == 0, "a get after one ended: %s", frpc_err_name(rc));
         for (int i = 0; i < 8; i++)
             frpc_future_free(f[i]);
         printf("ok: max_inflight holds and frees\n");
     }
     au_barrier();
+    rc = frpc_mem_deregister(region, 10000);
+    CHECK(rc == 0, "deregister: %s", frpc_err_name(rc));
     au_finish();
     return 0;
 }

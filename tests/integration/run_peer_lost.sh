@@ -291,6 +291,7 @@ replay_order() {
 
 max_inflight() {
     clean maxinf 2 60 max-inflight "0 1" FABRPC_MAX_INFLIGHT=8
+    expect_grep "^\[0\] ok: gets, puts, batches and notifications failed at once" "$JOB/out"
     expect_grep "^\[0\] ok: max_inflight holds and frees" "$JOB/out"
 }
 
@@ -309,7 +310,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
-    run_case "$PROV: past FABRPC_MAX_INFLIGHT a call fails at once with FRPC_EAGAIN" max_inflight
+    run_case "$PROV: past FABRPC_MAX_INFLIGHT a call, transfer or notification fails at once with FRPC_EAGAIN" max_inflight
     run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
     run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
     run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
