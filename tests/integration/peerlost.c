@@ -73,6 +73,11 @@
  *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
  *                 frpc_on_peer_lost only afterwards: the two reports come
  *                 in the order found, 3 then 2.
+ *   drain         every rank starts 408 async calls to each other rank
+ *                 (echo inline, most held to coalesce; 8 to a pool
+ *                 handler that naps 0-5 ms) and at once calls
+ *                 frpc_shutdown(GRACEFUL): it returns 0, and every future
+ *                 has ended 0 with its echo, its callback run once.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1483,6 +1488,68 @@ static int mode_max_inflight(void)
     return 0;
 }
 
+/* ---- drain -------------------------------------------------------------- */
+
+#define DRAIN_CALLS 400 /* to each other rank: most are held to coalesce */
+#define DRAIN_SLOW 8    /* to each other rank, pool handlers of 0-5 ms */
+
+static atomic_int drain_callbacks;
+
+static void count_callback(frpc_future *f, void *user)
+{
+    (void)f;
+    (void)user;
+    atomic_fetch_add(&drain_callbacks, 1);
+}
+
+/* Every rank starts its calls and shuts down at once, without waiting for
+ * any: graceful shutdown must finish every call in flight (each future
+ * ends 0 with its echo, each callback runs once before shutdown returns)
+ * while serving the others' calls, which are in flight to it meanwhile. */
+static int mode_drain(void)
+{
+    au_start();
+    CHECK(nranks <= MAX_RANKS, "drain: at most %d ranks", MAX_RANKS);
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_register("slow", slow, NULL, 0);
+    au_barrier();
+    size_t per = (size_t)(DRAIN_CALLS + DRAIN_SLOW);
+    size_t n = per * (size_t)(nranks - 1), k = 0;
+    frpc_future **f = calloc(n, sizeof(*f));
+    uint64_t *seed = calloc(n, sizeof(*seed));
+    size_t *len = calloc(n, sizeof(*len));
+    CHECK(f && seed && len, "out of memory");
+    for (int i = 0; i < DRAIN_CALLS + DRAIN_SLOW; i++)
+        for (int dst = 0; dst < nranks; dst++) {
+            if (dst == me)
+                continue;
+            seed[k] = au_mix(0xd0000u + (uint64_t)me * 100000u + k);
+            len[k] = au_len(seed[k], 2000);
+            f[k] = au_async(dst, i < DRAIN_CALLS ? "echo" : "slow", seed[k],
+                            len[k], 60000);
+            CHECK(frpc_future_then(f[k], count_callback, NULL) == 0, "then");
+            k++;
+        }
+    double t0 = au_now_ms();
+    int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    printf("ok: rank %d shut down in %.0f ms with %zu calls just started\n",
+           me, au_now_ms() - t0, n);
+    CHECK(atomic_load(&drain_callbacks) == (int)n,
+          "%d of %zu callbacks ran before frpc_shutdown returned",
+          atomic_load(&drain_callbacks), n);
+    for (k = 0; k < n; k++) {
+        au_check_echo(f[k], seed[k], len[k], "a call in flight at shutdown");
+        frpc_future_free(f[k]);
+    }
+    free(f);
+    free(seed);
+    free(len);
+    printf("ok: rank %d: all %zu calls in flight at graceful shutdown ended "
+           "with their answers, each callback once\n", me, n);
+    return 0;
+}
+
 /* ---- default-timeout ---------------------------------------------------- */
 
 static int mode_default_timeout(void)
@@ -1587,7 +1654,8 @@ int main(int argc, char **argv)
                  {"late-callback", mode_late_callback},
                  {"left-in-shutdown", mode_left_in_shutdown},
                  {"bye-bound", mode_bye_bound},
-                 {"replay-order", mode_replay_order}};
+                 {"replay-order", mode_replay_order},
+                 {"drain", mode_drain}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

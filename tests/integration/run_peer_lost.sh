@@ -250,6 +250,10 @@ late_shutdown() {
 }
 
 reinit() { clean reinit 2 120 reinit "0 1"; }
+drain() {
+    clean drain 3 90 drain "0 1 2"
+    expect_grep "^\[2\] ok: rank 2: all 816 calls in flight at graceful shutdown ended" "$JOB/out"
+}
 first_call() { clean first 4 60 first-call "0 1 2 3"; }
 
 default_timeout() {
@@ -308,6 +312,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: a rank dies during frpc_init: init fails or sees it DEAD, no hang" init_death
     run_case "$PROV: graceful shutdown with a peer 4 s late ends FRPC_ETIMEDOUT at its bound" late_shutdown
     run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
+    run_case "$PROV: graceful shutdown right after starting 816 async calls: each ends with its answer" drain
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
     run_case "$PROV: past FABRPC_MAX_INFLIGHT a call, transfer or notification fails at once with FRPC_EAGAIN" max_inflight
