@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/clock.h"
@@ -30,6 +31,8 @@ static void say(char *err, size_t errlen, const char *f, ...)
     vsnprintf(err, errlen, f, ap);
     va_end(ap);
 }
+
+_Thread_local int fr_agent_inside;
 
 /* Remaining milliseconds until deadline, at least 1. */
 static int left_ms(uint64_t deadline)
@@ -340,8 +343,10 @@ static int connect_doorbells(frpc_agent *a, uint64_t deadline, char *err,
         rc = fr_doorbell_connect(a->bell, (uint32_t)r);
     if (rc)
         say(err, errlen, "rank %d cannot map a peer's doorbell", a->set.rank);
-    if (!rc && a->set.world > 1)
-        rc = barrier(a, left_ms(deadline));
+    if (!rc && a->set.world > 1 && (rc = barrier(a, left_ms(deadline))))
+        say(err, errlen, "rank %d: not every rank mapped the doorbells "
+            "within %d ms: %s", a->set.rank, a->set.init_timeout_ms,
+            frpc_strerror(rc));
     fr_doorbell_unlink(a->bell);
     return rc;
 }
@@ -385,6 +390,19 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
     return 0;
 }
 
+/* Waits for the threads inside a call on the agent to leave it. Their
+ * waits end by themselves: calls in flight have failed, every other wait
+ * sees shutting_down, and a sleeping waiter looks again within 20 ms (a
+ * kick makes it sooner). */
+static void wait_users(frpc_agent *a)
+{
+    while (atomic_load(&a->users) > 0) {
+        fr_pending_kick(&a->pend);
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* Frees the agent; deadline bounds the wait for the provider to give
  * back the one-sided operations it holds (fr_fabric_quiesce). */
 static void destroy(frpc_agent *a, uint64_t deadline)
@@ -394,6 +412,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     /* Every call ends exactly once: what is still in flight ends now. */
     fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
                     "the agent shut down before the answer came");
+    wait_users(a);
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     /* A loan still out (a lent async call its callee never read) comes
      * back at fr_fabric_close, and its future's callback then runs on
@@ -520,6 +539,9 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     return 0;
 fail:
     free(peers);
+    /* A late barrier's and a garbled store value's codes, as listed. */
+    if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
+        rc = FRPC_EBOOTSTRAP;
     /* The others learn that this rank gave up, not that it died. */
     if (a->store)
         fr_store_leave(a->store);
@@ -528,8 +550,10 @@ fail:
 }
 
 /* The barrier, timeout_ms as the store takes it (<= 0: no limit). A rank
- * known lost would never come: fail at once. */
-static int barrier(frpc_agent *a, int timeout_ms)
+ * known lost would never come: fail at once. shutdown: frpc_shutdown's,
+ * under a key of its own, so that an application's barrier that another
+ * thread left unfinished (FRPC_ESHUTDOWN) cannot be taken for it. */
+static int barrier_for(frpc_agent *a, int timeout_ms, int shutdown)
 {
     char key[64];
     int rc;
@@ -539,9 +563,76 @@ static int barrier(frpc_agent *a, int timeout_ms)
         if (fr_agent_peer_lost_why(a, (uint32_t)r))
             return FRPC_EPEERLOST;
     pthread_mutex_lock(&a->store_lock);
+    if (shutdown)
+        snprintf(key, sizeof(key), "barrier/shutdown");
+    else
+        snprintf(key, sizeof(key), "barrier/%llu",
+                 (unsigned long long)a->barrier_gen++);
+    rc = fr_store_barrier(a->store, key, a->set.world, timeout_ms);
+    pthread_mutex_unlock(&a->store_lock);
+    return rc;
+}
+
+static int barrier(frpc_agent *a, int timeout_ms)
+{
+    return barrier_for(a, timeout_ms, 0);
+}
+
+/* How often an application's barrier looks up from the store: it gives
+ * way to frpc_shutdown (whose own barrier needs the store) within this. */
+#define FR_BARRIER_SLICE_MS 100
+
+/* Takes the store for frpc_barrier: another thread's barrier may hold it,
+ * but not past our deadline, nor once shutdown began. */
+static int lock_store_for_user(frpc_agent *a, uint64_t deadline)
+{
+    for (;;) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += FR_BARRIER_SLICE_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_mutex_timedlock(&a->store_lock, &ts) == 0)
+            return 0;
+        if (atomic_load(&a->shutting_down))
+            return FRPC_ESHUTDOWN;
+        if (fr_now_ns() >= deadline)
+            return FRPC_ETIMEDOUT;
+    }
+}
+
+/* frpc_barrier's: as barrier(), waiting in slices so that it ends
+ * FRPC_ESHUTDOWN once frpc_shutdown begins on another thread. Its count
+ * stays in the store: the others' barrier completes as if it waited. */
+static int user_barrier(frpc_agent *a, int timeout_ms)
+{
+    char key[64];
+    if (a->set.world == 1)
+        return 0;
+    for (int r = 0; r < a->set.world; r++)
+        if (fr_agent_peer_lost_why(a, (uint32_t)r))
+            return FRPC_EPEERLOST;
+    uint64_t deadline = fr_deadline_ms(timeout_ms <= 0 ? -1 : timeout_ms);
+    int rc = lock_store_for_user(a, deadline);
+    if (rc)
+        return rc;
     snprintf(key, sizeof(key), "barrier/%llu",
              (unsigned long long)a->barrier_gen++);
-    rc = fr_store_barrier(a->store, key, a->set.world, timeout_ms);
+    rc = fr_store_add(a->store, key, 1, NULL);
+    while (rc == 0) {
+        int slice = FR_BARRIER_SLICE_MS;
+        if (deadline != UINT64_MAX && left_ms(deadline) < slice)
+            slice = left_ms(deadline);
+        rc = fr_store_wait_ge(a->store, key, a->set.world, slice);
+        if (rc != FRPC_ETIMEDOUT)
+            break;
+        if (atomic_load(&a->shutting_down))
+            rc = FRPC_ESHUTDOWN;
+        else if (fr_now_ns() < deadline)
+            rc = 0;
+    }
     pthread_mutex_unlock(&a->store_lock);
     return rc;
 }
@@ -552,7 +643,14 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
         return FRPC_EINVAL;
     if (atomic_load(&a->shutting_down))
         return FRPC_ESHUTDOWN;
-    return barrier(a, fr_agent_timeout(a, timeout_ms));
+    /* On the polling thread (an inline handler, a callback it runs) no
+     * request would be served while the barrier waits. */
+    if (fr_fabric_polling_here(a->fab))
+        return FRPC_EDEADLK;
+    fr_agent_enter(a);
+    int rc = user_barrier(a, fr_agent_timeout(a, timeout_ms));
+    fr_agent_leave(a);
+    return rc;
 }
 
 /* Tells the store this rank leaves (so nobody takes it for dead). Rank 0
@@ -608,6 +706,11 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
     int rc = 0;
     if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))
         return FRPC_EINVAL;
+    /* A thread of the agent's own (a handler, a callback), or one inside
+     * a call on it, would wait for itself to end. */
+    if (fr_agent_inside || fr_fabric_polling_here(a->fab) ||
+        fr_pool_is_worker(a->pool))
+        return FRPC_EDEADLK;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     fr_liveness_say_goodbye_by(a, deadline);
     atomic_store(&a->shutting_down, how + 1);
@@ -616,13 +719,13 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
          * serving until every rank is here. */
         if (!drain(a, deadline))
             rc = FRPC_ETIMEDOUT;
-        int b = barrier(a, left_ms(deadline));
+        int b = barrier_for(a, left_ms(deadline), 1);
         if (b == FRPC_EBOOTSTRAP && a->set.rank != 0)
             b = store_lost(a, deadline);
         if (b == FRPC_EPEERLOST)
             rc = b;
-        else if (b && !rc)
-            rc = b == FRPC_EBOOTSTRAP ? b : FRPC_ETIMEDOUT;
+        else if (b && !rc) /* the store's own failures: ENOMEM, EPROTO */
+            rc = b == FRPC_ETIMEDOUT ? b : FRPC_EBOOTSTRAP;
         if (fr_agent_peer_lost_why(a, 0)) {
             /* Rank 0 was lost since the goodbye above: say it now, or the
              * others take our end for a death. Only this thread's calls

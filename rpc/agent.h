@@ -122,6 +122,9 @@ struct frpc_agent {
     int progress_started;
     atomic_int stop;
     atomic_int shutting_down; /* 0, FRPC_SHUTDOWN_GRACEFUL+1, or ..._IMMEDIATE+1 */
+    /* Application threads inside a call that may wait on this agent
+     * (fr_agent_enter): frpc_shutdown frees nothing before they left. */
+    atomic_int users;
 
     atomic_uint_fast64_t requests_received, requests_answered;
 
@@ -160,6 +163,28 @@ static inline int fr_agent_timeout(const frpc_agent *a, int timeout_ms)
 static inline uint64_t fr_agent_deadline(const frpc_agent *a, int timeout_ms)
 {
     return fr_deadline_ms(fr_agent_timeout(a, timeout_ms));
+}
+
+/* ---- threads inside the agent (see frpc_shutdown) ------------------ */
+
+/* This thread's fr_agent_enter not yet left, of any agent: a thread inside
+ * a call (a callback run by its wait) must not shut the agent down. */
+extern _Thread_local int fr_agent_inside;
+
+/* Around every public call that may wait: frpc_shutdown waits for the
+ * threads inside to leave before it frees the agent (their waits end, as
+ * calls in flight fail and shutting_down is seen). fr_agent_leave must be
+ * the thread's last touch of a. */
+static inline void fr_agent_enter(frpc_agent *a)
+{
+    atomic_fetch_add(&a->users, 1);
+    fr_agent_inside++;
+}
+
+static inline void fr_agent_leave(frpc_agent *a)
+{
+    fr_agent_inside--;
+    atomic_fetch_sub(&a->users, 1);
 }
 
 /* ---- lost peers (liveness.c) --------------------------------------- */

@@ -173,8 +173,22 @@ static void kick_waiters(void *table)
     fr_pending_kick(table);
 }
 
+static int call(frpc_agent *a, int dst, const char *name, const void *args,
+                size_t len, int timeout_ms, frpc_result *res);
+
 int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
               size_t len, int timeout_ms, frpc_result *res)
+{
+    if (!a)
+        return call(a, dst, name, args, len, timeout_ms, res);
+    fr_agent_enter(a);
+    int rc = call(a, dst, name, args, len, timeout_ms, res);
+    fr_agent_leave(a);
+    return rc;
+}
+
+static int call(frpc_agent *a, int dst, const char *name, const void *args,
+                size_t len, int timeout_ms, frpc_result *res)
 {
     fr_fabric_loan loan, *lend = &loan;
     fr_pending p;

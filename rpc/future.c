@@ -221,18 +221,32 @@ static int start_async(frpc_agent *a, int dst, const char *name,
     return 0;
 }
 
+/* start_async with the thread counted inside a (see fr_agent_enter). */
+static int start_async_entered(frpc_agent *a, int dst, const char *name,
+                               const void *args, size_t len, int timeout_ms,
+                               int lend_ok, frpc_future **out)
+{
+    if (!a)
+        return start_async(a, dst, name, args, len, timeout_ms, lend_ok,
+                           out);
+    fr_agent_enter(a);
+    int rc = start_async(a, dst, name, args, len, timeout_ms, lend_ok, out);
+    fr_agent_leave(a);
+    return rc;
+}
+
 int frpc_call_async(frpc_agent *a, int dst, const char *name,
                     const void *args, size_t len, int timeout_ms,
                     frpc_future **out)
 {
-    return start_async(a, dst, name, args, len, timeout_ms, 0, out);
+    return start_async_entered(a, dst, name, args, len, timeout_ms, 0, out);
 }
 
 int frpc_call_async_lent(frpc_agent *a, int dst, const char *name,
                          const void *args, size_t len, int timeout_ms,
                          frpc_future **out)
 {
-    return start_async(a, dst, name, args, len, timeout_ms, 1, out);
+    return start_async_entered(a, dst, name, args, len, timeout_ms, 1, out);
 }
 
 int frpc_future_test(const frpc_future *f)
@@ -256,15 +270,20 @@ int frpc_future_wait(frpc_future *f, int timeout_ms)
         return FRPC_EINVAL;
     if (fut_done(f))
         return f->p.res.status;
-    int rc = fr_progress_begin_wait(f->agent);
-    if (rc)
+    frpc_agent *a = f->agent;
+    fr_agent_enter(a);
+    int rc = fr_progress_begin_wait(a);
+    if (rc) {
+        fr_agent_leave(a);
         return rc;
-    uint64_t until = fr_agent_deadline(f->agent, timeout_ms);
+    }
+    uint64_t until = fr_agent_deadline(a, timeout_ms);
     if (f->lent) /* woken by the loan's return too (loan_back's kick) */
-        fr_progress_wait_until(f->agent, lent_done, f, until);
+        fr_progress_wait_until(a, lent_done, f, until);
     else
-        fr_progress_wait_call(f->agent, &f->p, until, 0);
-    fr_progress_end_wait(f->agent);
+        fr_progress_wait_call(a, &f->p, until, 0);
+    fr_progress_end_wait(a);
+    fr_agent_leave(a);
     return fut_done(f) ? f->p.res.status : FRPC_ETIMEDOUT;
 }
 
@@ -425,12 +444,16 @@ static int wait_many(frpc_future *const *futures, size_t n, int timeout_ms,
         return 0;
     if (!(a = agent_of(futures, n)))
         return FRPC_EINVAL; /* wait_any with no future: none can complete */
+    fr_agent_enter(a);
     int rc = fr_progress_begin_wait(a);
-    if (rc)
+    if (rc) {
+        fr_agent_leave(a);
         return rc;
+    }
     int ok = fr_progress_wait_until(a, done, m,
                                     fr_agent_deadline(a, timeout_ms));
     fr_progress_end_wait(a);
+    fr_agent_leave(a);
     return ok ? 0 : FRPC_ETIMEDOUT;
 }
 

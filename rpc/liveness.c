@@ -417,8 +417,11 @@ static void report(frpc_agent *a)
         pthread_mutex_unlock(&l->lock);
         if (!x)
             return;
-        if (fn && !atomic_load(&l->stop))
+        if (fn && !atomic_load(&l->stop)) {
+            fr_agent_inside++; /* fn may not shut the agent down */
             fn(a, (int)x->rank, x->state, x->why, user);
+            fr_agent_inside--;
+        }
     }
 }
 

@@ -115,9 +115,11 @@ int frpc_notify(frpc_agent *a, int dst, const void *msg, size_t len,
     if (!a || check_message(msg, len))
         return FRPC_EINVAL;
     frpc_result res;
+    fr_agent_enter(a);
     int rc = frpc_call(a, dst, FR_NOTIFY_NAME, msg, len, timeout_ms, &res);
     if (rc == 0)
         atomic_fetch_add(&a->notes_sent, 1);
+    fr_agent_leave(a);
     frpc_result_clear(&res);
     return rc;
 }
@@ -156,11 +158,23 @@ static int pop_locked(frpc_agent *a, int *src, void *buf, size_t cap,
     return 0;
 }
 
+static int notify_wait(frpc_agent *a, int *src, void *buf, size_t cap,
+                       size_t *len, int timeout_ms);
+
 int frpc_notify_wait(frpc_agent *a, int *src, void *buf, size_t cap,
                      size_t *len, int timeout_ms)
 {
     if (!a || !len || (cap && !buf))
         return FRPC_EINVAL;
+    fr_agent_enter(a);
+    int rc = notify_wait(a, src, buf, cap, len, timeout_ms);
+    fr_agent_leave(a);
+    return rc;
+}
+
+static int notify_wait(frpc_agent *a, int *src, void *buf, size_t cap,
+                       size_t *len, int timeout_ms)
+{
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     int waiting = 0, rc;
     for (;;) {

@@ -244,8 +244,11 @@ static int transfer(frpc_mem *local, size_t loff, const void *desc,
         return 0;
     one_args o = {.local = local, .emu = by_messages(a, &d)};
     lay(local, loff, desc, &d, roff, len, write, &o.seg, &o.eseg);
-    return run(a, write ? "frpc_put" : "frpc_get", d.rank, timeout_ms,
-               len ? start_one : start_nothing, &o, out);
+    fr_agent_enter(a);
+    rc = run(a, write ? "frpc_put" : "frpc_get", d.rank, timeout_ms,
+             len ? start_one : start_nothing, &o, out);
+    fr_agent_leave(a);
+    return rc;
 }
 
 int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
@@ -419,7 +422,9 @@ static int batch(const frpc_xfer *ops, size_t n, size_t op_size,
     int rc = prepare(ops, n, op_size, notify, notify_len, &b, &a, &dst);
     if (rc)
         return rc;
+    fr_agent_enter(a);
     rc = run(a, "frpc_transfer", dst, timeout_ms, start_batch, &b, out);
+    fr_agent_leave(a);
     free(b.segs);
     free(b.esegs);
     free(b.ctx); /* NULL once the fabric has it */

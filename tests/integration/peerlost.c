@@ -1550,6 +1550,204 @@ static int mode_drain(void)
     return 0;
 }
 
+/* ---- own-threads, inside ----------------------------------------------- */
+
+/* Answers with the code frpc_shutdown (or frpc_barrier) gave on the
+ * handler's own thread. */
+static void answer_code(frpc_request *req, int rc)
+{
+    int32_t v = rc;
+    frpc_respond(req, &v, sizeof(v));
+}
+
+static void shutdown_here(frpc_request *req, void *user)
+{
+    (void)user;
+    answer_code(req, frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 1000));
+}
+
+static void barrier_here(frpc_request *req, void *user)
+{
+    (void)user;
+    answer_code(req, frpc_barrier(agent, 1000));
+}
+
+static void expect_code(int dst, const char *fn, int want)
+{
+    frpc_result res;
+    int rc = frpc_call(agent, dst, fn, NULL, 0, 20000, &res);
+    CHECK(rc == 0 && res.len == sizeof(int32_t), "%s on %d: %s", fn, dst,
+          frpc_err_name(rc));
+    int32_t got;
+    memcpy(&got, res.data, sizeof(got));
+    frpc_result_clear(&res);
+    CHECK(got == want, "%s on rank %d: %s, want %s", fn, dst,
+          frpc_err_name(got), frpc_err_name(want));
+}
+
+static atomic_int then_code = 1;
+
+static void shutdown_in_callback(frpc_future *f, void *user)
+{
+    (void)f;
+    (void)user;
+    atomic_store(&then_code,
+                 frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 1000));
+}
+
+/* frpc_shutdown from the agent's own threads (a pool handler, an inline
+ * one, a future's callback) refuses with FRPC_EDEADLK instead of waiting
+ * for itself, and so does frpc_barrier on the polling thread; the agent
+ * goes on working. */
+static int mode_own_threads(void)
+{
+    au_start();
+    CHECK(nranks == 2, "own-threads needs 2 ranks");
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_register("shutdown_pool", shutdown_here, NULL, 0);
+    au_register("shutdown_inline", shutdown_here, NULL, FRPC_INLINE);
+    au_register("barrier_inline", barrier_here, NULL, FRPC_INLINE);
+    au_barrier();
+    int peer = 1 - me;
+    expect_code(peer, "shutdown_pool", FRPC_EDEADLK);
+    expect_code(peer, "shutdown_inline", FRPC_EDEADLK);
+    expect_code(peer, "barrier_inline", FRPC_EDEADLK);
+    frpc_future *f = au_async(peer, "echo", au_mix(0x51), 16, 20000);
+    CHECK(frpc_future_then(f, shutdown_in_callback, NULL) == 0, "then");
+    CHECK(frpc_future_wait(f, 20000) == 0, "the echo");
+    for (int i = 0; i < 20000 && atomic_load(&then_code) == 1; i++)
+        au_sleep_us(1000);
+    CHECK(atomic_load(&then_code) == FRPC_EDEADLK,
+          "frpc_shutdown in a future's callback: %s, want FRPC_EDEADLK",
+          frpc_err_name(atomic_load(&then_code)));
+    frpc_future_free(f);
+    au_sync_echo(peer, "echo", au_mix(0x52), 100);
+    printf("ok: rank %d: frpc_shutdown on the agent's own threads and "
+           "frpc_barrier inline refused with FRPC_EDEADLK\n", me);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+/* What rank 0's threads got, each inside a call when shutdown began. */
+enum { IN_NOTIFY, IN_BARRIER, IN_CALL, IN_FUTURE, IN_BARRIER2, IN_N };
+static const char *const in_what[IN_N] = {
+    "frpc_notify_wait", "frpc_barrier", "frpc_call", "frpc_future_wait",
+    "a second frpc_barrier (500 ms)"};
+static atomic_int in_code[IN_N], in_started;
+static double in_ms[IN_N];
+
+static void *inside_main(void *arg)
+{
+    int which = (int)(intptr_t)arg, rc;
+    double t0 = au_now_ms();
+    atomic_fetch_add(&in_started, 1);
+    if (which == IN_NOTIFY) {
+        char buf[16];
+        size_t len;
+        rc = frpc_notify_wait(agent, NULL, buf, sizeof(buf), &len,
+                              FRPC_TIMEOUT_NONE);
+    } else if (which == IN_BARRIER) {
+        rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+    } else if (which == IN_BARRIER2) {
+        au_sleep_us(200000); /* behind IN_BARRIER's, for the store */
+        t0 = au_now_ms();
+        rc = frpc_barrier(agent, 500);
+    } else if (which == IN_CALL) {
+        rc = frpc_call(agent, 1, "hold", NULL, 0, FRPC_TIMEOUT_NONE, NULL);
+    } else {
+        frpc_future *f = NULL;
+        rc = frpc_call_async(agent, 1, "hold", NULL, 0, FRPC_TIMEOUT_NONE,
+                             &f);
+        if (rc == 0) {
+            rc = frpc_future_wait(f, FRPC_TIMEOUT_NONE);
+            frpc_future_free(f);
+        }
+    }
+    in_ms[which] = au_now_ms() - t0;
+    atomic_store(&in_code[which], rc);
+    return NULL;
+}
+
+/* Rank 0's threads wait inside the agent (a notification, a barrier rank
+ * 1 never joins, calls rank 1 never answers) when its main thread shuts
+ * down (PEERLOST_HOW: immediate or graceful, with rank 1 shutting down
+ * the same way): each wait ends, the second barrier at its own 500 ms,
+ * the others FRPC_ESHUTDOWN, frpc_shutdown returns 0 (graceful: its
+ * barrier is not confused with the unfinished one), and it frees the
+ * agent only after they have all left it (ASan would see it). */
+static int mode_inside(void)
+{
+    const char *how_s = getenv("PEERLOST_HOW");
+    int graceful = how_s && strcmp(how_s, "graceful") == 0;
+    au_start();
+    CHECK(nranks == 2, "inside needs 2 ranks");
+    au_register("hold", hold_forever, NULL, FRPC_INLINE);
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 1) {
+        /* Rank 0 says when its shutdown is over; then this one ends. */
+        for (int i = 0; i < 60000 && atomic_load(&nready) == 0; i++)
+            au_sleep_us(1000);
+        CHECK(atomic_load(&nready) == 1, "rank 0 never said it was done");
+        /* Graceful: its barrier meets rank 0's shutdown, not the
+         * application's barrier rank 0 left unfinished. Immediate: after
+         * rank 0's (else rank 0's barrier could end FRPC_EPEERLOST). */
+        for (int i = 0; !graceful && i < 60000 &&
+                        frpc_peer_state(agent, 0) == FRPC_PEER_ALIVE; i++)
+            au_sleep_us(1000);
+        int rc = frpc_shutdown(agent, graceful ? FRPC_SHUTDOWN_GRACEFUL
+                                               : FRPC_SHUTDOWN_IMMEDIATE,
+                               20000);
+        CHECK(rc == 0, "shutdown: %s", frpc_err_name(rc));
+        printf("ok: rank 1 done\n");
+        return 0;
+    }
+    int n = graceful ? IN_CALL : IN_N; /* graceful drains calls first */
+    pthread_t th[IN_N];
+    for (int i = 0; i < n; i++) {
+        atomic_store(&in_code[i], 1);
+        CHECK(pthread_create(&th[i], NULL, inside_main, (void *)(intptr_t)i)
+                  == 0, "thread");
+    }
+    while (atomic_load(&in_started) < n)
+        au_sleep_us(1000);
+    au_sleep_us(1000000); /* each thread is inside its call by now */
+    for (int i = 0; i < n && i < IN_BARRIER2; i++)
+        CHECK(atomic_load(&in_code[i]) == 1, "%s ended before shutdown: %s",
+              in_what[i], frpc_err_name(atomic_load(&in_code[i])));
+    if (!graceful)
+        for (int i = 0; i < 30000 && atomic_load(&in_code[IN_BARRIER2]) == 1;
+             i++)
+            au_sleep_us(1000);
+    /* Rank 1 shuts down too once told (graceful: the two meet). */
+    frpc_result res;
+    int rc = frpc_call(agent, 1, "ready", NULL, 0, 20000, &res);
+    CHECK(rc == 0, "ready: %s", frpc_err_name(rc));
+    frpc_result_clear(&res);
+    double t0 = au_now_ms();
+    rc = frpc_shutdown(agent, graceful ? FRPC_SHUTDOWN_GRACEFUL
+                                       : FRPC_SHUTDOWN_IMMEDIATE, 5000);
+    double ms = au_now_ms() - t0;
+    CHECK(rc == 0, "shutdown: %s", frpc_err_name(rc));
+    CHECK(ms < 5000 + AT_ONCE_MS, "shutdown took %.0f ms", ms);
+    for (int i = 0; i < n; i++) {
+        pthread_join(th[i], NULL);
+        int want = i == IN_BARRIER2 ? FRPC_ETIMEDOUT : FRPC_ESHUTDOWN;
+        CHECK(atomic_load(&in_code[i]) == want, "%s: %s, want %s",
+              in_what[i], frpc_err_name(atomic_load(&in_code[i])),
+              frpc_err_name(want));
+    }
+    if (!graceful)
+        CHECK(in_ms[IN_BARRIER2] < 500 + AT_ONCE_MS,
+              "a second barrier waited %.0f ms behind the first, past its "
+              "500 ms", in_ms[IN_BARRIER2]);
+    printf("ok: rank 0: %s shutdown (%s in %.0f ms) ended the %d calls "
+           "inside the agent, then freed it\n", graceful ? "graceful" :
+           "immediate", frpc_err_name(rc), ms, n);
+    return 0;
+}
+
 /* ---- default-timeout ---------------------------------------------------- */
 
 static int mode_default_timeout(void)
@@ -1655,7 +1853,9 @@ int main(int argc, char **argv)
                  {"left-in-shutdown", mode_left_in_shutdown},
                  {"bye-bound", mode_bye_bound},
                  {"replay-order", mode_replay_order},
-                 {"drain", mode_drain}};
+                 {"drain", mode_drain},
+                 {"own-threads", mode_own_threads},
+                 {"inside", mode_inside}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
