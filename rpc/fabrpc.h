@@ -29,9 +29,9 @@
  * Callbacks: when a function that takes a callback returns an error, the
  * callback will never be called.
  *
- * Timeouts: every timeout_ms argument means the same thing, in every
- * function (frpc_call, frpc_call_async, frpc_future_wait, frpc_wait_all,
- * frpc_wait_any, frpc_barrier, frpc_shutdown). > 0: that many
+ * Timeouts: every int timeout_ms parameter means the same thing, in
+ * every function that takes one (calls, waits, barriers, shutdown,
+ * transfers, notifications, frpc_mem_deregister). > 0: that many
  * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
  * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
@@ -107,11 +107,18 @@ typedef struct frpc_request frpc_request;
  * compiled, taken by a macro (frpc_config_init, frpc_get_stats). New
  * fields only ever go at the end; the library reads and writes no byte
  * past the size it was given, and treats a config field the program did
- * not know of as unset. That keeps the cost of a field nil (no setter
- * call, no allocation), where opaque objects would add both to every
- * init. frpc_result is the exception: it never grows (it is complete:
- * status, data, length, remote code, message); new details of a call's
- * outcome come through new functions.
+ * not know of as unset. frpc_xfer (since 1.1) grows the same way: the
+ * frpc_transfer macros pass its size (op_size), the ops are read
+ * op_size bytes apart, no byte of an op past op_size is read, a field
+ * the program did not know of counts as unset, and an op_size smaller
+ * than the first frpc_xfer's fails with FRPC_EINVAL. That keeps the cost
+ * of a field nil (no setter call, no allocation), where opaque objects
+ * would add both to every init. frpc_result is the exception: it never
+ * grows (it is complete: status, data, length, remote code, message);
+ * new details of a call's outcome come through new functions.
+ * frpc_mp_view and frpc_mp_buf carry no size either: they are made of
+ * msgpack-c's types and do not change within fabrpc 1.x (see "msgpack
+ * helpers").
  */
 #define FRPC_VERSION_MAJOR 1
 #define FRPC_VERSION_MINOR 3
@@ -139,7 +146,7 @@ typedef enum frpc_progress_mode {
 } frpc_progress_mode;
 
 /* How one-sided transfers move bytes (config.rma; see "Registered memory
- * and one-sided transfers"). */
+ * and one-sided transfers"). The type and its values: since 1.2. */
 typedef enum frpc_rma_mode {
     FRPC_RMA_AUTO = 0,    /* native when the provider can (not sockets),
                              else emulated */
@@ -296,11 +303,12 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * (every field unset); one not filled by frpc_config_init (its size field
  * is wrong) fails with FRPC_EINVAL before anything else, errbuf untouched.
  *
- * Errors: FRPC_EINVAL (bad config or environment value), FRPC_ENOBACKEND
- * (strict mode, or no provider common to all ranks, or config.rma native
- * where the provider cannot do RMA), FRPC_EBOOTSTRAP (store
- * unreachable, a rank did not join in time, or the ranks disagree on world
- * size or version; the message says which), FRPC_EACCES (this rank's job
+ * Errors: FRPC_EINVAL (out NULL, bad config or environment value),
+ * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
+ * config.rma native where the provider cannot do RMA), FRPC_EBOOTSTRAP
+ * (store unreachable, a rank did not join in time, the ranks disagree on
+ * world size or version, or a value in the store is garbled; the message
+ * says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a
  * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message
@@ -327,8 +335,19 @@ enum {
  * the call ended FRPC_EPEERLOST on the caller's side. Immediate:
  * in-flight calls end with FRPC_ESHUTDOWN and no barrier is held. Either
  * way, requests that were never answered are released, all threads are
- * joined and the agent is freed: it must not be used again, and no other
- * thread may be using it.
+ * joined and the agent is freed: it must not be used again.
+ *
+ * Other threads: a thread waiting in a call on the agent when shutdown
+ * begins (frpc_call, a future's or notification's wait, a barrier, a
+ * transfer) gets its outcome (FRPC_ESHUTDOWN for waits that cannot be
+ * met any more), and frpc_shutdown frees the agent only after every such
+ * thread has left the library. A thread may start a call while shutdown
+ * runs (it fails with FRPC_ESHUTDOWN, or, graceful, runs as the rules
+ * above say), but none may once it has returned, nor race with its
+ * return. frpc_shutdown itself may not be called from the agent's own
+ * threads (a handler, a future's or notification's callback, the
+ * peer-lost function) nor from a thread inside another call on the
+ * agent: it returns FRPC_EDEADLK there, and nothing is freed.
  *
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
@@ -343,10 +362,11 @@ enum {
  * but still waits for them). Returns 0; FRPC_ETIMEDOUT if the time ran
  * out; FRPC_EPEERLOST (graceful only) if a rank was lost before or
  * during it, rank 0 included (stderr names it, once); immediate returns 0
- * whatever ranks were lost; on rank 0 alone, FRPC_EBOOTSTRAP if its own
- * connection to the store it serves failed; FRPC_EINVAL for a NULL agent
- * or a bad how (then nothing is freed). The agent is freed in every other
- * case. Blocks.
+ * whatever ranks were lost; FRPC_EBOOTSTRAP (graceful only) if the
+ * store failed the last barrier other than by time (on rank 0: its own
+ * connection to the store it serves failed); FRPC_EINVAL for a NULL agent
+ * or a bad how, and FRPC_EDEADLK (above), in which cases nothing is
+ * freed. The agent is freed in every other case. Blocks.
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
@@ -401,7 +421,13 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * does: frpc_peer_state can still say ALIVE for the lost rank just after
  * the barrier returned), FRPC_EBOOTSTRAP (the store is lost: rank 0, whose
  * process serves it, died or is gone, as when it dies during the
- * barrier), FRPC_ESHUTDOWN, FRPC_EINVAL (NULL agent). Blocks.
+ * barrier), FRPC_ESHUTDOWN (also when frpc_shutdown begins on another
+ * thread while this one waits: it ends within 100 ms; its entry still
+ * counts for the others' barrier), FRPC_EDEADLK (called on the polling
+ * thread, from an FRPC_INLINE handler or a callback it runs: no request
+ * would be served meanwhile), FRPC_EINVAL (NULL agent). Two threads'
+ * barriers take turns; the second waits for the first no longer than its
+ * own timeout_ms. Blocks.
  */
 int frpc_barrier(frpc_agent *agent, int timeout_ms);
 
@@ -454,6 +480,7 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * call that arrives before registration fails with FRPC_ENOFUNC. flags is
  * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
  * Names that begin with "frpc." are fabrpc's own (FRPC_EINVAL).
+ * name is copied. Any thread, also while calls arrive. Never blocks.
  * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
  * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.
  */
@@ -475,15 +502,18 @@ const char *frpc_request_function(const frpc_request *req);
 /*
  * Answers req with len bytes of data (copied before return; NULL when len
  * is 0) and frees req. Errors: FRPC_EINVAL (req NULL, or data NULL with
- * len > 0: req is not freed), FRPC_ETOOBIG (req is answered with that error
- * instead, and freed), FRPC_ETRANSPORT / FRPC_EPEERLOST / FRPC_ESHUTDOWN
- * (the answer could not be sent; req is freed; the caller's call ends by its
- * own timeout or peer loss). Does not wait for the caller to take the
- * answer. It waits only while the provider has no room to send it, which
- * happens when the caller stops reading (a stopped or starved process
- * with many answers owed: back-pressure), and then at most until the
- * caller's call would end by its timeout (a call without limit: until
- * the caller reads again or is lost). Any thread.
+ * len > 0: req is not freed), FRPC_ETOOBIG (len over max_msg_size: req is
+ * answered with that error instead, and freed), and, when the answer could
+ * not be sent (req is freed all the same; the caller's call ends by its
+ * own timeout or peer loss): FRPC_ETRANSPORT, FRPC_EPEERLOST,
+ * FRPC_ESHUTDOWN, FRPC_ETIMEDOUT (the provider had no room for it until
+ * the caller's time ran out: see below), FRPC_ENOMEM (no memory to stage
+ * a reply over the eager size, about 64 KiB). Does not wait for the
+ * caller to take the answer. It waits only while the provider has no
+ * room to send it, which happens when the caller stops reading (a
+ * stopped or starved process with many answers owed: back-pressure), and
+ * then at most until the caller's call would end by its timeout (a call
+ * without limit: until the caller reads again or is lost). Any thread.
  */
 int frpc_respond(frpc_request *req, const void *data, size_t len);
 
@@ -503,8 +533,13 @@ int frpc_respond_owned(frpc_request *req, void *data, size_t len);
 /*
  * Answers req with an error: the caller's call ends with FRPC_EREMOTE,
  * result.remote_code = code and result.error = message (copied; NULL gives
- * an empty message; longer than 1024 bytes is cut). Frees req. Errors as
- * frpc_respond.
+ * an empty message; longer than 1024 bytes is cut). Frees req. Errors:
+ * FRPC_EINVAL (req NULL), and, the answer not sent (req is freed all the
+ * same; the caller's call ends by its own timeout or peer loss):
+ * FRPC_ETRANSPORT, FRPC_EPEERLOST, FRPC_ESHUTDOWN, FRPC_ETIMEDOUT (as for
+ * frpc_respond), FRPC_ETOOBIG (message, as cut, longer than this rank's
+ * config.max_msg_size, where that is set below 1024). Waits as
+ * frpc_respond does, only while the provider has no room. Any thread.
  */
 int frpc_respond_error(frpc_request *req, int code, const char *message);
 
@@ -531,9 +566,9 @@ void frpc_result_clear(frpc_result *res);
 /*
  * Calls function name on rank dst (any rank, its own included) with len
  * bytes of args and waits for the answer, at most timeout_ms (see
- * "Timeouts"). args is only read, and only until the call returns. The waiting
- * thread drives progress itself (and so may run handlers for other ranks'
- * requests meanwhile).
+ * "Timeouts"). name and args are only read, and only until the call
+ * returns. The waiting thread drives progress itself (and so may run
+ * handlers for other ranks' requests meanwhile).
  *
  * Zero-copy: args of at least config.zerocopy_min bytes (64 KiB unless
  * set) are not copied: the callee reads them straight from args into the
@@ -556,9 +591,11 @@ void frpc_result_clear(frpc_result *res);
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
  * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
- * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_EAGAIN when
- * max_inflight calls are in flight already, FRPC_EDEADLK when waiting
- * would exceed the nesting limit (below); res->error says which.
+ * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_EPROTO
+ * (fabrpc on dst answered with a code this library does not know, as a
+ * newer version may), FRPC_EAGAIN when max_inflight calls are in flight
+ * already, FRPC_EDEADLK when waiting would exceed the nesting limit
+ * (below); res->error says which.
  * Blocks; any thread, including handlers.
  *
  * Nesting limit: a pool thread may wait for a call (frpc_call,
@@ -584,15 +621,17 @@ typedef struct frpc_future frpc_future;
  * waits for the answer and never creates a thread; it waits only while
  * the provider has no room for the send (a callee that stops reading,
  * with many requests owed: back-pressure), at most timeout_ms (then
- * FRPC_ETIMEDOUT, below). args is copied before
- * return, so the caller may reuse it at once. timeout_ms (see
- * "Timeouts") bounds the whole call: past it the future completes with
- * FRPC_ETIMEDOUT, whether or not anyone waits. Errors (then *out is NULL
- * and nothing was sent): as frpc_call's checks before sending (with
- * FRPC_EAGAIN at max_inflight, FRPC_EPEERLOST for a lost dst), and
- * FRPC_ETRANSPORT or FRPC_ETIMEDOUT if the provider has no room for the
- * send for longer than
- * the timeout.
+ * FRPC_ETIMEDOUT, below). name and args are copied before return, so the
+ * caller may reuse them at once. timeout_ms (see "Timeouts") bounds the
+ * whole call: past it the future completes with FRPC_ETIMEDOUT, whether
+ * or not anyone waits. Errors (then *out is NULL and nothing was sent):
+ * as frpc_call's checks before sending (with FRPC_EAGAIN at max_inflight,
+ * FRPC_EPEERLOST for a lost dst, FRPC_ENOMEM), FRPC_ETIMEDOUT if the
+ * provider has no room for the send until the timeout passes, and
+ * FRPC_EPEERLOST if dst is lost meanwhile. A transport failure of the
+ * send is not returned: the future starts and ends with it
+ * (FRPC_ETRANSPORT, or FRPC_EPEERLOST if dst is found lost within about
+ * a second).
  *
  * Refilling a window: after one of this thread's waits (frpc_future_wait,
  * frpc_wait_any/all, frpc_call) returns, the first call it starts to a
@@ -627,7 +666,8 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  *
  * Everything else (errors, *out, timeouts, refilling, callbacks, waits)
  * is frpc_call_async's; frpc_stats.zerocopy_sent counts the lent args.
- * Never waits for the network.
+ * Like frpc_call_async, it waits for the network only while the provider
+ * has no room for the send.
  */
 int frpc_call_async_lent(frpc_agent *agent, int dst, const char *name,
                          const void *args, size_t len, int timeout_ms,
@@ -691,13 +731,17 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
 
 /*
  * Calls fn(f, user) exactly once when f completes: on the thread pool, or
- * at once on this thread if f has completed already. Once frpc_shutdown
- * has stopped the pool, it runs on the thread that completes f: a lent
- * future (frpc_call_async_lent) done only at the end, on the one calling
+ * at once on this thread if f has completed already. When the pool's
+ * queue is full (config.queue_len), it runs instead on the thread that
+ * completes f: a polling thread, or one that cancels or frees f, which
+ * then runs fn before it returns. Once frpc_shutdown has stopped the
+ * pool, it runs on the thread that completes f: a lent future
+ * (frpc_call_async_lent) done only at the end, on the one calling
  * frpc_shutdown, before it returns. fn may read f and may free it. One
  * callback per future: FRPC_EEXIST for a second one. If f is cancelled,
- * fn still runs and sees FRPC_ECANCELED. The caller must not hold any lock
- * that fn takes. 0, FRPC_EEXIST, or FRPC_EINVAL (NULL f or fn).
+ * fn still runs and sees FRPC_ECANCELED. Neither the caller nor a thread
+ * that cancels or frees f may hold a lock that fn takes. 0, FRPC_EEXIST,
+ * or FRPC_EINVAL (NULL f or fn).
  */
 int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
 
@@ -706,16 +750,19 @@ int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
  * a late answer is dropped (the callee may still run the handler). Returns
  * 0 if this cancelled it, 1 if f had completed already (its outcome
  * stands: not an error, since completion may always win the race),
- * FRPC_EINVAL for a NULL f. Never blocks.
+ * FRPC_EINVAL for a NULL f. Never blocks itself, but may run f's
+ * callback before it returns (see frpc_future_then), and then takes as
+ * long as the callback does.
  */
 int frpc_future_cancel(frpc_future *f);
 
 /*
  * Frees f in any state: a future still in flight is cancelled first (its
- * callback, if any, then runs with FRPC_ECANCELED). With a callback pending
- * or running, f stays valid until the callback returns. Call it exactly
- * once per future: from its owner, or from its callback when the owner
- * hands ownership to it. NULL is a no-op. Futures may be freed after
+ * callback, if any, then runs with FRPC_ECANCELED, perhaps on this thread
+ * before frpc_future_free returns: see frpc_future_then). With a callback
+ * pending or running, f stays valid until the callback returns. Call it
+ * exactly once per future: from its owner, or from its callback when the
+ * owner hands ownership to it. NULL is a no-op. Futures may be freed after
  * frpc_shutdown: all are complete by then.
  */
 void frpc_future_free(frpc_future *f);
@@ -726,7 +773,10 @@ void frpc_future_free(frpc_future *f);
  * statuses are read with frpc_future_error), FRPC_ETIMEDOUT if some are
  * still in flight, FRPC_EDEADLK past the nesting limit (see frpc_call),
  * FRPC_EINVAL for bad arguments. NULL entries are skipped (all NULL, or
- * n == 0: 0 at once). Blocks.
+ * n == 0: 0 at once). The futures may be of several agents: the wait
+ * drives the agent of the first non-NULL one (its default timeout and
+ * nesting limit apply), and may see those of other agents complete up to
+ * about 20 ms late. Blocks.
  */
 int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
 
@@ -736,7 +786,8 @@ int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
  * completed one, or FRPC_ETIMEDOUT (none completed in time; *index
  * untouched), FRPC_EDEADLK past the nesting limit, FRPC_EINVAL (NULL
  * index, NULL futures with n > 0, or no future to wait for: n == 0 or
- * all NULL). NULL entries are skipped. Blocks. Cost: each return looks
+ * all NULL). NULL entries are skipped. Futures of several agents: as for
+ * frpc_wait_all. Blocks. Cost: each return looks
  * at the futures from index 0 up to the one it gives (while none is done,
  * it looks again only after some call of the agent completed), so a
  * sliding window of w calls that always replaces the lowest done pays up
@@ -752,6 +803,9 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
 /* ------------------------------------------------------------------ */
 
 /*
+ * Since 1.1, as is everything up to "Statistics" (the emulation, "Native
+ * or emulated" below, since 1.2).
+ *
  * A rank registers a region of its memory, turns a slice of it into a
  * descriptor (FRPC_MEM_DESC_SIZE plain bytes, to send inside call args or
  * a reply), and a peer holding the descriptor reads the slice (frpc_get)
@@ -826,14 +880,15 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * Transfers are counted in frpc_stats with calls (calls_started and the
  * outcomes), and on their own in the transfer counters.
  */
-typedef struct frpc_mem frpc_mem;
+typedef struct frpc_mem frpc_mem; /* since 1.1 */
 
+/* Access a region grants its peers (since 1.1). */
 enum {
     FRPC_MEM_REMOTE_READ = 1,  /* peers may frpc_get from it */
     FRPC_MEM_REMOTE_WRITE = 2  /* peers may frpc_put into it */
 };
 
-#define FRPC_MEM_DESC_SIZE 64
+#define FRPC_MEM_DESC_SIZE 64 /* since 1.1 */
 
 /*
  * Registers buf[0..len) with the agent's provider for transfers: as the
@@ -841,12 +896,12 @@ enum {
  * transfers as access says (a mix of FRPC_MEM_REMOTE_*, or 0). The caller
  * keeps owning buf and must keep it valid until frpc_mem_deregister
  * returns 0. (Where this rank's transfers are emulated, nothing is
- * registered with the provider: fabrpc copies.) *out is the caller's, freed by frpc_mem_deregister; on an
- * error it is NULL (when out is not).
+ * registered with the provider: fabrpc copies.) *out is the caller's,
+ * freed by frpc_mem_deregister; on an error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
  * bits), FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider
  * refused, e.g. past the locked-memory limit).
- * May block briefly (the provider pins pages); any thread.
+ * May block briefly (the provider pins pages); any thread. Since 1.1.
  */
 int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
                       frpc_mem **out);
@@ -856,13 +911,15 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * mem as their local side and are still in the provider's hands (or,
  * emulated, have pieces out), and peers' emulated requests copying from
  * or into mem now, are waited for, up to timeout_ms (see "Timeouts"):
- * FRPC_ETIMEDOUT if some still are then; mem stays registered and valid, and the call may be
- * made again. (A transfer whose call already ended, by its timeout or a
- * cancel, may still be in the provider's hands: the provider could still
- * write into the region.) Transfers to a rank marked lost are not waited
- * for. Peers' descriptors of mem become stale: their transfers fail.
+ * FRPC_ETIMEDOUT if some still are then; mem stays registered and valid,
+ * and the call may be made again. (A transfer whose call already ended,
+ * by its timeout or a cancel, may still be in the provider's hands: the
+ * provider could still write into the region.) Transfers to a rank
+ * marked lost are not waited for. Peers' descriptors of mem become
+ * stale: their transfers fail.
  * After frpc_shutdown, which ends every registration, this only frees
  * mem. Returns 0, FRPC_ETIMEDOUT, or FRPC_EINVAL (NULL mem). Blocks.
+ * Since 1.1.
  */
 int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
 
@@ -871,7 +928,7 @@ int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
  * [offset, offset + len), with mem's remote access. The bytes are plain
  * (no pointer to follow) and mean something only to ranks of this job.
  * Errors: FRPC_EINVAL (NULL mem or out, a slice not inside mem, len 0),
- * FRPC_ESHUTDOWN (after frpc_shutdown). Never blocks.
+ * FRPC_ESHUTDOWN (after frpc_shutdown). Never blocks. Since 1.1.
  */
 int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
                       void *out);
@@ -880,26 +937,29 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * Reads len bytes at remote_off in the slice that desc (desc_len bytes,
  * from frpc_mem_describe on the owner rank) describes, into local's bytes
  * at local_off. No handler of the owner's application runs (emulated:
- * fabrpc's own, see above). timeout_ms as for calls
- * (see "Timeouts"). Returns 0 when the bytes are in local; len 0 is 0 at
- * once. Errors: FRPC_EINVAL (NULL local or desc, local slice outside
- * local, remote slice outside the descriptor's), FRPC_EPROTO (desc is not
- * a descriptor: wrong size or format), FRPC_EACCES (its check value does
+ * fabrpc's own, see above). timeout_ms as for calls (see "Timeouts").
+ * Returns 0 when the bytes are in local; len 0 is 0 at once. Errors:
+ * FRPC_EINVAL (NULL local or desc, local slice outside local, remote
+ * slice outside the descriptor's), FRPC_EPROTO (desc is not a
+ * descriptor: wrong size or format), FRPC_EACCES (its check value does
  * not match: tampered, or another job's; no remote read granted; or the
  * owner (its provider, or emulated its fabrpc) refused the access, as for
- * a deregistered region), FRPC_ENORANK,
- * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ETRANSPORT (also a deregistered
- * region's, natively over tcp: see "Trust" above), FRPC_ESHUTDOWN,
+ * a deregistered region), FRPC_ENORANK, FRPC_EPEERLOST, FRPC_ETIMEDOUT,
+ * FRPC_ETRANSPORT (also a deregistered region's, natively over tcp: see
+ * "Trust" above), FRPC_ESHUTDOWN,
  * FRPC_EDEADLK (nesting limit, as frpc_call), FRPC_EAGAIN (max_inflight
- * calls and transfers in flight already, as for frpc_call), FRPC_ENOMEM.
- * Blocks.
+ * calls and transfers in flight already, as for frpc_call), FRPC_ENOMEM,
+ * FRPC_ETOOBIG (emulated only: this rank's config.max_msg_size leaves no
+ * room for a piece, or the owner's is too small for one; see "Native or
+ * emulated"). Blocks. Since 1.1.
  */
 int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
              size_t desc_len, size_t remote_off, size_t len, int timeout_ms);
 
 /* frpc_get's other direction: writes local's bytes [local_off, +len) into
  * the described slice at remote_off; needs FRPC_MEM_REMOTE_WRITE. Returns
- * 0 once the bytes are in the owner's memory. Same errors. Blocks. */
+ * 0 once the bytes are in the owner's memory. Same errors. Blocks.
+ * Since 1.1. */
 int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
              size_t desc_len, size_t remote_off, size_t len, int timeout_ms);
 
@@ -914,7 +974,7 @@ int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
  * Provider note: shm (libfabric 1.17) copies the bytes itself while the
  * transfer is posted (process_vm_readv/writev), so there the async forms
  * return once the bytes have moved, the future completing at the next
- * poll.
+ * poll. Since 1.1.
  */
 int frpc_get_async(frpc_mem *local, size_t local_off, const void *desc,
                    size_t desc_len, size_t remote_off, size_t len,
@@ -928,7 +988,7 @@ int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
  * (frpc_mem_describe's), for call args or a reply; the receiver passes
  * the bin's bytes (obj.via.bin.ptr, .size) to frpc_get/frpc_put as they
  * are: they are checked there. Errors: frpc_mem_describe's, and
- * FRPC_ENOMEM (the packer failed). Never blocks.
+ * FRPC_ENOMEM (the packer failed). Never blocks. Since 1.1.
  */
 int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
                      size_t len);
@@ -953,6 +1013,8 @@ int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
  *
  * The ops array is the caller's and is read only during the call. Its
  * element size comes from the macro (see "Version and ABI").
+ *
+ * frpc_xfer, FRPC_XFER_GET and FRPC_XFER_PUT: since 1.1.
  */
 enum {
     FRPC_XFER_GET = 0, /* owner's slice -> local */
@@ -970,7 +1032,7 @@ typedef struct frpc_xfer {
     /* new fields go here, and only here */
 } frpc_xfer;
 
-/* Largest notification, in bytes. */
+/* Largest notification, in bytes (since 1.1). */
 #define FRPC_NOTIFY_MAX 512
 
 /*
@@ -979,7 +1041,8 @@ typedef struct frpc_xfer {
  * op, a NULL region, regions of two agents, descriptors of two owners,
  * notify_len over FRPC_NOTIFY_MAX, notify NULL with notify_len > 0), any
  * code of frpc_get/frpc_put (the first op's that failed), and, with a
- * notification, FRPC_EAGAIN (the owner's queue is full). Blocks.
+ * notification, FRPC_EAGAIN (the owner's queue is full). Blocks. Since
+ * 1.1 (frpc_transfer and frpc_transfer_sized).
  */
 #define frpc_transfer(ops, n, notify, notify_len, timeout_ms)                 \
     frpc_transfer_sized((ops), (n), sizeof(*(ops)), (notify), (notify_len),  \
@@ -991,7 +1054,8 @@ int frpc_transfer_sized(const frpc_xfer *ops, size_t n, size_t op_size,
 /* frpc_transfer without waiting: on 0, *out is a future that completes as
  * frpc_transfer would return (empty data). On an error *out is NULL and
  * nothing was posted. Never waits for the network unless the provider has
- * no room (bounded by timeout_ms). */
+ * no room (bounded by timeout_ms). Since 1.1 (frpc_transfer_async and
+ * frpc_transfer_async_sized). */
 #define frpc_transfer_async(ops, n, notify, notify_len, timeout_ms, out)      \
     frpc_transfer_async_sized((ops), (n), sizeof(*(ops)), (notify),          \
                               (notify_len), (timeout_ms), (out))
@@ -1006,14 +1070,18 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * they are taken in the order the source sent them (a batch's is sent
  * when its data has landed). A rank holds up to config.notify_queue
  * untaken; past that a sender gets FRPC_EAGAIN and nothing is lost.
+ * Since 1.1.
  */
 
 /* Sends msg (len bytes, the caller's, copied) to rank dst, and waits, up
- * to timeout_ms, until dst has it. Returns 0, or FRPC_EINVAL (NULL agent,
- * msg NULL with len > 0, len over FRPC_NOTIFY_MAX), FRPC_ENORANK,
- * FRPC_EAGAIN (dst's queue is full, or max_inflight calls in flight),
+ * to timeout_ms (see "Timeouts"), until dst has it. Returns 0, or
+ * FRPC_EINVAL (NULL agent, msg NULL with len > 0, len over
+ * FRPC_NOTIFY_MAX), FRPC_ENORANK, FRPC_EAGAIN (dst's queue is full, or
+ * max_inflight calls in flight), FRPC_ETOOBIG (len over this rank's or
+ * dst's config.max_msg_size, where one is set below FRPC_NOTIFY_MAX),
  * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN, FRPC_ETRANSPORT,
- * FRPC_EDEADLK, FRPC_ENOMEM. Sending to itself works. Blocks. */
+ * FRPC_EDEADLK, FRPC_ENOMEM, FRPC_EPROTO (as for frpc_call: a code this
+ * library does not know). Sending to itself works. Blocks. Since 1.1. */
 int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
                 int timeout_ms);
 
@@ -1026,6 +1094,7 @@ int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
  * left, and the agent shut down), FRPC_EINVAL (NULL agent or len, buf
  * NULL with cap > 0), FRPC_EDEADLK (nesting limit, as frpc_call). Any
  * thread; several may wait, each notification goes to one. May block.
+ * Since 1.1.
  */
 int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
                      size_t *len, int timeout_ms);
@@ -1033,10 +1102,12 @@ int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
 /*
  * With fn set, notifications that arrive from now on go to fn instead of
  * the queue: fn(agent, src, msg, len, user) runs on the polling thread as
- * each arrives, in order, as an FRPC_INLINE handler does (short, no
- * blocking; msg is valid during the call only). Notifications already
- * queued stay for frpc_notify_wait. fn NULL: back to queueing. Errors:
- * FRPC_EINVAL (NULL agent). Never blocks.
+ * each arrives, in order, as an FRPC_INLINE handler does: it must be
+ * short and must not block (msg is valid during the call only). user is
+ * passed to fn as is (the caller's). Notifications already queued stay
+ * for frpc_notify_wait. fn NULL: back to queueing. Errors: FRPC_EINVAL
+ * (NULL agent). Never blocks. Since 1.1 (frpc_on_notify and
+ * frpc_notify_fn).
  */
 typedef void (*frpc_notify_fn)(frpc_agent *agent, int src, const void *msg,
                                size_t len, void *user);
@@ -1081,21 +1152,26 @@ typedef struct frpc_stats {
                                     counted: none is lost) */
     uint64_t cq_errors_unmatched; /* provider error reports that named no
                                     operation of ours */
-    uint64_t transfers_get;      /* frpc_get(_async) posted */
-    uint64_t transfers_put;      /* frpc_put(_async) posted */
-    uint64_t transfer_bytes;     /* bytes of the transfers that completed */
+    uint64_t transfers_get;      /* frpc_get(_async) posted (since 1.1) */
+    uint64_t transfers_put;      /* frpc_put(_async) posted (since 1.1) */
+    uint64_t transfer_bytes;     /* bytes of the transfers that completed
+                                    (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
                                     or slice, access not granted (not
-                                    FRPC_EAGAIN nor FRPC_ESHUTDOWN) */
-    uint64_t mem_registered;     /* regions registered now */
-    uint64_t transfer_batches;   /* frpc_transfer(_async) posted */
+                                    FRPC_EAGAIN nor FRPC_ESHUTDOWN)
+                                    (since 1.1) */
+    uint64_t mem_registered;     /* regions registered now (since 1.1) */
+    uint64_t transfer_batches;   /* frpc_transfer(_async) posted (since
+                                    1.1) */
     uint64_t notifications_sent; /* frpc_notify's taken by their target
                                     (answered); batches' sent once their
                                     data landed (taken or refused: the
-                                    batch's own outcome says) */
+                                    batch's own outcome says) (since
+                                    1.1) */
     uint64_t notifications_received; /* queued here, or given to the
-                                        callback */
-    uint64_t notifications_refused;  /* refused here: queue full */
+                                        callback (since 1.1) */
+    uint64_t notifications_refused;  /* refused here: queue full (since
+                                        1.1) */
     uint64_t zerocopy_sent;      /* args and replies that went without a
                                     copy (see config.zerocopy_min); since
                                     1.2 */
@@ -1115,6 +1191,15 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
 /* ------------------------------------------------------------------ */
 
 /*
+ * frpc_mp_view and frpc_mp_buf are made of msgpack-c's own types
+ * (msgpack_object, msgpack_zone, msgpack_sbuffer, msgpack_packer), so
+ * their size and layout are those of the msgpack-c the program is built
+ * against (fabrpc.pc names it; configure takes 3.0 or later, and fabrpc
+ * is built and tested with 4.x): the program and libfabrpc must use the
+ * same one. They carry no size field and will not grow within fabrpc 1.x.
+ */
+
+/*
  * A parsed view of msgpack bytes. Strings and binaries in obj point into the
  * parsed buffer (no copy), so the buffer must outlive the view; arrays and
  * maps live in the view's zone. Free with frpc_mp_view_free.
@@ -1129,7 +1214,9 @@ typedef struct frpc_mp_view {
  * truncated, empty, trailing bytes, or arrays/maps nested deeper than 64),
  * FRPC_ENOMEM. On error the view is left empty and needs no freeing
  * (freeing it is harmless). Memory used is bounded by a small multiple of
- * len, whatever sizes the bytes claim, so untrusted input is safe. */
+ * len, whatever sizes the bytes claim, so untrusted input is safe. view's
+ * old contents are not looked at (it may be uninitialised): free a view
+ * that holds a parse before parsing into it again, or its zone leaks. */
 int frpc_mp_parse(const void *buf, size_t len, frpc_mp_view *view);
 /* Frees the view's zone and leaves it empty; NULL and an empty view are
  * no-ops, so freeing twice is harmless. */
