@@ -1141,18 +1141,34 @@ static int poll_as_owner(fr_fabric *f, int read)
     return rc;
 }
 
+/* How long settle's polls must find nothing before it returns: one empty
+ * poll is not "nothing has arrived" where the provider takes several
+ * progress passes to complete a message already in the kernel's socket
+ * buffer (sockets: an answer sent before its sender left ended the
+ * caller's call FRPC_EPEERLOST). */
+#define FR_SETTLE_QUIET_NS (20u * 1000000u)
+
 void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns)
 {
     if (!f || fr_fabric_polling_here(f))
         return;
     uint64_t start = atomic_load(&f->pass);
+    uint64_t quiet_from = fr_now_ns();
     while (fr_now_ns() < deadline_ns) {
         int n = fr_fabric_progress(f);
-        if (n == 0 || n == FRPC_ETRANSPORT)
+        if (n == FRPC_ETRANSPORT)
             return;
-        if (n == FRPC_EAGAIN) {
-            if (atomic_load(&f->pass) >= start + 2)
-                return;
+        if (n > 0) {
+            quiet_from = fr_now_ns();
+            continue;
+        }
+        if (fr_now_ns() - quiet_from >= FR_SETTLE_QUIET_NS &&
+            (n == 0 || atomic_load(&f->pass) >= start + 2))
+            return;
+        if (n == 0) {
+            struct timespec ts = {0, 200000};
+            nanosleep(&ts, NULL);
+        } else {
             sched_yield();
         }
     }

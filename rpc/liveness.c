@@ -148,7 +148,10 @@ static void end_calls(frpc_agent *a, fr_loss *x)
 {
     if (atomic_exchange(&x->ended, 1))
         return;
-    if (a->fab && x->state == FRPC_PEER_LEFT)
+    /* Only with calls to it in flight (settle waits for a quiet spell:
+     * ranks that leave one by one would each cost it). */
+    if (a->fab && x->state == FRPC_PEER_LEFT &&
+        fr_pending_ids_to(&a->pend, x->rank, NULL, 0) > 0)
         fr_fabric_settle(a->fab, fr_deadline_ms(FR_LEFT_SETTLE_MS));
     if (a->fab)
         fr_fabric_peer_lost(a->fab, x->rank);

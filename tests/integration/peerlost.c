@@ -78,6 +78,14 @@
  *                 handler that naps 0-5 ms) and at once calls
  *                 frpc_shutdown(GRACEFUL): it returns 0, and every future
  *                 has ended 0 with its echo, its callback run once.
+ *   leave-answers 4 ranks. Rank 3 dies after a barrier; ranks 1 and 2
+ *                 keep 32 async calls each in flight to rank 0's inline
+ *                 "seq" (no timeout); rank 0, after serving 3000 of them,
+ *                 shuts down gracefully (its barrier fails at once) and
+ *                 writes the seqs it answered (frpc_respond 0) to
+ *                 $PEERLOST_DIR/answered.R. No call that rank 0 answered
+ *                 may end FRPC_EPEERLOST on its caller (frpc_shutdown:
+ *                 "an answer it sent is not overtaken by the news").
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1830,6 +1838,144 @@ static int mode_init_only(void)
     return 3;
 }
 
+
+/* ---- leave-answers ------------------------------------------------------ */
+
+#define LA_WINDOW 32
+#define LA_SERVE 3000
+#define LA_MAXSEQ (1 << 20)
+static unsigned char *la_answered[MAX_RANKS];
+static atomic_int la_served;
+
+static void la_seq(frpc_request *req, void *user)
+{
+    uint64_t seq;
+    size_t len;
+    const void *a = frpc_request_args(req, &len);
+    int src = frpc_request_source(req);
+    CHECK(a && len == sizeof(seq) && src > 0 && src < MAX_RANKS, "seq args");
+    memcpy(&seq, a, sizeof(seq));
+    if (frpc_respond(req, &seq, sizeof(seq)) == 0 && seq < LA_MAXSEQ)
+        la_answered[src][seq] = 1;
+    atomic_fetch_add(&la_served, 1);
+}
+
+static void la_path(char *buf, size_t len, int rank, const char *suffix)
+{
+    const char *dir = getenv("PEERLOST_DIR");
+    CHECK(dir && *dir, "PEERLOST_DIR is not set");
+    snprintf(buf, len, "%s/answered.%d%s", dir, rank, suffix);
+}
+
+static int mode_leave_answers(void)
+{
+    start_lost();
+    CHECK(nranks == 4, "leave-answers needs 4 ranks");
+    for (int r = 0; r < nranks; r++) {
+        la_answered[r] = calloc(LA_MAXSEQ, 1);
+        CHECK(la_answered[r], "calloc");
+    }
+    au_register("seq", la_seq, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 3)
+        die_now();
+    wait_dead(3);
+    char path[600], tmp[600];
+    if (me == 0) {
+        CHECK(wait_count(&la_served, 2 * LA_SERVE, BOUND_MS),
+              "served %d calls", atomic_load(&la_served));
+        double ms;
+        int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+        CHECK(rc == FRPC_EPEERLOST, "shutdown: %s", frpc_err_name(rc));
+        for (int r = 1; r <= 2; r++) {
+            la_path(path, sizeof(path), r, "");
+            la_path(tmp, sizeof(tmp), r, ".tmp");
+            FILE *f = fopen(tmp, "w");
+            CHECK(f, "cannot write %s", tmp);
+            for (size_t q = 0; q < LA_MAXSEQ; q++)
+                if (la_answered[r][q])
+                    fprintf(f, "%zu\n", q);
+            CHECK(fclose(f) == 0 && rename(tmp, path) == 0, "%s", path);
+        }
+        printf("ok: rank 0 served %d calls, left\n", atomic_load(&la_served));
+        printf("ok: rank 0 done\n");
+        return 0;
+    }
+    static frpc_future *f[LA_WINDOW];
+    static uint64_t seqs[LA_WINDOW];
+    static unsigned char *lost;
+    lost = calloc(LA_MAXSEQ, 1);
+    CHECK(lost, "calloc");
+    uint64_t seq = 0;
+    int live = 0, nlost = 0, stop = 0;
+    for (int i = 0; i < LA_WINDOW; i++) {
+        seqs[i] = ++seq;
+        int rc = frpc_call_async(agent, 0, "seq", &seqs[i], sizeof(seqs[i]),
+                                 FRPC_TIMEOUT_NONE, &f[i]);
+        CHECK(rc == 0, "call_async: %s", frpc_err_name(rc));
+        live++;
+    }
+    watchdog_start("leave-answers' calls to rank 0", BOUND_MS / 1000);
+    while (live) {
+        size_t i;
+        int rc = frpc_wait_any(f, LA_WINDOW, CALL_TIMEOUT_MS, &i);
+        CHECK(rc == 0, "wait_any: %s", frpc_err_name(rc));
+        int st = frpc_future_error(f[i], NULL, NULL);
+        frpc_future_free(f[i]);
+        f[i] = NULL;
+        live--;
+        CHECK(st == 0 || st == FRPC_EPEERLOST, "seq %llu: %s",
+              (unsigned long long)seqs[i], frpc_err_name(st));
+        if (st == FRPC_EPEERLOST) {
+            stop = 1;
+            nlost++;
+            if (seqs[i] < LA_MAXSEQ)
+                lost[seqs[i]] = 1;
+        }
+        if (!stop) {
+            seqs[i] = ++seq;
+            rc = frpc_call_async(agent, 0, "seq", &seqs[i], sizeof(seqs[i]),
+                                 FRPC_TIMEOUT_NONE, &f[i]);
+            if (rc == 0)
+                live++;
+            else {
+                CHECK(rc == FRPC_EPEERLOST, "call_async: %s",
+                      frpc_err_name(rc));
+                f[i] = NULL;
+                stop = 1;
+            }
+        }
+    }
+    watchdog_done();
+    /* Leave first: rank 0, serving the store, waits for us to leave
+     * before it returns and writes its record. */
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    /* rank 0's record of what it answered */
+    la_path(path, sizeof(path), me, "");
+    double t0 = au_now_ms();
+    FILE *in;
+    while (!(in = fopen(path, "r"))) {
+        CHECK(au_now_ms() - t0 < BOUND_MS, "no %s", path);
+        au_sleep_us(1000);
+    }
+    size_t q;
+    int overtaken = 0;
+    while (fscanf(in, "%zu", &q) == 1)
+        if (q < LA_MAXSEQ && lost[q]) {
+            fprintf(stderr, "rank %d: seq %zu answered by rank 0, ended "
+                    "FRPC_EPEERLOST here\n", me, q);
+            overtaken++;
+        }
+    fclose(in);
+    CHECK(overtaken == 0, "%d answered calls ended FRPC_EPEERLOST (the "
+          "answer was overtaken by the news that rank 0 left)", overtaken);
+    printf("ok: %llu calls, %d ended FRPC_EPEERLOST, none of them answered\n",
+           (unsigned long long)seq, nlost);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1855,7 +2001,8 @@ int main(int argc, char **argv)
                  {"replay-order", mode_replay_order},
                  {"drain", mode_drain},
                  {"own-threads", mode_own_threads},
-                 {"inside", mode_inside}};
+                 {"inside", mode_inside},
+                 {"leave-answers", mode_leave_answers}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
