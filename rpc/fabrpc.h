@@ -403,8 +403,11 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * LEFT), after every call to it has ended with FRPC_EPEERLOST. It runs on
  * the agent's liveness thread, one loss at a time, in the order they were
  * found; ranks lost before it was set are reported right after, in the
- * order they were found. It may make calls to the survivors and read
- * state, but must not call frpc_shutdown (do that from another thread).
+ * order they were found. It may run a while after frpc_peer_state says
+ * the rank is lost (on shm, up to about 300 ms: locks the dead process
+ * held in shared memory are repaired first). It may make calls to the
+ * survivors and read state, but not call frpc_shutdown (FRPC_EDEADLK: do
+ * that from another thread).
  * NULL fn stops the reports; a second call replaces the first, and
  * reports every loss so far again to the new fn and user (even when they
  * are the same as before). user is passed as is. Errors:
@@ -421,7 +424,9 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * does: frpc_peer_state can still say ALIVE for the lost rank just after
  * the barrier returned), FRPC_EBOOTSTRAP (the store is lost: rank 0, whose
  * process serves it, died or is gone, as when it dies during the
- * barrier), FRPC_ESHUTDOWN (also when frpc_shutdown begins on another
+ * barrier; a barrier entered once a loss is known, rank 0's included,
+ * fails at once with FRPC_EPEERLOST), FRPC_ESHUTDOWN (also when
+ * frpc_shutdown begins on another
  * thread while this one waits: it ends within 100 ms; its entry still
  * counts for the others' barrier), FRPC_EDEADLK (called on the polling
  * thread, from an FRPC_INLINE handler or a callback it runs: no request
@@ -1091,10 +1096,12 @@ int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
  * timeout_ms (see "Timeouts") for one to arrive. Returns 0, or
  * FRPC_ETOOBIG (cap is smaller than *len: the notification stays, take it
  * with a larger buf), FRPC_ETIMEDOUT (none came), FRPC_ESHUTDOWN (none
- * left, and the agent shut down), FRPC_EINVAL (NULL agent or len, buf
- * NULL with cap > 0), FRPC_EDEADLK (nesting limit, as frpc_call). Any
- * thread; several may wait, each notification goes to one. May block.
- * Since 1.1.
+ * left, and frpc_shutdown began, perhaps on another thread while this
+ * one waited), FRPC_EINVAL (NULL agent or len, buf NULL with cap > 0),
+ * FRPC_EDEADLK (nesting limit, as frpc_call). The wait is for any
+ * sender, so a lost rank does not end it: wait with a timeout where the
+ * sender may die. Any thread; several may wait, each notification goes
+ * to one. May block. Since 1.1.
  */
 int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
                      size_t *len, int timeout_ms);
