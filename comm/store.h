@@ -283,4 +283,12 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
  * close c. Errors: FRPC_EINVAL (not a MAIN connection), FRPC_EBOOTSTRAP. */
 int fr_store_leave(fr_store_client *c);
 
+/* Bounds every later operation on c by deadline_ms (monotonic ms, the
+ * clock of fr_now_ns; 0: no bound beyond each operation's own): past it
+ * the operation ends FRPC_ETIMEDOUT and, when only its reply was still to
+ * come, c stays usable (the late reply is read and dropped before the
+ * next one). For callers whose waits have their own bound (a barrier's
+ * timeout, shutdown's, frpc_init's) while rank 0 may be stopped. */
+int64_t fr_store_cap(fr_store_client *c, int64_t deadline_ms); /* the previous bound */
+
 #endif /* FR_COMM_STORE_H */

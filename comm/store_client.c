@@ -58,6 +58,11 @@ struct fr_store_client {
      * (and its number reused) by the thread in a call at any moment. */
     int shut_fd;
     bool main; /* joined as a MAIN */
+    /* fr_store_cap's deadline (monotonic ms; 0: none) */
+    int64_t cap;
+    /* Requests whose replies were given up on (the cap passed before a
+     * byte of them came): read and dropped before the next reply. */
+    unsigned owed;
     char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
 
@@ -171,12 +176,22 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
                             me->liveness_ms, &why);
         if (c->fd >= 0) {
+            /* The handshake too ends by deadline: a store whose process
+             * is stopped still has its connections accepted (backlog). */
+            fr_store_cap(c, timeout_ms > 0 ? deadline : 0);
             rc = handshake(c, me, &retry);
+            fr_store_cap(c, 0);
+            if (rc == FRPC_ETIMEDOUT)
+                retry = true; /* no answer by deadline: unreachable */
             if (rc == 0 || !retry)
                 break;
-            refused = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST;
-            snprintf(whybuf, sizeof(whybuf), "%s", c->err);
-            why = whybuf;
+            /* An attempt cut short by the deadline keeps the reason of
+             * the refusals before it. */
+            if (rc != FRPC_ETIMEDOUT || !refused) {
+                refused = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST;
+                snprintf(whybuf, sizeof(whybuf), "%s", c->err);
+                why = whybuf;
+            }
             rc = FRPC_EBOOTSTRAP;
             lost(c);
         }
@@ -289,6 +304,53 @@ static int recv_all(int fd, void *buf, size_t len, int64_t deadline)
     return 0;
 }
 
+/* recv_all for the first bytes of a reply: 1 when deadline passed before
+ * any byte came (the stream is still in step: the reply is owed), -1 on
+ * any other failure. */
+static int recv_reply(int fd, void *buf, size_t len, int64_t deadline)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (fr_store__wait_fd(fd, POLLIN, deadline) != 0) {
+        int n = poll(&p, 1, 0); /* it may have come meanwhile */
+        if (n == 0)
+            return 1;
+        if (n < 0)
+            return -1;
+    }
+    return recv_all(fd, buf, len, deadline);
+}
+
+/* Reads and drops the replies owed, by deadline: 0, 1 (timed out, some
+ * still owed) or -1 (broken). */
+static int drop_owed(fr_store_client *c, int64_t deadline)
+{
+    while (c->owed) {
+        uint8_t rep[FR_STORE_REP_HDR], junk[256];
+        int r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+        if (r)
+            return r;
+        uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
+        if (rlen > FR_STORE_MAX_VALUE)
+            return -1;
+        while (rlen) {
+            size_t k = rlen < sizeof(junk) ? rlen : sizeof(junk);
+            if (recv_all(c->fd, junk, k, deadline) != 0)
+                return -1;
+            rlen -= (uint32_t)k;
+        }
+        c->owed--;
+    }
+    return 0;
+}
+
+int64_t fr_store_cap(fr_store_client *c, int64_t deadline_ms)
+{
+    int64_t old = c ? c->cap : 0;
+    if (c)
+        c->cap = deadline_ms;
+    return old;
+}
+
 static bool key_ok(const char *key)
 {
     size_t n = key ? strnlen(key, FR_STORE_MAX_KEY + 1) : 0;
@@ -337,9 +399,36 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
     struct iovec iov[3] = {{hdr, sizeof(hdr)},
                            {(void *)key, klen},
                            {(void *)val, len}};
-    if (send_all(c->fd, iov, 3, fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS))
+    int64_t io = fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS;
+    if (c->cap > 0 && c->cap < deadline)
+        deadline = c->cap;
+    if (c->cap > 0 && c->cap < io)
+        io = c->cap;
+    /* LEAVE goes even behind owed replies (the store serves a
+     * connection's requests in order), so that a rank whose shutdown
+     * ran out of time while rank 0 was stopped is LEFT, not DEAD. */
+    int r = op == FR_STORE_OP_LEAVE ? 0 : drop_owed(c, deadline);
+    if (r > 0)
+        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
+                    "in time (rank 0 stopped or starved?)");
+    if (r < 0 || send_all(c->fd, iov, 3, io))
         goto broken;
-    if (recv_all(c->fd, rep, sizeof(rep), deadline) != 0)
+    if (op == FR_STORE_OP_LEAVE && (r = drop_owed(c, deadline)) != 0) {
+        if (r < 0)
+            goto broken;
+        c->owed++;
+        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
+                    "in time (rank 0 stopped or starved?)");
+    }
+    r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+    if (r > 0 && c->cap > 0 && deadline == c->cap) {
+        /* The caller's own deadline passed, not the store's: its reply
+         * is owed, the connection stays. */
+        c->owed++;
+        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
+                    "in time (rank 0 stopped or starved?)");
+    }
+    if (r != 0)
         goto broken;
     int32_t status = (int32_t)fr_store__get(rep, 4);
     uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
@@ -470,9 +559,13 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
     if (!c || (cap && !ev) || seen > INT64_MAX)
         return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
     put_timeout(tmo, timeout_ms);
+    /* No deadline of the client's own: a server that answers late is a
+     * stopped or starved rank 0, not a lost one, and giving up would
+     * close the connection and take rank 0 for dead. A vanished host is
+     * the keepalive's to notice (within liveness_ms, fr_store__tune_socket),
+     * and fr_store_interrupt ends the wait when the watcher stops. */
     int rc = roundtrip(c, FR_STORE_OP_WATCH, "", (int64_t)seen, tmo,
-                       sizeof(tmo), timeout_ms > 0 ? timeout_ms : -1, &num,
-                       &v, &vlen);
+                       sizeof(tmo), -1, &num, &v, &vlen);
     if (rc != 0)
         return rc;
     rc = num < 0 || fr_store__events_decode(v, vlen, ev, cap, &n) != 0;

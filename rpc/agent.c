@@ -369,8 +369,12 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
             return rc;
         return exchange_addresses(a, deadline);
     }
-    if ((rc = connect_store(a, deadline, err, errlen)) ||
-        (rc = agree_provider(a, deadline, peers, err, errlen)))
+    if ((rc = connect_store(a, deadline, err, errlen)))
+        return rc;
+    /* frpc_init's deadline bounds every store operation, also while rank
+     * 0 is stopped (lifted when init succeeds). */
+    fr_store_cap(a->store, (int64_t)(deadline / 1000000u));
+    if ((rc = agree_provider(a, deadline, peers, err, errlen)))
         return rc;
     if ((rc = exchange_token(a, deadline)) ||
         (rc = open_transport(a, err, errlen)) ||
@@ -535,6 +539,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         (rc = fr_liveness_start_by(a, peers, deadline, err, errlen)))
         goto fail;
     free(peers);
+    fr_store_cap(a->store, 0);
     *out = a;
     return 0;
 fail:
@@ -543,10 +548,28 @@ fail:
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;
     /* The others learn that this rank gave up, not that it died. */
-    if (a->store)
+    uint64_t release = fr_deadline_ms(1000);
+    if (a->store) {
+        /* well within release, also while rank 0 is stopped (it may not
+         * answer): destroy needs the rest */
+        fr_store_cap(a->store, (int64_t)(fr_deadline_ms(500) / 1000000u));
         fr_store_leave(a->store);
-    destroy(a, fr_deadline_ms(1000));
+    }
+    destroy(a, release);
     return rc;
+}
+
+/* Bounds the store's operations by deadline (UINT64_MAX: none) as well
+ * as by their own bounds, so that a barrier keeps to its timeout while
+ * rank 0, which serves the store, is stopped and answers nothing. Returns
+ * the bound it replaced, for fr_store_cap. */
+static int64_t cap_store(frpc_agent *a, uint64_t deadline)
+{
+    int64_t old = fr_store_cap(a->store, 0);
+    int64_t cap = deadline == UINT64_MAX ? 0
+                                         : (int64_t)(deadline / 1000000u);
+    fr_store_cap(a->store, cap && (!old || cap < old) ? cap : old);
+    return old;
 }
 
 /* The barrier, timeout_ms as the store takes it (<= 0: no limit). A rank
@@ -568,7 +591,10 @@ static int barrier_for(frpc_agent *a, int timeout_ms, int shutdown)
     else
         snprintf(key, sizeof(key), "barrier/%llu",
                  (unsigned long long)a->barrier_gen++);
+    int64_t old = cap_store(a, fr_deadline_ms(timeout_ms <= 0 ? -1
+                                                              : timeout_ms));
     rc = fr_store_barrier(a->store, key, a->set.world, timeout_ms);
+    fr_store_cap(a->store, old);
     pthread_mutex_unlock(&a->store_lock);
     return rc;
 }
@@ -620,6 +646,7 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
         return rc;
     snprintf(key, sizeof(key), "barrier/%llu",
              (unsigned long long)a->barrier_gen++);
+    int64_t old = cap_store(a, deadline);
     rc = fr_store_add(a->store, key, 1, NULL);
     while (rc == 0) {
         int slice = FR_BARRIER_SLICE_MS;
@@ -633,6 +660,7 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
         else if (fr_now_ns() < deadline)
             rc = 0;
     }
+    fr_store_cap(a->store, old);
     pthread_mutex_unlock(&a->store_lock);
     return rc;
 }
@@ -662,7 +690,10 @@ static void leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
     if (!a->store)
         return;
     pthread_mutex_lock(&a->store_lock);
+    if (deadline != UINT64_MAX)
+        fr_store_cap(a->store, (int64_t)(deadline / 1000000u));
     fr_store_leave(a->store);
+    fr_store_cap(a->store, 0);
     pthread_mutex_unlock(&a->store_lock);
     if (a->store_srv && wait_others)
         fr_store_server_wait_gone(a->store_srv, deadline == UINT64_MAX

@@ -61,7 +61,10 @@
  * the bootstrap store that barriers meet in). A process that dies is
  * noticed at once (its connection to the bootstrap store closes; on one
  * host its pid ends); a host that vanishes without closing connections,
- * within config.peer_timeout_ms (5 s; TCP keepalive). See frpc_peer_state and frpc_on_peer_lost.
+ * within config.peer_timeout_ms (5 s; TCP keepalive). A process that is
+ * stopped (SIGSTOP, a debugger) or starved of CPU is not lost, however
+ * long: calls to it end by their own timeouts, and it works on when it
+ * resumes. See frpc_peer_state and frpc_on_peer_lost.
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
@@ -190,8 +193,8 @@ typedef enum frpc_rma_mode {
  *                    Bound on the whole of frpc_init, counted from its
  *                    start: store connection, address exchange and the
  *                    barriers that end it share this one deadline.
- *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000 (4000
- *                    at the least). How soon a rank whose host vanished
+ *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000; a
+ *                    value under 4000 is taken as 4000. How soon a rank whose host vanished
  *                    without closing its connections (power, network cut)
  *                    is taken for lost; a process that dies is noticed at
  *                    once whatever this is (see "Lost peers").
@@ -594,7 +597,9 @@ void frpc_result_clear(frpc_result *res);
  * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
  * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
- * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call),
+ * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call;
+ * an answer this rank takes only after the deadline, having been stopped
+ * or starved meanwhile, is late too),
  * FRPC_EPEERLOST (dst is lost, before or during the call: see "Lost
  * peers"), FRPC_ETRANSPORT, FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_EPROTO
  * (fabrpc on dst answered with a code this library does not know, as a

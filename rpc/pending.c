@@ -382,13 +382,25 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                                 size_t n)
 {
     fr_pending *hooks = NULL;
-    size_t completed = 0;
+    size_t completed = 0, late = 0;
+    /* An answer taken only after its call's deadline is late, whenever it
+     * reached this rank (a caller stopped or starved past the deadline
+     * polls its answers before its deadlines): the call ends
+     * FRPC_ETIMEDOUT and the answer is dropped, as fr_pending_expire
+     * would have had it. The coarse clock (never ahead) keeps this off
+     * the round trip's cost; an answer a tick late may still count. */
+    uint64_t now = fr_coarse_now_ns();
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         fr_answer *x = &ans[i];
         fr_pending *e = find_locked(t, x->id);
         /* An answer from a rank we did not call is not this call's answer. */
         if (e && e->dst == x->src && remove_locked(t, e)) {
+            if (e->deadline <= now) {
+                finish_locked(t, e, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+                late++;
+                continue;
+            }
             int status = x->status;
             void *data = x->data;
             if (data == x->small && !(data = place_small(e, x))) {
@@ -404,7 +416,7 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
     }
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
-    if (completed)
+    if (completed || late)
         wake_sleepers(t);
     if (completed < n) { /* dropped answers: taken ones are NULL now */
         atomic_fetch_add(&t->st.dropped, n - completed);
@@ -414,7 +426,7 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
             free(ans[i].err);
         }
     }
-    return completed;
+    return completed + late;
 }
 
 int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,

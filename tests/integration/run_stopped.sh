@@ -1,0 +1,37 @@
+#!/bin/bash
+# Stopped ranks (SIGSTOP, then SIGCONT), over shm and tcp: see stopped.c
+# for what each mode checks. A stopped rank is not lost; every wait ends
+# by its own timeout (calls, barrier, shutdown, frpc_init), and the job
+# works on once the rank resumes. About 60 s per provider.
+. "$(dirname "$0")/lib.sh"
+need_var FABRPC_RUN STOPPED
+make_tmpdir
+export FABRPC_PROGRESS=adaptive
+
+# one NAME RANKS MODE: MODE through fabrpc-run, bounded; fails with the
+# output unless every rank printed "ok: rank R".
+one() {
+    local name=$1 n=$2 mode=$3 st=0 r
+    local out=$TMPD/$PROV-$name
+    run_bounded 60 "$FABRPC_RUN" -n "$n" --provider "$PROV" --keep-going \
+        --timeout 45 "$STOPPED" "$mode" >"$out" 2>&1 || st=$?
+    grep -E 'ms:|FAIL' "$out" | sed 's/^/    /'
+    for ((r = 0; r < n; r++)); do
+        grep -Eq "^\[$r\] ok: rank $r\$" "$out" || {
+            head -c 4000 "$out" >&2
+            fail "$PROV $name: rank $r did not pass (fabrpc-run status $st)"
+        }
+    done
+}
+
+for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
+    run_case "$PROV: a caller stopped past its calls' timeouts gets FRPC_ETIMEDOUT" \
+        one caller 2 caller
+    run_case "$PROV: rank 0 stopped 9 s: not lost, barrier ends at its timeout" \
+        one store 3 store
+    run_case "$PROV: rank 0 stopped: the others' shutdown ends at its timeout, LEFT" \
+        one shutdown 3 shutdown
+    run_case "$PROV: rank 0 stopped during init: the others fail by init_timeout_ms" \
+        one init 3 init
+done
+finish_cases
