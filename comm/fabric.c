@@ -685,6 +685,16 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
     return fr__post_slot(f, sl, dst, len, deadline_ns);
 }
 
+/* The largest payload of a frame of kind: max_msg, but an error answer
+ * (its text at most FR_ENV_MAX_ERRMSG) always goes, so that a call ends
+ * with its error under however small a limit instead of by its timeout. */
+size_t fr__max_payload(const fr_fabric *f, uint8_t kind)
+{
+    if (kind == FR_ENV_ERROR && f->opts.max_msg < FR_ENV_MAX_ERRMSG)
+        return FR_ENV_MAX_ERRMSG;
+    return f->opts.max_msg;
+}
+
 /* What every send checks before its payload goes anywhere. */
 static int send_check(fr_fabric *f, uint32_t dst, const fr_env *env,
                       const void *payload, size_t len)
@@ -695,7 +705,7 @@ static int send_check(fr_fabric *f, uint32_t dst, const fr_env *env,
         return FRPC_ENORANK;
     if (fr__lost(f, dst))
         return FRPC_EPEERLOST;
-    if (len > f->opts.max_msg)
+    if (len > fr__max_payload(f, env->kind))
         return FRPC_ETOOBIG;
     return 0;
 }
@@ -857,7 +867,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
         atomic_fetch_add(&f->st.dropped_token, 1);
         return;
     }
-    rc = fr_env_decode_rest(buf, len, f->opts.max_msg, &env, &payload);
+    rc = fr_env_decode_rest(buf, len, fr__max_payload(f, env.kind), &env,
+                            &payload);
     if (rc == FRPC_ETOOBIG) {
         if (env.kind == FR_ENV_REQUEST)
             fr_fabric_refuse(f, &env, FRPC_ETOOBIG,

@@ -302,6 +302,8 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
                           const void *payload, size_t len,
                           uint64_t deadline_ns);
 void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg);
+/* The largest payload a frame of kind may carry, sent or received. */
+size_t fr__max_payload(const fr_fabric *f, uint8_t kind);
 void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
                             int code, const char *text);
 

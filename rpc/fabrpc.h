@@ -188,7 +188,8 @@ typedef enum frpc_rma_mode {
  *                    with FRPC_ENOBACKEND naming each missing one and why.
  *  max_msg_size      bytes, 1..2^40; FABRPC_MAX_MSG, else 64 MiB. Larger
  *                    args or replies are refused with FRPC_ETOOBIG, on both
- *                    sides.
+ *                    sides. Error answers (frpc_respond_error's text, cut
+ *                    at 1024 bytes) go whatever this is.
  *  init_timeout_ms   1..86400000; FABRPC_INIT_TIMEOUT_MS, else 60000.
  *                    Bound on the whole of frpc_init, counted from its
  *                    start: store connection, address exchange and the
@@ -545,8 +546,7 @@ int frpc_respond_owned(frpc_request *req, void *data, size_t len);
  * FRPC_EINVAL (req NULL), and, the answer not sent (req is freed all the
  * same; the caller's call ends by its own timeout or peer loss):
  * FRPC_ETRANSPORT, FRPC_EPEERLOST, FRPC_ESHUTDOWN, FRPC_ETIMEDOUT (as for
- * frpc_respond), FRPC_ETOOBIG (message, as cut, longer than this rank's
- * config.max_msg_size, where that is set below 1024). Waits as
+ * frpc_respond). Waits as
  * frpc_respond does, only while the provider has no room. Any thread.
  */
 int frpc_respond_error(frpc_request *req, int code, const char *message);

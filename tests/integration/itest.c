@@ -463,6 +463,80 @@ static void owned_big_reply(frpc_request *req, void *user)
         frpc_respond_error(req, 97, "could not answer");
 }
 
+/* ---- tiny ------------------------------------------------------------ */
+
+#define TINY_LIMIT 64u
+#define TINY_TEXT 900u /* an error text over the limit, under 1024 */
+
+static void long_error(frpc_request *req, void *user)
+{
+    (void)user;
+    char text[TINY_TEXT + 1];
+    memset(text, 'e', TINY_TEXT);
+    text[TINY_TEXT] = '\0';
+    frpc_respond_error(req, 7, text);
+}
+
+static void echo_as_is(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const void *args = frpc_request_args(req, &len);
+    frpc_respond(req, args, len);
+}
+
+static void big_reply(frpc_request *req, void *user)
+{
+    (void)user;
+    uint8_t reply[4 * TINY_LIMIT] = {0};
+    frpc_respond(req, reply, sizeof(reply));
+}
+
+/* Both ranks with max_msg_size 64: errors still reach their callers whole
+ * (a 900-byte text; the FRPC_ETOOBIG of a reply over the callee's limit;
+ * the refusal of args over it), at once, not by the call's timeout. */
+static int mode_tiny(void)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_agent *a;
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    cfg.max_msg_size = TINY_LIMIT;
+    int rc = frpc_init(&cfg, &a);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    me = frpc_rank(a);
+    int peer = 1 - me;
+    CHECK(frpc_register(a, "long_error", long_error, NULL, 0) == 0, "reg");
+    CHECK(frpc_register(a, "big_reply", big_reply, NULL, 0) == 0, "reg");
+    CHECK(frpc_register(a, "echo", echo_as_is, NULL, 0) == 0, "reg");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    frpc_result res;
+    rc = frpc_call(a, peer, "long_error", NULL, 0, 30000, &res);
+    CHECK(rc == FRPC_EREMOTE && res.remote_code == 7 && res.error &&
+              strlen(res.error) == TINY_TEXT,
+          "a %u-byte error text under a %u-byte limit: %s (%zu bytes)",
+          TINY_TEXT, TINY_LIMIT, frpc_err_name(rc),
+          res.error ? strlen(res.error) : 0);
+    frpc_result_clear(&res);
+    expect_call(a, peer, "big_reply", NULL, 0, 30000, FRPC_ETOOBIG, NULL);
+    uint8_t args[2 * TINY_LIMIT] = {0};
+    expect_call(a, peer, "echo", args, sizeof(args), 30000, FRPC_ETOOBIG,
+                NULL);
+    expect_call(a, peer, "echo", args, TINY_LIMIT / 2, 30000, 0, NULL);
+    double ms = since_ms(&t0);
+    CHECK(ms < 15000, "the errors took %.0f ms (timeouts 30 s)", ms);
+    printf("ok: rank %d: errors under a %u-byte limit reached the caller "
+           "whole in %.0f ms\n", me, TINY_LIMIT, ms);
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    return 0;
+}
+
 static int mode_limits(void)
 {
     char err[1024] = "";
@@ -802,6 +876,8 @@ int main(int argc, char **argv)
         return mode_errors();
     if (strcmp(argv[1], "limits") == 0)
         return mode_limits();
+    if (strcmp(argv[1], "tiny") == 0)
+        return mode_tiny();
     if (strcmp(argv[1], "nested") == 0)
         return mode_nested();
     if (strcmp(argv[1], "threads") == 0)

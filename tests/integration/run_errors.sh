@@ -16,4 +16,7 @@ run_case "tcp: 4 ranks, errors" errors 4 tcp
 limits() { (unset FABRPC_MAX_MSG; run_bounded 240 "$FABRPC_RUN" -n 2 --provider "$1" --timeout 200 "$ITEST" limits); }
 run_case "shm: 2 ranks, different limits" limits shm
 run_case "tcp: 2 ranks, different limits" limits tcp
+tiny() { (unset FABRPC_MAX_MSG; run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$1" --timeout 100 "$ITEST" tiny); }
+run_case "shm: max_msg_size 64: error answers still reach their callers" tiny shm
+run_case "tcp: max_msg_size 64: error answers still reach their callers" tiny tcp
 finish_cases
