@@ -106,7 +106,8 @@ static void slow_handler(frpc_request *req, void *user)
     frpc_respond(req, NULL, 0);
 }
 
-static frpc_agent *start(void)
+/* frpc_init with max_msg_size max_msg (0: unset), or the test fails. */
+static frpc_agent *start_with_limit(long long max_msg)
 {
     char err[1024] = "";
     frpc_config cfg;
@@ -114,10 +115,17 @@ static frpc_agent *start(void)
     frpc_config_init(&cfg);
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
+    if (max_msg > 0)
+        cfg.max_msg_size = max_msg;
     int rc = frpc_init(&cfg, &a);
     CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
     me = frpc_rank(a);
     return a;
+}
+
+static frpc_agent *start(void)
+{
+    return start_with_limit(0);
 }
 
 static void finish(frpc_agent *a)
@@ -497,17 +505,8 @@ static void big_reply(frpc_request *req, void *user)
  * the refusal of args over it), at once, not by the call's timeout. */
 static int mode_tiny(void)
 {
-    char err[1024] = "";
-    frpc_config cfg;
-    frpc_agent *a;
-    frpc_config_init(&cfg);
-    cfg.errbuf = err;
-    cfg.errbuf_len = sizeof(err);
-    cfg.max_msg_size = TINY_LIMIT;
-    int rc = frpc_init(&cfg, &a);
-    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
-    me = frpc_rank(a);
-    int peer = 1 - me;
+    frpc_agent *a = start_with_limit(TINY_LIMIT);
+    int rc, peer = 1 - me;
     CHECK(frpc_register(a, "long_error", long_error, NULL, 0) == 0, "reg");
     CHECK(frpc_register(a, "big_reply", big_reply, NULL, 0) == 0, "reg");
     CHECK(frpc_register(a, "echo", echo_as_is, NULL, 0) == 0, "reg");
@@ -539,18 +538,9 @@ static int mode_tiny(void)
 
 static int mode_limits(void)
 {
-    char err[1024] = "";
-    frpc_config cfg;
-    frpc_agent *a;
     const char *r = getenv("FABRPC_RANK");
-    frpc_config_init(&cfg);
-    cfg.errbuf = err;
-    cfg.errbuf_len = sizeof(err);
-    if (r && atoi(r) == 0)
-        cfg.max_msg_size = LIMITS_SMALL;
-    int rc = frpc_init(&cfg, &a);
-    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
-    me = frpc_rank(a);
+    frpc_agent *a = start_with_limit(r && atoi(r) == 0 ? LIMITS_SMALL : 0);
+    int rc;
     CHECK(frpc_world_size(a) == 2, "the limits test takes 2 ranks");
     CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
     CHECK(frpc_register(a, "owned_big", owned_big_reply, NULL, 0) == 0,
