@@ -156,9 +156,12 @@ static int agree_provider(frpc_agent *a, uint64_t deadline,
              hid, (int)getpid());
     snprintf(key, sizeof(key), "info/%d", a->set.rank);
     rc = fr_store_set(a->store, key, mine, strlen(mine));
+    int missing = -1; /* the first rank whose entry never came */
     for (int r = 0; !rc && r < world; r++) {
         snprintf(key, sizeof(key), "info/%d", r);
         rc = store_get_str(a, key, deadline, &raw[r], NULL);
+        if (rc == FRPC_ETIMEDOUT)
+            missing = r;
         if (!rc && (rc = parse_info(raw[r], &ri[r])) == 0) {
             lists[r] = ri[r].up;
             same_host &= strcmp(ri[r].host, ri[0].host) == 0;
@@ -166,7 +169,14 @@ static int agree_provider(frpc_agent *a, uint64_t deadline,
             peers[r].same_host = strcmp(ri[r].hostid, hid) == 0;
         }
     }
-    if (rc) {
+    if (rc && missing >= 0) {
+        say(err, errlen,
+            "bootstrap: rank %d of %d never joined the store at %s:%u within "
+            "init_timeout_ms (%d ms)%s", missing, world, a->set.store_host,
+            a->set.store_port, a->set.init_timeout_ms,
+            missing + 1 < world ? "; ranks after it were not looked for"
+                                : "");
+    } else if (rc) {
         say(err, errlen,
             "bootstrap: rank %d did not get the other ranks' providers from "
             "the store at %s:%u: %s%s%s",

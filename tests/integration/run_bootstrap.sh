@@ -86,7 +86,7 @@ missing_rank() {
         fail "init succeeded with a rank missing"
     fi
     cat "$TMPD/mr.out"
-    expect_grep "bootstrap" "$TMPD/mr.out"
+    expect_grep "rank 1 of 2 never joined the store" "$TMPD/mr.out"
 }
 
 bad_env() {
