@@ -1089,9 +1089,11 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * FRPC_NOTIFY_MAX), FRPC_ENORANK, FRPC_EAGAIN (dst's queue is full, or
  * max_inflight calls in flight), FRPC_ETOOBIG (len over this rank's or
  * dst's config.max_msg_size, where one is set below FRPC_NOTIFY_MAX),
- * FRPC_EPEERLOST, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN, FRPC_ETRANSPORT,
- * FRPC_EDEADLK, FRPC_ENOMEM, FRPC_EPROTO (as for frpc_call: a code this
- * library does not know). Sending to itself works. Blocks. Since 1.1. */
+ * FRPC_EPEERLOST, FRPC_ETIMEDOUT (dst did not confirm in time: it may
+ * still get the notification, as a call that timed out may still run),
+ * FRPC_ESHUTDOWN, FRPC_ETRANSPORT, FRPC_EDEADLK, FRPC_ENOMEM, FRPC_EPROTO
+ * (as for frpc_call: a code this library does not know). Sending to
+ * itself works. Blocks. Since 1.1. */
 int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
                 int timeout_ms);
 
