@@ -326,7 +326,8 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     f->lost = calloc(world, sizeof(*f->lost));
     f->unreach = calloc(world, sizeof(*f->unreach));
     f->dropped = calloc(world, 1);
-    if (!f->peer || !f->lost || !f->unreach || !f->dropped)
+    f->rma_ops_to = calloc(world, sizeof(*f->rma_ops_to));
+    if (!f->peer || !f->lost || !f->unreach || !f->dropped || !f->rma_ops_to)
         return FRPC_ENOMEM;
     for (uint32_t i = 0; i < world; i++)
         f->peer[i] = FI_ADDR_NOTAVAIL;
@@ -1499,9 +1500,22 @@ int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns)
     }
 }
 
+/* 1 while a one-sided operation to a rank not lost is out: one to a lost
+ * rank may never be given back (shm: its owner died), and closing the
+ * endpoint ends it. */
+static int rma_ops_owed(fr_fabric *f)
+{
+    if (atomic_load(&f->rma_ops_out) == 0)
+        return 0;
+    for (uint32_t r = 0; r < f->world; r++)
+        if (atomic_load(&f->rma_ops_to[r]) > 0 && !fr__lost(f, r))
+            return 1;
+    return 0;
+}
+
 int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)
 {
-    while (atomic_load(&f->rma_ops_out) > 0) {
+    while (rma_ops_owed(f)) {
         if (fr_now_ns() >= deadline_ns)
             return FRPC_ETIMEDOUT;
         if (fr_fabric_progress(f) <= 0) {
@@ -1553,6 +1567,7 @@ void fr_fabric_close(fr_fabric *f)
     free((void *)f->lost);
     free((void *)f->unreach);
     free(f->dropped);
+    free((void *)f->rma_ops_to);
     if (f->info)
         fi_freeinfo(f->info);
     pthread_mutex_destroy(&f->slot_lock);

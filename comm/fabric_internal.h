@@ -256,8 +256,10 @@ struct fr_fabric {
      * any, a peer may need us to poll for its reads to progress. */
     atomic_int transfers;
     /* one-sided operations (RMA chunks, rendezvous reads) posted and not
-     * yet given back by the provider (fr_fabric_quiesce) */
+     * yet given back by the provider (fr_fabric_quiesce), in all and per
+     * peer (fr__rma_ops_add) */
     atomic_int rma_ops_out;
+    atomic_int *rma_ops_to;
 
     /* Coalescing (batch.c): frames to a peer that already had one since
      * the last poll wait in its batch while a thread is polling, and go
@@ -314,6 +316,13 @@ uint64_t fr__answer_deadline(const fr_env *req);
 static inline int fr__lost(fr_fabric *f, uint32_t dst)
 {
     return atomic_load_explicit(&f->lost[dst], memory_order_relaxed) != 0;
+}
+/* Counts delta one-sided operations posted to (or given back from) dst:
+ * fr_fabric_quiesce waits for those to ranks not lost. */
+static inline void fr__rma_ops_add(fr_fabric *f, uint32_t dst, int delta)
+{
+    atomic_fetch_add(&f->rma_ops_to[dst], delta);
+    atomic_fetch_add(&f->rma_ops_out, delta);
 }
 int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                   uint64_t deadline_ns);

@@ -285,10 +285,10 @@ static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
 {
     const fr_rma_seg *sg = &x->seg[c->seg];
     region_hold(sg->local);
-    atomic_fetch_add(&f->rma_ops_out, 1); /* before: it may complete */
+    fr__rma_ops_add(f, x->op.dst, 1); /* before: it may complete */
     ssize_t ret = post_chunk_now(f, x, c);
     if (ret) {
-        atomic_fetch_sub(&f->rma_ops_out, 1);
+        fr__rma_ops_add(f, x->op.dst, -1);
         region_drop(sg->local);
     }
     return ret;
@@ -325,7 +325,7 @@ void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
     if (err)
         fr__note_dropped(f, c->parent->op.dst, err);
     fr__tx_give(f);
-    atomic_fetch_sub(&f->rma_ops_out, 1);
+    fr__rma_ops_add(f, c->parent->op.dst, -1);
     /* Given back: before chunk_over, which may free the transfer. */
     region_drop(c->parent->seg[c->seg].local);
     chunk_over(f, c, err);

@@ -327,7 +327,7 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
 {
     fr_rndv_in *in = c->parent;
     fr__tx_give(f);
-    atomic_fetch_sub(&f->rma_ops_out, 1);
+    fr__rma_ops_add(f, in->src, -1);
     in->reads_out--;
     if (in->abandoned) {
         /* Ended already (lost peer, expired): the last read lets the
@@ -373,12 +373,12 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
         for (;;) {
             ret = -FI_EAGAIN;
             if (fr__tx_take(f)) {
-                atomic_fetch_add(&f->rma_ops_out, 1);
+                fr__rma_ops_add(f, in->src, 1);
                 ret = fi_read(f->ep, in->buf + off, n, desc, f->peer[in->src],
                               in->desc.addr + off, in->desc.key,
                               &in->chunk[i].op.fictx);
                 if (ret) {
-                    atomic_fetch_sub(&f->rma_ops_out, 1);
+                    fr__rma_ops_add(f, in->src, -1);
                     fr__tx_give(f);
                 }
             }
