@@ -3,8 +3,10 @@
 # stolen job token) sends random bytes, messages larger than the receive
 # buffers (64 KiB + 1, 1 MiB, 16 MiB), frames with a wrong or the stolen
 # token and forged rendezvous descriptors to a 2-rank job whose members
-# keep calling each other: nothing runs for it, the drops are counted, and
-# the members' calls all succeed in time. Over shm, tcp, udp and sockets.
+# keep calling each other, then plain TCP bytes and held connections at
+# the members' tcp ports and the bootstrap store's: nothing runs for it,
+# the drops are counted, and the members' calls all succeed in time. Over
+# shm, tcp, udp and sockets (not at sockets' own port: README).
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN STRANGER
 

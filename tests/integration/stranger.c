@@ -18,15 +18,21 @@
  *   sizes; raw messages of 64 KiB + 1, 1 MiB and 16 MiB (over the receive
  *   buffers); well-formed requests with a wrong token; requests, answers
  *   and RNDV_DONEs with the stolen token claiming to be rank 1; forged
- *   rendezvous descriptors. Then writes the report.
+ *   rendezvous descriptors. Then, below libfabric, plain TCP connections
+ *   to the members' listening ports (tcp) and to the bootstrap store's
+ *   (every provider): random bytes of many sizes, and 20 connections held
+ *   open. Then writes the report.
  *
  * Links the layers' internals (raw fabric, the agent's token).
  */
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -212,8 +218,12 @@ static int member(void)
     CHECK(fr_fabric_getname(a->fab, addr, &alen) == 0, "getname");
     snprintf(name, sizeof(name), "addr.%d", me);
     write_file(name, addr, alen);
-    if (me == 0)
+    if (me == 0) {
         write_file("token", &a->token, sizeof(a->token));
+        const char *store = getenv("FABRPC_STORE_ADDR");
+        if (store)
+            write_file("store", store, strlen(store));
+    }
     CHECK(frpc_barrier(a, TIMEOUT_MS) == 0, "barrier");
     snprintf(name, sizeof(name), "ready.%d", me);
     write_file(name, "1", 1);
@@ -251,6 +261,7 @@ static int member(void)
 }
 
 /* ---- the stranger -------------------------------------------------- */
+
 
 static atomic_long stranger_got; /* anything a member sent us */
 
@@ -318,6 +329,72 @@ static size_t header(uint8_t *buf, uint8_t kind, uint16_t flags,
                 .src_rank = 1, .token = token, .payload_len = payload_len};
     CHECK(fr_env_encode(&e, buf, FR_ENV_HDR_SIZE) == 0, "encode");
     return FR_ENV_HDR_SIZE;
+}
+
+/* The TCP port in a member's fabric address (tcp, sockets: a sockaddr),
+ * or 0. */
+static int addr_port(const void *addr, size_t len)
+{
+    struct sockaddr_storage ss = {0};
+    memcpy(&ss, addr, len < sizeof(ss) ? len : sizeof(ss));
+    if (ss.ss_family == AF_INET && len >= sizeof(struct sockaddr_in))
+        return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    if (ss.ss_family == AF_INET6 && len >= sizeof(struct sockaddr_in6))
+        return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+    return 0;
+}
+
+static int connect_local(int port)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+#define RAW_HELD 20
+
+/* Below libfabric: TCP connections to port that send random bytes of many
+ * sizes and close, and RAW_HELD that stay open a while, half of them
+ * after a few bytes. Returns the connections made. */
+static long raw_tcp(int port, uint8_t *junk, size_t cap)
+{
+    static const size_t sizes[] = {1, 7, 64, 200, 4096, 70000};
+    int held[RAW_HELD];
+    long made = 0;
+    for (int round = 0; round < 5; round++)
+        for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+            int fd = connect_local(port);
+            if (fd < 0)
+                continue;
+            for (size_t k = 0; k < sizes[i] && k < cap; k++)
+                junk[k] = (uint8_t)next_rand();
+            ssize_t w = send(fd, junk, sizes[i] < cap ? sizes[i] : cap,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+            (void)w;
+            close(fd);
+            made++;
+        }
+    for (int i = 0; i < RAW_HELD; i++) {
+        held[i] = connect_local(port);
+        if (held[i] >= 0 && i % 2) {
+            for (size_t k = 0; k < 50; k++)
+                junk[k] = (uint8_t)next_rand();
+            ssize_t w = send(held[i], junk, 1 + i, MSG_NOSIGNAL);
+            (void)w;
+        }
+        made += held[i] >= 0;
+    }
+    usleep(2000000); /* the members keep calling meanwhile */
+    for (int i = 0; i < RAW_HELD; i++)
+        if (held[i] >= 0)
+            close(held[i]);
+    return made;
 }
 
 static int stranger(const char *provider)
@@ -422,6 +499,26 @@ static int stranger(const char *provider)
             drain(fb, 300);
         }
     drain(fb, 2000);
+
+    /* tcp and sockets listen on a TCP port, and rank 0's store on
+     * another: bytes that are not libfabric's or the store's protocol. */
+    long sent_raw = 0;
+    /* Not at sockets' own port: libfabric 1.17's sockets provider stalls
+     * every transfer of the rank for good once a connection to it sends
+     * bytes that are not its protocol (all calls time out; README, "The
+     * sockets provider"). Its store port is attacked all the same. */
+    for (int r = 0; r < 2 && strcmp(provider, "sockets") != 0; r++) {
+        int port = addr_port(addrs[r], alen[r]);
+        if (port)
+            sent_raw += raw_tcp(port, huge, 16u << 20);
+    }
+    char store[128] = "";
+    long sn = read_file("store", store, sizeof(store) - 1, 0);
+    const char *colon = sn > 0 ? strrchr(store, ':') : NULL;
+    if (colon)
+        sent_raw += raw_tcp(atoi(colon + 1), huge, 16u << 20);
+    printf("stranger: %ld raw TCP connections (the store's port, and the "
+           "members' on tcp)\n", sent_raw);
 
     fr_fabric_stats st;
     fr_fabric_get_stats(f, &st);
