@@ -421,9 +421,11 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
                     "in time (rank 0 stopped or starved?)");
     }
     r = recv_reply(c->fd, rep, sizeof(rep), deadline);
-    if (r > 0 && c->cap > 0 && deadline == c->cap) {
-        /* The caller's own deadline passed, not the store's: its reply
-         * is owed, the connection stays. */
+    if (r > 0 && c->cap > 0) {
+        /* No byte of the reply by the deadline, with the caller bounding
+         * its own wait: a stopped or starved store, not a lost one (that
+         * closes the connection). Its reply is owed, the connection
+         * stays, and the caller decides whether to ask again. */
         c->owed++;
         return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
                     "in time (rank 0 stopped or starved?)");

@@ -617,6 +617,7 @@ static int barrier(frpc_agent *a, int timeout_ms)
 /* How often an application's barrier looks up from the store: it gives
  * way to frpc_shutdown (whose own barrier needs the store) within this. */
 #define FR_BARRIER_SLICE_MS 100
+#define FR_BARRIER_FAR_NS (3650ull * 86400 * 1000000000) /* ten years */
 
 /* Takes the store for frpc_barrier: another thread's barrier may hold it,
  * but not past our deadline, nor once shutdown began. */
@@ -656,7 +657,12 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
         return rc;
     snprintf(key, sizeof(key), "barrier/%llu",
              (unsigned long long)a->barrier_gen++);
-    int64_t old = cap_store(a, deadline);
+    /* Always a cap, far off without a timeout: a slice that the store
+     * leaves unanswered (rank 0 stopped) is then asked again, not taken
+     * for a lost store. */
+    int64_t old = cap_store(a, deadline != UINT64_MAX
+                                   ? deadline
+                                   : fr_now_ns() + FR_BARRIER_FAR_NS);
     rc = fr_store_add(a->store, key, 1, NULL);
     while (rc == 0) {
         int slice = FR_BARRIER_SLICE_MS;

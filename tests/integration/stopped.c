@@ -24,6 +24,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,6 +93,30 @@ static void h_slow(frpc_request *req, void *u)
     h_echo(req, u);
 }
 
+/* Ranks past their first barrier, as rank 0 hears (see wait_arrived). */
+static atomic_int arrived;
+
+static void h_arrived(frpc_request *req, void *u)
+{
+    (void)u;
+    atomic_fetch_add(&arrived, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Rank 0 stops itself only once every other rank is past the first
+ * barrier (each says so by a call): a rank still waiting for the store's
+ * answer to it would otherwise meet rank 0's later barrier instead. */
+static void wait_arrived(frpc_agent *a)
+{
+    long long t = now_ms();
+    while (atomic_load(&arrived) < frpc_world_size(a) - 1) {
+        if (now_ms() - t > 30000)
+            FAIL("only %d ranks said they were past the first barrier",
+                 atomic_load(&arrived));
+        msleep(5);
+    }
+}
+
 static frpc_agent *start(int init_timeout_ms)
 {
     frpc_config c;
@@ -111,8 +136,12 @@ static frpc_agent *start(int init_timeout_ms)
     }
     frpc_register(a, "echo", h_echo, NULL, 0);
     frpc_register(a, "slow", h_slow, NULL, 0);
+    frpc_register(a, "arrived", h_arrived, NULL, FRPC_INLINE);
     if ((rc = frpc_barrier(a, 30000)))
         FAIL("first barrier: %s", frpc_strerror(rc));
+    if (frpc_rank(a) != 0 &&
+        (rc = frpc_call(a, 0, "arrived", NULL, 0, 30000, NULL)))
+        FAIL("arrived: %s", frpc_strerror(rc));
     return a;
 }
 
@@ -204,6 +233,7 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "store")) {
         if (R == 0) {
+            wait_arrived(a);
             stop_self(0, stop_ms);
             msleep(200); /* stopped here */
         } else {
@@ -236,14 +266,18 @@ int main(int argc, char **argv)
 
     if (!strcmp(mode, "shutdown")) {
         if (R == 0) {
+            wait_arrived(a);
+            long long stop_at = now_ms();
             stop_self(0, stop_ms);
             msleep(500); /* stopped here */
-            while (now_ms() - T0 < stop_ms + 500)
-                msleep(100);
+            /* Resumed: the others' news comes within a few polls. */
             for (int r = 1; r < 3; r++)
-                if (frpc_peer_state(a, r) != FRPC_PEER_LEFT)
-                    FAIL("rank %d: state %d, want LEFT", r,
-                         frpc_peer_state(a, r));
+                while (frpc_peer_state(a, r) != FRPC_PEER_LEFT) {
+                    if (now_ms() - stop_at > stop_ms + 10000)
+                        FAIL("rank %d: state %d, want LEFT", r,
+                             frpc_peer_state(a, r));
+                    msleep(20);
+                }
             frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 5000);
         } else {
             msleep(300);
