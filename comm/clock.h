@@ -6,6 +6,16 @@
 #include <stdint.h>
 #include <time.h>
 
+/* Thread-locals read on every poll: one load off the thread pointer
+ * rather than a call to __tls_get_addr each time (the general model of a
+ * shared library). The few bytes come from the static TLS room glibc keeps
+ * for libraries, also when the library is dlopen'ed. */
+#if defined(__GNUC__) && defined(__PIC__)
+#define FR_TLS_FAST __attribute__((tls_model("initial-exec")))
+#else
+#define FR_TLS_FAST
+#endif
+
 /* Nanoseconds on CLOCK_MONOTONIC. */
 static inline uint64_t fr_now_ns(void)
 {
@@ -23,6 +33,14 @@ static inline uint64_t fr_coarse_now_ns(void)
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+/* comm/fabric.c: the clock as this thread's current (or just ended)
+ * poll read its CQ with completions in it, or 0. What that read found
+ * (answers, requests) is timed by it, with no clock read of its own.
+ * Every poll starts it at 0; whoever runs user code (a handler, a
+ * callback: it may take long, or poll again) sets it to 0 first, so the
+ * time of what comes after is read afresh. */
+extern _Thread_local uint64_t fr_taken_ns FR_TLS_FAST;
 
 /* Deadline timeout_ms from now; UINT64_MAX when timeout_ms <= 0 (none). */
 static inline uint64_t fr_deadline_ms(int timeout_ms)

@@ -1041,6 +1041,8 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err,
     }
 }
 
+_Thread_local uint64_t fr_taken_ns FR_TLS_FAST;
+
 /* Reads and handles one batch of completions: n handled, or an FRPC_E*. */
 static int read_cq(fr_fabric *f)
 {
@@ -1050,6 +1052,7 @@ static int read_cq(fr_fabric *f)
                              : fi_cq_read(f->cq, ent, FR_CQ_BATCH);
 
     if (n > 0) {
+        fr_taken_ns = fr_now_ns();
         for (ssize_t i = 0; i < n; i++) {
             fi_addr_t from = f->check_src ? src[i] : FI_ADDR_UNSPEC;
             if (f->check_src && fr_fault_hit(FR_FAULT_CQ_NO_SOURCE))
@@ -1200,6 +1203,7 @@ static int poll_once(fr_fabric *f, int read)
     pthread_t self = pthread_self();
     int rc;
 
+    fr_taken_ns = 0; /* an earlier poll's time is not this one's */
     /* Batches go out on every poll, also while another thread holds the
      * CQ (it may be in a long inline handler). */
     fr__batch_flush(f);

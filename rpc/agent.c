@@ -446,6 +446,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_backends_free(&a->backends);
     fr_registry_destroy(&a->reg);
     fr_pending_destroy(&a->pend);
+    fr_fnstats_destroy(&a->fnstats);
     fr_liveness_destroy(a);
     pthread_mutex_destroy(&a->store_lock);
     pthread_mutex_destroy(&a->req_lock);
@@ -484,6 +485,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     pthread_mutex_init(&a->req_lock, NULL);
     pthread_mutex_init(&a->mem_lock, NULL);
     pthread_mutex_init(&a->notify_lock, NULL);
+    fr_fnstats_init(&a->fnstats);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
         (rc = fr_dropped_register(a)) ||
         (rc = fr_emu_register(a)) ||
@@ -887,6 +889,34 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     return 0;
 }
 
+/* The size of the first frpc_fn_stats (1.4). */
+#define FR_FN_STATS_V1_SIZE (offsetof(frpc_fn_stats, handle_ns_p99) + 8)
+
+int frpc_get_fn_stats_sized(const frpc_agent *a, const char *name,
+                            frpc_fn_stats *out, size_t size)
+{
+    size_t nlen = name ? strlen(name) : 0;
+    if (!a || !out || nlen == 0 || nlen > FR_FUNC_NAME_MAX ||
+        size < FR_FN_STATS_V1_SIZE)
+        return FRPC_EINVAL;
+    frpc_fn_stats all;
+    fr_fnstats_fill(fr_fnstats_find(&a->fnstats, name), &all);
+    memset(out, 0, size);
+    memcpy(out, &all, size < sizeof(all) ? size : sizeof(all));
+    return 0;
+}
+
+int frpc_fn_stats_names(const frpc_agent *a, const char **names, int max)
+{
+    if (!a || max < 0 || (!names && max > 0))
+        return FRPC_EINVAL;
+    int n = atomic_load_explicit(&((frpc_agent *)a)->fnstats.count,
+                                 memory_order_acquire);
+    for (int i = 0; i < n && i < max; i++)
+        names[i] = a->fnstats.order[i]->name;
+    return n;
+}
+
 int frpc_batch_begin(frpc_agent *a)
 {
     if (!a || !a->fab)
@@ -919,6 +949,9 @@ int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
         return FRPC_EINVAL; /* fabrpc's own functions */
     if (atomic_load(&a->shutting_down))
         return FRPC_ESHUTDOWN;
-    return fr_registry_add(&a->reg, fr_func_id(name), name, handler, user,
-                           flags);
+    uint64_t id = fr_func_id(name);
+    int rc = fr_registry_add(&a->reg, id, name, handler, user, flags);
+    if (rc == 0) /* a registered name is listed before its first request */
+        fr_fnstats_get(&a->fnstats, id, name);
+    return rc;
 }

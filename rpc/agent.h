@@ -15,6 +15,7 @@
 #include "comm/providers.h"
 #include "comm/store.h"
 #include "rpc/fabrpc.h"
+#include "rpc/fnstats.h"
 #include "rpc/pending.h"
 #include "rpc/pool.h"
 #include "rpc/registry.h"
@@ -61,6 +62,7 @@ struct frpc_request {
     uint64_t req_id;
     uint32_t src;
     int32_t caller_ms; /* the caller's time left when it sent (0: none) */
+    uint64_t t0;       /* fr_now_ns when it arrived (frpc_fn_stats) */
     void *args; /* a fabric block, or in_place */
     size_t len;
     int args_block; /* args is a fabric block: give it back, not free() */
@@ -127,6 +129,7 @@ struct frpc_agent {
     atomic_int users;
 
     atomic_uint_fast64_t requests_received, requests_answered;
+    fr_fnstats fnstats; /* frpc_get_fn_stats */
 
     fr_liveness *live; /* liveness.c */
 
@@ -303,11 +306,18 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
                  const void *args, size_t len, fr_fabric_loan *loan);
 
 /* future.c: a future in the pending table for an operation named name
- * (copied) to dst, as frpc_call_async makes (FRPC_ENOMEM); its entry; and
+ * (copied) to dst, as frpc_call_async makes (FRPC_ENOMEM), its time to
+ * its outcome counted in fstat (NULL: not a call); its entry; and
  * the owner's reference dropped when the operation was never started
  * (after fr_pending_abort ended the entry). */
 int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
-                   int timeout_ms, frpc_future **out);
+                   int timeout_ms, fr_fn_stat *fstat, frpc_future **out);
+
+/* The figures of calls to name (fnstats.h), or NULL. */
+static inline fr_fn_stat *fr_agent_fn_stat(frpc_agent *a, const char *name)
+{
+    return fr_fnstats_get(&a->fnstats, fr_func_id(name), name);
+}
 fr_pending *fr_future_entry(frpc_future *f);
 void fr_future_drop_unsent(frpc_future *f);
 

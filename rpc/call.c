@@ -89,7 +89,7 @@ void fr_call_shutdown_own(int on)
  * otherwise the code, with *lost_why set for FRPC_EPEERLOST. Ends
  * nothing itself. */
 static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
-                        const char *name, int time_left_ms,
+                        const char *name, uint64_t fid, int time_left_ms,
                         uint64_t deadline, const void *args, size_t len,
                         fr_fabric_loan *loan, const char **lost_why)
 {
@@ -97,7 +97,7 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
      * 0: no limit), so that the callee's answer waits for room no longer
      * than the caller waits for it. */
     fr_env e = {.kind = FR_ENV_REQUEST, .req_id = id,
-                .func_id = fr_func_id(name),
+                .func_id = fid,
                 .status = time_left_ms > 0 ? time_left_ms : 0};
     /* After the add: a loss marked before this load is seen here, one
      * marked after it finds the entry in the table (liveness.c). */
@@ -125,8 +125,10 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
     const char *lost = NULL;
     /* The call's whole timeout as its time left: it was added just now
      * (no clock read on the call's path). */
-    int rc = send_request(a, p->id, p->dst, name, p->timeout_ms, p->deadline,
-                          args, len, loan, &lost);
+    /* The name's figures know its id: no second hash of the name. */
+    uint64_t fid = p->fstat ? p->fstat->id : fr_func_id(name);
+    int rc = send_request(a, p->id, p->dst, name, fid, p->timeout_ms,
+                          p->deadline, args, len, loan, &lost);
     if (rc)
         fr_pending_abort(&a->pend, p, rc, lost);
     return rc;
@@ -143,8 +145,8 @@ int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
         uint64_t ms = deadline > now ? (deadline - now) / 1000000u : 0;
         left_ms = ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
     }
-    int rc = send_request(a, id, dst, name, left_ms, deadline, args, len,
-                          NULL, &lost);
+    int rc = send_request(a, id, dst, name, fr_func_id(name), left_ms,
+                          deadline, args, len, NULL, &lost);
     if (rc)
         fr_pending_complete(&a->pend, id, dst, rc, 0, NULL, 0,
                             lost ? strdup(lost) : NULL);
@@ -206,8 +208,9 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
                               "reached (every pool thread would wait)",
                               name, dst));
     timeout_ms = fr_agent_timeout(a, timeout_ms);
-    rc = fr_pending_add(&a->pend, &p, (uint32_t)dst, name, timeout_ms,
-                        fr_deadline_ms(timeout_ms), NULL);
+    rc = fr_pending_add_with_room(&a->pend, &p, (uint32_t)dst, name,
+                                  timeout_ms, fr_deadline_ms(timeout_ms),
+                                  NULL, NULL, 0, fr_agent_fn_stat(a, name));
     if (rc) {
         fr_progress_end_wait(a);
         return fail_early(res, rc, strdup("out of memory"));

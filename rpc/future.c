@@ -134,7 +134,7 @@ static void loan_back(void *arg)
 }
 
 int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
-                   int timeout_ms, frpc_future **out)
+                   int timeout_ms, fr_fn_stat *fstat, frpc_future **out)
 {
     size_t nlen = strlen(name) + 1;
     /* Every field is set here or by fr_pending_add_with_room: no calloc. */
@@ -155,7 +155,7 @@ int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
     timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_with_room(&a->pend, &f->p, dst, f->name, timeout_ms,
                                   fr_deadline_ms(timeout_ms), on_done,
-                                  f->reply, sizeof(f->reply));
+                                  f->reply, sizeof(f->reply), fstat);
     if (rc) {
         free(f);
         return rc;
@@ -204,7 +204,8 @@ static int start_async(frpc_agent *a, int dst, const char *name,
         free(why);
         return rc;
     }
-    if ((rc = fr_future_open(a, name, (uint32_t)dst, timeout_ms, &f)))
+    if ((rc = fr_future_open(a, name, (uint32_t)dst, timeout_ms,
+                             fr_agent_fn_stat(a, name), &f)))
         return rc;
     if (lend_ok && len >= a->set.zerocopy_min)
         lend(f);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "comm/clock.h"
+#include "rpc/fnstats.h"
 #include "rpc/pending.h"
 
 #define FR_PENDING_BUCKETS 4096
@@ -279,7 +280,7 @@ static void count(fr_pending_table *t, int status)
  * *hooks if it has an on_done hook to run after unlock. */
 static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
                           int remote_code, void *data, size_t len, char *err,
-                          fr_pending **hooks)
+                          fr_pending **hooks, uint64_t now)
 {
     p->res.status = status;
     p->res.remote_code = remote_code;
@@ -288,6 +289,12 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     p->res.error = err;
     explain(p);
     count(t, status);
+    if (p->fstat) { /* under the lock: the only writer of these figures */
+        if (!now)
+            now = fr_now_ns();
+        fr_hist_add(&p->fstat->call, now > p->t0 ? now - p->t0 : 0,
+                    status != 0, 1);
+    }
     if (p->on_done) {
         p->done_next = *hooks;
         *hooks = p;
@@ -324,19 +331,27 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    fr_pending_done_fn on_done)
 {
     return fr_pending_add_with_room(t, p, dst, fname, timeout_ms, deadline,
-                                    on_done, NULL, 0);
+                                    on_done, NULL, 0, NULL);
 }
 
 int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              uint32_t dst, const char *fname, int timeout_ms,
                              uint64_t deadline, fr_pending_done_fn on_done,
-                             void *room, size_t cap)
+                             void *room, size_t cap,
+                             struct fr_fn_stat *fstat)
 {
     memset(&p->res, 0, sizeof(p->res));
     p->reply_room = room;
     p->reply_cap = room ? cap : 0;
     p->dst = dst;
     p->fname = fname;
+    p->fstat = fstat;
+    /* The deadline was just made from the clock: the call's start costs
+     * no second read of it. */
+    p->t0 = !fstat ? 0
+            : deadline != UINT64_MAX && timeout_ms > 0
+                ? deadline - (uint64_t)timeout_ms * 1000000ull
+                : fr_now_ns();
     p->timeout_ms = timeout_ms;
     p->deadline = deadline;
     p->heap_idx = SIZE_MAX;
@@ -379,7 +394,7 @@ static void *place_small(fr_pending *e, const fr_answer *x)
 }
 
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
-                                size_t n)
+                                size_t n, uint64_t taken)
 {
     fr_pending *hooks = NULL;
     size_t completed = 0, late = 0;
@@ -387,9 +402,9 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
      * reached this rank (a caller stopped or starved past the deadline
      * polls its answers before its deadlines): the call ends
      * FRPC_ETIMEDOUT and the answer is dropped, as fr_pending_expire
-     * would have had it. The coarse clock (never ahead) keeps this off
-     * the round trip's cost; an answer a tick late may still count. */
-    uint64_t now = fr_coarse_now_ns();
+     * would have had it. One time serves the whole batch, and the calls'
+     * figures (fnstats.h) too. */
+    uint64_t now = taken ? taken : fr_now_ns();
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         fr_answer *x = &ans[i];
@@ -397,7 +412,8 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
         /* An answer from a rank we did not call is not this call's answer. */
         if (e && e->dst == x->src && remove_locked(t, e)) {
             if (e->deadline <= now) {
-                finish_locked(t, e, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+                finish_locked(t, e, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks,
+                              now);
                 late++;
                 continue;
             }
@@ -408,7 +424,7 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                 x->len = 0;
             }
             finish_locked(t, e, status, x->remote_code, data, x->len, x->err,
-                          &hooks);
+                          &hooks, now);
             x->data = NULL;
             x->err = NULL;
             completed++;
@@ -436,7 +452,7 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
     fr_answer x = {.id = id, .src = src, .status = status,
                    .remote_code = remote_code, .data = data, .len = len,
                    .err = err};
-    return (int)fr_pending_complete_many(t, &x, 1);
+    return (int)fr_pending_complete_many(t, &x, 1, 0);
 }
 
 int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
@@ -457,7 +473,7 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
     }
     done = atomic_load(&p->done);
     if (!done && give_up && remove_locked(t, p)) {
-        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks, 0);
         done = 1;
     }
     pthread_mutex_unlock(&t->lock);
@@ -498,7 +514,7 @@ int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
     removed = remove_locked(t, p);
     if (removed)
         finish_locked(t, p, status, 0, NULL, 0, msg ? strdup(msg) : NULL,
-                      &hooks);
+                      &hooks, 0);
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
     if (removed)
@@ -517,7 +533,7 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
             fr_pending *next = e->next;
             if ((dst == UINT32_MAX || e->dst == dst) && remove_locked(t, e))
                 finish_locked(t, e, status, 0, NULL, 0,
-                              msg ? strdup(msg) : NULL, &hooks);
+                              msg ? strdup(msg) : NULL, &hooks, 0);
             e = next;
         }
     }
@@ -556,7 +572,7 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
          * back in an instant, and next_deadline stays due till then. */
         if (!remove_locked(t, p))
             break;
-        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks);
+        finish_locked(t, p, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks, 0);
         expired = 1;
     }
     publish_next_deadline_locked(t);

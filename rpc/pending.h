@@ -48,6 +48,8 @@ struct fr_pending {
     uint64_t deadline;     /* fr_now_ns clock; UINT64_MAX: none */
     size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
     const char *fname;     /* for error messages; must outlive the entry */
+    struct fr_fn_stat *fstat; /* the call's figures (fnstats.h), or NULL */
+    uint64_t t0;           /* fr_now_ns at the add, when fstat is set */
     fr_pending_done_fn on_done; /* NULL for sync calls */
     /* Where a small reply goes instead of a malloc (a future's own room),
      * or NULL: fr_pending_add_with_room's. */
@@ -105,11 +107,13 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
 
 /* fr_pending_add for a call whose owner keeps cap bytes at room (which
  * must live as long as p) for a small reply: one that fits lands there
- * instead of in a malloc'ed copy. */
+ * instead of in a malloc'ed copy; and whose time to its outcome goes
+ * into fstat's figures (NULL: none). */
 int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              uint32_t dst, const char *fname, int timeout_ms,
                              uint64_t deadline, fr_pending_done_fn on_done,
-                             void *room, size_t cap);
+                             void *room, size_t cap,
+                             struct fr_fn_stat *fstat);
 
 /*
  * Completes the call id if it is still waiting and was sent to src: takes
@@ -141,9 +145,11 @@ typedef struct fr_answer {
 /* fr_pending_complete for n answers under one lock, waking sleepers once.
  * A reply in an answer's small goes to its call's reply_room if it fits,
  * else to a malloc'ed copy (FRPC_ENOMEM for the call if that fails).
+ * taken: when the answers were taken (fr_now_ns clock, never ahead of
+ * it; 0: read it here), for the deadlines and the calls' figures.
  * Returns how many completed a call. */
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
-                                size_t n);
+                                size_t n, uint64_t taken);
 
 /*
  * Sleeps until p is done or until_ns (fr_now_ns clock) passes. Returns 1 if

@@ -138,13 +138,16 @@ static void run_handler(void *arg)
 {
     frpc_request *r = arg;
     r->func->handler(r, r->func->user);
+    fr_taken_ns = 0; /* a poll inside it may have left its own */
     handler_returned(r->agent, r);
 }
 
 static void complete_answers(frpc_agent *a)
 {
     if (a->nanswers) {
-        fr_pending_complete_many(&a->pend, a->answers, a->nanswers);
+        fr_pending_complete_many(&a->pend, a->answers, a->nanswers,
+                                 fr_taken_ns);
+        fr_taken_ns = 0; /* callbacks may have run (comm/clock.h) */
         a->nanswers = 0;
     }
 }
@@ -181,6 +184,8 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     r->req_id = m->env.req_id;
     r->src = m->env.src_rank;
     r->caller_ms = m->env.status;
+    r->t0 = fr_taken_ns ? fr_taken_ns : fr_now_ns();
+    fr_taken_ns = 0; /* user code may run from here on (comm/clock.h) */
     r->len = m->len;
     if (m->owned) {
         r->args = m->owned; /* a rendezvous block: keep it, no copy */
@@ -334,10 +339,18 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
                   size_t len, int given)
 {
     frpc_agent *a = req->agent;
-    uint64_t deadline = fr_deadline_ms(req->caller_ms);
+    uint64_t now = fr_now_ns();
+    uint64_t deadline = req->caller_ms > 0
+                            ? now + (uint64_t)req->caller_ms * 1000000ull
+                            : UINT64_MAX;
     int rc;
 
     atomic_fetch_add(&a->requests_answered, 1);
+    fr_fn_stat *st = fr_fnstats_get(&a->fnstats, req->func->id,
+                                    req->func->name);
+    if (st)
+        fr_hist_add(&st->handle, now > req->t0 ? now - req->t0 : 0,
+                    e->kind == FR_ENV_ERROR, 0);
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
         rc = FRPC_ESHUTDOWN;
         if (given)

@@ -156,7 +156,7 @@ static int run(frpc_agent *a, const char *name, uint32_t dst, int timeout_ms,
     int rc;
     if (out) {
         frpc_future *f;
-        if ((rc = fr_future_open(a, name, dst, timeout_ms, &f)))
+        if ((rc = fr_future_open(a, name, dst, timeout_ms, NULL, &f)))
             return rc;
         fr_pending *p = fr_future_entry(f);
         if ((rc = start(a, p, arg))) {

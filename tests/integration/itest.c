@@ -24,6 +24,8 @@
  *            and replies must have gone without a copy, and
  *            frpc_stats.zerocopy_sent must count exactly those. A lent
  *            buffer is freed at once after a call that timed out.
+ *   fnstats  per-function figures (frpc_get_fn_stats) on both sides,
+ *            against the calls made and timed by the test itself.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -398,6 +400,241 @@ static int mode_errors(void)
         CHECK(frpc_barrier(a, 60000) == 0, "the late ranks' barrier");
     }
     CHECK(frpc_barrier(a, 60000) == 0, "barrier after a timed-out one");
+    finish(a);
+    return 0;
+}
+
+/* ---- per-function figures ------------------------------------------ */
+
+static double now_msf(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static frpc_fn_stats fn_stats(frpc_agent *a, const char *name)
+{
+    frpc_fn_stats st;
+    memset(&st, 0xa5, sizeof(st));
+    int rc = frpc_get_fn_stats(a, name, &st);
+    CHECK(rc == 0, "frpc_get_fn_stats(%s): %s", name, frpc_strerror(rc));
+    return st;
+}
+
+/* Each side's figures hold together: min <= p50 <= p99 <= max, the total
+ * between n * min and n * max, failures among the counted. */
+static void check_shape(const char *name, const char *side, uint64_t n,
+                        uint64_t failed, uint64_t total, uint64_t min,
+                        uint64_t max, uint64_t p50, uint64_t p99)
+{
+    CHECK(failed <= n, "%s %s: %llu failed of %llu", name, side,
+          (unsigned long long)failed, (unsigned long long)n);
+    if (n == 0) {
+        CHECK(total == 0 && min == 0 && max == 0 && p50 == 0 && p99 == 0,
+              "%s %s: times without a count", name, side);
+        return;
+    }
+    CHECK(min > 0 && min <= p50 && p50 <= p99 && p99 <= max,
+          "%s %s: min %llu p50 %llu p99 %llu max %llu", name, side,
+          (unsigned long long)min, (unsigned long long)p50,
+          (unsigned long long)p99, (unsigned long long)max);
+    CHECK(total >= n * min && total <= n * max,
+          "%s %s: total %llu outside n x [min, max]", name, side,
+          (unsigned long long)total);
+}
+
+static void check_fn(const char *name, const frpc_fn_stats *st)
+{
+    check_shape(name, "calls", st->calls, st->calls_failed,
+                st->call_ns_total, st->call_ns_min, st->call_ns_max,
+                st->call_ns_p50, st->call_ns_p99);
+    check_shape(name, "handled", st->handled, st->handled_error,
+                st->handle_ns_total, st->handle_ns_min, st->handle_ns_max,
+                st->handle_ns_p50, st->handle_ns_p99);
+}
+
+static int has_name(frpc_agent *a, const char *name)
+{
+    const char *names[FRPC_FN_STATS_MAX];
+    int n = frpc_fn_stats_names(a, names, FRPC_FN_STATS_MAX);
+    CHECK(n >= 0 && n <= FRPC_FN_STATS_MAX, "frpc_fn_stats_names: %d", n);
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return 1;
+    return 0;
+}
+
+#define FN_SYNC 200
+#define FN_ASYNC 100
+#define FN_FAILS 20
+
+/* Every rank calls the next (a ring: each is called by one rank) and
+ * checks the figures against what it did and timed itself, on both
+ * sides; then the argument checks and the struct's size handling. */
+static int mode_fnstats(void)
+{
+    frpc_agent *a = start();
+    int n = frpc_world_size(a), peer = (me + 1) % n;
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "echo_async", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "fail", fail_handler, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "park", park_handler, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "unpark", unpark_handler, NULL, 0) == 0, "reg");
+    /* Registered, not yet called: listed, all zeros. */
+    CHECK(has_name(a, "echo") && has_name(a, "park"), "registered names listed");
+    frpc_fn_stats st = fn_stats(a, "echo");
+    CHECK(st.calls == 0 && st.handled == 0 && st.call_ns_max == 0,
+          "a name before any call has zeros");
+    st = fn_stats(a, "never_seen");
+    CHECK(st.calls == 0 && st.handled == 0 && st.handle_ns_p99 == 0,
+          "an unknown name has zeros");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+
+    /* Sync calls, timed here around each: the library's start and end lie
+     * within them, so its times are no longer than ours. */
+    double sum_ms = 0, max_ms = 0;
+    uint8_t b[100];
+    for (int i = 0; i < FN_SYNC; i++) {
+        size_t len = (size_t)(i % 100);
+        frpc_result res;
+        fill(b, len, seed_of(me, peer, len, 0));
+        double t0 = now_msf();
+        int rc = frpc_call(a, peer, "echo", b, len, CALL_TIMEOUT_MS, &res);
+        double ms = now_msf() - t0;
+        CHECK(rc == 0, "echo: %s", frpc_strerror(rc));
+        frpc_result_clear(&res);
+        sum_ms += ms;
+        if (ms > max_ms)
+            max_ms = ms;
+    }
+    st = fn_stats(a, "echo");
+    check_fn("echo", &st);
+    CHECK(st.calls == FN_SYNC && st.calls_failed == 0,
+          "echo: %llu calls (%llu failed), made %d",
+          (unsigned long long)st.calls, (unsigned long long)st.calls_failed,
+          FN_SYNC);
+    CHECK((double)st.call_ns_total <= sum_ms * 1e6 &&
+              (double)st.call_ns_max <= max_ms * 1e6,
+          "echo: total %llu ns, max %llu ns; timed around the calls: "
+          "%.0f ns, %.0f ns", (unsigned long long)st.call_ns_total,
+          (unsigned long long)st.call_ns_max, sum_ms * 1e6, max_ms * 1e6);
+    printf("ok: echo x%d: p50 %llu ns, p99 %llu ns, max %llu ns (timed "
+           "around: mean %.0f ns)\n", FN_SYNC,
+           (unsigned long long)st.call_ns_p50,
+           (unsigned long long)st.call_ns_p99,
+           (unsigned long long)st.call_ns_max, sum_ms * 1e6 / FN_SYNC);
+
+    /* Async calls count the same way, under their own name. */
+    frpc_future *fs[FN_ASYNC];
+    for (int i = 0; i < FN_ASYNC; i++)
+        CHECK(frpc_call_async(a, peer, "echo_async", NULL, 0, CALL_TIMEOUT_MS,
+                              &fs[i]) == 0, "call_async");
+    CHECK(frpc_wait_all(fs, FN_ASYNC, CALL_TIMEOUT_MS) == 0, "wait_all");
+    for (int i = 0; i < FN_ASYNC; i++)
+        frpc_future_free(fs[i]);
+    st = fn_stats(a, "echo_async");
+    check_fn("echo_async", &st);
+    CHECK(st.calls == FN_ASYNC && st.calls_failed == 0,
+          "echo_async: %llu calls", (unsigned long long)st.calls);
+
+    /* Failures: remote errors, an unknown function, a timeout. */
+    for (int i = 0; i < FN_FAILS; i++) {
+        frpc_result res;
+        CHECK(frpc_call(a, peer, "fail", NULL, 0, CALL_TIMEOUT_MS, &res) ==
+                  FRPC_EREMOTE, "fail");
+        frpc_result_clear(&res);
+    }
+    st = fn_stats(a, "fail");
+    check_fn("fail", &st);
+    CHECK(st.calls == FN_FAILS && st.calls_failed == FN_FAILS,
+          "fail: %llu calls, %llu failed", (unsigned long long)st.calls,
+          (unsigned long long)st.calls_failed);
+    CHECK(frpc_call(a, peer, "no_such_fn", NULL, 0, CALL_TIMEOUT_MS, NULL) ==
+              FRPC_ENOFUNC, "no_such_fn");
+    st = fn_stats(a, "no_such_fn");
+    CHECK(st.calls == 1 && st.calls_failed == 1 && st.handled == 0,
+          "no_such_fn: %llu calls, %llu failed",
+          (unsigned long long)st.calls, (unsigned long long)st.calls_failed);
+    CHECK(has_name(a, "no_such_fn"), "a called name is listed");
+    double t0 = now_msf();
+    CHECK(frpc_call(a, peer, "park", NULL, 0, 300, NULL) == FRPC_ETIMEDOUT,
+          "park times out");
+    double park_ms = now_msf() - t0;
+    CHECK(frpc_call(a, peer, "unpark", NULL, 0, CALL_TIMEOUT_MS, NULL) == 0,
+          "unpark");
+    st = fn_stats(a, "park");
+    check_fn("park", &st);
+    CHECK(st.calls == 1 && st.calls_failed == 1 &&
+              st.call_ns_min >= 300 * 1000000ull &&
+              (double)st.call_ns_max <= park_ms * 1e6,
+          "park: %llu calls, %llu failed, %llu ns (timed around: %.0f ms)",
+          (unsigned long long)st.calls, (unsigned long long)st.calls_failed,
+          (unsigned long long)st.call_ns_min, park_ms);
+    printf("ok: caller figures: counts, failures, timeout of 300 ms "
+           "counted as %.1f ms\n", (double)st.call_ns_min / 1e6);
+
+    /* The callee's side: each rank was called by one, exactly as it
+     * called its peer. */
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    st = fn_stats(a, "echo");
+    check_fn("echo", &st);
+    CHECK(st.handled == FN_SYNC && st.handled_error == 0,
+          "echo handled %llu (%llu errors), want %d",
+          (unsigned long long)st.handled,
+          (unsigned long long)st.handled_error, FN_SYNC);
+    st = fn_stats(a, "echo_async");
+    CHECK(st.handled == FN_ASYNC, "echo_async handled %llu",
+          (unsigned long long)st.handled);
+    st = fn_stats(a, "fail");
+    CHECK(st.handled == FN_FAILS && st.handled_error == FN_FAILS,
+          "fail handled %llu, errors %llu", (unsigned long long)st.handled,
+          (unsigned long long)st.handled_error);
+    st = fn_stats(a, "park");
+    check_fn("park", &st);
+    /* Answered once the caller, 300 ms after its start, asked: a little
+     * less here, by how much sooner "unpark" travelled than "park". */
+    CHECK(st.handled == 1 && st.handle_ns_min >= 250 * 1000000ull,
+          "park handled %llu in %llu ns: the answer came after the "
+          "caller's 300 ms", (unsigned long long)st.handled,
+          (unsigned long long)st.handle_ns_min);
+    st = fn_stats(a, "no_such_fn");
+    CHECK(st.handled == 0, "an unknown function is handled by none");
+    printf("ok: callee figures: handled, errors, a parked request's time\n");
+
+    /* Listing: the count alone, and a short array. */
+    int count = frpc_fn_stats_names(a, NULL, 0);
+    CHECK(count >= 6, "names: %d", count);
+    const char *two[2] = {NULL, NULL};
+    CHECK(frpc_fn_stats_names(a, two, 2) == count && two[0] && two[1],
+          "names into 2 slots");
+
+    /* Arguments and sizes. */
+    char longname[300];
+    memset(longname, 'x', sizeof(longname) - 1);
+    longname[sizeof(longname) - 1] = '\0';
+    CHECK(frpc_get_fn_stats(NULL, "echo", &st) == FRPC_EINVAL &&
+              frpc_get_fn_stats(a, NULL, &st) == FRPC_EINVAL &&
+              frpc_get_fn_stats(a, "", &st) == FRPC_EINVAL &&
+              frpc_get_fn_stats(a, longname, &st) == FRPC_EINVAL &&
+              frpc_get_fn_stats_sized(a, "echo", NULL, sizeof(st)) ==
+                  FRPC_EINVAL &&
+              frpc_get_fn_stats_sized(a, "echo", &st, 8) == FRPC_EINVAL &&
+              frpc_fn_stats_names(NULL, NULL, 0) == FRPC_EINVAL &&
+              frpc_fn_stats_names(a, NULL, 1) == FRPC_EINVAL &&
+              frpc_fn_stats_names(a, two, -1) == FRPC_EINVAL,
+          "bad arguments: FRPC_EINVAL");
+    struct {
+        frpc_fn_stats st;
+        uint64_t later[4]; /* a newer program's fields */
+    } big;
+    memset(&big, 0xff, sizeof(big));
+    CHECK(frpc_get_fn_stats_sized(a, "echo", &big.st, sizeof(big)) == 0 &&
+              big.later[0] == 0 && big.later[3] == 0 &&
+              big.st.handled == FN_SYNC,
+          "a larger struct: the unknown fields zeroed");
+    printf("ok: arguments and struct sizes\n");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
     finish(a);
     return 0;
 }
@@ -857,7 +1094,7 @@ int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc != 2) {
-        fprintf(stderr, "usage: itest calls|errors|nested|threads|late|strict|backend|unknown-provider|zerocopy\n");
+        fprintf(stderr, "usage: itest calls|errors|nested|threads|late|strict|backend|unknown-provider|zerocopy|fnstats\n");
         return 2;
     }
     if (strcmp(argv[1], "calls") == 0)
@@ -882,6 +1119,8 @@ int main(int argc, char **argv)
         return mode_late();
     if (strcmp(argv[1], "zerocopy") == 0)
         return mode_zerocopy();
+    if (strcmp(argv[1], "fnstats") == 0)
+        return mode_fnstats();
     fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
     return 2;
 }

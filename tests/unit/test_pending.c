@@ -69,11 +69,12 @@ START_TEST(small_replies_land_in_the_room)
     ck_assert_int_eq(fr_pending_init(&t), 0);
     ck_assert_int_eq(fr_pending_add_with_room(&t, &with.p, 1, "f", 0,
                                               UINT64_MAX, NULL, room,
-                                              sizeof(room)), 0);
+                                              sizeof(room), NULL), 0);
     ck_assert_int_eq(fr_pending_add(&t, &without.p, 1, "f", 0, UINT64_MAX,
                                     NULL), 0);
     ck_assert_int_eq(fr_pending_add_with_room(&t, &big.p, 1, "f", 0,
-                                              UINT64_MAX, NULL, room, 4), 0);
+                                              UINT64_MAX, NULL, room, 4,
+                                              NULL), 0);
     fr_answer ans[3] = {{.id = with.p.id, .src = 1, .len = 6},
                         {.id = without.p.id, .src = 1, .len = 6},
                         {.id = big.p.id, .src = 1, .len = 6}};
@@ -81,7 +82,7 @@ START_TEST(small_replies_land_in_the_room)
         memcpy(ans[i].small, "reply", 6);
         ans[i].data = ans[i].small;
     }
-    ck_assert_uint_eq(fr_pending_complete_many(&t, ans, 3), 3);
+    ck_assert_uint_eq(fr_pending_complete_many(&t, ans, 3, 0), 3);
     ck_assert_ptr_eq(with.p.res.data, room);
     ck_assert_str_eq((char *)room, "reply");
     ck_assert_ptr_nonnull(without.p.res.data);
@@ -234,7 +235,7 @@ static void *completer(void *p)
         pthread_mutex_unlock(&r->qlock);
         if (n == 0 && last)
             return NULL;
-        fr_pending_complete_many(&r->t, batch, n);
+        fr_pending_complete_many(&r->t, batch, n, 0);
     }
 }
 
