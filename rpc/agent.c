@@ -467,9 +467,8 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     uint64_t deadline = 0; /* of the whole of frpc_init (init_timeout_ms) */
     int rc;
 
-    if (!out)
-        return FRPC_EINVAL;
-    *out = NULL;
+    if (out)
+        *out = NULL;
     if (fr_config_adopt(cfg, &defaults))
         return FRPC_EINVAL; /* size: not made by frpc_config_init */
     cfg = &defaults;
@@ -477,6 +476,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         err = cfg->errbuf;
         errlen = cfg->errbuf_len;
         err[0] = '\0';
+    }
+    if (!out) { /* like every other failure, say so in errbuf */
+        say(err, errlen, "frpc_init: out is NULL (it receives the agent)");
+        return FRPC_EINVAL;
     }
     a = calloc(1, sizeof(*a));
     if (!a)

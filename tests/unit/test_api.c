@@ -344,6 +344,34 @@ START_TEST(out_of_range_fields_are_named)
 }
 END_TEST
 
+/* Every failure of frpc_init past the size check explains itself in
+ * errbuf ("where frpc_init writes a one-paragraph explanation when it
+ * fails"), out NULL included: it used to return FRPC_EINVAL with errbuf
+ * left as it was (here: "stale"). */
+START_TEST(a_null_out_is_explained_in_errbuf)
+{
+    frpc_config c;
+    char err[256];
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    strcpy(err, "stale");
+    ck_assert_int_eq(frpc_init(&c, NULL), FRPC_EINVAL);
+    ck_assert_msg(strstr(err, "out is NULL"), "errbuf: \"%s\"", err);
+    c.threads = 0; /* the config's own failures: named as before */
+    strcpy(err, "stale");
+    frpc_agent *a = (frpc_agent *)&c;
+    ck_assert_int_eq(frpc_init(&c, &a), FRPC_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_msg(strstr(err, "threads"), "errbuf: \"%s\"", err);
+    c.errbuf_len = 1; /* truncated to nothing, still terminated */
+    ck_assert_int_eq(frpc_init(&c, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(err[0], '\0');
+}
+END_TEST
+
 /* ---- version and stats ---------------------------------------------- */
 
 START_TEST(version_matches_the_header)
@@ -759,6 +787,8 @@ int main(void)
          a_set_field_wins_over_the_environment},
         {"out-of-range config fields fail FRPC_EINVAL naming the field",
          out_of_range_fields_are_named},
+        {"frpc_init with out NULL says so in errbuf",
+         a_null_out_is_explained_in_errbuf},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
          "is FRPC_EINVAL naming it",
          rma_mode_from_config_and_environment},
