@@ -271,8 +271,13 @@ static int resolve_timeout(const frpc_config *cfg, fr_settings *s, char *err,
         return 0;
     }
     if ((rc = numeric("timeout_ms", FRPC_UNSET, "FABRPC_TIMEOUT_MS", 1,
-                      INT32_MAX, FR_DEFAULT_TIMEOUT_MS, &x, err, errlen)))
+                      INT32_MAX, FR_DEFAULT_TIMEOUT_MS, &x, err, errlen))) {
+        /* The parser knows only numbers: name the other value taken. */
+        snprintf(err, errlen, "FABRPC_TIMEOUT_MS=\"%.64s\": want "
+                 "milliseconds 1..%d, or \"none\" for no limit", v ? v : "",
+                 INT32_MAX);
         return rc;
+    }
     s->timeout_ms = (int)x;
     return 0;
 }

@@ -344,6 +344,40 @@ START_TEST(out_of_range_fields_are_named)
 }
 END_TEST
 
+/* FABRPC_TIMEOUT_MS takes milliseconds or "none"; a bad value's message
+ * names both (it used to say only "out of range (1..2147483647)", so a
+ * user trying -1, as config.timeout_ms takes, was not told of "none"). */
+START_TEST(timeout_from_the_environment)
+{
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    setenv("FABRPC_TIMEOUT_MS", "none", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.timeout_ms, FRPC_TIMEOUT_NONE);
+    setenv("FABRPC_TIMEOUT_MS", "250", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.timeout_ms, 250);
+    c.timeout_ms = -7; /* the field wins: negative is no limit */
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.timeout_ms, FRPC_TIMEOUT_NONE);
+    c.timeout_ms = FRPC_UNSET;
+    const char *bad[] = {"-1", "0", "2147483648", "12abc", "NONE", " 5"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        setenv("FABRPC_TIMEOUT_MS", bad[i], 1);
+        err[0] = '\0';
+        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+        ck_assert_msg(strstr(err, "FABRPC_TIMEOUT_MS") &&
+                          strstr(err, "\"none\"") && strstr(err, bad[i]),
+                      "FABRPC_TIMEOUT_MS=%s: \"%s\"", bad[i], err);
+    }
+    unsetenv("FABRPC_TIMEOUT_MS");
+}
+END_TEST
+
 /* Every failure of frpc_init past the size check explains itself in
  * errbuf ("where frpc_init writes a one-paragraph explanation when it
  * fails"), out NULL included: it used to return FRPC_EINVAL with errbuf
@@ -787,6 +821,9 @@ int main(void)
          a_set_field_wins_over_the_environment},
         {"out-of-range config fields fail FRPC_EINVAL naming the field",
          out_of_range_fields_are_named},
+        {"FABRPC_TIMEOUT_MS: milliseconds or none; a bad value's message "
+         "names both",
+         timeout_from_the_environment},
         {"frpc_init with out NULL says so in errbuf",
          a_null_out_is_explained_in_errbuf},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
