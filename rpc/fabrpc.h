@@ -311,7 +311,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
  * config.rma native where the provider cannot do RMA), FRPC_EBOOTSTRAP
  * (store unreachable, a rank did not join in time, the ranks disagree on
- * world size or version, or a value in the store is garbled; the message
+ * world size or version, another rank's job key is not the job's (that
+ * rank gets FRPC_EACCES), or a value in the store is garbled; the message
  * says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a

@@ -69,6 +69,19 @@ says() {
     done
 }
 
+# codes NAME RC0 RC1: the code each rank's frpc_init returned. On a key
+# mismatch the rank whose key is not the job's gets FRPC_EACCES, rank 0
+# (whose key is the job's) FRPC_EBOOTSTRAP (fabrpc.h, frpc_init's errors).
+codes() {
+    local name=$1 i rc
+    shift
+    for i in 0 1; do
+        rc=$(sed -n 's/^init: rc=\([A-Z_]*\) .*/\1/p' "$TMPD/$name.$i")
+        [ "$rc" = "$1" ] || fail "rank $i: frpc_init returned ${rc:-nothing}, want $1"
+        shift
+    done
+}
+
 world_mismatch() {
     pair ws 2 3 - -
     within ws $BOUND
@@ -79,12 +92,14 @@ key_mismatch() {
     pair key 2 2 "key-a-$$" "key-b-$$"
     within key $BOUND
     says key 'key'
+    codes key FRPC_EBOOTSTRAP FRPC_EACCES
 }
 
 key_one_side() {
     pair onekey 2 2 "key-a-$$" -
     within onekey $BOUND
     says onekey 'key'
+    codes onekey FRPC_EBOOTSTRAP FRPC_EACCES
 }
 
 for PROV in shm tcp; do
