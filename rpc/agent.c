@@ -587,6 +587,15 @@ static int64_t cap_store(frpc_agent *a, uint64_t deadline)
     return old;
 }
 
+/* A barrier with a rank known lost would never complete. */
+static int any_rank_lost(frpc_agent *a)
+{
+    for (int r = 0; r < a->set.world; r++)
+        if (fr_agent_peer_lost_why(a, (uint32_t)r))
+            return 1;
+    return 0;
+}
+
 /* The barrier, timeout_ms as the store takes it (<= 0: no limit). A rank
  * known lost would never come: fail at once. shutdown: frpc_shutdown's,
  * under a key of its own, so that an application's barrier that another
@@ -597,9 +606,8 @@ static int barrier_for(frpc_agent *a, int timeout_ms, int shutdown)
     int rc;
     if (a->set.world == 1)
         return 0;
-    for (int r = 0; r < a->set.world; r++)
-        if (fr_agent_peer_lost_why(a, (uint32_t)r))
-            return FRPC_EPEERLOST;
+    if (any_rank_lost(a))
+        return FRPC_EPEERLOST;
     pthread_mutex_lock(&a->store_lock);
     if (shutdown)
         snprintf(key, sizeof(key), "barrier/shutdown");
@@ -653,9 +661,8 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
     char key[64];
     if (a->set.world == 1)
         return 0;
-    for (int r = 0; r < a->set.world; r++)
-        if (fr_agent_peer_lost_why(a, (uint32_t)r))
-            return FRPC_EPEERLOST;
+    if (any_rank_lost(a))
+        return FRPC_EPEERLOST;
     uint64_t deadline = fr_deadline_ms(timeout_ms <= 0 ? -1 : timeout_ms);
     int rc = lock_store_for_user(a, deadline);
     if (rc)
