@@ -86,6 +86,17 @@
  *                 $PEERLOST_DIR/answered.R. No call that rank 0 answered
  *                 may end FRPC_EPEERLOST on its caller (frpc_shutdown:
  *                 "an answer it sent is not overtaken by the news").
+ *   peer-fn       4 ranks, FABRPC_THREADS=2. Ranks 2 and 3 hold 20 calls
+ *                 from each survivor and die at the same moment. On the
+ *                 survivors each is reported once, DEAD, only after all
+ *                 its calls ended FRPC_EPEERLOST, on one thread that is
+ *                 neither main, a pool thread nor one that ran an inline
+ *                 handler, one report at a time (each naps 200 ms); the
+ *                 report calls the other survivor and gets FRPC_EDEADLK
+ *                 from frpc_shutdown; on shm it comes < 3 s after
+ *                 frpc_peer_state says DEAD. Setting a new fn and user,
+ *                 then the same again, replays both losses each time in
+ *                 the order found, to the new user only.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1382,6 +1393,270 @@ static int mode_replay_order(void)
     return 0;
 }
 
+/* ---- peer-fn ------------------------------------------------------------ */
+
+/* frpc_on_peer_lost's promises about each report (fabrpc.h): once for each
+ * lost rank, after every call to it has ended with FRPC_EPEERLOST, on the
+ * agent's liveness thread (one thread, neither a pool thread, a polling
+ * one nor the application's), one loss at a time; fn may call the
+ * survivors, and frpc_shutdown there is FRPC_EDEADLK; a second
+ * frpc_on_peer_lost reports every loss so far again to the new fn and
+ * user, in the order found, and so does a third with the same fn and
+ * user. 4 ranks, FABRPC_THREADS=2: ranks 2 and 3 hold PF_HOLDS calls from
+ * each survivor (no timeout) and kill themselves at the same moment. */
+#define PF_HOLDS 20
+#define PF_TIDS 64
+
+static pthread_t pf_main;
+static pthread_mutex_t pf_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t pf_pool[PF_TIDS], pf_poll[PF_TIDS], pf_fn_tid;
+static int pf_npool, pf_npoll, pf_fn_tid_set;
+static frpc_future *pf_holds[MAX_RANKS][PF_HOLDS];
+static atomic_int pf_inside, pf_overlaps, pf_calls_ok, pf_deadlk;
+static atomic_int pf_reports_a[MAX_RANKS], pf_reports_b[MAX_RANKS];
+static atomic_int pf_order_a[2], pf_order_b[4], pf_na, pf_nb;
+static double pf_report_ms[MAX_RANKS];
+static int pf_user_a, pf_user_b; /* their addresses are the user values */
+
+static int pf_seen(const pthread_t *set, int n, pthread_t t)
+{
+    for (int i = 0; i < n; i++)
+        if (pthread_equal(set[i], t))
+            return 1;
+    return 0;
+}
+
+static void pf_note(pthread_t *set, int *n)
+{
+    pthread_t t = pthread_self();
+    pthread_mutex_lock(&pf_lock);
+    if (!pf_seen(set, *n, t) && *n < PF_TIDS)
+        set[(*n)++] = t;
+    pthread_mutex_unlock(&pf_lock);
+}
+
+/* echo, noting each thread that runs it (inline: the polling threads)
+ * until the deaths; not after, as a report's own call to a survivor may
+ * poll (and so run this) on the liveness thread. */
+static atomic_int pf_noting = 1;
+
+static void pf_echo(frpc_request *req, void *user)
+{
+    if (atomic_load(&pf_noting))
+        pf_note(pf_poll, &pf_npoll);
+    echo(req, user);
+}
+
+/* pool_meet: two requests meet here, so both pool threads are noted. */
+static atomic_int pf_met;
+
+static void pf_pool_meet(frpc_request *req, void *user)
+{
+    pf_note(pf_pool, &pf_npool);
+    atomic_fetch_add(&pf_met, 1);
+    CHECK(wait_count(&pf_met, 2, 20000), "pool_meet: the other pool thread "
+          "never came");
+    frpc_respond(req, NULL, 0);
+}
+
+/* Whatever thread runs a report: always the same one, none of the
+ * others. */
+static void pf_check_thread(int rank)
+{
+    pthread_t t = pthread_self();
+    pthread_mutex_lock(&pf_lock);
+    if (!pf_fn_tid_set) {
+        pf_fn_tid = t;
+        pf_fn_tid_set = 1;
+    }
+    int same = pthread_equal(t, pf_fn_tid);
+    int pool = pf_seen(pf_pool, pf_npool, t);
+    int poll = pf_seen(pf_poll, pf_npoll, t);
+    pthread_mutex_unlock(&pf_lock);
+    CHECK(same, "the report of rank %d ran on another thread than the "
+          "first report", rank);
+    CHECK(!pthread_equal(t, pf_main) && !pool && !poll, "the report of "
+          "rank %d ran on %s", rank, pthread_equal(t, pf_main)
+              ? "the main thread" : pool ? "a pool thread"
+              : "a thread that ran an inline handler (a polling thread)");
+}
+
+static void pf_fn_a(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    pf_report_ms[rank & (MAX_RANKS - 1)] = au_now_ms();
+    if (atomic_fetch_add(&pf_inside, 1) != 0)
+        atomic_fetch_add(&pf_overlaps, 1);
+    printf("peer lost: rank %d state %d (%s) at %.0f ms\n", rank, state,
+           why ? why : "(null)", au_now_ms());
+    CHECK(a == agent && user == &pf_user_a, "report with agent %p user %p",
+          (void *)a, user);
+    CHECK((rank == 2 || rank == 3) && state == FRPC_PEER_DEAD, "report of "
+          "rank %d state %d, want 2 or 3, DEAD", rank, state);
+    pf_check_thread(rank);
+    /* Every call to the rank has ended, with FRPC_EPEERLOST. */
+    for (int i = 0; i < PF_HOLDS; i++) {
+        frpc_future *f = pf_holds[rank][i];
+        CHECK(frpc_future_test(f) == 1, "report of rank %d while its call "
+              "%d is still in flight", rank, i);
+        int rc = frpc_future_error(f, NULL, NULL);
+        CHECK(rc == FRPC_EPEERLOST, "report of rank %d: its call %d ended "
+              "%s, want FRPC_EPEERLOST", rank, i, frpc_err_name(rc));
+    }
+    int k = atomic_fetch_add(&pf_na, 1);
+    if (k < 2)
+        atomic_store(&pf_order_a[k], rank);
+    /* Calls to the survivor go on from here; shutdown may not. */
+    frpc_result res;
+    int rc = au_call(1 - me, "echo", au_mix(0x9f00 + rank), 300, 20000, &res);
+    CHECK(rc == 0 && au_reply_ok(res.data, res.len, au_mix(0x9f00 + rank),
+                                 300),
+          "a call to survivor %d from the report: %s", 1 - me,
+          au_why(rc, res.error));
+    frpc_result_clear(&res);
+    atomic_fetch_add(&pf_calls_ok, 1);
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 100);
+    CHECK(rc == FRPC_EDEADLK, "frpc_shutdown from the report: %s, want "
+          "FRPC_EDEADLK", frpc_err_name(rc));
+    atomic_fetch_add(&pf_deadlk, 1);
+    au_sleep_us(200000); /* the other loss, if reported now, would overlap */
+    atomic_fetch_add(&pf_reports_a[rank & (MAX_RANKS - 1)], 1);
+    atomic_fetch_sub(&pf_inside, 1);
+}
+
+static void pf_fn_b(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    if (atomic_fetch_add(&pf_inside, 1) != 0)
+        atomic_fetch_add(&pf_overlaps, 1);
+    CHECK(user == &pf_user_b && (rank == 2 || rank == 3) &&
+              state == FRPC_PEER_DEAD,
+          "replayed report: rank %d state %d user %p", rank, state, user);
+    pf_check_thread(rank);
+    int k = atomic_fetch_add(&pf_nb, 1);
+    if (k < 4)
+        atomic_store(&pf_order_b[k], rank);
+    atomic_fetch_add(&pf_reports_b[rank], 1);
+    atomic_fetch_sub(&pf_inside, 1);
+}
+
+static int mode_peer_fn(void)
+{
+    au_start();
+    CHECK(nranks == 4, "peer-fn needs 4 ranks");
+    pf_main = pthread_self();
+    au_register("echo", pf_echo, NULL, FRPC_INLINE);
+    au_register("hold", hold_forever, NULL, FRPC_INLINE);
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    au_register("pool_meet", pf_pool_meet, NULL, 0);
+    CHECK(frpc_on_peer_lost(agent, pf_fn_a, &pf_user_a) == 0, "on_peer_lost");
+    au_barrier();
+    if (me < 2) {
+        /* Both pool threads (FABRPC_THREADS=2) noted. */
+        frpc_future *m[2] = {au_async(me, "pool_meet", au_mix(1), 8, 30000),
+                             au_async(me, "pool_meet", au_mix(2), 8, 30000)};
+        CHECK(frpc_wait_all(m, 2, 30000) == 0, "pool_meet");
+        CHECK(pf_npool == 2, "%d pool threads noted, want 2 "
+              "(FABRPC_THREADS=2)", pf_npool);
+        frpc_future_free(m[0]);
+        frpc_future_free(m[1]);
+        for (int r = 2; r < 4; r++)
+            for (int i = 0; i < PF_HOLDS; i++)
+                pf_holds[r][i] = au_async(r, "hold", au_mix(r * 100 + i), 16,
+                                          FRPC_TIMEOUT_NONE);
+        au_sync_echo(1 - me, "echo", au_mix(0x77), 64); /* polling noted */
+    }
+    au_barrier();
+    atomic_store(&pf_noting, 0);
+    if (me >= 2) {
+        CHECK(wait_count(&nkept, 2 * PF_HOLDS, 30000), "rank %d holds %d "
+              "calls, want %d", me, atomic_load(&nkept), 2 * PF_HOLDS);
+        au_barrier(); /* ranks 2 and 3 die at the same moment */
+        die_now();
+    }
+    au_barrier();
+    /* When each loss shows in frpc_peer_state, against its report. */
+    double state_ms[MAX_RANKS] = {0}, t0 = au_now_ms();
+    while (!state_ms[2] || !state_ms[3]) {
+        for (int r = 2; r < 4; r++) {
+            int st = frpc_peer_state(agent, r);
+            if (!state_ms[r] && st != FRPC_PEER_ALIVE) {
+                CHECK(st == FRPC_PEER_DEAD, "rank %d state %d", r, st);
+                state_ms[r] = au_now_ms();
+            }
+        }
+        CHECK(au_now_ms() - t0 < BOUND_MS, "ranks 2 and 3 not both DEAD "
+              "after %.0f ms", BOUND_MS);
+        au_sleep_us(200);
+    }
+    CHECK(wait_count(&pf_reports_a[2], 1, BOUND_MS) &&
+              wait_count(&pf_reports_a[3], 1, BOUND_MS),
+          "reports: rank 2 %d, rank 3 %d", atomic_load(&pf_reports_a[2]),
+          atomic_load(&pf_reports_a[3]));
+    for (int r = 2; r < 4; r++) {
+        double lag = pf_report_ms[r] - state_ms[r];
+        printf("report: rank %d reported %.1f ms after frpc_peer_state "
+               "said DEAD\n", r, lag);
+        /* fabrpc.h: "on shm, up to about 300 ms" (10 times that here, a
+         * loaded box); other providers: the detection bound. */
+        CHECK(lag < (strcmp(frpc_provider(agent), "shm") ? BOUND_MS : 3000),
+              "rank %d reported %.0f ms after its state said DEAD", r, lag);
+    }
+    au_sleep_us(500000); /* a second report would come within this */
+    for (int r = 0; r < 4; r++)
+        CHECK(atomic_load(&pf_reports_a[r]) == (r >= 2), "rank %d reported "
+              "%d times", r, atomic_load(&pf_reports_a[r]));
+    CHECK(atomic_load(&pf_overlaps) == 0, "%d reports ran while another "
+          "did", atomic_load(&pf_overlaps));
+    CHECK(atomic_load(&pf_calls_ok) == 2 && atomic_load(&pf_deadlk) == 2,
+          "calls from the reports %d, FRPC_EDEADLK %d",
+          atomic_load(&pf_calls_ok), atomic_load(&pf_deadlk));
+    int first = atomic_load(&pf_order_a[0]), second = atomic_load(&pf_order_a[1]);
+    printf("ok: ranks 2 and 3 reported once each (%d first), after their %d "
+           "calls each ended FRPC_EPEERLOST, on one thread that is no pool, "
+           "polling or main thread, one at a time; calls from the report "
+           "worked, frpc_shutdown there FRPC_EDEADLK\n", first, PF_HOLDS);
+
+    /* A new fn and user: both losses again, to them, in the order found;
+     * then the same fn and user once more: again. */
+    for (int round = 1; round <= 2; round++) {
+        CHECK(frpc_on_peer_lost(agent, pf_fn_b, &pf_user_b) == 0,
+              "on_peer_lost");
+        CHECK(wait_count(&pf_nb, 2 * round, BOUND_MS), "%d replayed reports "
+              "after setting fn %d times, want %d", atomic_load(&pf_nb),
+              round, 2 * round);
+        CHECK(atomic_load(&pf_order_b[2 * round - 2]) == first &&
+                  atomic_load(&pf_order_b[2 * round - 1]) == second,
+              "replay %d in the order %d, %d; found %d, %d", round,
+              atomic_load(&pf_order_b[2 * round - 2]),
+              atomic_load(&pf_order_b[2 * round - 1]), first, second);
+    }
+    au_sleep_us(300000);
+    CHECK(atomic_load(&pf_reports_b[2]) == 2 &&
+              atomic_load(&pf_reports_b[3]) == 2 &&
+              atomic_load(&pf_reports_a[2]) == 1 &&
+              atomic_load(&pf_reports_a[3]) == 1,
+          "after two replays: new fn %d, %d; old fn %d, %d",
+          atomic_load(&pf_reports_b[2]), atomic_load(&pf_reports_b[3]),
+          atomic_load(&pf_reports_a[2]), atomic_load(&pf_reports_a[3]));
+    printf("ok: a new fn and user, then the same again, each got both "
+           "losses once more in the order found (%d, %d); the old fn none\n",
+           first, second);
+    for (int r = 2; r < 4; r++)
+        for (int i = 0; i < PF_HOLDS; i++)
+            frpc_future_free(pf_holds[r][i]);
+    /* The other survivor's shutdown makes it LEFT: not for these fns. */
+    CHECK(frpc_on_peer_lost(agent, NULL, NULL) == 0, "on_peer_lost NULL");
+    static const int two[] = {0, 1};
+    survivors_meet(two, 2);
+    double ms;
+    int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown: %s, want FRPC_EPEERLOST",
+          frpc_err_name(rc));
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- max-inflight ------------------------------------------------------- */
 
 /* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
@@ -2002,7 +2277,8 @@ int main(int argc, char **argv)
                  {"drain", mode_drain},
                  {"own-threads", mode_own_threads},
                  {"inside", mode_inside},
-                 {"leave-answers", mode_leave_answers}};
+                 {"leave-answers", mode_leave_answers},
+                 {"peer-fn", mode_peer_fn}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -289,6 +289,19 @@ left_in_shutdown() {
 
 bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
 
+# Ranks 2 and 3 die at once: each report once, after the calls to it
+# ended, on one thread of its own, one at a time (peerlost.c, peer-fn).
+peer_fn() {
+    local st=0
+    job peerfn 4 60 peer-fn FABRPC_THREADS=2 || st=$?
+    show "$JOB"
+    expect_status $st 137
+    expect_grep "^fabrpc-run: rank [23] killed by signal SIGKILL" "$JOB/err"
+    expect_ok 0 1
+    expect_grep "^\[0\] ok: ranks 2 and 3 reported once each" "$JOB/out"
+    expect_grep "^\[1\] ok: a new fn and user, then the same again" "$JOB/out"
+}
+
 # Two ranks die (3, then 2) before the function is set: reported in that
 # order.
 replay_order() {
@@ -341,6 +354,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
     run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
     run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
+    run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
