@@ -97,6 +97,11 @@
  *                 frpc_peer_state says DEAD. Setting a new fn and user,
  *                 then the same again, replays both losses each time in
  *                 the order found, to the new user only.
+ *   notify-lost   3 ranks. Rank 1, the only sender, dies 500 ms into rank
+ *                 0's frpc_notify_wait(5000): it ends FRPC_ETIMEDOUT at
+ *                 5 s (the loss was reported during it); then
+ *                 notifications from rank 2 and from itself, and calls,
+ *                 work, and nothing else is queued.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1657,6 +1662,108 @@ static int mode_peer_fn(void)
     return 0;
 }
 
+/* ---- notify-lost --------------------------------------------------------- */
+
+/* frpc_notify_wait: "The wait is for any sender, so a lost rank does not
+ * end it". 3 ranks. Rank 1, the only sender, sends one notification to
+ * rank 0, then kills itself NL_DIE_MS into rank 0's next
+ * frpc_notify_wait(NL_WAIT_MS): that wait ends FRPC_ETIMEDOUT at its
+ * timeout (not early, not FRPC_EPEERLOST, not hanging), though rank 1 was
+ * found lost during it; then notifications from rank 2 and from rank 0
+ * itself, and calls, still work, and nothing else is queued. */
+#define NL_WAIT_MS 5000
+#define NL_DIE_MS 500
+
+static void nl_expect_note(int want_src, uint64_t seed, int timeout_ms)
+{
+    char buf[256];
+    size_t len = 0;
+    int src = -1;
+    int rc = frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                              timeout_ms);
+    uint64_t got = 0;
+    CHECK(rc == 0, "frpc_notify_wait for rank %d's notification: %s",
+          want_src, frpc_err_name(rc));
+    CHECK(src == want_src && au_msg_check(buf, len, &got) && got == seed &&
+              len == 100,
+          "notification from %d (%zu B, seed %llx), want from %d, 100 B, "
+          "seed %llx", src, len, (unsigned long long)got, want_src,
+          (unsigned long long)seed);
+}
+
+static void nl_notify(int dst, uint64_t seed)
+{
+    void *m = au_msg(seed, 100);
+    int rc = frpc_notify(agent, dst, m, 100, 20000);
+    free(m);
+    CHECK(rc == 0, "frpc_notify to %d: %s", dst, frpc_err_name(rc));
+}
+
+static int mode_notify_lost(void)
+{
+    start_lost();
+    CHECK(nranks == 3, "notify-lost needs 3 ranks");
+    au_barrier();
+    if (me == 1) {
+        nl_notify(0, au_mix(0x401)); /* returns once rank 0 has it */
+        au_sleep_us(NL_DIE_MS * 1000);
+        die_now();
+    }
+    static const int survivors[] = {0, 2};
+    if (me == 2) {
+        wait_dead(1);
+        survivors_meet(survivors, 2);
+        nl_notify(0, au_mix(0x402));
+        survivors_meet(survivors, 2);
+        double ms;
+        timed_shutdown(SHUTDOWN_MS, &ms);
+        printf("ok: rank 2 done\n");
+        return 0;
+    }
+    nl_expect_note(1, au_mix(0x401), CALL_TIMEOUT_MS);
+    char buf[256];
+    size_t len = 0;
+    int src = -1;
+    double t0 = au_now_ms();
+    int rc = frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                              NL_WAIT_MS);
+    double t1 = au_now_ms(), tk = kill_time_ms();
+    printf("notify_wait(%d) with its only sender killed %.0f ms into it: "
+           "%s after %.0f ms; rank 1 reported lost %.0f ms into it\n",
+           NL_WAIT_MS, tk - t0, frpc_err_name(rc), t1 - t0,
+           lost_at_ms[1] ? lost_at_ms[1] - t0 : -1.0);
+    CHECK(rc == FRPC_ETIMEDOUT, "frpc_notify_wait(%d) while its only sender "
+          "died: %s, want FRPC_ETIMEDOUT", NL_WAIT_MS, frpc_err_name(rc));
+    CHECK(t1 - t0 >= NL_WAIT_MS - 20 && t1 - t0 < NL_WAIT_MS + 3000,
+          "frpc_notify_wait(%d) returned after %.0f ms", NL_WAIT_MS, t1 - t0);
+    /* The loss happened, and was known, during the wait (else the test
+     * proved nothing). */
+    CHECK(tk > t0 && tk < t1 && atomic_load(&lost_dead[1]) == 1 &&
+              lost_at_ms[1] < t1,
+          "rank 1 died %.0f ms and was reported %.0f ms into the %.0f ms "
+          "wait: not during it", tk - t0, lost_at_ms[1] - t0, t1 - t0);
+    printf("ok: frpc_notify_wait(%d) ran to its timeout (%.0f ms) though "
+           "its only sender died %.0f ms into it\n", NL_WAIT_MS, t1 - t0,
+           tk - t0);
+    survivors_meet(survivors, 2);
+    nl_expect_note(2, au_mix(0x402), CALL_TIMEOUT_MS);
+    nl_notify(0, au_mix(0x403));
+    nl_expect_note(0, au_mix(0x403), CALL_TIMEOUT_MS);
+    au_sync_echo(2, "echo", au_mix(0x404), 500);
+    rc = frpc_notify_wait(agent, &src, buf, sizeof(buf), &len, 200);
+    CHECK(rc == FRPC_ETIMEDOUT, "a last frpc_notify_wait(200): %s, want "
+          "FRPC_ETIMEDOUT (nothing queued)", frpc_err_name(rc));
+    printf("ok: after the loss, notifications from rank 2 and from itself, "
+           "and calls, work; nothing else was queued\n");
+    survivors_meet(survivors, 2);
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown: %s, want FRPC_EPEERLOST",
+          frpc_err_name(rc));
+    printf("ok: rank 0 done\n");
+    return 0;
+}
+
 /* ---- max-inflight ------------------------------------------------------- */
 
 /* FABRPC_MAX_INFLIGHT=8: 8 calls to a handler that holds them are in
@@ -2278,7 +2385,8 @@ int main(int argc, char **argv)
                  {"own-threads", mode_own_threads},
                  {"inside", mode_inside},
                  {"leave-answers", mode_leave_answers},
-                 {"peer-fn", mode_peer_fn}};
+                 {"peer-fn", mode_peer_fn},
+                 {"notify-lost", mode_notify_lost}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -21,7 +21,7 @@ export FABRPC_PROGRESS=adaptive # 4 ranks share 2 cores: never busy
 
 # show DIR: the measured figures and what the ranks said about the loss.
 show() {
-    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|DEFAULT|rounds|dies|holds' \
+    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|notify_wait|DEFAULT|rounds|dies|holds' \
         "$1/out" "$1/err" 2>/dev/null | sed 's/^/    /'
 }
 
@@ -302,6 +302,14 @@ peer_fn() {
     expect_grep "^\[1\] ok: a new fn and user, then the same again" "$JOB/out"
 }
 
+# The only sender dies during frpc_notify_wait(5000): it still ends
+# FRPC_ETIMEDOUT at its timeout (peerlost.c, notify-lost).
+notify_lost() {
+    killed notlost 3 60 notify-lost 1 "0 2"
+    expect_grep "^\[0\] ok: frpc_notify_wait\(5000\) ran to its timeout" "$JOB/out"
+    expect_grep "^\[0\] ok: after the loss, notifications" "$JOB/out"
+}
+
 # Two ranks die (3, then 2) before the function is set: reported in that
 # order.
 replay_order() {
@@ -355,6 +363,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
     run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
+    run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
