@@ -39,6 +39,13 @@
  *             rank (the callee's inline answers wait for room). Held back
  *             by a peer that is slow, not dead, every call must succeed:
  *             none may fail before its own deadline (120 s).
+ *   then-full 2 ranks, config.threads 1 and queue_len 1. Rank 0 holds its
+ *             pool thread in a handler and queues one callback (the queue
+ *             is full); then 16 answered calls run their callbacks on the
+ *             completing thread, 16 cancelled and 16 freed in flight run
+ *             theirs on this thread before frpc_future_cancel/free
+ *             returns (FRPC_ECANCELED), none on the pool thread; let go,
+ *             the pool runs the queued one; each ran exactly once.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1075,6 +1082,214 @@ static int mode_futures(void)
     return 0;
 }
 
+/* ---- then-full ------------------------------------------------------- */
+
+/* frpc_future_then when the pool's queue is full (fabrpc.h: "it runs
+ * instead on the thread that completes f: a polling thread, or one that
+ * cancels or frees f, which then runs fn before it returns"). 2 ranks,
+ * config.threads = 1 and config.queue_len = 1. Rank 0's only pool thread
+ * is held in its own "block" handler, and a first callback (the filler)
+ * waits in the queue, which is then full. Then, with the pool still held:
+ * TF_N answered calls run their callbacks at once on the threads that
+ * completed them (not the pool thread); TF_N calls cancelled and TF_N
+ * freed in flight run theirs on this thread before frpc_future_cancel or
+ * frpc_future_free returns, seeing FRPC_ECANCELED. Once the pool thread
+ * is let go, the filler runs there, and every callback has run exactly
+ * once. */
+#define TF_N 16
+
+typedef struct tf_slot {
+    atomic_int runs;
+    int status;
+    pthread_t tid;
+    double at_ms;
+} tf_slot;
+
+static atomic_int tf_entered, tf_release;
+static pthread_t tf_worker;
+
+static void tf_block(frpc_request *req, void *user)
+{
+    (void)user;
+    tf_worker = pthread_self();
+    atomic_store(&tf_entered, 1);
+    double t0 = au_now_ms();
+    while (!atomic_load(&tf_release) && au_now_ms() - t0 < 60000)
+        au_sleep_us(1000);
+    frpc_respond(req, NULL, 0);
+}
+
+static void tf_cb(frpc_future *f, void *user)
+{
+    tf_slot *s = user;
+    s->status = frpc_future_error(f, NULL, NULL);
+    s->tid = pthread_self();
+    s->at_ms = au_now_ms();
+    atomic_fetch_add(&s->runs, 1);
+}
+
+static void tf_start(void)
+{
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    cfg.threads = 1;
+    cfg.queue_len = 1;
+    int rc = frpc_init(&cfg, &agent);
+    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
+    me = frpc_rank(agent);
+    nranks = frpc_world_size(agent);
+}
+
+/* Every slot of s[0..n) ran once, on a thread other than the pool's and
+ * before it was let go; returns how many ran on this thread. */
+static int tf_check_now(tf_slot *s, int n, int want, const char *what)
+{
+    int here = 0;
+    for (int i = 0; i < n; i++) {
+        CHECK(atomic_load(&s[i].runs) == 1, "%s %d: its callback ran %d "
+              "times", what, i, atomic_load(&s[i].runs));
+        CHECK(s[i].status == want, "%s %d: the callback saw %s, want %s",
+              what, i, frpc_err_name(s[i].status), frpc_err_name(want));
+        CHECK(!pthread_equal(s[i].tid, tf_worker), "%s %d: its callback ran "
+              "on the pool thread, which is held", what, i);
+        here += pthread_equal(s[i].tid, pthread_self()) != 0;
+    }
+    return here;
+}
+
+static int mode_then_full(void)
+{
+    static tf_slot filler, done[TF_N], cancelled[TF_N], freed[TF_N], after;
+    tf_start();
+    CHECK(nranks == 2, "then-full needs 2 ranks");
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_register("hold", hold, NULL, FRPC_INLINE);
+    au_register("release", release, NULL, FRPC_INLINE);
+    au_register("block", tf_block, NULL, 0);
+    au_barrier();
+    if (me == 0) {
+        /* The pool thread held, then the queue's one place taken. */
+        frpc_future *blk = au_async(0, "block", au_mix(0x7f0), 8,
+                                    CALL_TIMEOUT_MS);
+        double t0 = au_now_ms();
+        while (!atomic_load(&tf_entered)) {
+            CHECK(au_now_ms() - t0 < 30000, "block never ran");
+            au_sleep_us(1000);
+        }
+        frpc_future *g = au_async(1, "echo", au_mix(0x7f1), 64,
+                                  CALL_TIMEOUT_MS);
+        CHECK(frpc_future_then(g, tf_cb, &filler) == 0, "then");
+        CHECK(frpc_future_wait(g, CALL_TIMEOUT_MS) == 0, "filler's call");
+        au_sleep_us(50000); /* its completing thread has queued it */
+        CHECK(atomic_load(&filler.runs) == 0, "the filler's callback ran "
+              "(on %s) with the pool thread held: the queue was not empty",
+              pthread_equal(filler.tid, pthread_self()) ? "this thread"
+                                                         : "another thread");
+
+        /* Answered calls: their callbacks run on the completing thread. */
+        frpc_future *fs[TF_N];
+        for (int i = 0; i < TF_N; i++) {
+            fs[i] = au_async(1, "echo", au_mix(0x7f100 + i), 64 + i,
+                             CALL_TIMEOUT_MS);
+            CHECK(frpc_future_then(fs[i], tf_cb, &done[i]) == 0, "then");
+        }
+        CHECK(frpc_wait_all(fs, TF_N, CALL_TIMEOUT_MS) == 0, "wait_all");
+        for (int i = 0; i < TF_N; i++) {
+            t0 = au_now_ms(); /* done is set just before the callback */
+            while (atomic_load(&done[i].runs) == 0 && au_now_ms() - t0 < 5000)
+                au_sleep_us(1000);
+            au_check_echo(fs[i], au_mix(0x7f100 + i), 64 + i, "then-full");
+        }
+        int here = tf_check_now(done, TF_N, 0, "answered call");
+        printf("ok: %d answered calls' callbacks ran once each with the "
+               "queue full, on the completing thread (%d on this waiting "
+               "thread, %d on another polling thread), not the pool's\n",
+               TF_N, here, TF_N - here);
+        for (int i = 0; i < TF_N; i++)
+            frpc_future_free(fs[i]);
+
+        /* Cancelled, then freed in flight: fn runs before the return. */
+        for (int i = 0; i < TF_N; i++) {
+            frpc_future *f = au_async(1, "hold", au_mix(0x7f200 + i), 16,
+                                      CALL_TIMEOUT_MS);
+            CHECK(frpc_future_then(f, tf_cb, &cancelled[i]) == 0, "then");
+            int rc = frpc_future_cancel(f);
+            CHECK(rc == 0, "cancel of a held call: %d", rc);
+            CHECK(atomic_load(&cancelled[i].runs) == 1 &&
+                      pthread_equal(cancelled[i].tid, pthread_self()),
+                  "cancel %d returned with its callback run %d times%s", i,
+                  atomic_load(&cancelled[i].runs),
+                  atomic_load(&cancelled[i].runs) ? ", on another thread" : "");
+            frpc_future_free(f);
+        }
+        for (int i = 0; i < TF_N; i++) {
+            frpc_future *f = au_async(1, "hold", au_mix(0x7f300 + i), 16,
+                                      CALL_TIMEOUT_MS);
+            CHECK(frpc_future_then(f, tf_cb, &freed[i]) == 0, "then");
+            frpc_future_free(f);
+            CHECK(atomic_load(&freed[i].runs) == 1 &&
+                      pthread_equal(freed[i].tid, pthread_self()),
+                  "free %d returned with its callback run %d times%s", i,
+                  atomic_load(&freed[i].runs),
+                  atomic_load(&freed[i].runs) ? ", on another thread" : "");
+        }
+        tf_check_now(cancelled, TF_N, FRPC_ECANCELED, "cancelled call");
+        tf_check_now(freed, TF_N, FRPC_ECANCELED, "freed call");
+        CHECK(atomic_load(&filler.runs) == 0 && !atomic_load(&tf_release),
+              "the pool thread was let go early");
+        printf("ok: %d cancelled and %d freed calls ran their callbacks on "
+               "this thread before frpc_future_cancel/free returned "
+               "(FRPC_ECANCELED)\n", TF_N, TF_N);
+
+        /* Let the pool go: the queued filler runs there, once. */
+        atomic_store(&tf_release, 1);
+        CHECK(frpc_future_wait(blk, CALL_TIMEOUT_MS) == 0, "block's call");
+        frpc_future_free(blk);
+        t0 = au_now_ms();
+        while (atomic_load(&filler.runs) == 0 && au_now_ms() - t0 < 30000)
+            au_sleep_us(1000);
+        CHECK(atomic_load(&filler.runs) == 1 && filler.status == 0 &&
+                  pthread_equal(filler.tid, tf_worker),
+              "the queued callback: %d runs, %s, on the pool thread: %d",
+              atomic_load(&filler.runs), frpc_err_name(filler.status),
+              pthread_equal(filler.tid, tf_worker) != 0);
+        frpc_future_free(g);
+        /* The queue has room again: the pool runs a callback. */
+        frpc_future *f = au_async(1, "echo", au_mix(0x7f4), 64,
+                                  CALL_TIMEOUT_MS);
+        CHECK(frpc_future_then(f, tf_cb, &after) == 0, "then");
+        CHECK(frpc_future_wait(f, CALL_TIMEOUT_MS) == 0, "last call");
+        t0 = au_now_ms();
+        while (atomic_load(&after.runs) == 0 && au_now_ms() - t0 < 30000)
+            au_sleep_us(1000);
+        CHECK(atomic_load(&after.runs) == 1 &&
+                  pthread_equal(after.tid, tf_worker),
+              "with room in the queue: %d runs, on the pool thread: %d",
+              atomic_load(&after.runs), pthread_equal(after.tid, tf_worker));
+        frpc_future_free(f);
+        au_sleep_us(200000); /* a second run of any would come by now */
+        int total = atomic_load(&filler.runs) + atomic_load(&after.runs);
+        for (int i = 0; i < TF_N; i++)
+            total += atomic_load(&done[i].runs) +
+                     atomic_load(&cancelled[i].runs) +
+                     atomic_load(&freed[i].runs);
+        CHECK(total == 3 * TF_N + 2, "%d callback runs, want %d", total,
+              3 * TF_N + 2);
+        printf("ok: the queued callback ran once on the pool thread when it "
+               "was let go; all %d callbacks ran exactly once\n", total);
+        frpc_result res;
+        CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &res)
+                  == 0, "release");
+        frpc_result_clear(&res);
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1083,11 +1298,11 @@ int main(int argc, char **argv)
     } modes[] = {{"ooo", mode_ooo},           {"stress", mode_stress},
                  {"deferred", mode_deferred}, {"nested", mode_nested},
                  {"futures", mode_futures}, {"linger", mode_linger},
-                 {"stall", mode_stall}};
+                 {"stall", mode_stall}, {"then-full", mode_then_full}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
             return modes[i].fn();
-    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures|linger|stall\n");
+    fprintf(stderr, "usage: async ooo|stress|deferred|nested|futures|linger|stall|then-full\n");
     return 2;
 }

@@ -4,7 +4,8 @@
 # order, a mixed sync/async stress with the stats adding up (with bursts
 # coalesced into one message, and with FABRPC_COALESCE=0), deferred
 # answers and a request never answered, nested calls and the nesting limit,
-# futures' then/cancel/free racing with answers, wait_any/wait_all, a
+# futures' then/cancel/free racing with answers, wait_any/wait_all,
+# callbacks when the pool's queue is full, a
 # window refilled between waits (lingers) in each progress mode, and
 # sends held back by a rank that polls nothing for 3 s; lent async calls
 # (lent.c: answers, callbacks, cancel, a timeout while the callee cannot
@@ -61,5 +62,6 @@ for m in adaptive busy blocking; do
     run_case "$PROV, $m: a window refilled between waits; calls left behind complete" linger_in $m
 done
 run_case "$PROV: $STALL_N calls at a rank that polls nothing for 3 s, none failed early" stall_2
+run_case "$PROV: pool queue full (threads 1, queue_len 1): callbacks on the completing, cancelling or freeing thread, each once" run_async 2 60 then-full
 run_case "$PROV: lent async calls: answers, callbacks, cancel, timeout, early free" lent_2
 finish_cases
