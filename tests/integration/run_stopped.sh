@@ -2,7 +2,7 @@
 # Stopped ranks (SIGSTOP, then SIGCONT), over shm and tcp: see stopped.c
 # for what each mode checks. A stopped rank is not lost; every wait ends
 # by its own timeout (calls, barrier, shutdown, frpc_init), and the job
-# works on once the rank resumes. About 60 s per provider.
+# works on once the rank resumes. About 90 s per provider.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN STOPPED
 make_tmpdir
@@ -33,5 +33,7 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one shutdown 3 shutdown
     run_case "$PROV: rank 0 stopped during init: the others fail by init_timeout_ms" \
         one init 3 init
+    run_case "$PROV: frpc_notify to a stopped rank: FRPC_ETIMEDOUT; taken once at most, in order" \
+        one notify 2 notify
 done
 finish_cases

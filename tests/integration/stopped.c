@@ -21,6 +21,11 @@
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 5.5 s.
+ *   notify   2 ranks. Rank 0 sends frpc_notify(1000) to rank 1 while it
+ *            is stopped (4 s; rank 0 sees its /proc state T): it ends
+ *            FRPC_ETIMEDOUT after 1 s. Resumed, rank 1 takes that
+ *            notification at most once, before the next two rank 0 sends
+ *            (which succeed), in order, and nothing more.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -117,6 +122,56 @@ static void wait_arrived(frpc_agent *a)
     }
 }
 
+/* The other rank's pid, from its "stopping" call, and whether it is
+ * stopped now (its /proc state is T: both ranks run on this host). */
+static atomic_int peer_pid;
+
+static void h_stopping(frpc_request *req, void *u)
+{
+    (void)u;
+    size_t n;
+    const int *pid = frpc_request_args(req, &n);
+    if (n == sizeof(int))
+        atomic_store(&peer_pid, *pid);
+    frpc_respond(req, NULL, 0);
+}
+
+static int peer_stopped(void)
+{
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%d/stat", atomic_load(&peer_pid));
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'T' || p[2] == 't');
+}
+
+/* Waits (bounded) until the peer's stopped state is want. */
+static void wait_peer_stopped(int want)
+{
+    long long t = now_ms();
+    while (peer_stopped() != want) {
+        if (now_ms() - t > 20000)
+            FAIL("peer %d not %s after 20 s", atomic_load(&peer_pid),
+                 want ? "stopped" : "resumed");
+        msleep(2);
+    }
+}
+
+/* Tells rank 0 this process's pid, then stops it dur ms from delay on. */
+static void say_and_stop(frpc_agent *a, int delay, int dur)
+{
+    int pid = getpid();
+    int rc = frpc_call(a, 0, "stopping", &pid, sizeof pid, 30000, NULL);
+    if (rc)
+        FAIL("stopping: %s", frpc_strerror(rc));
+    stop_self(delay, dur);
+}
+
 static frpc_agent *start(int init_timeout_ms)
 {
     frpc_config c;
@@ -137,6 +192,7 @@ static frpc_agent *start(int init_timeout_ms)
     frpc_register(a, "echo", h_echo, NULL, 0);
     frpc_register(a, "slow", h_slow, NULL, 0);
     frpc_register(a, "arrived", h_arrived, NULL, FRPC_INLINE);
+    frpc_register(a, "stopping", h_stopping, NULL, FRPC_INLINE);
     if ((rc = frpc_barrier(a, 30000)))
         FAIL("first barrier: %s", frpc_strerror(rc));
     if (frpc_rank(a) != 0 &&
@@ -168,6 +224,63 @@ static void end(frpc_agent *a, int want)
         FAIL("shutdown: %s", frpc_strerror(rc));
     printf("ok: rank %d\n", R);
     exit(0);
+}
+
+/* notify: frpc_notify to a stopped rank ends FRPC_ETIMEDOUT; the
+ * notification may still arrive (once), and later ones come in order. */
+static void mode_notify(frpc_agent *a)
+{
+    if (R == 1) {
+        say_and_stop(a, 100, 4000);
+        long long seen[8];
+        int n = 0;
+        while (n == 0 || seen[n - 1] != 3) {
+            long long v = 0;
+            size_t len = 0;
+            int src = -1;
+            int rc = frpc_notify_wait(a, &src, &v, sizeof v, &len, 20000);
+            if (rc || src != 0 || len != sizeof v)
+                FAIL("notify_wait: %s (src %d, %zu B)", frpc_strerror(rc),
+                     src, len);
+            if (n == 8)
+                FAIL("more than 8 notifications");
+            seen[n++] = v;
+        }
+        long long v;
+        size_t len;
+        int rc = frpc_notify_wait(a, NULL, &v, sizeof v, &len, 500);
+        if (rc != FRPC_ETIMEDOUT)
+            FAIL("a 4th notify_wait: %s, value %lld, want FRPC_ETIMEDOUT",
+                 frpc_strerror(rc), rc ? 0 : v);
+        /* The one that timed out: once or never, and before the others. */
+        int ok = (n == 3 && seen[0] == 1 && seen[1] == 2) ||
+                 (n == 2 && seen[0] == 2);
+        SAY("notifications taken: %d (%lld%s%s)", n, seen[0],
+            n > 1 ? ", ..." : "", ok && n == 3 ? ": the timed-out one too, "
+                                                 "once, first" : "");
+        if (!ok)
+            FAIL("notifications taken in the order %lld, %lld, %lld (%d): "
+                 "want 1, 2, 3 or 2, 3", seen[0], n > 1 ? seen[1] : -1,
+                 n > 2 ? seen[2] : -1, n);
+    } else {
+        wait_peer_stopped(1);
+        long long v = 1, t = now_ms();
+        int rc = frpc_notify(a, 1, &v, sizeof v, 1000);
+        long long took = now_ms() - t;
+        int still = peer_stopped();
+        SAY("frpc_notify(1000) to a stopped rank: %s after %lld ms",
+            frpc_strerror(rc), took);
+        if (rc != FRPC_ETIMEDOUT || took < 990 || took > 3500 || !still)
+            FAIL("frpc_notify(1000) to a stopped rank: %s after %lld ms "
+                 "(rank 1 still stopped: %d)", rc ? frpc_strerror(rc) : "ok",
+                 took, still);
+        wait_peer_stopped(0);
+        for (v = 2; v <= 3; v++)
+            if ((rc = frpc_notify(a, 1, &v, sizeof v, 20000)))
+                FAIL("notify %lld after the resume: %s", v,
+                     frpc_strerror(rc));
+    }
+    end(a, 0);
 }
 
 int main(int argc, char **argv)
@@ -293,5 +406,7 @@ int main(int argc, char **argv)
         printf("ok: rank %d\n", R);
         return 0;
     }
+    if (!strcmp(mode, "notify"))
+        mode_notify(a);
     FAIL("unknown mode '%s'", mode);
 }
