@@ -61,7 +61,12 @@ struct frpc_request {
     const fr_func *func;
     uint64_t req_id;
     uint32_t src;
-    int32_t caller_ms; /* the caller's time left when it sent (0: none) */
+    /* When the caller's call ends by its timeout, on our clock: its time
+     * left when it sent (0: none) counted from the request's arrival, not
+     * from the answer, so that an answer given late (deferred, or queued
+     * to the pool) still waits for room only until then (frpc_respond);
+     * UINT64_MAX for none. */
+    uint64_t caller_deadline;
     uint64_t t0;       /* fr_now_ns when it arrived (frpc_fn_stats) */
     void *args; /* a fabric block, or in_place */
     size_t len;

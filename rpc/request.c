@@ -183,9 +183,11 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     r->func = fn;
     r->req_id = m->env.req_id;
     r->src = m->env.src_rank;
-    r->caller_ms = m->env.status;
     r->t0 = fr_taken_ns ? fr_taken_ns : fr_now_ns();
     fr_taken_ns = 0; /* user code may run from here on (comm/clock.h) */
+    r->caller_deadline = m->env.status > 0
+                             ? r->t0 + (uint64_t)m->env.status * 1000000ull
+                             : UINT64_MAX;
     r->len = m->len;
     if (m->owned) {
         r->args = m->owned; /* a rendezvous block: keep it, no copy */
@@ -339,10 +341,12 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
                   size_t len, int given)
 {
     frpc_agent *a = req->agent;
-    uint64_t now = fr_now_ns();
-    uint64_t deadline = req->caller_ms > 0
-                            ? now + (uint64_t)req->caller_ms * 1000000ull
-                            : UINT64_MAX;
+    uint64_t now = fr_now_ns(); /* for the figures (fnstats.h) */
+    /* Not fr_deadline_ms(time left) from now: a request answered 2 s
+     * after it came, to a stopped caller, waited 2 s past the caller's
+     * timeout, and every further answer owed to it as long again
+     * (stopped.c, respond). */
+    uint64_t deadline = req->caller_deadline;
     int rc;
 
     atomic_fetch_add(&a->requests_answered, 1);

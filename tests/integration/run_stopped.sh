@@ -35,5 +35,7 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one init 3 init
     run_case "$PROV: frpc_notify to a stopped rank: FRPC_ETIMEDOUT; taken once at most, in order" \
         one notify 2 notify
+    run_case "$PROV: answers owed to a stopped caller: FRPC_ETIMEDOUT at its deadline, not later" \
+        one respond 2 respond
 done
 finish_cases

@@ -26,6 +26,17 @@
  *            FRPC_ETIMEDOUT after 1 s. Resumed, rank 1 takes that
  *            notification at most once, before the next two rank 0 sends
  *            (which succeed), in order, and nothing more.
+ *   respond  2 ranks. Rank 1 starts RESPOND_N (2000) calls with a 4000 ms
+ *            timeout to rank 0's "keep" (inline, never answers) and is
+ *            stopped for STOPPED_MS; 2 s after the first came, rank 0
+ *            answers them all with RESPOND_LEN (16 KiB) each: once the
+ *            provider has no room, frpc_respond ends FRPC_ETIMEDOUT at the
+ *            caller's deadline (not before, and none later: all done by
+ *            then, rank 1 still stopped; pre-fix each waited 4 s from its
+ *            own respond, 12 s in all). Then frpc_call_async(timeout
+ *            1000) to the stopped rank ends FRPC_ETIMEDOUT after 1 s with
+ *            *out NULL. Resumed, rank 1's calls all ended FRPC_ETIMEDOUT
+ *            (late answers), and calls work.
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -172,6 +183,24 @@ static void say_and_stop(frpc_agent *a, int delay, int dur)
     stop_self(delay, dur);
 }
 
+/* respond: answers owed to a caller stopped past its calls' timeouts. */
+#define RS_MAX 20000
+static frpc_request *rs_kept[RS_MAX];
+static atomic_int rs_nkept;
+static long long rs_first_ms, rs_last_ms;
+
+static void h_keep(frpc_request *req, void *u)
+{
+    (void)u;
+    int i = atomic_fetch_add(&rs_nkept, 1);
+    if (i >= RS_MAX)
+        FAIL("too many kept requests");
+    if (i == 0)
+        rs_first_ms = now_ms();
+    rs_last_ms = now_ms();
+    rs_kept[i] = req;
+}
+
 static frpc_agent *start(int init_timeout_ms)
 {
     frpc_config c;
@@ -193,6 +222,7 @@ static frpc_agent *start(int init_timeout_ms)
     frpc_register(a, "slow", h_slow, NULL, 0);
     frpc_register(a, "arrived", h_arrived, NULL, FRPC_INLINE);
     frpc_register(a, "stopping", h_stopping, NULL, FRPC_INLINE);
+    frpc_register(a, "keep", h_keep, NULL, FRPC_INLINE);
     if ((rc = frpc_barrier(a, 30000)))
         FAIL("first barrier: %s", frpc_strerror(rc));
     if (frpc_rank(a) != 0 &&
@@ -279,6 +309,132 @@ static void mode_notify(frpc_agent *a)
             if ((rc = frpc_notify(a, 1, &v, sizeof v, 20000)))
                 FAIL("notify %lld after the resume: %s", v,
                      frpc_strerror(rc));
+    }
+    end(a, 0);
+}
+
+static void mode_respond(frpc_agent *a, int stop_ms)
+{
+    int n = getenv("RESPOND_N") ? atoi(getenv("RESPOND_N")) : 2000;
+    int len = getenv("RESPOND_LEN") ? atoi(getenv("RESPOND_LEN")) : 16384;
+    const int tmo = 4000;
+    if (n < 1 || n > RS_MAX)
+        FAIL("RESPOND_N %d", n);
+    if (R == 1) {
+        frpc_future **f = calloc((size_t)n, sizeof(*f));
+        for (int i = 0; i < n; i++) {
+            int rc = frpc_call_async(a, 0, "keep", &i, sizeof i, tmo, &f[i]);
+            if (rc)
+                FAIL("call %d: %s", i, frpc_strerror(rc));
+        }
+        say_and_stop(a, 0, stop_ms);
+        msleep(200); /* stopped here */
+        int rc = frpc_wait_all(f, (size_t)n, 30000);
+        if (rc)
+            FAIL("wait_all after the resume: %s", frpc_strerror(rc));
+        int late = 0;
+        for (int i = 0; i < n; i++) {
+            late += frpc_future_error(f[i], NULL, NULL) == FRPC_ETIMEDOUT;
+            frpc_future_free(f[i]);
+        }
+        free(f);
+        SAY("%d of %d calls ended FRPC_ETIMEDOUT", late, n);
+        if (late != n) /* every answer came after the deadline: late */
+            FAIL("%d of %d calls ended FRPC_ETIMEDOUT, want all", late, n);
+        calls(a, 0, 20);
+    } else {
+        long long t = now_ms();
+        while (atomic_load(&rs_nkept) < n || !atomic_load(&peer_pid)) {
+            if (now_ms() - t > 30000)
+                FAIL("kept %d of %d calls", atomic_load(&rs_nkept), n);
+            msleep(2);
+        }
+        wait_peer_stopped(1);
+        /* The requests sit 2 s before they are answered. */
+        while (now_ms() < rs_first_ms + 2000)
+            msleep(5);
+        char *reply = calloc(1, (size_t)len);
+        int ok = 0, timedout = 0, first_to = -1;
+        long long first_to_ms = 0, worst = 0, start = now_ms();
+        for (int i = 0; i < n; i++) {
+            long long t0 = now_ms();
+            int rc = frpc_respond(rs_kept[i], reply, (size_t)len);
+            long long t1 = now_ms();
+            worst = t1 - t0 > worst ? t1 - t0 : worst;
+            if (rc == 0) {
+                ok++;
+            } else if (rc == FRPC_ETIMEDOUT) {
+                if (!timedout++) {
+                    first_to = i;
+                    first_to_ms = t1;
+                }
+            } else {
+                FAIL("respond %d: %s", i, frpc_strerror(rc));
+            }
+        }
+        long long end_ms = now_ms();
+        int still = peer_stopped();
+        free(reply);
+        SAY("%d answers of %d B to a caller stopped past its %d ms "
+            "timeout: %d sent, %d FRPC_ETIMEDOUT (the first, #%d, %lld ms "
+            "after the first request came); all done %lld ms after it, "
+            "the slowest respond %lld ms; the caller still stopped: %d",
+            n, len, tmo, ok, timedout, first_to,
+            first_to_ms - rs_first_ms, end_ms - rs_first_ms, worst, still);
+        if (!timedout)
+            FAIL("no respond ran out of room: raise RESPOND_N or "
+                 "RESPOND_LEN");
+        /* Not before the caller's deadline (its calls were sent after the
+         * first came, less a little), nor after it (they were all sent
+         * before the last came). */
+        if (first_to_ms < rs_first_ms + tmo - 300)
+            FAIL("FRPC_ETIMEDOUT %lld ms after the first request came, "
+                 "before the caller's %d ms timeout", first_to_ms -
+                 rs_first_ms, tmo);
+        if (end_ms > rs_last_ms + tmo + 1500 || !still)
+            FAIL("the answers took until %lld ms after the last request "
+                 "came, past the caller's %d ms timeout (pre-fix: each "
+                 "waited %d ms from its own respond)", end_ms - rs_last_ms,
+                 tmo, tmo);
+        (void)start;
+        SAY("ok: frpc_respond: FRPC_ETIMEDOUT at the caller's deadline, "
+            "none past it");
+        /* The same back-pressure for a call: frpc_call_async waits for
+         * room at most its timeout, then FRPC_ETIMEDOUT, nothing sent. */
+        char *args = calloc(1, (size_t)len);
+        frpc_future **f = calloc(RS_MAX, sizeof(*f));
+        int sent = 0, rc = 0;
+        long long took = 0;
+        while (sent < RS_MAX && peer_stopped()) {
+            frpc_future *one = (frpc_future *)&one;
+            long long t0 = now_ms();
+            rc = frpc_call_async(a, 1, "echo", args, (size_t)len, 1000, &one);
+            took = now_ms() - t0;
+            if (rc) {
+                if (one)
+                    FAIL("frpc_call_async failed (%s) but set *out",
+                         frpc_strerror(rc));
+                break;
+            }
+            f[sent++] = one;
+        }
+        int still2 = peer_stopped();
+        SAY("frpc_call_async(timeout 1000) of %d B each to the stopped "
+            "rank: %d started, then %s after %lld ms", len, sent,
+            frpc_strerror(rc), took);
+        if (rc != FRPC_ETIMEDOUT || took < 990 || took > 3500 || !still2)
+            FAIL("call %d to a stopped rank: %s after %lld ms (still "
+                 "stopped: %d), want FRPC_ETIMEDOUT after its 1000 ms", sent,
+                 rc ? frpc_strerror(rc) : "ok", took, still2);
+        for (int i = 0; i < sent; i++) {
+            rc = frpc_future_wait(f[i], 30000);
+            if (rc != FRPC_ETIMEDOUT)
+                FAIL("started call %d: %s, want FRPC_ETIMEDOUT", i,
+                     rc ? frpc_strerror(rc) : "ok");
+            frpc_future_free(f[i]);
+        }
+        free(f);
+        free(args);
     }
     end(a, 0);
 }
@@ -408,5 +564,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(mode, "notify"))
         mode_notify(a);
+    if (!strcmp(mode, "respond"))
+        mode_respond(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }
