@@ -1130,17 +1130,11 @@ static void tf_cb(frpc_future *f, void *user)
 
 static void tf_start(void)
 {
-    char err[1024] = "";
     frpc_config cfg;
     frpc_config_init(&cfg);
-    cfg.errbuf = err;
-    cfg.errbuf_len = sizeof(err);
     cfg.threads = 1;
     cfg.queue_len = 1;
-    int rc = frpc_init(&cfg, &agent);
-    CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
-    me = frpc_rank(agent);
-    nranks = frpc_world_size(agent);
+    au_start_config(&cfg);
 }
 
 /* Every slot of s[0..n) ran once, on a thread other than the pool's and

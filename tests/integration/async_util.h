@@ -138,17 +138,23 @@ static const char *au_why(int rc, const char *msg)
     return msg && *msg ? msg : frpc_strerror(rc);
 }
 
-static void au_start(void)
+/* frpc_init with cfg (set up by frpc_config_init, then tuned). */
+static void au_start_config(frpc_config *cfg)
 {
     char err[1024] = "";
-    frpc_config cfg;
-    frpc_config_init(&cfg);
-    cfg.errbuf = err;
-    cfg.errbuf_len = sizeof(err);
-    int rc = frpc_init(&cfg, &agent);
+    cfg->errbuf = err;
+    cfg->errbuf_len = sizeof(err);
+    int rc = frpc_init(cfg, &agent);
     CHECK(rc == 0, "frpc_init: %s: %s", frpc_strerror(rc), err);
     me = frpc_rank(agent);
     nranks = frpc_world_size(agent);
+}
+
+static void au_start(void)
+{
+    frpc_config cfg;
+    frpc_config_init(&cfg);
+    au_start_config(&cfg);
 }
 
 static void au_finish(void)
