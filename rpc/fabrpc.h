@@ -413,6 +413,7 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * held in shared memory are repaired first). It may make calls to the
  * survivors and read state, but not call frpc_shutdown (FRPC_EDEADLK: do
  * that from another thread).
+ * A report that takes long delays the next one.
  * NULL fn stops the reports; a second call replaces the first, and
  * reports every loss so far again to the new fn and user (even when they
  * are the same as before). user is passed as is. Errors:
@@ -522,7 +523,8 @@ const char *frpc_request_function(const frpc_request *req);
  * caller to take the answer. It waits only while the provider has no
  * room to send it, which happens when the caller stops reading (a
  * stopped or starved process with many answers owed: back-pressure), and
- * then at most until the caller's call would end by its timeout (a call
+ * then at most until the caller's call would end by its timeout (its time
+ * left when it sent, counted from the request's arrival here; a call
  * without limit: until the caller reads again or is lost). Any thread.
  */
 int frpc_respond(frpc_request *req, const void *data, size_t len);

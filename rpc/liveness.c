@@ -192,11 +192,14 @@ static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
             mark(a, rank, state, why, 0); /* lost the race to a goodbye */
         return;
     }
-    atomic_store(&x->seq, atomic_fetch_add(&l->next_seq, 1) + 1);
     if (parted) /* the fabric stays open to it for goodbyes */
         fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
     else
         end_calls(a, x);
+    /* Numbered only once its calls ended: a replay (a new fn set
+     * meanwhile) reports numbered losses only, so none is reported while
+     * calls to it may still run; this one is queued just below. */
+    atomic_store(&x->seq, atomic_fetch_add(&l->next_seq, 1) + 1);
     pthread_mutex_lock(&l->lock);
     if (!x->queued) { /* a replay may have queued it already */
         x->queued = 1; /* the slot keeps owning it */
