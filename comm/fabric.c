@@ -1052,7 +1052,8 @@ static int read_cq(fr_fabric *f)
                              : fi_cq_read(f->cq, ent, FR_CQ_BATCH);
 
     if (n > 0) {
-        fr_taken_ns = fr_now_ns();
+        if (f->opts.time_completions)
+            fr_taken_ns = fr_now_ns();
         for (ssize_t i = 0; i < n; i++) {
             fi_addr_t from = f->check_src ? src[i] : FI_ADDR_UNSPEC;
             if (f->check_src && fr_fault_hit(FR_FAULT_CQ_NO_SOURCE))

@@ -142,6 +142,9 @@ typedef struct fr_fabric_opts {
     size_t eager_max;     /* largest eager frame, header included */
     unsigned recv_count;  /* pre-posted receive buffers */
     int coalesce;         /* batch bursts of small frames (batch.c) */
+    /* Read the clock when a poll finds completions (fr_taken_ns), for
+     * the upper layer's per-function figures. */
+    int time_completions;
     /* shm: a frame longer than the inject size and at most this long is
      * sent as parts, each an inject, and put together by its receiver
      * (parts.h); 0: never. Capped at FR_PARTS_MAX parts and eager_max.

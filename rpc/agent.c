@@ -261,6 +261,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                         .eager_max = FR_EAGER_MAX,
                         .recv_count = FR_RECV_COUNT,
                         .coalesce = a->set.coalesce,
+                        .time_completions = a->set.fn_stats,
                         .split_max = a->set.shm_split_max,
                         .never_sleeps =
                             a->set.progress == FRPC_PROGRESS_BUSY,
@@ -961,7 +962,7 @@ int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
         return FRPC_ESHUTDOWN;
     uint64_t id = fr_func_id(name);
     int rc = fr_registry_add(&a->reg, id, name, handler, user, flags);
-    if (rc == 0) /* a registered name is listed before its first request */
+    if (rc == 0 && a->set.fn_stats) /* listed before its first request */
         fr_fnstats_get(&a->fnstats, id, name);
     return rc;
 }

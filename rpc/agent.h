@@ -34,6 +34,7 @@ typedef struct fr_settings {
     char providers[256]; /* "" = automatic */
     int strict;
     int coalesce;
+    int fn_stats; /* keep per-function figures (fnstats.h) */
     size_t max_msg;
     int init_timeout_ms;
     int timeout_ms; /* FRPC_TIMEOUT_DEFAULT's meaning; < 0: no limit */
@@ -321,7 +322,9 @@ int fr_future_open(frpc_agent *a, const char *name, uint32_t dst,
 /* The figures of calls to name (fnstats.h), or NULL. */
 static inline fr_fn_stat *fr_agent_fn_stat(frpc_agent *a, const char *name)
 {
-    return fr_fnstats_get(&a->fnstats, fr_func_id(name), name);
+    return a->set.fn_stats ? fr_fnstats_get(&a->fnstats, fr_func_id(name),
+                                            name)
+                           : NULL;
 }
 fr_pending *fr_future_entry(frpc_future *f);
 void fr_future_drop_unsent(frpc_future *f);

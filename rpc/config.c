@@ -38,6 +38,7 @@ static void set_unset(frpc_config *c)
     c->init_timeout_ms = c->peer_timeout_ms = c->timeout_ms = FRPC_UNSET;
     c->progress = c->spin_us = c->threads = c->queue_len = FRPC_UNSET;
     c->max_inflight = c->coalesce = c->notify_queue = c->rma = FRPC_UNSET;
+    c->fn_stats = FRPC_UNSET;
     c->zerocopy_min = FRPC_UNSET;
 }
 
@@ -210,6 +211,9 @@ static int resolve_limits(const frpc_config *cfg, fr_settings *s, char *err,
     s->threads = (unsigned)x;
     if ((rc = resolve_switch("coalesce", cfg->coalesce, "FABRPC_COALESCE", 1,
                              &s->coalesce, err, errlen)))
+        return rc;
+    if ((rc = resolve_switch("fn_stats", cfg->fn_stats, "FABRPC_FN_STATS", 1,
+                             &s->fn_stats, err, errlen)))
         return rc;
     if ((rc = numeric("max_inflight", cfg->max_inflight,
                       "FABRPC_MAX_INFLIGHT", 1, 1ll << 30,

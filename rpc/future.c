@@ -73,6 +73,7 @@ static void unref(frpc_future *f)
 static void run_callback(void *arg)
 {
     frpc_future *f = arg;
+    fr_taken_ns = 0; /* user code: a poll's time is stale after it */
     f->cb(f, f->cb_user);
     unref(f);
 }

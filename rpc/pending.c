@@ -403,8 +403,10 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
      * polls its answers before its deadlines): the call ends
      * FRPC_ETIMEDOUT and the answer is dropped, as fr_pending_expire
      * would have had it. One time serves the whole batch, and the calls'
-     * figures (fnstats.h) too. */
-    uint64_t now = taken ? taken : fr_now_ns();
+     * figures (fnstats.h) too; without one, the coarse clock (never
+     * ahead) keeps the check off the round trip's cost, and a call with
+     * figures reads the fine one (finish_locked). */
+    uint64_t now = taken ? taken : fr_coarse_now_ns();
     pthread_mutex_lock(&t->lock);
     for (size_t i = 0; i < n; i++) {
         fr_answer *x = &ans[i];
@@ -413,7 +415,7 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
         if (e && e->dst == x->src && remove_locked(t, e)) {
             if (e->deadline <= now) {
                 finish_locked(t, e, FRPC_ETIMEDOUT, 0, NULL, 0, NULL, &hooks,
-                              now);
+                              taken);
                 late++;
                 continue;
             }
@@ -424,7 +426,7 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                 x->len = 0;
             }
             finish_locked(t, e, status, x->remote_code, data, x->len, x->err,
-                          &hooks, now);
+                          &hooks, taken);
             x->data = NULL;
             x->err = NULL;
             completed++;

@@ -145,9 +145,9 @@ static void run_handler(void *arg)
 static void complete_answers(frpc_agent *a)
 {
     if (a->nanswers) {
+        /* A callback run here (run_callback) sets fr_taken_ns to 0. */
         fr_pending_complete_many(&a->pend, a->answers, a->nanswers,
                                  fr_taken_ns);
-        fr_taken_ns = 0; /* callbacks may have run (comm/clock.h) */
         a->nanswers = 0;
     }
 }
@@ -183,7 +183,11 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     r->func = fn;
     r->req_id = m->env.req_id;
     r->src = m->env.src_rank;
-    r->t0 = fr_taken_ns ? fr_taken_ns : fr_now_ns();
+    /* Its arrival: for the figures, and for how long its answer may wait
+     * for room (the coarse clock, never ahead, does for that alone). */
+    r->t0 = fr_taken_ns           ? fr_taken_ns
+            : a->set.fn_stats     ? fr_now_ns()
+                                  : fr_coarse_now_ns();
     fr_taken_ns = 0; /* user code may run from here on (comm/clock.h) */
     r->caller_deadline = m->env.status > 0
                              ? r->t0 + (uint64_t)m->env.status * 1000000ull
@@ -341,7 +345,7 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
                   size_t len, int given)
 {
     frpc_agent *a = req->agent;
-    uint64_t now = fr_now_ns(); /* for the figures (fnstats.h) */
+
     /* Not fr_deadline_ms(time left) from now: a request answered 2 s
      * after it came, to a stopped caller, waited 2 s past the caller's
      * timeout, and every further answer owed to it as long again
@@ -350,11 +354,15 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
     int rc;
 
     atomic_fetch_add(&a->requests_answered, 1);
-    fr_fn_stat *st = fr_fnstats_get(&a->fnstats, req->func->id,
-                                    req->func->name);
-    if (st)
+    fr_fn_stat *st = a->set.fn_stats ? fr_fnstats_get(&a->fnstats,
+                                                      req->func->id,
+                                                      req->func->name)
+                                     : NULL;
+    if (st) {
+        uint64_t now = fr_now_ns();
         fr_hist_add(&st->handle, now > req->t0 ? now - req->t0 : 0,
                     e->kind == FR_ENV_ERROR, 0);
+    }
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
         rc = FRPC_ESHUTDOWN;
         if (given)

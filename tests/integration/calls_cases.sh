@@ -48,6 +48,7 @@ zc_off() { FABRPC_ZEROCOPY_MIN=0 ZC_EXPECT_MIN=0 zc; }
 # With coalescing off the answer leaves before the handler's pause.
 late() { FABRPC_COALESCE=0 run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" late; }
 fnstats() { run_bounded 120 "$FABRPC_RUN" -n "$1" --provider "$PROV" --timeout 100 "$ITEST" fnstats; }
+fnstats_off() { FABRPC_FN_STATS=0 run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" fnstats-off; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
@@ -62,6 +63,7 @@ run_case "$PROV: a peer pausing 13 s while its 1 MiB reply is read: the call (60
 run_case "$PROV: active provider reported" backend
 run_case "$PROV: per-function figures, 2 ranks" fnstats 2
 run_case "$PROV: per-function figures, 3 ranks" fnstats 3
+run_case "$PROV: per-function figures off (FABRPC_FN_STATS=0)" fnstats_off
 run_case "$PROV: zero-copy calls, every size lent, up to $((ZC_MAX >> 20)) MiB" zc_all
 run_case "$PROV: zero-copy calls from the default threshold" zc_default
 run_case "$PROV: zero-copy off: every payload copied" zc_off

@@ -26,6 +26,7 @@
  *            buffer is freed at once after a call that timed out.
  *   fnstats  per-function figures (frpc_get_fn_stats) on both sides,
  *            against the calls made and timed by the test itself.
+ *   fnstats-off  (FABRPC_FN_STATS=0) calls and answers go on; no figures.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -639,6 +640,33 @@ static int mode_fnstats(void)
     return 0;
 }
 
+/* FABRPC_FN_STATS=0: calls, errors and timeouts work as ever, and no name
+ * has figures. */
+static int mode_fnstats_off(void)
+{
+    frpc_agent *a = start();
+    int peer = (me + 1) % frpc_world_size(a);
+    CHECK(frpc_register(a, "echo", echo, NULL, 0) == 0, "register");
+    CHECK(frpc_register(a, "fail", fail_handler, NULL, 0) == 0, "register");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    for (int i = 0; i < 50; i++)
+        CHECK(frpc_call(a, peer, "echo", NULL, 0, CALL_TIMEOUT_MS, NULL) == 0,
+              "echo");
+    CHECK(frpc_call(a, peer, "fail", NULL, 0, CALL_TIMEOUT_MS, NULL) ==
+              FRPC_EREMOTE, "fail");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    frpc_fn_stats st = fn_stats(a, "echo");
+    CHECK(st.calls == 0 && st.handled == 0 && st.call_ns_max == 0 &&
+              st.handle_ns_max == 0, "echo has no figures");
+    CHECK(frpc_fn_stats_names(a, NULL, 0) == 0, "no name has figures");
+    frpc_stats all;
+    CHECK(frpc_get_stats(a, &all) == 0 && all.calls_ok >= 50 &&
+              all.requests_answered >= 51, "frpc_stats still counts");
+    printf("ok: fn_stats off: calls work, no figures\n");
+    finish(a);
+    return 0;
+}
+
 /* ---- nested calls and threads -------------------------------------- */
 
 static frpc_agent *g_agent;
@@ -1121,6 +1149,8 @@ int main(int argc, char **argv)
         return mode_zerocopy();
     if (strcmp(argv[1], "fnstats") == 0)
         return mode_fnstats();
+    if (strcmp(argv[1], "fnstats-off") == 0)
+        return mode_fnstats_off();
     fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
     return 2;
 }

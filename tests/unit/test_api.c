@@ -120,7 +120,7 @@ START_TEST(config_init_unsets_every_field)
     int *ints[] = {&c.rank, &c.world_size, &c.strict, &c.init_timeout_ms,
                    &c.peer_timeout_ms, &c.timeout_ms, &c.progress,
                    &c.spin_us, &c.threads, &c.queue_len, &c.max_inflight,
-                   &c.coalesce, &c.notify_queue, &c.rma};
+                   &c.coalesce, &c.notify_queue, &c.rma, &c.fn_stats};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         ck_assert_int_eq(*ints[i], FRPC_UNSET);
     ck_assert(c.max_msg_size == FRPC_UNSET);
@@ -213,6 +213,7 @@ START_TEST(a_set_field_wins_over_the_environment)
     ck_assert_int_eq(s.timeout_ms, 60000);
     ck_assert_uint_eq(s.max_inflight, 65536);
     ck_assert_int_eq(s.coalesce, 1);
+    ck_assert_int_eq(s.fn_stats, 1);
 }
 END_TEST
 
@@ -306,6 +307,8 @@ START_TEST(out_of_range_fields_are_named)
         {"rma", offsetof(frpc_config, rma), 3},
         {"rma", offsetof(frpc_config, rma), -1},
         {"coalesce", offsetof(frpc_config, coalesce), 2},
+        {"fn_stats", offsetof(frpc_config, fn_stats), 2},
+        {"fn_stats", offsetof(frpc_config, fn_stats), -1},
         {"strict", offsetof(frpc_config, strict), -1},
         {"rank", offsetof(frpc_config, rank), -1},
     };
