@@ -9,9 +9,8 @@
  * each push signals one of them. Destroy sets stopping under the lock and
  * wakes them all; a worker leaves only when stopping is set and the ring
  * is empty, so every queued task runs before the joins return. Worker ids
- * are written while create holds the lock, and a worker takes the lock
- * before its first task, so a task that asks fr_pool_is_worker sees them
- * all.
+ * are written while create holds the lock; each worker knows its pool
+ * (my_pool) before its first task.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -22,6 +21,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "comm/clock.h" /* FR_TLS_FAST */
 #include "rpc/pool.h"
 
 typedef struct fr_task {
@@ -42,10 +42,17 @@ struct fr_pool {
     pthread_t worker[];       /* nthreads ids, written under lock */
 };
 
+/* The pool whose worker this thread is, or NULL: fr_pool_is_worker is
+ * asked on every call's path (a loop over the workers' ids cost about 100
+ * instructions each time). A pool's workers are joined before it is
+ * freed, so no thread holds a stale one. */
+static _Thread_local const fr_pool *my_pool FR_TLS_FAST;
+
 static void *worker_main(void *arg)
 {
     fr_pool *p = arg;
 
+    my_pool = p;
     pthread_mutex_lock(&p->lock);
     for (;;) {
         unsigned n = atomic_load_explicit(&p->count, memory_order_relaxed);
@@ -148,14 +155,7 @@ int fr_pool_submit(fr_pool *p, fr_task_fn fn, void *arg)
 
 int fr_pool_is_worker(const fr_pool *p)
 {
-    pthread_t self = pthread_self();
-
-    if (!p)
-        return 0;
-    for (unsigned i = 0; i < p->nthreads; i++)
-        if (pthread_equal(p->worker[i], self))
-            return 1;
-    return 0;
+    return p && my_pool == p;
 }
 
 int fr_pool_block(fr_pool *p)

@@ -5,9 +5,10 @@
  * Design notes
  *   One function, env_check, holds every rule about which headers are
  *   valid; encode and decode both call it, so encode can never produce a
- *   header that decode rejects. Integers are packed and unpacked a byte at a
- *   time, little-endian, so the code does not depend on the host's byte
- *   order or alignment. Every read is bounded by a length checked before it.
+ *   header that decode rejects. Integers are little-endian on the wire,
+ *   read and written without regard to alignment (see put_le), so the code
+ *   does not depend on the host's byte order or alignment. Every read is
+ *   bounded by a length checked before it.
  *
  *   Rules beyond those listed in envelope.h (decided here, see env_check):
  *   - REMOTE is only valid on ERROR; RNDV only on REQUEST and RESPONSE;
@@ -28,17 +29,37 @@
 
 /* ---- little-endian byte packing ---------------------------------------- */
 
-static void put_le(uint8_t *p, uint64_t v, unsigned n)
+/* On a little-endian host the bytes are the integer's own: one unaligned
+ * load or store (memcpy of a constant size compiles to one). The loops
+ * byte by byte were not inlined nor merged by gcc -O2: about 330
+ * instructions per header decoded and 250 per header encoded, a good part
+ * of a call's own cost on shm (callgrind, fabrpc-bench latency --sizes 8
+ * in blocking mode). Elsewhere, byte by byte. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define FR_HOST_LE 1
+#else
+#define FR_HOST_LE 0
+#endif
+
+static inline void put_le(uint8_t *p, uint64_t v, unsigned n)
 {
+    if (FR_HOST_LE) {
+        memcpy(p, &v, n);
+        return;
+    }
     for (unsigned i = 0; i < n; i++) {
         p[i] = (uint8_t)(v & 0xffu);
         v >>= 8;
     }
 }
 
-static uint64_t get_le(const uint8_t *p, unsigned n)
+static inline uint64_t get_le(const uint8_t *p, unsigned n)
 {
     uint64_t v = 0;
+    if (FR_HOST_LE) {
+        memcpy(&v, p, n);
+        return v;
+    }
     for (unsigned i = n; i > 0; i--)
         v = (v << 8) | p[i - 1];
     return v;
