@@ -1027,7 +1027,8 @@ int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
  * frpc_notify_wait), finds the bytes of the batch's puts in its memory.
  * No op failing, the batch ends 0 when the owner has the notification
  * (queued, or handed to its callback), or with the code the owner sent
- * back (FRPC_EAGAIN: its queue was full). An op failing, the batch ends
+ * back (FRPC_EAGAIN: its queue was full; FRPC_ETOOBIG: notify_len is
+ * over its config.max_msg_size). An op failing, the batch ends
  * with the first failure and sends nothing. A batch whose wait ended
  * (timeout, cancel) while its data was already on the way may still
  * notify.
@@ -1062,8 +1063,11 @@ typedef struct frpc_xfer {
  * op, a NULL region, regions of two agents, descriptors of two owners,
  * notify_len over FRPC_NOTIFY_MAX, notify NULL with notify_len > 0), any
  * code of frpc_get/frpc_put (the first op's that failed), and, with a
- * notification, FRPC_EAGAIN (the owner's queue is full). Blocks. Since
- * 1.1 (frpc_transfer and frpc_transfer_sized).
+ * notification, FRPC_EAGAIN (the owner's queue is full) and FRPC_ETOOBIG
+ * (notify_len over this rank's config.max_msg_size: refused before
+ * anything is posted; or over the owner's: sent back by the owner once
+ * the data has landed). Blocks. Since 1.1 (frpc_transfer and
+ * frpc_transfer_sized).
  */
 #define frpc_transfer(ops, n, notify, notify_len, timeout_ms)                 \
     frpc_transfer_sized((ops), (n), sizeof(*(ops)), (notify), (notify_len),  \

@@ -331,6 +331,10 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
         if (x->local->agent != a)
             return FRPC_EINVAL;
     }
+    /* The notification is a message of this rank's: over its limit it
+     * could never be sent, so say so before any data moves. */
+    if (notify_len > a->set.max_msg)
+        return FRPC_ETOOBIG;
     if (!(b->segs = calloc(n, sizeof(*b->segs))) ||
         !(b->esegs = calloc(n, sizeof(*b->esegs))) ||
         !(b->ctx = calloc(1, sizeof(*b->ctx) + notify_len +

@@ -22,6 +22,7 @@
  *   batch    batches and their notifications (rma_batch.c).
  *   notify   notifications alone: order, callback, limits (rma_batch.c).
  *   cycles   10,000 register/get/deregister cycles, RSS flat (rma_batch.c).
+ *   notebig  a batch's notification over max_msg_size (rma_batch.c).
  *   modes, fallback  native or emulated transfers (rma_modes.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
@@ -673,11 +674,13 @@ int main(int argc, char **argv)
         return mode_notify();
     if (!strcmp(mode, "cycles"))
         return mode_cycles();
+    if (!strcmp(mode, "notebig"))
+        return mode_notebig();
     if (!strcmp(mode, "modes"))
         return mode_modes();
     if (!strcmp(mode, "fallback"))
         return mode_fallback();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
-            "modes|fallback\n");
+            "notebig|modes|fallback\n");
     return 2;
 }

@@ -51,6 +51,7 @@ void rma_dump_counters(void);
 int mode_batch(void);
 int mode_notify(void);
 int mode_cycles(void);
+int mode_notebig(void);
 int mode_modes(void);
 int mode_fallback(void);
 

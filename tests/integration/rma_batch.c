@@ -14,6 +14,11 @@
  *           and tries again); a full queue refusing a notification and a
  *           batch's, nothing lost; FRPC_ETOOBIG leaving it queued; the
  *           callback, in order; to itself; bad arguments.
+ *   notebig with FABRPC_MAX_MSG=300 on both ranks: a batch whose
+ *           notification (512 B) is over this rank's config.max_msg_size
+ *           fails FRPC_ETOOBIG before anything is posted (the owner's
+ *           bytes untouched, no put counted; async: *out NULL); with one
+ *           of 200 B it runs, and the owner takes it with the bytes there.
  *   cycles  RMA_CYCLES (10,000) register / describe / get / deregister of one
  *           buffer: the resident set stays flat (no leak per cycle; not
  *           checked under AddressSanitizer, whose quarantine grows).
@@ -539,6 +544,66 @@ int mode_notify(void)
     full_queue();
     too_small();
     callback();
+    finish();
+    return 0;
+}
+
+/* ---- notebig --------------------------------------------------------- */
+
+int mode_notebig(void)
+{
+    start(64 * 1024);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "notebig needs 2 ranks");
+    if (me == 0) {
+        uint8_t desc[FRPC_MEM_DESC_SIZE], *lbuf;
+        frpc_mem *l = local_region(4096, &lbuf);
+        char note[FRPC_NOTIFY_MAX];
+        frpc_stats s0, s1;
+        desc_of(1, desc);
+        fill(lbuf, 4096, 9u, 0);
+        memset(note, 'n', sizeof(note));
+        frpc_xfer op = {.op = FRPC_XFER_PUT, .local = l, .desc = desc,
+                        .desc_len = FRPC_MEM_DESC_SIZE, .remote_off = 100,
+                        .len = 4096};
+        stats(&s0);
+        expect(frpc_transfer(&op, 1, note, sizeof(note), TIMEOUT_MS),
+               FRPC_ETOOBIG, "a batch's notification over this rank's "
+               "max_msg_size");
+        frpc_future *f = (frpc_future *)1;
+        expect(frpc_transfer_async(&op, 1, note, sizeof(note), TIMEOUT_MS,
+                                   &f),
+               FRPC_ETOOBIG, "the same, async");
+        CHECK(f == NULL, "*out NULL on an error");
+        stats(&s1);
+        CHECK(s1.transfers_put == s0.transfers_put &&
+                  s1.transfer_batches == s0.transfer_batches,
+              "refused batches posted %llu puts",
+              (unsigned long long)(s1.transfers_put - s0.transfers_put));
+        int rc = frpc_get(l, 0, desc, FRPC_MEM_DESC_SIZE, 100, 4096,
+                          TIMEOUT_MS);
+        CHECK(rc == 0 && verify(lbuf, 4096, 1u, 100) == 4096,
+              "the owner's bytes untouched by the refused batches: %s",
+              frpc_strerror(rc));
+        printf("ok: nothing of them was posted\n");
+        fill(lbuf, 4096, 9u, 0);
+        expect(frpc_transfer(&op, 1, note, 200, TIMEOUT_MS), 0,
+               "a batch with a 200 B notification");
+        CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+        free(lbuf);
+    } else {
+        char note[FRPC_NOTIFY_MAX];
+        size_t len;
+        int src;
+        int rc = frpc_notify_wait(agent, &src, note, sizeof(note), &len,
+                                  TIMEOUT_MS);
+        CHECK(rc == 0 && src == 0 && len == 200,
+              "the 200 B notification: %s, %zu B", frpc_strerror(rc), len);
+        CHECK(verify(region_buf + 100, 4096, 9u, 0) == 4096,
+              "the batch's bytes there before its notification");
+        expect(frpc_notify_wait(agent, &src, note, sizeof(note), &len, 200),
+               FRPC_ETIMEDOUT, "no other notification came");
+    }
     finish();
     return 0;
 }

@@ -36,6 +36,8 @@ run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
 run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
 run_case "$PROV: notifications: order per source, full queue, callback" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
+notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
+run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
 # The choice of mode (rma_modes.c), once per provider, with the emulated
 # suite: the cases set FABRPC_RMA themselves.
