@@ -959,7 +959,9 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * from frpc_mem_describe on the owner rank) describes, into local's bytes
  * at local_off. No handler of the owner's application runs (emulated:
  * fabrpc's own, see above). timeout_ms as for calls (see "Timeouts").
- * Returns 0 when the bytes are in local; len 0 is 0 at once. Errors:
+ * Returns 0 when the bytes are in local; len 0 is 0 at once, nothing
+ * posted, but its arguments are checked all the same (a bad descriptor
+ * or slice is refused whatever len). Errors:
  * FRPC_EINVAL (NULL local or desc, local slice outside local, remote
  * slice outside the descriptor's), FRPC_EPROTO (desc is not a
  * descriptor: wrong size or format), FRPC_EACCES (its check value does
@@ -1023,7 +1025,9 @@ int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
  * local regions (gets into overlapping bytes land in no defined order).
  *
  * notify (notify_len bytes, at most FRPC_NOTIFY_MAX; NULL when 0) is sent
- * to the owner once every op has completed, so the owner, taking it (see
+ * to the owner once every op has completed (notify_len 0: no notification
+ * at all, whatever notify is; unlike frpc_notify, a batch cannot send an
+ * empty one), so the owner, taking it (see
  * frpc_notify_wait), finds the bytes of the batch's puts in its memory.
  * No op failing, the batch ends 0 when the owner has the notification
  * (queued, or handed to its callback), or with the code the owner sent
@@ -1181,8 +1185,10 @@ typedef struct frpc_stats {
                                     counted: none is lost) */
     uint64_t cq_errors_unmatched; /* provider error reports that named no
                                     operation of ours */
-    uint64_t transfers_get;      /* frpc_get(_async) posted (since 1.1) */
-    uint64_t transfers_put;      /* frpc_put(_async) posted (since 1.1) */
+    uint64_t transfers_get;      /* gets posted: frpc_get(_async), and
+                                    each op of a batch that moves bytes
+                                    (since 1.1) */
+    uint64_t transfers_put;      /* puts posted, likewise (since 1.1) */
     uint64_t transfer_bytes;     /* bytes of the transfers that completed
                                     (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor

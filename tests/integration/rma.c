@@ -510,6 +510,8 @@ static int mode_bad(void)
     expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
            FRPC_EPROTO, "random bytes as a descriptor");
     good_get(local, lbuf, desc, peer);
+    expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 0, 5000),
+           FRPC_EPROTO, "random bytes as a descriptor, len 0");
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE - 1, 0, 8, 5000),
            FRPC_EPROTO, "a truncated descriptor");
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE + 1, 0, 8, 5000),
@@ -547,10 +549,11 @@ static int mode_bad(void)
                           NULL),
            FRPC_EINVAL, "async with no future pointer");
     CHECK(frpc_get_stats(agent, &st1) == 0, "stats");
-    /* Refused before posting: random, short, long, key, length, job,
-     * remote slice, local slice, wrap (NULLs are not transfers). */
-    CHECK(st1.transfers_refused - st0.transfers_refused == 9,
-          "transfers_refused went up by %llu, want 9",
+    /* Refused before posting: random (len 8 and 0), short, long, key,
+     * length, job, remote slice, local slice, wrap (NULLs are not
+     * transfers). */
+    CHECK(st1.transfers_refused - st0.transfers_refused == 10,
+          "transfers_refused went up by %llu, want 10",
           (unsigned long long)(st1.transfers_refused - st0.transfers_refused));
     printf("ok: refusals counted\n");
 

@@ -18,7 +18,8 @@
  *           notification (512 B) is over this rank's config.max_msg_size
  *           fails FRPC_ETOOBIG before anything is posted (the owner's
  *           bytes untouched, no put counted; async: *out NULL); with one
- *           of 200 B it runs, and the owner takes it with the bytes there.
+ *           of 200 B it runs, and the owner takes it with the bytes there;
+ *           one with notify set but notify_len 0 sends none.
  *   cycles  RMA_CYCLES (10,000) register / describe / get / deregister of one
  *           buffer: the resident set stays flat (no leak per cycle; not
  *           checked under AddressSanitizer, whose quarantine grows).
@@ -587,6 +588,10 @@ int mode_notebig(void)
               frpc_strerror(rc));
         printf("ok: nothing of them was posted\n");
         fill(lbuf, 4096, 9u, 0);
+        /* notify_len 0 sends no notification, notify or not (rank 1's
+         * last wait finds none but the 200 B one). */
+        expect(frpc_transfer(&op, 1, note, 0, TIMEOUT_MS), 0,
+               "a batch with notify set but notify_len 0");
         expect(frpc_transfer(&op, 1, note, 200, TIMEOUT_MS), 0,
                "a batch with a 200 B notification");
         CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
