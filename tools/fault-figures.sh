@@ -21,7 +21,13 @@
 #   reinit      init + shutdown, average of 20 rounds in one process
 #   mismatch    two ranks with different world sizes: frpc_init's failure
 set -u
-B=${1:?usage: fault-figures.sh BUILD_DIR [N] [PROVIDERS]}
+usage() {
+    echo "usage: $0 BUILD_DIR [N] [PROVIDERS]  (BUILD_DIR: a built tree," \
+         "with tools/fabrpc-run)" >&2
+    exit 2
+}
+[ $# -ge 1 ] && [ -x "$1/tools/fabrpc-run" ] || usage
+B=$1
 N=${2:-10}
 PROVS=${3:-shm tcp}
 B=$(cd "$B" && pwd)

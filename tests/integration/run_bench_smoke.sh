@@ -3,7 +3,7 @@
 # be well formed (one flat JSON object per line with the 11 keys, or the
 # table). No thresholds: the machine may be busy.
 . "$(dirname "$0")/lib.sh"
-need_var FABRPC_BENCH FABRPC_RUN
+need_var FABRPC_BENCH FABRPC_RUN top_srcdir
 make_tmpdir
 
 KEYS="system provider metric size inflight iters p50_us p99_us calls_per_s mb_per_s cpu_s"
@@ -254,6 +254,23 @@ bad_usage() {
     "$FABRPC_BENCH" nosuchmode >/dev/null 2>"$TMPD/bad.err" || st=$?
     [ $st = 2 ] && expect_grep 'unknown mode' "$TMPD/bad.err"
 }
+# fault-figures.sh with no built tree (or --help): usage and exit 2 at
+# once. It used to run its 2 x 10 rounds of every fault against missing
+# binaries and print a table of dashes with status 0.
+fault_figures_usage() {
+    local st=0 arg
+    for arg in --help "$TMPD/no-such-build"; do
+        st=0
+        run_bounded 20 bash "$top_srcdir/tools/fault-figures.sh" "$arg" \
+            >"$TMPD/ff.out" 2>&1 || st=$?
+        cat "$TMPD/ff.out"
+        [ $st = 2 ] || { echo "fault-figures.sh $arg: status $st, want 2"; return 1; }
+        expect_grep '^usage: .*fault-figures.sh BUILD_DIR' "$TMPD/ff.out" || return 1
+        if grep -q 'median' "$TMPD/ff.out"; then
+            echo "fault-figures.sh $arg ran its rounds"; return 1
+        fi
+    done
+}
 bad_coalesce() {
     local st=0
     "$FABRPC_BENCH" rate --coalesce yes >/dev/null 2>"$TMPD/badc.err" ||
@@ -283,4 +300,5 @@ run_case "table output has the header and rows" table
 run_case "--help names every mode and option" help_lists_all
 run_case "unknown mode is a usage error" bad_usage
 run_case "a bad --coalesce is a usage error" bad_coalesce
+run_case "fault-figures.sh without a built tree is a usage error" fault_figures_usage
 finish_cases
