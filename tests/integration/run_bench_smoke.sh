@@ -245,9 +245,13 @@ help_lists_all() {
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
     for w in latency rate bandwidth rma idle init timeouts --provider --sizes --inflight \
         --iters --warmup --progress --seconds --ranks --json --baseline \
-        --batch --coalesce; do
+        --batch --coalesce --lend; do
         expect_grep "^ +$w " "$TMPD/help.out"
     done
+    # rma's batch rows are named with the mode (they were not: "metrics
+    # get, put" only).
+    expect_grep 'metrics$' "$TMPD/help.out" &&
+        expect_grep 'get_batch, put_batch' "$TMPD/help.out"
 }
 bad_usage() {
     local st=0
