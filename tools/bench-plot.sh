@@ -17,6 +17,7 @@
 # not JSON objects, e.g. "[0] " prefixes from fabrpc-run, are stripped).
 set -euo pipefail
 
+case "${1:-}" in -h|--help) echo "usage: $0 RESULTS.jsonl PREFIX"; exit 0 ;; esac
 if [ $# -ne 2 ]; then
     echo "usage: $0 RESULTS.jsonl PREFIX" >&2
     exit 2

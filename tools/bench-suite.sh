@@ -12,6 +12,7 @@
 # running changes the figures. tcp stays on loopback (FI_TCP_IFACE=lo).
 set -euo pipefail
 
+case "${1:-}" in -h|--help) echo "usage: $0 BUILDDIR OUTDIR [RUNS]"; exit 0 ;; esac
 if [ $# -lt 2 ]; then
     echo "usage: $0 BUILDDIR OUTDIR [RUNS]" >&2
     exit 2

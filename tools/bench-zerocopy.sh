@@ -11,6 +11,7 @@
 # usage: tools/bench-zerocopy.sh BUILDDIR OUTDIR [RUNS]
 # Run it on an otherwise idle machine. tcp stays on loopback.
 set -euo pipefail
+case "${1:-}" in -h|--help) echo "usage: $0 BUILDDIR OUTDIR [RUNS]"; exit 0 ;; esac
 if [ $# -lt 2 ]; then
     echo "usage: $0 BUILDDIR OUTDIR [RUNS]" >&2
     exit 2
