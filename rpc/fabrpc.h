@@ -251,12 +251,11 @@ typedef enum frpc_rma_mode {
  *                    which is in use and why (see "Registered memory and
  *                    one-sided transfers").
  *  fn_stats          0 or 1; FABRPC_FN_STATS, else 1. Keep per-function
- *                    figures (frpc_get_fn_stats). They cost two clock
- *                    reads and a few adds per call and per request: about
- *                    50 ns of an 8-byte round trip on shm (0.85 against
- *                    0.90 us; see docs/PERFORMANCE.md). 0 keeps none
- *                    (frpc_get_fn_stats gives zeros, frpc_fn_stats_names
- *                    0). Since 1.4.
+ *                    figures (frpc_get_fn_stats). They cost a clock read
+ *                    and a few adds per call and per request: about 6% of
+ *                    an 8-byte round trip on shm (docs/PERFORMANCE.md). 0
+ *                    keeps none (frpc_get_fn_stats gives zeros,
+ *                    frpc_fn_stats_names 0). Since 1.4.
  *
  * size is set by frpc_config_init (see "Version and ABI"); do not change
  * it. Strings are borrowed: frpc_init copies what it keeps.
