@@ -129,6 +129,16 @@ int main(void)
         frpc_result_clear(&res);
     }
     frpc_mp_buf_destroy(&args);
+
+    /* What this rank saw of "hello", as caller and as callee; after the
+     * barrier, every rank's calls to it have been answered. */
+    frpc_fn_stats st;
+    if (frpc_barrier(agent, 30000) == 0 &&
+        frpc_get_fn_stats(agent, "hello", &st) == 0)
+        printf("rank %d: 'hello' called %llu times (p50 %.1f us, max %.1f "
+               "us), answered %llu\n", me, (unsigned long long)st.calls,
+               (double)st.call_ns_p50 / 1e3, (double)st.call_ns_max / 1e3,
+               (unsigned long long)st.handled);
     rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 30000);
     return failed || rc ? 1 : 0;
 }

@@ -15,6 +15,8 @@ hello() {
             [ $a = $b ] && continue
             expect_grep "^\[$a\] rank $a called rank $b: hello from rank $b to rank $a\$" "$out"
         done
+        # Per-function figures: 3 calls made and 3 answered by each rank.
+        expect_grep "^\[$a\] rank $a: 'hello' called 3 times \(p50 [0-9.]+ us, max [0-9.]+ us\), answered 3\$" "$out"
     done
 }
 add_example() {
