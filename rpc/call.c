@@ -25,6 +25,9 @@ void frpc_result_clear(frpc_result *res)
     memset(res, 0, sizeof(*res));
 }
 
+#define FR_STR_(x) #x
+#define FR_STR(x) FR_STR_(x)
+
 static char *fmt(const char *f, const char *name, int dst)
 {
     char buf[512];
@@ -204,9 +207,16 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
     loan.ctx = &a->pend;
     if (fr_progress_begin_wait(a))
         return fail_early(res, FRPC_EDEADLK,
-                          fmt("call to '%s' on rank %d: nesting limit "
-                              "reached (every pool thread would wait)",
-                              name, dst));
+                          fr_fabric_polling_here(a->fab)
+                              ? fmt("call to '%s' on rank %d: nesting limit "
+                                    "reached (inline handlers nest "
+                                    FR_STR(FRPC_MAX_INLINE_DEPTH)
+                                    " deep at most)",
+                                    name, dst)
+                              : fmt("call to '%s' on rank %d: nesting limit "
+                                    "reached (every pool thread would "
+                                    "wait)",
+                                    name, dst));
     timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_with_room(&a->pend, &p, (uint32_t)dst, name,
                                   timeout_ms, fr_deadline_ms(timeout_ms),

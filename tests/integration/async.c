@@ -19,7 +19,8 @@
  *   nested    3 ranks, FABRPC_THREADS=2: a pool handler calls other ranks
  *             (sync, async + wait_all, async + then from an inline handler),
  *             an inline handler calls its own rank, and recursive chains on
- *             one rank end with FRPC_EAGAIN at the nesting limit.
+ *             one rank end with FRPC_EDEADLK at the nesting limit, whose
+ *             res.error names the limit (pool or inline).
  *   futures   then/cancel/free racing with answers under load (every
  *             callback once, cancels won or lost, never another call's
  *             answer), then wait_any/wait_all over success, remote error,
@@ -514,7 +515,7 @@ static int as_errors = 1; /* the user pointer of "deep_err" */
 static void deep(frpc_request *req, void *user)
 {
     uint64_t a;
-    char msg[128];
+    char msg[384];
     frpc_result res = {0};
     CHECK(au_req_seed(req, &a), "deep args");
     uint64_t d = (uint32_t)a;
@@ -527,8 +528,9 @@ static void deep(frpc_request *req, void *user)
     } else if (rc == FRPC_EREMOTE) {
         frpc_respond_error(req, res.remote_code, res.error);
     } else if (user) {
-        snprintf(msg, sizeof(msg), "depth %llu: %s", (unsigned long long)d,
-                 frpc_err_name(rc));
+        snprintf(msg, sizeof(msg), "depth %llu: %s (%s)",
+                 (unsigned long long)d, frpc_err_name(rc),
+                 res.error ? res.error : "");
         frpc_respond_error(req, rc, msg);
     } else {
         void *rep = au_msg((uint64_t)(-rc) << 32 | d, 16);
@@ -539,8 +541,9 @@ static void deep(frpc_request *req, void *user)
 }
 
 /* Runs chain number id of fn on this rank; returns the depth where it
- * ended, which must be with FRPC_EDEADLK. */
-static int chain(const char *fn, uint64_t id)
+ * ended, which must be with FRPC_EDEADLK. limit: for a chain of errors,
+ * what its message must name ("pool thread", "inline"), else NULL. */
+static int chain_naming(const char *fn, uint64_t id, const char *limit)
 {
     frpc_result res;
     uint64_t got = 0;
@@ -553,6 +556,10 @@ static int chain(const char *fn, uint64_t id)
         st = res.remote_code;
         CHECK(res.error && sscanf(res.error, "depth %llu", &d) == 1,
               "%s: message \"%s\"", fn, res.error ? res.error : "");
+        /* The inline limit was told as the pool's (before: "every pool
+         * thread would wait" for an inline handler's 9th wait too). */
+        CHECK(!limit || strstr(res.error, limit), "%s: message \"%s\" does "
+              "not name the %s limit", fn, res.error, limit);
     } else {
         CHECK(rc == 0 && au_msg_check(res.data, res.len, &got), "%s: %s",
               fn, au_why(rc, res.error));
@@ -563,6 +570,11 @@ static int chain(const char *fn, uint64_t id)
     CHECK(st == FRPC_EDEADLK, "%s ended with %s at depth %llu, want "
           "FRPC_EDEADLK", fn, frpc_err_name(st), d);
     return (int)d;
+}
+
+static int chain(const char *fn, uint64_t id)
+{
+    return chain_naming(fn, id, NULL);
 }
 
 static int mode_nested(void)
@@ -580,6 +592,7 @@ static int mode_nested(void)
     au_register("deep", deep, NULL, 0);
     au_register("deep_err", deep, &as_errors, 0);
     au_register("ideep", deep, NULL, FRPC_INLINE);
+    au_register("ideep_err", deep, &as_errors, FRPC_INLINE);
     au_barrier();
     if (me == RANK_A) {
         for (int i = 0; i < 20; i++) {
@@ -597,7 +610,7 @@ static int mode_nested(void)
         int d = chain("deep", 1);
         CHECK(d == threads - 1, "pool chain ended at depth %d, want %d", d,
               threads - 1);
-        d = chain("deep_err", 2);
+        d = chain_naming("deep_err", 2, "every pool thread");
         CHECK(d == threads - 1, "pool chain (errors) ended at depth %d", d);
         printf("ok: pool chain on one rank ends with FRPC_EDEADLK at depth %d "
                "(%d threads), as status and as remote error\n", d, threads);
@@ -606,6 +619,10 @@ static int mode_nested(void)
               "inline chain ended at depth %d, want about %d", d,
               FRPC_MAX_INLINE_DEPTH);
         printf("ok: inline chain ends with FRPC_EDEADLK at depth %d\n", d);
+        int e = chain_naming("ideep_err", 4, "inline handlers nest");
+        CHECK(e == d, "inline chain (errors) ended at depth %d, not %d", e,
+              d);
+        printf("ok: its error names the inline limit, not the pool's\n");
         au_sync_echo(RANK_B, "mid", 999, 8); /* all still works */
         printf("ok: calls work after the chains\n");
     }
