@@ -36,7 +36,10 @@
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
  * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
  * no limit; a call with no limit still ends when its peer is lost or the
- * agent shuts down.
+ * agent shuts down (immediate: at once; graceful: only at the shutdown's
+ * own timeout, since a graceful shutdown waits for the calls in flight,
+ * so one whose answer never comes holds a graceful
+ * frpc_shutdown(FRPC_TIMEOUT_NONE) forever, and its callee's with it).
  *
  * Codes that mean one thing everywhere:
  *   FRPC_ETIMEDOUT   a wait ran out of time: a call's own timeout, or a
@@ -337,7 +340,11 @@ enum {
 
 /*
  * Ends the agent. Graceful: new calls from this rank's threads fail with
- * FRPC_ESHUTDOWN, calls already in flight finish, and this rank keeps
+ * FRPC_ESHUTDOWN, calls already in flight finish (or, still in flight
+ * when timeout_ms runs out, end with FRPC_ESHUTDOWN: a call without limit
+ * whose handler never answers holds the shutdown that long, forever with
+ * FRPC_TIMEOUT_NONE, and the callee's shutdown, which waits for this rank
+ * at the barrier, with it), and this rank keeps
  * serving the others' requests until every rank has reached shutdown (a
  * barrier); handlers serving them may still make nested calls until
  * then. A rank known lost is not waited for: the barrier fails at once
@@ -480,7 +487,8 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
  * A handler answers req exactly once with frpc_respond or
  * frpc_respond_error, before returning or later from any thread (deferred
  * response). A request never answered ends as a timeout on the caller's
- * side and is released by frpc_shutdown.
+ * side (a call without limit: as "Timeouts" says) and is released by
+ * frpc_shutdown.
  */
 typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 

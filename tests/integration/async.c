@@ -15,7 +15,10 @@
  *   deferred  rank 0 keeps each round's pushes and answers them all with
  *             their sum once every worker pushed (3 rounds, answered from
  *             the last handler or from another thread); a request never
- *             answered times out on the caller, and shutdown still ends.
+ *             answered times out on the caller, and shutdown still ends;
+ *             one from a call without limit holds rank 1's graceful
+ *             shutdown for the shutdown's timeout, then ends
+ *             FRPC_ESHUTDOWN.
  *   nested    3 ranks, FABRPC_THREADS=2: a pool handler calls other ranks
  *             (sync, async + wait_all, async + then from an inline handler),
  *             an inline handler calls its own rank, and recursive chains on
@@ -422,6 +425,26 @@ static int mode_deferred(void)
         pthread_mutex_unlock(&held_lock);
         CHECK(n == 2 * (nranks - 1), "%d requests held", n);
         printf("ok: rank 0 keeps %d requests never answered\n", n);
+    }
+    if (me == 1 && nranks > 2) {
+        /* A call without limit that is never answered holds a graceful
+         * shutdown until the shutdown's own timeout (header, "Timeouts"
+         * and frpc_shutdown), then ends with FRPC_ESHUTDOWN. */
+        frpc_future *f = au_async(2, "hold", me, 16, FRPC_TIMEOUT_NONE);
+        double t0 = au_now_ms();
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 1500);
+        double ms = au_now_ms() - t0;
+        CHECK(rc == FRPC_ETIMEDOUT && ms >= 1400,
+              "shutdown with a call never answered: %s in %.0f ms, want "
+              "FRPC_ETIMEDOUT in 1500 ms", frpc_err_name(rc), ms);
+        CHECK(frpc_future_error(f, NULL, NULL) == FRPC_ESHUTDOWN,
+              "the call never answered ended %s, want FRPC_ESHUTDOWN",
+              frpc_err_name(frpc_future_error(f, NULL, NULL)));
+        frpc_future_free(f);
+        printf("ok: a call without limit never answered held the graceful "
+               "shutdown for its timeout (%.0f ms), then ended "
+               "FRPC_ESHUTDOWN\n", ms);
+        return 0;
     }
     au_finish(); /* rank 0: releases the requests it kept */
     return 0;
