@@ -450,7 +450,9 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * thread while this one waits: it ends within 100 ms; its entry still
  * counts for the others' barrier), FRPC_EDEADLK (called on the polling
  * thread, from an FRPC_INLINE handler or a callback it runs: no request
- * would be served meanwhile), FRPC_EINVAL (NULL agent). Two threads'
+ * would be served meanwhile; or on a pool thread when every other pool
+ * thread waits already, as for nested calls: with config.threads 1, from
+ * any pool handler or callback), FRPC_EINVAL (NULL agent). Two threads'
  * barriers take turns; the second waits for the first no longer than its
  * own timeout_ms. Blocks.
  */

@@ -437,13 +437,17 @@ static int mode_deferred(void)
         CHECK(rc == FRPC_ETIMEDOUT && ms >= 1400,
               "shutdown with a call never answered: %s in %.0f ms, want "
               "FRPC_ETIMEDOUT in 1500 ms", frpc_err_name(rc), ms);
-        CHECK(frpc_future_error(f, NULL, NULL) == FRPC_ESHUTDOWN,
-              "the call never answered ended %s, want FRPC_ESHUTDOWN",
-              frpc_err_name(frpc_future_error(f, NULL, NULL)));
+        /* FRPC_EPEERLOST when rank 2 was seen leaving first (its own
+         * shutdown gives up on rank 1 at the barrier: under load, CI's
+         * tcp run saw it once). */
+        int end = frpc_future_error(f, NULL, NULL);
+        CHECK(end == FRPC_ESHUTDOWN || end == FRPC_EPEERLOST,
+              "the call never answered ended %s, want FRPC_ESHUTDOWN (or "
+              "FRPC_EPEERLOST)", frpc_err_name(end));
         frpc_future_free(f);
         printf("ok: a call without limit never answered held the graceful "
-               "shutdown for its timeout (%.0f ms), then ended "
-               "FRPC_ESHUTDOWN\n", ms);
+               "shutdown for its timeout (%.0f ms), then ended %s\n", ms,
+               frpc_err_name(end));
         return 0;
     }
     au_finish(); /* rank 0: releases the requests it kept */

@@ -1997,11 +1997,14 @@ static int mode_own_threads(void)
     au_register("shutdown_pool", shutdown_here, NULL, 0);
     au_register("shutdown_inline", shutdown_here, NULL, FRPC_INLINE);
     au_register("barrier_inline", barrier_here, NULL, FRPC_INLINE);
+    au_register("barrier_pool", barrier_here, NULL, 0);
     au_barrier();
     int peer = 1 - me;
     expect_code(peer, "shutdown_pool", FRPC_EDEADLK);
     expect_code(peer, "shutdown_inline", FRPC_EDEADLK);
     expect_code(peer, "barrier_inline", FRPC_EDEADLK);
+    /* run with FABRPC_THREADS=1: the only pool thread would wait */
+    expect_code(peer, "barrier_pool", FRPC_EDEADLK);
     frpc_future *f = au_async(peer, "echo", au_mix(0x51), 16, 20000);
     CHECK(frpc_future_then(f, shutdown_in_callback, NULL) == 0, "then");
     CHECK(frpc_future_wait(f, 20000) == 0, "the echo");

@@ -251,7 +251,7 @@ late_shutdown() {
 
 reinit() { clean reinit 2 120 reinit "0 1"; }
 own_threads() {
-    clean own 2 60 own-threads "0 1"
+    clean own 2 60 own-threads "0 1" FABRPC_THREADS=1
 }
 inside() {
     clean inside-$1 2 60 inside 0 PEERLOST_HOW=$1
@@ -353,7 +353,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: graceful shutdown with a peer 4 s late ends FRPC_ETIMEDOUT at its bound" late_shutdown
     run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
     run_case "$PROV: graceful shutdown right after starting 816 async calls: each ends with its answer" drain
-    run_case "$PROV: frpc_shutdown from a handler or a callback, frpc_barrier inline: FRPC_EDEADLK" own_threads
+    run_case "$PROV: frpc_shutdown from a handler or a callback, frpc_barrier inline or on the only pool thread: FRPC_EDEADLK" own_threads
     run_case "$PROV: immediate shutdown while threads wait in notify_wait, barrier, call, future_wait: each ends, then the agent is freed" inside immediate
     run_case "$PROV: graceful shutdown while threads wait in notify_wait and barrier: each ends, the shutdown barrier is its own" inside graceful
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
