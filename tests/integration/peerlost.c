@@ -259,6 +259,15 @@ static atomic_int lost_order[MAX_RANKS]; /* the ranks reported, in order */
 static atomic_int nlost_order;   /* slots taken */
 static atomic_int nlost_written; /* slots written (after nlost_order) */
 
+/* When rank was reported lost (au_now_ms), or 0: read after its count,
+ * which on_lost bumps after writing the time, so the two are ordered. */
+static double lost_ms(int rank)
+{
+    return atomic_load(&lost_dead[rank]) || atomic_load(&lost_left[rank])
+               ? lost_at_ms[rank]
+               : 0.0;
+}
+
 static void on_lost(frpc_agent *a, int rank, int state, const char *why,
                     void *user)
 {
@@ -1731,7 +1740,7 @@ static int mode_notify_lost(void)
     printf("notify_wait(%d) with its only sender killed %.0f ms into it: "
            "%s after %.0f ms; rank 1 reported lost %.0f ms into it\n",
            NL_WAIT_MS, tk - t0, frpc_err_name(rc), t1 - t0,
-           lost_at_ms[1] ? lost_at_ms[1] - t0 : -1.0);
+           lost_ms(1) ? lost_ms(1) - t0 : -1.0);
     CHECK(rc == FRPC_ETIMEDOUT, "frpc_notify_wait(%d) while its only sender "
           "died: %s, want FRPC_ETIMEDOUT", NL_WAIT_MS, frpc_err_name(rc));
     CHECK(t1 - t0 >= NL_WAIT_MS - 20 && t1 - t0 < NL_WAIT_MS + 3000,
@@ -1739,9 +1748,9 @@ static int mode_notify_lost(void)
     /* The loss happened, and was known, during the wait (else the test
      * proved nothing). */
     CHECK(tk > t0 && tk < t1 && atomic_load(&lost_dead[1]) == 1 &&
-              lost_at_ms[1] < t1,
+              lost_ms(1) < t1,
           "rank 1 died %.0f ms and was reported %.0f ms into the %.0f ms "
-          "wait: not during it", tk - t0, lost_at_ms[1] - t0, t1 - t0);
+          "wait: not during it", tk - t0, lost_ms(1) - t0, t1 - t0);
     printf("ok: frpc_notify_wait(%d) ran to its timeout (%.0f ms) though "
            "its only sender died %.0f ms into it\n", NL_WAIT_MS, t1 - t0,
            tk - t0);
