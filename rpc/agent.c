@@ -704,14 +704,16 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
      * request would be served while the barrier waits. */
     if (fr_fabric_polling_here(a->fab))
         return FRPC_EDEADLK;
-    /* On the pool, as a nested call: one pool thread stays free to run
-     * handlers (with threads 1, none would while the barrier waits). */
-    if (fr_pool_block(a->pool))
-        return FRPC_EDEADLK;
     fr_agent_enter(a);
-    int rc = user_barrier(a, fr_agent_timeout(a, timeout_ms));
+    /* On the pool, as a nested call: one pool thread stays free to run
+     * handlers (with threads 1, none would while the barrier waits).
+     * Inside enter/leave: shutdown frees the pool once we left. */
+    int rc = FRPC_EDEADLK;
+    if (!fr_pool_block(a->pool)) {
+        rc = user_barrier(a, fr_agent_timeout(a, timeout_ms));
+        fr_pool_unblock(a->pool);
+    }
     fr_agent_leave(a);
-    fr_pool_unblock(a->pool);
     return rc;
 }
 
