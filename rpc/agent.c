@@ -424,9 +424,10 @@ static void destroy(frpc_agent *a, uint64_t deadline)
 {
     fr_liveness_stop(a);
     fr_progress_stop(a);
-    /* Every call ends exactly once: what is still in flight ends now. */
-    fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
-                    "the agent shut down before the answer came");
+    /* Every call ends exactly once: what is still in flight ends now, and
+     * what a callback run below (the pool's drain, a connection's drop)
+     * would start is refused: nothing would end it. */
+    fr_pending_close(&a->pend, "the agent shut down before the answer came");
     wait_users(a);
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     /* A loan still out (a lent async call its callee never read) comes

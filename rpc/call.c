@@ -223,7 +223,11 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
                                   NULL, NULL, 0, fr_agent_fn_stat(a, name));
     if (rc) {
         fr_progress_end_wait(a);
-        return fail_early(res, rc, strdup("out of memory"));
+        return fail_early(res, rc,
+                          rc == FRPC_ESHUTDOWN
+                              ? fmt("call to '%s' on rank %d: the agent is "
+                                    "shutting down", name, dst)
+                              : strdup("out of memory"));
     }
     if (len < a->set.zerocopy_min)
         lend = NULL;

@@ -326,6 +326,18 @@ static void run_hooks(fr_pending *hooks)
     }
 }
 
+/* Removes p, just added, if nobody completed it yet: 1 if so (it counts
+ * as refused, never as started). */
+static int take_back(fr_pending_table *t, fr_pending *p)
+{
+    pthread_mutex_lock(&t->lock);
+    int removed = remove_locked(t, p);
+    pthread_mutex_unlock(&t->lock);
+    if (removed)
+        atomic_fetch_add(&t->st.refused, 1);
+    return removed;
+}
+
 int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done)
@@ -340,6 +352,8 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              void *room, size_t cap,
                              struct fr_fn_stat *fstat)
 {
+    if (atomic_load_explicit(&t->closed, memory_order_relaxed))
+        return FRPC_ESHUTDOWN;
     memset(&p->res, 0, sizeof(p->res));
     p->reply_room = room;
     p->reply_cap = room ? cap : 0;
@@ -380,6 +394,12 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
         p->next = h;
     while (!atomic_compare_exchange_weak_explicit(
         head, &h, p, memory_order_release, memory_order_relaxed));
+    /* Closed meanwhile? The closer stores closed, then sweeps the chains;
+     * we pushed, then look at closed (both sequentially consistent, as in
+     * Dekker's): so its sweep found p, or we see closed and take p back. */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load(&t->closed) && take_back(t, p))
+        return FRPC_ESHUTDOWN;
     return 0;
 }
 
@@ -542,6 +562,12 @@ void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
     pthread_mutex_unlock(&t->lock);
     run_hooks(hooks);
     wake_sleepers(t);
+}
+
+void fr_pending_close(fr_pending_table *t, const char *msg)
+{
+    atomic_store(&t->closed, 1); /* before the sweep: see the adder */
+    fr_pending_fail(t, UINT32_MAX, FRPC_ESHUTDOWN, msg);
 }
 
 size_t fr_pending_ids_to(fr_pending_table *t, uint32_t dst, uint64_t *ids,

@@ -85,6 +85,10 @@ typedef struct fr_pending_table {
             dropped, refused;
     } st;
     atomic_uint_fast64_t inflight;
+    /* Set by fr_pending_close: adders refuse from then on (read after
+     * their push, so that the closer's sweep or the adder itself takes
+     * every entry: see fr_pending_add_with_room). */
+    atomic_int closed;
     /* Called (unlocked) after calls complete, so that threads sleeping
      * elsewhere than on a call's condition variable (on the CQ's fd) look
      * again. Set once before use; NULL: none. */
@@ -98,8 +102,9 @@ void fr_pending_destroy(fr_pending_table *t);
 /*
  * Prepares p (zeroes its result) and inserts it under a fresh id, returned
  * in p->id, with the call's deadline (fr_now_ns clock, UINT64_MAX: none).
- * fname and on_done as in the struct. FRPC_ENOMEM (p not added) or 0.
- * Takes no lock unless the deadline heap must grow.
+ * fname and on_done as in the struct. 0, or (p not added, on_done never
+ * runs) FRPC_ENOMEM or FRPC_ESHUTDOWN (the table is closed). Takes no
+ * lock unless the deadline heap must grow (or the table closes under it).
  */
 int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
@@ -177,6 +182,12 @@ int fr_pending_abort(fr_pending_table *t, fr_pending *p, int status,
  * UINT32_MAX) with status and a copy of msg. */
 void fr_pending_fail(fr_pending_table *t, uint32_t dst, int status,
                      const char *msg);
+
+/* fr_pending_fail for every rank, and no entry is added from then on:
+ * fr_pending_add* returns FRPC_ESHUTDOWN (the agent's end: a callback or
+ * a connection's drop that starts a call after it would leave an entry
+ * nobody completes, and its owner's memory with it). */
+void fr_pending_close(fr_pending_table *t, const char *msg);
 
 /* The ids of the calls in flight to dst, at most max of them into ids;
  * returns how many there are (more than max: call again with room). */

@@ -5,6 +5,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -344,6 +345,85 @@ START_TEST(expiry_never_misses_a_deadline)
 }
 END_TEST
 
+/* Closing while adders add: each entry is either refused (FRPC_ESHUTDOWN,
+ * its hook never runs) or added and then completed exactly once by the
+ * close (FRPC_ESHUTDOWN): none is left in the table, which an agent's end
+ * would leak with its owner (a callback's call after the sweep). */
+typedef struct {
+    fr_pending_table *t;
+    entry_t *entries;
+    int *refused;
+    int n;
+} close_adder_arg;
+
+static void *close_adder(void *p)
+{
+    close_adder_arg *a = p;
+    for (int k = 0; k < a->n; k++) {
+        uint64_t deadline = k % 2 ? fr_now_ns() + 600000000000ull : UINT64_MAX;
+        int rc = fr_pending_add(a->t, &a->entries[k].p, 1, "close", 1,
+                                deadline, count_done);
+        ck_assert(rc == 0 || rc == FRPC_ESHUTDOWN);
+        a->refused[k] = rc != 0;
+    }
+    return NULL;
+}
+
+START_TEST(close_leaves_no_entry_behind)
+{
+    enum { N = 20000 };
+    fr_pending_table t;
+    close_adder_arg args[ADDERS];
+    pthread_t add[ADDERS];
+    ck_assert_int_eq(fr_pending_init(&t), 0);
+    for (int i = 0; i < ADDERS; i++) {
+        args[i] = (close_adder_arg){&t, calloc(N, sizeof(entry_t)),
+                                    calloc(N, sizeof(int)), N};
+        ck_assert_ptr_nonnull(args[i].entries);
+        ck_assert_ptr_nonnull(args[i].refused);
+        pthread_create(&add[i], NULL, close_adder, &args[i]);
+    }
+    /* Close once some are in (on a loaded machine, perhaps all). */
+    while (atomic_load(&t.inflight) < 100 &&
+           atomic_load(&t.st.refused) == 0 && atomic_load(&t.next_id) < N)
+        sched_yield();
+    fr_pending_close(&t, "closed");
+    for (int i = 0; i < ADDERS; i++)
+        pthread_join(add[i], NULL);
+    size_t refused = 0, completed = 0;
+    for (int i = 0; i < ADDERS; i++)
+        for (int k = 0; k < N; k++) {
+            entry_t *e = &args[i].entries[k];
+            if (args[i].refused[k]) {
+                ck_assert_int_eq(atomic_load(&e->completions), 0);
+                refused++;
+                continue;
+            }
+            ck_assert_int_eq(atomic_load(&e->completions), 1);
+            ck_assert_int_eq(e->p.res.status, FRPC_ESHUTDOWN);
+            ck_assert_ptr_nonnull(strstr(e->p.res.error, "closed"));
+            completed++;
+            frpc_result_clear(&e->p.res);
+            fr_pending_release(&e->p);
+        }
+    ck_assert_uint_eq(refused + completed, (size_t)ADDERS * N);
+    ck_assert_uint_gt(refused, 0); /* the last adds came after the close */
+    ck_assert_uint_eq(atomic_load(&t.inflight), 0);
+    ck_assert_uint_eq(atomic_load(&t.st.failed), completed);
+    ck_assert_uint_eq(fr_pending_started(&t), completed);
+    ck_assert_uint_eq(atomic_load(&t.next_deadline), UINT64_MAX);
+    entry_t late = {0};
+    ck_assert_int_eq(fr_pending_add(&t, &late.p, 1, "late", 1, UINT64_MAX,
+                                    count_done),
+                     FRPC_ESHUTDOWN);
+    for (int i = 0; i < ADDERS; i++) {
+        free(args[i].entries);
+        free(args[i].refused);
+    }
+    fr_pending_destroy(&t);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -358,6 +438,8 @@ int main(void)
          adders_race_completers_and_expiry},
         {"expiry never misses a deadline added meanwhile",
          expiry_never_misses_a_deadline},
+        {"closing while adders add leaves no entry behind",
+         close_leaves_no_entry_behind},
     };
     return fr_run_tests("pending", tests, sizeof(tests) / sizeof(tests[0]),
                         120);
