@@ -175,6 +175,34 @@ static int settle(const frpc_config *cfg, fr_settings *s, char *err,
     return rc ? rc : fr_settings_resolve(&full, s, err, len);
 }
 
+/* A config for one rank alone, every other field unset. */
+static void alone(frpc_config *c)
+{
+    frpc_config_init(c);
+    c->rank = 0;
+    c->world_size = 1;
+}
+
+/* Each of the n values of var in bad fails c's settings with FRPC_EINVAL
+ * and a message containing var, the value itself if with_value, and also
+ * (if not NULL) also; var is unset after. */
+static void refuses_each(const frpc_config *c, const char *var,
+                         const char *const *bad, size_t n, int with_value,
+                         const char *also)
+{
+    fr_settings s;
+    char err[256];
+    for (size_t i = 0; i < n; i++) {
+        setenv(var, bad[i], 1);
+        err[0] = '\0';
+        ck_assert_int_eq(settle(c, &s, err, sizeof(err)), FRPC_EINVAL);
+        ck_assert_msg(strstr(err, var) && (!with_value || strstr(err, bad[i])) &&
+                          (!also || strstr(err, also)),
+                      "%s=%s: \"%s\"", var, bad[i], err);
+    }
+    unsetenv(var);
+}
+
 START_TEST(a_set_field_wins_over_the_environment)
 {
     fr_settings s;
@@ -183,9 +211,7 @@ START_TEST(a_set_field_wins_over_the_environment)
     setenv("FABRPC_PROGRESS", "busy", 1);
     setenv("FABRPC_SPIN_US", "5", 1);
     setenv("FABRPC_THREADS", "7", 1);
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(s.progress, FRPC_PROGRESS_BUSY); /* unset: env */
     ck_assert_uint_eq(s.spin_us, 5);
@@ -203,9 +229,7 @@ START_TEST(a_set_field_wins_over_the_environment)
     unsetenv("FABRPC_PROGRESS");
     unsetenv("FABRPC_SPIN_US");
     unsetenv("FABRPC_THREADS");
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(s.progress, FRPC_PROGRESS_ADAPTIVE); /* defaults */
     ck_assert_uint_eq(s.spin_us, 200);
@@ -225,9 +249,7 @@ START_TEST(rma_mode_from_config_and_environment)
     char err[256] = "";
     frpc_config c;
     unsetenv("FABRPC_RMA");
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(s.rma, FRPC_RMA_AUTO);
     setenv("FABRPC_RMA", "emulate", 1);
@@ -240,13 +262,8 @@ START_TEST(rma_mode_from_config_and_environment)
     ck_assert_int_eq(s.rma_from_env, 0);
     c.rma = FRPC_UNSET;
     const char *bad[] = {"bogus", "Emulate", "native ", "1"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        setenv("FABRPC_RMA", bad[i], 1);
-        err[0] = '\0';
-        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
-        ck_assert_msg(strstr(err, "FABRPC_RMA") && strstr(err, "emulate"),
-                      "FABRPC_RMA=%s: \"%s\"", bad[i], err);
-    }
+    refuses_each(&c, "FABRPC_RMA", bad, sizeof(bad) / sizeof(bad[0]), 0,
+                 "emulate");
     setenv("FABRPC_RMA", "", 1); /* empty: unset */
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(s.rma, FRPC_RMA_AUTO);
@@ -262,9 +279,7 @@ START_TEST(shm_split_max_from_the_environment)
     fr_settings s;
     char err[256] = "";
     frpc_config c;
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     unsetenv("FABRPC_SHM_SPLIT_MAX");
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_uint_eq(s.shm_split_max, 65536);
@@ -275,14 +290,8 @@ START_TEST(shm_split_max_from_the_environment)
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_uint_eq(s.shm_split_max, 8192);
     const char *bad[] = {"abc", "-1", "4096x", "99999999999"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        setenv("FABRPC_SHM_SPLIT_MAX", bad[i], 1);
-        err[0] = '\0';
-        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
-        ck_assert_msg(strstr(err, "FABRPC_SHM_SPLIT_MAX"),
-                      "FABRPC_SHM_SPLIT_MAX=%s: \"%s\"", bad[i], err);
-    }
-    unsetenv("FABRPC_SHM_SPLIT_MAX");
+    refuses_each(&c, "FABRPC_SHM_SPLIT_MAX", bad,
+                 sizeof(bad) / sizeof(bad[0]), 0, NULL);
 }
 END_TEST
 
@@ -316,9 +325,7 @@ START_TEST(out_of_range_fields_are_named)
         frpc_config c;
         fr_settings s;
         char err[256] = "";
-        frpc_config_init(&c);
-        c.rank = 0;
-        c.world_size = 1;
+        alone(&c);
         memcpy((char *)&c + bad[i].off, &bad[i].value, sizeof(int));
         int rc = settle(&c, &s, err, sizeof(err));
         ck_assert_msg(rc == FRPC_EINVAL && strstr(err, bad[i].field),
@@ -332,9 +339,7 @@ START_TEST(out_of_range_fields_are_named)
     c.max_msg_size = 0;
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "max_msg_size"));
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     c.zerocopy_min = -1;
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "zerocopy_min"));
@@ -355,9 +360,7 @@ START_TEST(timeout_from_the_environment)
     fr_settings s;
     char err[256] = "";
     frpc_config c;
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     setenv("FABRPC_TIMEOUT_MS", "none", 1);
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
     ck_assert_int_eq(s.timeout_ms, FRPC_TIMEOUT_NONE);
@@ -369,15 +372,8 @@ START_TEST(timeout_from_the_environment)
     ck_assert_int_eq(s.timeout_ms, FRPC_TIMEOUT_NONE);
     c.timeout_ms = FRPC_UNSET;
     const char *bad[] = {"-1", "0", "2147483648", "12abc", "NONE", " 5"};
-    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        setenv("FABRPC_TIMEOUT_MS", bad[i], 1);
-        err[0] = '\0';
-        ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
-        ck_assert_msg(strstr(err, "FABRPC_TIMEOUT_MS") &&
-                          strstr(err, "\"none\"") && strstr(err, bad[i]),
-                      "FABRPC_TIMEOUT_MS=%s: \"%s\"", bad[i], err);
-    }
-    unsetenv("FABRPC_TIMEOUT_MS");
+    refuses_each(&c, "FABRPC_TIMEOUT_MS", bad, sizeof(bad) / sizeof(bad[0]),
+                 1, "\"none\"");
 }
 END_TEST
 
@@ -389,9 +385,7 @@ START_TEST(a_null_out_is_explained_in_errbuf)
 {
     frpc_config c;
     char err[256];
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone(&c);
     c.errbuf = err;
     c.errbuf_len = sizeof(err);
     strcpy(err, "stale");
