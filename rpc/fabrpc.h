@@ -165,7 +165,10 @@ typedef enum frpc_rma_mode {
  * Every integer field starts FRPC_UNSET and every string NULL: then it is
  * taken from the environment, then from the default. A value that is set
  * wins over the environment, and is checked (FRPC_EINVAL from frpc_init,
- * with the field named in errbuf, when it is out of range).
+ * with the field named in errbuf, when it is out of range). A string set
+ * to "" counts as unset (NULL), and so does an environment variable set
+ * to "", but for job_key: "" there fails frpc_init with FRPC_EINVAL (an
+ * empty secret is a mistake, never a choice to run without one).
  *
  *  rank, world_size  FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
  *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),

@@ -352,6 +352,38 @@ START_TEST(out_of_range_fields_are_named)
 }
 END_TEST
 
+/* A string field or environment variable set to "" counts as unset, but
+ * config.job_key = "" fails: an empty secret is a mistake (fabrpc.h,
+ * frpc_config). */
+START_TEST(empty_strings_count_as_unset_but_an_empty_key)
+{
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    const char *vars[] = {"FABRPC_STORE_ADDR", "MASTER_ADDR", "MASTER_PORT",
+                          "FABRPC_PROVIDER", "FI_PROVIDER", "FABRPC_JOB_KEY",
+                          "FABRPC_THREADS", "FABRPC_PROGRESS"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        setenv(vars[i], "", 1);
+    alone(&c);
+    c.store_addr = "";
+    c.providers = "";
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_str_eq(s.store_host, "127.0.0.1");
+    ck_assert_uint_eq(s.store_port, 29500);
+    ck_assert_str_eq(s.providers, "");
+    ck_assert_uint_eq(s.job_key_len, 0);
+    ck_assert_uint_eq(s.threads, 4);
+    ck_assert_int_eq(s.progress, FRPC_PROGRESS_ADAPTIVE);
+    c.job_key = "";
+    err[0] = '\0';
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_msg(strstr(err, "job_key"), "\"%s\"", err);
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]);
+}
+END_TEST
+
 /* FABRPC_TIMEOUT_MS takes milliseconds or "none"; a bad value's message
  * names both (it used to say only "out of range (1..2147483647)", so a
  * user trying -1, as config.timeout_ms takes, was not told of "none"). */
@@ -821,6 +853,8 @@ int main(void)
         {"FABRPC_TIMEOUT_MS: milliseconds or none; a bad value's message "
          "names both",
          timeout_from_the_environment},
+        {"\"\" counts as unset, in a field or the environment, but an "
+         "empty job_key", empty_strings_count_as_unset_but_an_empty_key},
         {"frpc_init with out NULL says so in errbuf",
          a_null_out_is_explained_in_errbuf},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
