@@ -450,6 +450,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_pending_destroy(&a->pend);
     fr_fnstats_destroy(&a->fnstats);
     fr_liveness_destroy(a);
+    fr_progress_free(a); /* after wait_users: no caller signals it now */
     pthread_mutex_destroy(&a->store_lock);
     pthread_mutex_destroy(&a->req_lock);
     pthread_mutex_destroy(&a->mem_lock);

@@ -123,8 +123,11 @@ struct frpc_agent {
      * stays aside for FR_ASIDE_NS after it, since the caller is likely
      * refilling and about to wait again (progress.c). */
     atomic_uint_fast64_t last_linger;
+    /* Made by fr_progress_start (aside_made), destroyed by
+     * fr_progress_free: callers signal them until they leave the agent. */
     pthread_mutex_t aside_lock;
     pthread_cond_t aside_cond;
+    int aside_made;
 
     pthread_t progress_thread;
     int progress_started;
@@ -358,7 +361,11 @@ void fr_mem_end_all(frpc_agent *a);
 
 /* progress.c */
 int fr_progress_start(frpc_agent *a);
+/* Ends the progress thread. Callers still waiting poll for themselves. */
 void fr_progress_stop(frpc_agent *a);
+/* After fr_progress_stop, once no thread is inside the agent (a caller
+ * that stops spinning signals the progress thread's condition). */
+void fr_progress_free(frpc_agent *a);
 
 /* Nesting guard (see frpc_call): 0 and the thread may wait (pair with
  * fr_progress_end_wait), or FRPC_EDEADLK past the limit. */

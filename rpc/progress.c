@@ -213,6 +213,7 @@ int fr_progress_start(frpc_agent *a)
         pthread_mutex_destroy(&a->aside_lock);
         return FRPC_ENOMEM;
     }
+    a->aside_made = 1;
     a->progress_started = 1;
     return 0;
 }
@@ -231,6 +232,15 @@ void fr_progress_stop(frpc_agent *a)
     fr_fabric_wake_all(a->fab);
     pthread_join(a->progress_thread, NULL);
     a->progress_started = 0;
+    /* Not the condition yet: a caller that an immediate shutdown found
+     * waiting signals it when it stops spinning (fr_progress_free). */
+}
+
+void fr_progress_free(frpc_agent *a)
+{
+    if (!a->aside_made)
+        return;
+    a->aside_made = 0;
     pthread_cond_destroy(&a->aside_cond);
     pthread_mutex_destroy(&a->aside_lock);
 }
