@@ -270,8 +270,9 @@ typedef struct fr_rma {
  * exactly once, from a poll: when every chunk completed (status of the
  * first failure), or once dst is marked lost (FRPC_EPEERLOST; chunks
  * still in the provider's hands are freed when they come back, or at
- * close). Otherwise nothing was posted, done never runs, and the code
- * says why: FRPC_EINVAL (no bytes at all), FRPC_EPEERLOST, FRPC_ETIMEDOUT
+ * close); or, still in flight then, at fr_fabric_close. Otherwise
+ * nothing was posted, done never runs, and the code says why:
+ * FRPC_EINVAL (no bytes at all), FRPC_EPEERLOST, FRPC_ETIMEDOUT
  * (no room by the deadline), FRPC_ETRANSPORT, FRPC_ENOMEM. Any thread;
  * waits only for room to post.
  */
@@ -521,7 +522,9 @@ int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns);
 int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns);
 
 /* Closes the endpoint and everything under it; frees rendezvous blocks
- * still held. No other thread may use f. NULL is a no-op. */
+ * still held, and ends the one-sided transfers not ended yet (their done
+ * runs here, FRPC_ESHUTDOWN unless a chunk failed first). No other thread
+ * may use f. NULL is a no-op. */
 void fr_fabric_close(fr_fabric *f);
 
 #endif /* FR_COMM_FABRIC_H */

@@ -490,6 +490,18 @@ int fr__rma_end_lost(fr_fabric *f)
 
 void fr__rma_free_all(fr_fabric *f)
 {
+    /* A transfer not ended yet (fr_fabric_quiesce ran out of time: its
+     * owner stopped, or slow) ends now, once, as fr_fabric_rma promises:
+     * its done owns the caller's context (a batch's, rpc/transfer.c),
+     * which freeing it alone leaked. The endpoint is closed: no chunk of
+     * it comes back any more. */
+    for (fr_rma_xfer *x = f->rma_active; x; x = x->next) {
+        if (!x->err) {
+            x->err = FRPC_ESHUTDOWN;
+            x->why = "the endpoint closed before the transfer completed";
+        }
+        report(x);
+    }
     fr_rma_xfer **lists[2] = {&f->rma_active, &f->rma_abandoned};
     for (int i = 0; i < 2; i++)
         while (*lists[i]) {

@@ -16,6 +16,10 @@ one() {
     run_bounded 60 "$FABRPC_RUN" -n "$n" --provider "$PROV" --keep-going \
         --timeout 45 "$STOPPED" "$mode" >"$out" 2>&1 || st=$?
     grep -E 'ms:|FAIL' "$out" | sed 's/^/    /'
+    ! grep -Eq 'ERROR: .*Sanitizer|WARNING: ThreadSanitizer' "$out" || {
+        grep -EA12 'ERROR: .*Sanitizer|WARNING: ThreadSanitizer' "$out" | head -c 4000 >&2
+        fail "$PROV $name: a sanitizer's report"
+    }
     for ((r = 0; r < n; r++)); do
         grep -Eq "^\[$r\] ok: rank $r\$" "$out" || {
             head -c 4000 "$out" >&2
@@ -37,5 +41,7 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one notify 2 notify
     run_case "$PROV: answers owed to a stopped caller: FRPC_ETIMEDOUT at its deadline, not later" \
         one respond 2 respond
+    run_case "$PROV: transfers in flight to a stopped owner end at an immediate shutdown" \
+        one transfer 2 transfer
 done
 finish_cases

@@ -37,6 +37,12 @@
  *            1000) to the stopped rank ends FRPC_ETIMEDOUT after 1 s with
  *            *out NULL. Resumed, rank 1's calls all ended FRPC_ETIMEDOUT
  *            (late answers), and calls work.
+ *   transfer 2 ranks. Rank 0, the owner of a region, is stopped while
+ *            rank 1 has a batch (a get and a put, with a notification)
+ *            and a get of it in flight (over tcp they wait for rank 0),
+ *            and shuts down at once (immediate, 1000 ms): both futures
+ *            are complete when it returns, and nothing of them is left
+ *            (a sanitizer build finds a leak at exit otherwise).
  */
 #define _GNU_SOURCE
 #include <signal.h>
@@ -201,6 +207,25 @@ static void h_keep(frpc_request *req, void *u)
     rs_kept[i] = req;
 }
 
+/* transfer: rank 0's region, its descriptor and pid for rank 1. */
+#define TR_LEN (1 << 20)
+static uint8_t tr_desc[FRPC_MEM_DESC_SIZE];
+static atomic_int tr_asked;
+
+typedef struct tr_region {
+    int pid;
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+} tr_region;
+
+static void h_region(frpc_request *req, void *u)
+{
+    (void)u;
+    tr_region r = {.pid = getpid()};
+    memcpy(r.desc, tr_desc, sizeof r.desc);
+    atomic_store(&tr_asked, 1);
+    frpc_respond(req, &r, sizeof r);
+}
+
 static frpc_agent *start(int init_timeout_ms)
 {
     frpc_config c;
@@ -223,6 +248,7 @@ static frpc_agent *start(int init_timeout_ms)
     frpc_register(a, "arrived", h_arrived, NULL, FRPC_INLINE);
     frpc_register(a, "stopping", h_stopping, NULL, FRPC_INLINE);
     frpc_register(a, "keep", h_keep, NULL, FRPC_INLINE);
+    frpc_register(a, "region", h_region, NULL, FRPC_INLINE);
     if ((rc = frpc_barrier(a, 30000)))
         FAIL("first barrier: %s", frpc_strerror(rc));
     if (frpc_rank(a) != 0 &&
@@ -439,6 +465,91 @@ static void mode_respond(frpc_agent *a, int stop_ms)
     end(a, 0);
 }
 
+/* transfer: one-sided transfers in flight to a stopped owner when the
+ * initiator shuts down: the endpoint's close ends them (pre-fix it freed
+ * them without their done, leaking a batch's context). */
+static void mode_transfer(frpc_agent *a, int stop_ms)
+{
+    uint8_t *buf = calloc(1, TR_LEN);
+    frpc_mem *m = NULL;
+    int rc = frpc_mem_register(a, buf, TR_LEN,
+                               FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
+                               &m);
+    if (rc)
+        FAIL("mem_register: %s", frpc_strerror(rc));
+    if (R == 0 && (rc = frpc_mem_describe(m, 0, TR_LEN, tr_desc)))
+        FAIL("mem_describe: %s", frpc_strerror(rc));
+    if ((rc = frpc_barrier(a, 30000))) /* rank 0's region is described */
+        FAIL("barrier: %s", frpc_strerror(rc));
+    if (R == 0) {
+        long long t = now_ms();
+        while (!atomic_load(&tr_asked)) {
+            if (now_ms() - t > 30000)
+                FAIL("rank 1 never asked for the region");
+            msleep(2);
+        }
+        stop_self(0, stop_ms);
+        msleep(500); /* stopped here */
+        t = now_ms();
+        while (frpc_peer_state(a, 1) == FRPC_PEER_ALIVE) {
+            if (now_ms() - t > 20000)
+                FAIL("rank 1 still alive 20 s after the resume");
+            msleep(20);
+        }
+        if ((rc = frpc_mem_deregister(m, 10000)))
+            FAIL("mem_deregister: %s", frpc_strerror(rc));
+        frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 5000);
+        free(buf);
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    tr_region r;
+    frpc_result res = {0};
+    rc = frpc_call(a, 0, "region", NULL, 0, 30000, &res);
+    if (rc || res.len != sizeof r)
+        FAIL("region: %s (%zu B)", frpc_strerror(rc), res.len);
+    memcpy(&r, res.data, sizeof r);
+    frpc_result_clear(&res);
+    atomic_store(&peer_pid, r.pid);
+    wait_peer_stopped(1);
+    frpc_xfer ops[2];
+    for (int i = 0; i < 2; i++)
+        ops[i] = (frpc_xfer){.op = i ? FRPC_XFER_PUT : FRPC_XFER_GET,
+                             .local = m,
+                             .local_off = (size_t)i * (TR_LEN / 2),
+                             .desc = r.desc,
+                             .desc_len = sizeof r.desc,
+                             .remote_off = (size_t)i * (TR_LEN / 2),
+                             .len = TR_LEN / 2};
+    frpc_future *f[2] = {NULL, NULL};
+    if ((rc = frpc_transfer_async(ops, 2, "done", 4, 30000, &f[0])))
+        FAIL("transfer_async: %s", frpc_strerror(rc));
+    if ((rc = frpc_get_async(m, 0, r.desc, sizeof r.desc, 0, TR_LEN, 30000,
+                             &f[1])))
+        FAIL("get_async: %s", frpc_strerror(rc));
+    int before[2] = {frpc_future_test(f[0]), frpc_future_test(f[1])};
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    int still = peer_stopped();
+    if (rc)
+        FAIL("immediate shutdown: %s", frpc_strerror(rc));
+    for (int i = 0; i < 2; i++) {
+        int st = frpc_future_error(f[i], NULL, NULL);
+        SAY("%s to the stopped owner: %s before the shutdown, then %s "
+            "(owner still stopped: %d)", i ? "get" : "batch",
+            before[i] ? "done" : "in flight", frpc_strerror(st), still);
+        /* shm reads and writes a stopped owner's memory itself */
+        if (st != 0 && st != FRPC_ESHUTDOWN)
+            FAIL("%s: %s after the shutdown, want ok or FRPC_ESHUTDOWN",
+                 i ? "get" : "batch", frpc_strerror(st));
+        frpc_future_free(f[i]);
+    }
+    if ((rc = frpc_mem_deregister(m, 1000)))
+        FAIL("mem_deregister after shutdown: %s", frpc_strerror(rc));
+    free(buf);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -566,5 +677,7 @@ int main(int argc, char **argv)
         mode_notify(a);
     if (!strcmp(mode, "respond"))
         mode_respond(a, stop_ms);
+    if (!strcmp(mode, "transfer"))
+        mode_transfer(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }
