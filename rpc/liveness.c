@@ -323,23 +323,33 @@ void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
                          const char *msg)
 {
     fr_liveness *l = a->live;
-    fr_suspect *s = l && l->thread_started && !atomic_load(&l->stop)
-                        ? calloc(1, sizeof(*s))
-                        : NULL;
-    if (!s) { /* nobody to wait with: the error as it is */
-        fr_pending_complete(&a->pend, id, dst, FRPC_ETRANSPORT, 0, NULL, 0,
-                            strdup(msg));
-        return;
+    fr_suspect *s = l ? calloc(1, sizeof(*s)) : NULL;
+    if (s) {
+        s->id = id;
+        s->dst = dst;
+        s->due_ns = fr_deadline_ms(FR_SUSPECT_MS);
+        snprintf(s->msg, sizeof(s->msg), "%s", msg);
+        /* Queued only while liveness still looks, decided under the lock:
+         * fr_liveness_stop sets stop before its last look takes it, so
+         * that look finds s, or s ends here. (Decided before the lock, a
+         * suspect could be queued after the last look, and looked at by
+         * fr_liveness_destroy, after the pending table was gone.) */
+        pthread_mutex_lock(&l->lock);
+        int queued = !atomic_load(&l->stop);
+        if (queued) {
+            s->next = l->suspects;
+            l->suspects = s;
+        }
+        pthread_mutex_unlock(&l->lock);
+        if (queued) {
+            wake(l);
+            return;
+        }
+        free(s);
     }
-    s->id = id;
-    s->dst = dst;
-    s->due_ns = fr_deadline_ms(FR_SUSPECT_MS);
-    snprintf(s->msg, sizeof(s->msg), "%s", msg);
-    pthread_mutex_lock(&l->lock);
-    s->next = l->suspects;
-    l->suspects = s;
-    pthread_mutex_unlock(&l->lock);
-    wake(l);
+    /* nobody to wait with: the error as it is */
+    fr_pending_complete(&a->pend, id, dst, FRPC_ETRANSPORT, 0, NULL, 0,
+                        strdup(msg));
 }
 
 /* Ends the suspects that are due (all, with all set), or whose peer was

@@ -10,6 +10,8 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -742,6 +744,47 @@ START_TEST(a_send_refused_by_the_provider_ends_etransport)
 }
 END_TEST
 
+/* Sends judged by liveness (fr_liveness_suspect: a pool thread's, an
+ * application thread's, the polling thread's) while the agent ends: each
+ * is judged by liveness's last look or ended at once, none left to
+ * fr_liveness_destroy, which runs after the pending table is gone. Ids
+ * that name no call: their ends are no-ops. */
+static atomic_int suspecters_in;
+
+static void *suspecter(void *arg)
+{
+    uint64_t id = (uint64_t)(uintptr_t)arg << 40;
+    fr_agent_enter(agent); /* the agent's end waits for us to leave */
+    atomic_fetch_add(&suspecters_in, 1);
+    while (!atomic_load(&agent->pend.closed))
+        fr_liveness_suspect(agent, 0, id++, "a test's send failed");
+    fr_agent_leave(agent);
+    return NULL;
+}
+
+START_TEST(suspects_racing_the_agents_end)
+{
+    enum { CYCLES = 20, THREADS = 3 };
+    for (int c = 0; c < CYCLES; c++) {
+        agent_up();
+        pthread_t t[THREADS];
+        atomic_store(&suspecters_in, 0);
+        for (uintptr_t i = 0; i < THREADS; i++)
+            ck_assert_int_eq(pthread_create(&t[i], NULL, suspecter,
+                                            (void *)(i + 1)),
+                             0);
+        while (atomic_load(&suspecters_in) < THREADS)
+            sched_yield();
+        ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE,
+                                       5000),
+                         0);
+        for (int i = 0; i < THREADS; i++)
+            pthread_join(t[i], NULL);
+        agent = NULL;
+    }
+}
+END_TEST
+
 START_TEST(every_new_code_has_a_name_and_text)
 {
     ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
@@ -878,6 +921,9 @@ int main(void)
          "on",
          a_send_refused_by_the_provider_ends_etransport,
          .fixture = &with_agent},
+        {"sends judged by liveness while the agent ends: none left after "
+         "the pending table",
+         suspects_racing_the_agents_end},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
