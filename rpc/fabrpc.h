@@ -363,13 +363,15 @@ enum {
  * begins (frpc_call, a future's or notification's wait, a barrier, a
  * transfer) gets its outcome (FRPC_ESHUTDOWN for waits that cannot be
  * met any more), and frpc_shutdown frees the agent only after every such
- * thread has left the library. A thread may start a call while shutdown
- * runs (it fails with FRPC_ESHUTDOWN, or, graceful, runs as the rules
- * above say), but none may once it has returned, nor race with its
- * return. frpc_shutdown itself may not be called from the agent's own
- * threads (a handler, a future's or notification's callback, the
- * peer-lost function) nor from a thread inside another call on the
- * agent: it returns FRPC_EDEADLK there, and nothing is freed.
+ * thread has left the library; so too a thread in frpc_respond (or
+ * _owned, _error), which may wait for room to send until its caller's
+ * deadline. A thread may start a call while shutdown runs (it fails with
+ * FRPC_ESHUTDOWN, or, graceful, runs as the rules above say), but none
+ * may once it has returned, nor race with its return. frpc_shutdown
+ * itself may not be called from the agent's own threads (a handler, a
+ * future's or notification's callback, the peer-lost function) nor from
+ * a thread inside another call on the agent: it returns FRPC_EDEADLK
+ * there, and nothing is freed.
  *
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves

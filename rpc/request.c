@@ -341,8 +341,8 @@ int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
  * outcome (freed here, or by its handler's return: see the notes). given:
  * data is the caller's malloc'ed buffer, ours from here on: lent to the
  * caller's rank without a copy when it is long enough, freed either way. */
-static int answer(frpc_request *req, const fr_env *e, const void *data,
-                  size_t len, int given)
+static int send_answer(frpc_request *req, const fr_env *e, const void *data,
+                       size_t len, int given)
 {
     frpc_agent *a = req->agent;
 
@@ -383,6 +383,21 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
     untrack_locked(a, req);
     pthread_mutex_unlock(&a->req_lock);
     free_request(req);
+    return rc;
+}
+
+/* send_answer with the thread counted inside the agent (fr_agent_enter):
+ * an answer may come from any thread, and may wait for room to send until
+ * its caller's deadline; frpc_shutdown must not release a kept req nor
+ * close the fabric under it (an answer from an application's thread
+ * while another shut down). */
+static int answer(frpc_request *req, const fr_env *e, const void *data,
+                  size_t len, int given)
+{
+    frpc_agent *a = req->agent;
+    fr_agent_enter(a);
+    int rc = send_answer(req, e, data, len, given);
+    fr_agent_leave(a);
     return rc;
 }
 

@@ -43,8 +43,17 @@
  *            and shuts down at once (immediate, 1000 ms): both futures
  *            are complete when it returns, and nothing of them is left
  *            (a sanitizer build finds a leak at exit otherwise).
+ *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
+ *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
+ *            thread of rank 0 answers them (16 KiB each) until one waits
+ *            for room, and then rank 0 shuts down at once: the shutdown
+ *            waits for that answer to end, once rank 1 resumes and reads
+ *            (pre-fix it released the request and closed the fabric
+ *            under it: a crash), and releases the requests never
+ *            answered; rank 1's calls end well or FRPC_EPEERLOST.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -339,6 +348,38 @@ static void mode_notify(frpc_agent *a)
     end(a, 0);
 }
 
+/* Rank 1 of respond and answering: n calls to rank 0's "keep" (timeout
+ * tmo), then stopped for stop_ms; the calls once all ended after it. */
+static frpc_future **keep_calls_then_stop(frpc_agent *a, int n, int tmo,
+                                          int stop_ms)
+{
+    frpc_future **f = calloc((size_t)n, sizeof(*f));
+    for (int i = 0; i < n; i++) {
+        int rc = frpc_call_async(a, 0, "keep", &i, sizeof i, tmo, &f[i]);
+        if (rc)
+            FAIL("call %d: %s", i, frpc_strerror(rc));
+    }
+    say_and_stop(a, 0, stop_ms);
+    msleep(200); /* stopped here */
+    int rc = frpc_wait_all(f, (size_t)n, 30000);
+    if (rc)
+        FAIL("wait_all after the resume: %s", frpc_strerror(rc));
+    return f;
+}
+
+/* Rank 0 of respond and answering: until it holds n calls, and their
+ * caller is stopped. */
+static void wait_kept_and_stopped(int n)
+{
+    long long t = now_ms();
+    while (atomic_load(&rs_nkept) < n || !atomic_load(&peer_pid)) {
+        if (now_ms() - t > 30000)
+            FAIL("kept %d of %d calls", atomic_load(&rs_nkept), n);
+        msleep(2);
+    }
+    wait_peer_stopped(1);
+}
+
 static void mode_respond(frpc_agent *a, int stop_ms)
 {
     int n = getenv("RESPOND_N") ? atoi(getenv("RESPOND_N")) : 2000;
@@ -347,17 +388,7 @@ static void mode_respond(frpc_agent *a, int stop_ms)
     if (n < 1 || n > RS_MAX)
         FAIL("RESPOND_N %d", n);
     if (R == 1) {
-        frpc_future **f = calloc((size_t)n, sizeof(*f));
-        for (int i = 0; i < n; i++) {
-            int rc = frpc_call_async(a, 0, "keep", &i, sizeof i, tmo, &f[i]);
-            if (rc)
-                FAIL("call %d: %s", i, frpc_strerror(rc));
-        }
-        say_and_stop(a, 0, stop_ms);
-        msleep(200); /* stopped here */
-        int rc = frpc_wait_all(f, (size_t)n, 30000);
-        if (rc)
-            FAIL("wait_all after the resume: %s", frpc_strerror(rc));
+        frpc_future **f = keep_calls_then_stop(a, n, tmo, stop_ms);
         int late = 0;
         for (int i = 0; i < n; i++) {
             late += frpc_future_error(f[i], NULL, NULL) == FRPC_ETIMEDOUT;
@@ -369,13 +400,7 @@ static void mode_respond(frpc_agent *a, int stop_ms)
             FAIL("%d of %d calls ended FRPC_ETIMEDOUT, want all", late, n);
         calls(a, 0, 20);
     } else {
-        long long t = now_ms();
-        while (atomic_load(&rs_nkept) < n || !atomic_load(&peer_pid)) {
-            if (now_ms() - t > 30000)
-                FAIL("kept %d of %d calls", atomic_load(&rs_nkept), n);
-            msleep(2);
-        }
-        wait_peer_stopped(1);
+        wait_kept_and_stopped(n);
         /* The requests sit 2 s before they are answered. */
         while (now_ms() < rs_first_ms + 2000)
             msleep(5);
@@ -550,6 +575,107 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
+/* answering: rank 0's thread answers the kept requests in order until
+ * told to stop (checked between answers, never during one). */
+static atomic_int an_at = -1, an_done = -1, an_stop, an_last_rc;
+
+static void *answerer(void *arg)
+{
+    int len = *(int *)arg;
+    char *reply = calloc(1, (size_t)len);
+    for (int i = 0; i < atomic_load(&rs_nkept) && !atomic_load(&an_stop);
+         i++) {
+        atomic_store(&an_at, i);
+        int rc = frpc_respond(rs_kept[i], reply, (size_t)len);
+        atomic_store(&an_last_rc, rc);
+        atomic_store(&an_done, i);
+        if (rc && rc != FRPC_ETIMEDOUT)
+            FAIL("respond %d: %s", i, frpc_strerror(rc));
+    }
+    free(reply);
+    return NULL;
+}
+
+static uint64_t answered(frpc_agent *a)
+{
+    frpc_stats st;
+    frpc_get_stats(a, &st);
+    return st.requests_answered;
+}
+
+static void mode_answering(frpc_agent *a, int stop_ms)
+{
+    int n = getenv("RESPOND_N") ? atoi(getenv("RESPOND_N")) : 2000;
+    int len = 16384;
+    /* The caller resumes before its calls end: the answer waiting for
+     * room then goes, and the shutdown ends. */
+    const int tmo = 20000;
+    if (n < 1 || n > RS_MAX)
+        FAIL("RESPOND_N %d", n);
+    if (stop_ms > tmo - 5000)
+        FAIL("STOPPED_MS %d: the caller must resume well before its "
+             "calls' timeout (%d ms)", stop_ms, tmo);
+    if (R == 1) {
+        /* Resumed: each call was answered, or rank 0 left without
+         * answering it. */
+        frpc_future **f = keep_calls_then_stop(a, n, tmo, stop_ms);
+        int ok = 0;
+        for (int i = 0; i < n; i++) {
+            int rc = frpc_future_error(f[i], NULL, NULL);
+            if (rc && rc != FRPC_EPEERLOST)
+                FAIL("call %d: %s, want ok or FRPC_EPEERLOST", i,
+                     frpc_strerror(rc));
+            ok += rc == 0;
+            frpc_future_free(f[i]);
+        }
+        free(f);
+        SAY("%d of %d calls answered, the others ended FRPC_EPEERLOST", ok,
+            n);
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    wait_kept_and_stopped(n);
+    uint64_t base = answered(a);
+    pthread_t th;
+    if (pthread_create(&th, NULL, answerer, &len))
+        FAIL("pthread_create");
+    /* Until the thread is inside an answer (counted answered, not
+     * returned) that has waited a while: the provider had no room. */
+    int at = -1;
+    long long since = 0;
+    for (long long t = now_ms();; msleep(5)) {
+        int i = atomic_load(&an_at);
+        int inside = i >= 0 && atomic_load(&an_done) < i &&
+                     answered(a) >= base + (uint64_t)i + 1;
+        if (!inside || i != at) {
+            at = inside ? i : -1;
+            since = now_ms();
+        } else if (now_ms() - since >= 300) {
+            break;
+        }
+        if (atomic_load(&an_done) == n - 1)
+            break; /* no answer waited: nothing overlaps the shutdown */
+        if (now_ms() - t > 20000)
+            FAIL("the answering thread is at %d of %d after 20 s", i, n);
+    }
+    atomic_store(&an_stop, 1);
+    if (at >= 0)
+        SAY("answer %d of %d waits for room (the caller stopped); "
+            "shutting down at once", at, n);
+    else
+        SAY("all %d answers went without waiting for room", n);
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    if (rc)
+        FAIL("immediate shutdown: %s", frpc_strerror(rc));
+    /* The answer in progress ended before the shutdown freed anything. */
+    pthread_join(th, NULL);
+    SAY("answers given: %d, the last %s", atomic_load(&an_done) + 1,
+        frpc_strerror(atomic_load(&an_last_rc)));
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -679,5 +805,7 @@ int main(int argc, char **argv)
         mode_respond(a, stop_ms);
     if (!strcmp(mode, "transfer"))
         mode_transfer(a, stop_ms);
+    if (!strcmp(mode, "answering"))
+        mode_answering(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }
