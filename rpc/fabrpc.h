@@ -953,8 +953,10 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * marked lost are not waited for. Peers' descriptors of mem become
  * stale: their transfers fail.
  * After frpc_shutdown, which ends every registration, this only frees
- * mem. Returns 0, FRPC_ETIMEDOUT, or FRPC_EINVAL (NULL mem). Blocks.
- * Since 1.1.
+ * mem. Returns 0, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN (frpc_shutdown, on
+ * another thread, ended the transfers waited for: mem stays as for
+ * FRPC_ETIMEDOUT, to be freed by a call after frpc_shutdown returned), or
+ * FRPC_EINVAL (NULL mem). Blocks. Since 1.1.
  */
 int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
 

@@ -86,6 +86,8 @@ static void unlink_locked(frpc_agent *a, frpc_mem *m)
     m->next = m->prev = NULL;
 }
 
+static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms);
+
 int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
 {
     if (!m)
@@ -95,10 +97,25 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
         free(m);
         return 0;
     }
+    /* Counted inside: it polls the fabric while it waits, and shutdown
+     * must not end the region nor close the fabric under it. */
+    fr_agent_enter(a);
+    int rc = deregister(a, m, timeout_ms);
+    fr_agent_leave(a);
+    return rc;
+}
+
+static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
+{
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     while (atomic_load(&m->busy) > 0) {
         if (fr_now_ns() >= deadline)
             return FRPC_ETIMEDOUT;
+        /* The agent's end fails the transfers, but their regions stay
+         * busy until the fabric gives them back, after this thread left:
+         * it ends the registration itself (fr_mem_end_all). */
+        if (atomic_load(&a->pend.closed))
+            return FRPC_ESHUTDOWN;
         /* The transfers end in polls: make one, or let the poller. */
         if (fr_fabric_progress(a->fab) <= 0) {
             struct timespec ts = {0, 100000};

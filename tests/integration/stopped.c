@@ -40,9 +40,12 @@
  *   transfer 2 ranks. Rank 0, the owner of a region, is stopped while
  *            rank 1 has a batch (a get and a put, with a notification)
  *            and a get of it in flight (over tcp they wait for rank 0),
- *            and shuts down at once (immediate, 1000 ms): both futures
- *            are complete when it returns, and nothing of them is left
- *            (a sanitizer build finds a leak at exit otherwise).
+ *            and shuts down at once (immediate, 1000 ms) while another
+ *            thread deregisters the region without limit: that ends
+ *            FRPC_ESHUTDOWN (over shm, where the transfers are done, 0)
+ *            before the fabric closes, both futures are complete when
+ *            the shutdown returns, and nothing of them is left (a
+ *            sanitizer build finds a leak at exit otherwise).
  *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
  *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
  *            thread of rank 0 answers them (16 KiB each) until one waits
@@ -490,6 +493,18 @@ static void mode_respond(frpc_agent *a, int stop_ms)
     end(a, 0);
 }
 
+static frpc_mem *tr_mem;
+static atomic_int tr_dereg_in, tr_dereg_rc = 1;
+
+static void *deregisterer(void *arg)
+{
+    (void)arg;
+    atomic_store(&tr_dereg_in, 1);
+    atomic_store(&tr_dereg_rc,
+                 frpc_mem_deregister(tr_mem, FRPC_TIMEOUT_NONE));
+    return NULL;
+}
+
 /* transfer: one-sided transfers in flight to a stopped owner when the
  * initiator shuts down: the endpoint's close ends them (pre-fix it freed
  * them without their done, leaking a batch's context). */
@@ -553,10 +568,26 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
                              &f[1])))
         FAIL("get_async: %s", frpc_strerror(rc));
     int before[2] = {frpc_future_test(f[0]), frpc_future_test(f[1])};
+    /* Another thread deregisters the region meanwhile, without limit: it
+     * waits for the transfers (a moment is long enough to be inside). */
+    pthread_t th;
+    tr_mem = m;
+    if (pthread_create(&th, NULL, deregisterer, NULL))
+        FAIL("pthread_create");
+    while (!atomic_load(&tr_dereg_in))
+        msleep(1);
+    msleep(500);
     rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
     int still = peer_stopped();
     if (rc)
         FAIL("immediate shutdown: %s", frpc_strerror(rc));
+    pthread_join(th, NULL);
+    int drc = atomic_load(&tr_dereg_rc);
+    SAY("frpc_mem_deregister(none) during the shutdown: %s",
+        frpc_strerror(drc));
+    if (drc != 0 && drc != FRPC_ESHUTDOWN)
+        FAIL("mem_deregister during the shutdown: %s, want ok (shm) or "
+             "FRPC_ESHUTDOWN", frpc_strerror(drc));
     for (int i = 0; i < 2; i++) {
         int st = frpc_future_error(f[i], NULL, NULL);
         SAY("%s to the stopped owner: %s before the shutdown, then %s "
@@ -568,7 +599,7 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
                  i ? "get" : "batch", frpc_strerror(st));
         frpc_future_free(f[i]);
     }
-    if ((rc = frpc_mem_deregister(m, 1000)))
+    if (drc && (rc = frpc_mem_deregister(m, 1000)))
         FAIL("mem_deregister after shutdown: %s", frpc_strerror(rc));
     free(buf);
     printf("ok: rank %d\n", R);
