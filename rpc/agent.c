@@ -434,12 +434,14 @@ static void destroy(frpc_agent *a, uint64_t deadline)
      * back at fr_fabric_close, and its future's callback then runs on
      * this thread: fr_pool_submit(NULL) refuses. */
     a->pool = NULL;
-    fr_agent_release_requests(a);
-    fr_agent_free_spare_requests(a);
     if (a->fab) /* bounded by the caller's deadline, and a second */
         fr_fabric_quiesce(a->fab, deadline < fr_deadline_ms(1000)
                                       ? deadline
                                       : fr_deadline_ms(1000));
+    /* After the quiesce, whose polls still deliver requests: an inline
+     * handler may answer a request kept earlier, or keep one. */
+    fr_agent_release_requests(a);
+    fr_agent_free_spare_requests(a);
     fr_mem_end_all(a); /* before the domain closes */
     fr_fabric_close(a->fab);
     fr_doorbell_close(a->bell);

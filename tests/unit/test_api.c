@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/fabric_internal.h"
 #include "comm/fault.h"
 #include "rpc/agent.h"
 #include "rpc/fabrpc.h"
@@ -785,6 +786,71 @@ START_TEST(suspects_racing_the_agents_end)
 }
 END_TEST
 
+/* Requests that arrive while the agent's end quiesces the fabric (it
+ * polls while a one-sided operation is owed): "swap", inline, answers the
+ * request it kept last and keeps the new one. Kept ones are released
+ * once nothing more arrives (pre-fix: before the quiesce, so a swap then
+ * answered a freed request, and the last kept one leaked). */
+static _Atomic(frpc_request *) swapped;
+
+static void swap(frpc_request *req, void *user)
+{
+    frpc_request *last = atomic_exchange(&swapped, req);
+    if (last)
+        frpc_respond(last, NULL, 0);
+}
+
+/* Sends n swap requests to this rank as a peer would, with no call of
+ * its own (nothing waits for their answers). */
+static void send_swaps(int n)
+{
+    static uint64_t id = 1ull << 40;
+    fr_env e = {.kind = FR_ENV_REQUEST, .func_id = fr_func_id("swap")};
+    for (int i = 0; i < n; i++) {
+        e.req_id = id++;
+        ck_assert_int_eq(fr_fabric_send(agent->fab, 0, &e, NULL, 0,
+                                        fr_deadline_ms(5000)),
+                         0);
+    }
+}
+
+static atomic_int swapper_in;
+
+/* Once the agent's end has closed its table (inside: it waits for us to
+ * leave), more swaps come: its quiesce, after, delivers them. */
+static void *late_swapper(void *arg)
+{
+    (void)arg;
+    fr_agent_enter(agent);
+    atomic_store(&swapper_in, 1);
+    while (!atomic_load(&agent->pend.closed))
+        sched_yield();
+    send_swaps(8);
+    fr_agent_leave(agent);
+    return NULL;
+}
+
+START_TEST(requests_arriving_while_the_end_quiesces)
+{
+    ck_assert_int_eq(frpc_register(agent, "swap", swap, NULL, FRPC_INLINE),
+                     0);
+    send_swaps(1);
+    while (!atomic_load(&swapped)) /* kept when the shutdown begins */
+        sched_yield();
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, late_swapper, NULL), 0);
+    while (!atomic_load(&swapper_in))
+        sched_yield();
+    /* An operation owed to this rank: the end's quiesce polls a second. */
+    fr__rma_ops_add(agent->fab, 0, 1);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 5000),
+                     0);
+    pthread_join(t, NULL);
+    agent = NULL;
+    atomic_store(&swapped, NULL); /* released by the shutdown */
+}
+END_TEST
+
 START_TEST(every_new_code_has_a_name_and_text)
 {
     ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
@@ -924,6 +990,9 @@ int main(void)
         {"sends judged by liveness while the agent ends: none left after "
          "the pending table",
          suspects_racing_the_agents_end},
+        {"requests arriving while the agent's end quiesces: a kept one "
+         "answered then, none left",
+         requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
