@@ -418,16 +418,22 @@ static void wait_users(frpc_agent *a)
     }
 }
 
+/* Every call ends exactly once: what is still in flight ends now, and
+ * what a callback run after (the pool's drain, a connection's drop) would
+ * start is refused: nothing would end it. Before the liveness thread is
+ * joined: the peer-lost function may be waiting in such a call. */
+static void end_calls(frpc_agent *a)
+{
+    fr_pending_close(&a->pend, "the agent shut down before the answer came");
+}
+
 /* Frees the agent; deadline bounds the wait for the provider to give
  * back the one-sided operations it holds (fr_fabric_quiesce). */
 static void destroy(frpc_agent *a, uint64_t deadline)
 {
+    end_calls(a);
     fr_liveness_stop(a);
     fr_progress_stop(a);
-    /* Every call ends exactly once: what is still in flight ends now, and
-     * what a callback run below (the pool's drain, a connection's drop)
-     * would start is refused: nothing would end it. */
-    fr_pending_close(&a->pend, "the agent shut down before the answer came");
     wait_users(a);
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     /* A loan still out (a lent async call its callee never read) comes
@@ -807,6 +813,7 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         }
         fr_progress_stop(a);
     }
+    end_calls(a); /* graceful: those still in flight past the drain */
     fr_liveness_stop(a);
     if (rc == FRPC_EPEERLOST && !fr_liveness_report_lost(a, "shut down"))
         fprintf(stderr, "fabrpc: rank %d: shut down without a lost rank: "

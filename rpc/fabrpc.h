@@ -430,8 +430,9 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * order they were found. It may run a while after frpc_peer_state says
  * the rank is lost (on shm, up to about 300 ms: locks the dead process
  * held in shared memory are repaired first). It may make calls to the
- * survivors and read state, but not call frpc_shutdown (FRPC_EDEADLK: do
- * that from another thread).
+ * survivors and read state (a call still in flight when frpc_shutdown, on
+ * another thread, stops the reports ends FRPC_ESHUTDOWN), but not call
+ * frpc_shutdown (FRPC_EDEADLK: do that from another thread).
  * A report that takes long delays the next one.
  * NULL fn stops the reports; a second call replaces the first, and
  * reports every loss so far again to the new fn and user (even when they

@@ -102,6 +102,14 @@
  *                 5 s (the loss was reported during it); then
  *                 notifications from rank 2 and from itself, and calls,
  *                 work, and nothing else is queued.
+ *   fn-in-shutdown 3 ranks. Rank 2 leaves at once (immediate shutdown);
+ *                 rank 0's frpc_on_peer_lost function, told of it, calls
+ *                 rank 1's "hold" (never answered) with no timeout, and
+ *                 rank 0 shuts down meanwhile (PEERLOST_HOW immediate, or
+ *                 graceful with a 1000 ms timeout): the shutdown returns,
+ *                 and the function's call ends FRPC_ESHUTDOWN (pre-fix the
+ *                 shutdown joined the liveness thread before it ended the
+ *                 calls in flight, and waited for ever).
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1363,6 +1371,79 @@ static int mode_bye_bound(void)
     return 0;
 }
 
+/* ---- fn-in-shutdown ------------------------------------------------------ */
+
+static atomic_int fn_calling, fn_rc = 1;
+
+/* The report of rank 2's leaving: a call to rank 1's "hold" that only the
+ * shutdown can end. */
+static void call_in_report(frpc_agent *a, int rank, int state,
+                           const char *why, void *user)
+{
+    (void)rank, (void)state, (void)why, (void)user;
+    if (atomic_exchange(&fn_calling, 1))
+        return;
+    atomic_store(&fn_rc, frpc_call(a, 1, "hold", NULL, 0, FRPC_TIMEOUT_NONE,
+                                   NULL));
+}
+
+static int mode_fn_in_shutdown(void)
+{
+    const char *how_s = getenv("PEERLOST_HOW");
+    int graceful = how_s && strcmp(how_s, "graceful") == 0;
+    au_start();
+    CHECK(nranks == 3, "fn-in-shutdown needs 3 ranks");
+    au_register("hold", hold_forever, NULL, 0);
+    CHECK(frpc_on_peer_lost(agent, me == 0 ? call_in_report : NULL, NULL) ==
+              0,
+          "frpc_on_peer_lost");
+    au_barrier();
+    if (me == 2) {
+        frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, SHUTDOWN_MS);
+        agent = NULL;
+        printf("ok: rank 2 done\n");
+        return 0;
+    }
+    if (me == 1) {
+        CHECK(wait_count(&nkept, 1, BOUND_MS), "rank 0's report never "
+              "called");
+        double t0 = au_now_ms();
+        while (frpc_peer_state(agent, 0) == FRPC_PEER_ALIVE) {
+            CHECK(au_now_ms() - t0 < BOUND_MS, "rank 0 still there after "
+                  "%.0f ms: its shutdown waits for its report's call",
+                  BOUND_MS);
+            au_sleep_us(10000);
+        }
+        frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, SHUTDOWN_MS);
+        agent = NULL;
+        printf("ok: rank 1 done\n");
+        return 0;
+    }
+    double t0 = au_now_ms();
+    while (!atomic_load(&fn_calling)) {
+        CHECK(au_now_ms() - t0 < BOUND_MS, "rank 2's leaving never "
+              "reported");
+        au_sleep_us(1000);
+    }
+    au_sleep_us(200000); /* the report's call is out */
+    t0 = au_now_ms();
+    int rc = frpc_shutdown(agent, graceful ? FRPC_SHUTDOWN_GRACEFUL
+                                           : FRPC_SHUTDOWN_IMMEDIATE,
+                           1000);
+    double ms = au_now_ms() - t0;
+    agent = NULL;
+    printf("shutdown(%s, 1000) during the report's call: %s in %.0f ms\n",
+           graceful ? "GRACEFUL" : "IMMEDIATE", frpc_err_name(rc), ms);
+    /* graceful: the drain ran out of time, and rank 2 is lost */
+    CHECK(rc == (graceful ? FRPC_EPEERLOST : 0), "shutdown: %s",
+          frpc_err_name(rc));
+    CHECK(atomic_load(&fn_rc) == FRPC_ESHUTDOWN, "the report's call: %s, "
+          "want FRPC_ESHUTDOWN", frpc_err_name(atomic_load(&fn_rc)));
+    printf("ok: rank 0: %s shutdown ended the report's call\n",
+           graceful ? "graceful" : "immediate");
+    return 0;
+}
+
 /* ---- replay-order -------------------------------------------------------- */
 
 static int mode_replay_order(void)
@@ -2398,7 +2479,8 @@ int main(int argc, char **argv)
                  {"inside", mode_inside},
                  {"leave-answers", mode_leave_answers},
                  {"peer-fn", mode_peer_fn},
-                 {"notify-lost", mode_notify_lost}};
+                 {"notify-lost", mode_notify_lost},
+                 {"fn-in-shutdown", mode_fn_in_shutdown}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -288,6 +288,10 @@ left_in_shutdown() {
 }
 
 bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
+fn_in_shutdown() {
+    clean fnsd-$1 3 60 fn-in-shutdown "1 2" PEERLOST_HOW=$1
+    expect_grep "^\[0\] ok: rank 0: $1 shutdown ended the report's call" "$JOB/out"
+}
 
 # Ranks 2 and 3 die at once: each report once, after the calls to it
 # ended, on one thread of its own, one at a time (peerlost.c, peer-fn).
@@ -365,6 +369,8 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
+    run_case "$PROV: immediate shutdown while the peer-lost function waits in a call: the call ends, the shutdown returns" fn_in_shutdown immediate
+    run_case "$PROV: the same, graceful" fn_in_shutdown graceful
 done
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run

@@ -752,12 +752,23 @@ END_TEST
  * that name no call: their ends are no-ops. */
 static atomic_int suspecters_in;
 
+/* Until the agent's end waits for us to leave: its wait_users kicks the
+ * table (moves its epoch), after liveness stopped for the last time. */
+static int end_waits_for_users(uint64_t *epoch)
+{
+    if (!atomic_load(&agent->pend.closed))
+        return 0;
+    if (!*epoch)
+        *epoch = atomic_load(&agent->pend.epoch) + 1;
+    return atomic_load(&agent->pend.epoch) > *epoch;
+}
+
 static void *suspecter(void *arg)
 {
-    uint64_t id = (uint64_t)(uintptr_t)arg << 40;
+    uint64_t id = (uint64_t)(uintptr_t)arg << 40, epoch = 0;
     fr_agent_enter(agent); /* the agent's end waits for us to leave */
     atomic_fetch_add(&suspecters_in, 1);
-    while (!atomic_load(&agent->pend.closed))
+    while (!end_waits_for_users(&epoch))
         fr_liveness_suspect(agent, 0, id++, "a test's send failed");
     fr_agent_leave(agent);
     return NULL;
@@ -816,14 +827,16 @@ static void send_swaps(int n)
 
 static atomic_int swapper_in;
 
-/* Once the agent's end has closed its table (inside: it waits for us to
- * leave), more swaps come: its quiesce, after, delivers them. */
+/* Once the agent's end waits for us to leave (after the shutdown's flush
+ * polled for the last time), more swaps come: its quiesce, after,
+ * delivers them. */
 static void *late_swapper(void *arg)
 {
     (void)arg;
     fr_agent_enter(agent);
     atomic_store(&swapper_in, 1);
-    while (!atomic_load(&agent->pend.closed))
+    uint64_t epoch = 0;
+    while (!end_waits_for_users(&epoch))
         sched_yield();
     send_swaps(8);
     fr_agent_leave(agent);
