@@ -2067,6 +2067,27 @@ static void expect_code(int dst, const char *fn, int want)
 
 static atomic_int then_code = 1;
 
+/* "gated" keeps its request until "open_gate" answers it: a future's
+ * callback registered before then runs on the pool, never on the thread
+ * that registers it (an answer come first would run it there). */
+static _Atomic(frpc_request *) gated_req;
+
+static void gated(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&gated_req, req);
+}
+
+static void open_gate(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_request *kept = atomic_exchange(&gated_req, NULL);
+    int32_t v = kept ? 0 : 1;
+    if (kept)
+        frpc_respond(kept, NULL, 0);
+    frpc_respond(req, &v, sizeof(v));
+}
+
 static void shutdown_in_callback(frpc_future *f, void *user)
 {
     (void)f;
@@ -2088,6 +2109,8 @@ static int mode_own_threads(void)
     au_register("shutdown_inline", shutdown_here, NULL, FRPC_INLINE);
     au_register("barrier_inline", barrier_here, NULL, FRPC_INLINE);
     au_register("barrier_pool", barrier_here, NULL, 0);
+    au_register("gated", gated, NULL, FRPC_INLINE);
+    au_register("open_gate", open_gate, NULL, FRPC_INLINE);
     au_barrier();
     int peer = 1 - me;
     expect_code(peer, "shutdown_pool", FRPC_EDEADLK);
@@ -2095,9 +2118,24 @@ static int mode_own_threads(void)
     expect_code(peer, "barrier_inline", FRPC_EDEADLK);
     /* run with FABRPC_THREADS=1: the only pool thread would wait */
     expect_code(peer, "barrier_pool", FRPC_EDEADLK);
-    frpc_future *f = au_async(peer, "echo", au_mix(0x51), 16, 20000);
+    frpc_future *f;
+    CHECK(frpc_call_async(agent, peer, "gated", NULL, 0, 20000, &f) == 0,
+          "gated");
     CHECK(frpc_future_then(f, shutdown_in_callback, NULL) == 0, "then");
-    CHECK(frpc_future_wait(f, 20000) == 0, "the echo");
+    /* Until the request is kept there, the gate finds none: ask again. */
+    for (int i = 0; i < 2000; i++) {
+        frpc_result res;
+        CHECK(frpc_call(agent, peer, "open_gate", NULL, 0, 20000, &res) == 0 &&
+                  res.len == sizeof(int32_t),
+              "open_gate");
+        int32_t none;
+        memcpy(&none, res.data, sizeof(none));
+        frpc_result_clear(&res);
+        if (!none)
+            break;
+        au_sleep_us(1000);
+    }
+    CHECK(frpc_future_wait(f, 20000) == 0, "the gated call");
     for (int i = 0; i < 20000 && atomic_load(&then_code) == 1; i++)
         au_sleep_us(1000);
     CHECK(atomic_load(&then_code) == FRPC_EDEADLK,
