@@ -416,6 +416,8 @@ int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns)
 {
     if (dst < f->world && fr__lost(f, dst))
         return FRPC_EPEERLOST;
+    if (atomic_load_explicit(&f->waits_ended, memory_order_relaxed))
+        return FRPC_ESHUTDOWN;
     if (fr_now_ns() >= deadline_ns)
         return FRPC_ETIMEDOUT;
     if (fr_fabric_polling_here(f)) {
@@ -1282,6 +1284,12 @@ void fr_fabric_wake_all(fr_fabric *f)
         fi_cq_signal(f->cq);
     else if (f->bell)
         fr_doorbell_ring(f->bell, f->rank); /* our own */
+}
+
+void fr_fabric_end_waits(fr_fabric *f)
+{
+    if (f)
+        atomic_store(&f->waits_ended, 1);
 }
 
 void fr_fabric_wake_sleepers(void *fab)

@@ -427,6 +427,11 @@ void fr_fabric_wake_sleepers(void *fab);
  * thread. */
 void fr_fabric_wake_all(fr_fabric *f);
 
+/* From now on a send that finds no room at the provider fails at once
+ * with FRPC_ESHUTDOWN instead of waiting for it (the agent's end: an
+ * answer owed to a stopped caller must not hold it). Any thread. */
+void fr_fabric_end_waits(fr_fabric *f);
+
 /* 1 if the CQ has an fd wait object (tcp, sockets). */
 int fr_fabric_has_fd(const fr_fabric *f);
 

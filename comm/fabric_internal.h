@@ -170,6 +170,7 @@ struct fr_fabric {
     struct fid_ep *ep;
     int wait_fd; /* -1 when the CQ has no fd wait object */
     atomic_int waiters; /* threads in fr_fabric_wait_for with a predicate */
+    atomic_int waits_ended; /* fr_fabric_end_waits: no more waits for room */
     fr_doorbell *bell; /* shm: how sleeping peers are woken; not owned */
 
     fr_fabric_opts opts;

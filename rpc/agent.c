@@ -432,6 +432,9 @@ static void end_calls(frpc_agent *a)
 static void destroy(frpc_agent *a, uint64_t deadline)
 {
     end_calls(a);
+    /* A thread answering a stopped caller waits for room until the
+     * caller's deadline, for ever without one: wait_users would too. */
+    fr_fabric_end_waits(a->fab);
     fr_liveness_stop(a);
     fr_progress_stop(a);
     wait_users(a);

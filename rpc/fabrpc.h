@@ -364,8 +364,9 @@ enum {
  * transfer) gets its outcome (FRPC_ESHUTDOWN for waits that cannot be
  * met any more), and frpc_shutdown frees the agent only after every such
  * thread has left the library; so too a thread in frpc_respond (or
- * _owned, _error), which may wait for room to send until its caller's
- * deadline. A thread may start a call while shutdown runs (it fails with
+ * _owned, _error), whose wait for room to send (a stopped caller) then
+ * ends with FRPC_ESHUTDOWN, as does any send's. A thread may start a call
+ * while shutdown runs (it fails with
  * FRPC_ESHUTDOWN, or, graceful, runs as the rules above say), but none
  * may once it has returned, nor race with its return. frpc_shutdown
  * itself may not be called from the agent's own threads (a handler, a

@@ -46,7 +46,7 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
     # shm only: over tcp the caller, resumed with rank 0 leaving, crashed
     # in libfabric's receive path (tcp;ofi_rxm, most runs under TSan).
     [ "$PROV" != shm ] ||
-        run_case "$PROV: an answer waiting for room to a stopped caller holds an immediate shutdown" \
+        run_case "$PROV: an answer waiting for room to a stopped caller ends FRPC_ESHUTDOWN at an immediate shutdown" \
             one answering 2 answering
 done
 finish_cases

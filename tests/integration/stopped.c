@@ -49,11 +49,13 @@
  *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
  *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
  *            thread of rank 0 answers them (16 KiB each) until one waits
- *            for room, and then rank 0 shuts down at once: the shutdown
- *            waits for that answer to end, once rank 1 resumes and reads
- *            (pre-fix it released the request and closed the fabric
- *            under it: a crash), and releases the requests never
- *            answered; rank 1's calls end well or FRPC_EPEERLOST.
+ *            for room, and then rank 0 shuts down at once: that answer
+ *            ends FRPC_ESHUTDOWN and the shutdown returns within 5 s,
+ *            long before rank 1 resumes (it used to wait for rank 1 to
+ *            read; before that it released the request and closed the
+ *            fabric under the answer: a crash), and releases the
+ *            requests never answered; rank 1's calls end well or
+ *            FRPC_EPEERLOST.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -620,7 +622,7 @@ static void *answerer(void *arg)
         int rc = frpc_respond(rs_kept[i], reply, (size_t)len);
         atomic_store(&an_last_rc, rc);
         atomic_store(&an_done, i);
-        if (rc && rc != FRPC_ETIMEDOUT)
+        if (rc && rc != FRPC_ETIMEDOUT && rc != FRPC_ESHUTDOWN)
             FAIL("respond %d: %s", i, frpc_strerror(rc));
     }
     free(reply);
@@ -696,13 +698,24 @@ static void mode_answering(frpc_agent *a, int stop_ms)
             "shutting down at once", at, n);
     else
         SAY("all %d answers went without waiting for room", n);
+    long long t0 = now_ms();
     int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    long long took = now_ms() - t0;
     if (rc)
         FAIL("immediate shutdown: %s", frpc_strerror(rc));
     /* The answer in progress ended before the shutdown freed anything. */
     pthread_join(th, NULL);
-    SAY("answers given: %d, the last %s", atomic_load(&an_done) + 1,
-        frpc_strerror(atomic_load(&an_last_rc)));
+    SAY("answers given: %d, the last %s; the shutdown took %lld ms",
+        atomic_load(&an_done) + 1, frpc_strerror(atomic_load(&an_last_rc)),
+        took);
+    /* Its timeout, a second of quiesce, and room for a loaded machine;
+     * held by the answer, it took until rank 1 resumed (STOPPED_MS). */
+    if (at >= 0 && took > 5000)
+        FAIL("the immediate shutdown took %lld ms: held by the answer "
+             "waiting for room", took);
+    if (at >= 0 && atomic_load(&an_last_rc) != FRPC_ESHUTDOWN)
+        FAIL("the answer waiting for room at the shutdown ended %s, want "
+             "FRPC_ESHUTDOWN", frpc_strerror(atomic_load(&an_last_rc)));
     printf("ok: rank %d\n", R);
     exit(0);
 }
