@@ -366,9 +366,9 @@ enum {
  * thread has left the library; so too a thread in frpc_respond (or
  * _owned, _error), whose wait for room to send (a stopped caller) then
  * ends with FRPC_ESHUTDOWN, as does any send's. A thread may start a call
- * while shutdown runs (it fails with
- * FRPC_ESHUTDOWN, or, graceful, runs as the rules above say), but none
- * may once it has returned, nor race with its return. frpc_shutdown
+ * while shutdown runs (it fails with FRPC_ESHUTDOWN, or, graceful, runs
+ * as the rules above say), but none may once it has returned, nor race
+ * with its return. frpc_shutdown
  * itself may not be called from the agent's own threads (a handler, a
  * future's or notification's callback, the peer-lost function) nor from
  * a thread inside another call on the agent: it returns FRPC_EDEADLK
