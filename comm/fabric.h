@@ -432,6 +432,15 @@ void fr_fabric_wake_all(fr_fabric *f);
  * answer owed to a stopped caller must not hold it). Any thread. */
 void fr_fabric_end_waits(fr_fabric *f);
 
+/* The agent's end, past its deadline: ends every loan still out
+ * (fr_fabric_send_lent), its registration closed first, so that no read
+ * of the bytes completes once they are the lender's again. Not where a
+ * reader copies straight from this process's memory without asking its
+ * registration (shm's fast path): there it does nothing, as a stopped
+ * reader that resumes could still read. Returns the loans ended. Any
+ * thread. */
+int fr_fabric_revoke_loans(fr_fabric *f);
+
 /* 1 if the CQ has an fd wait object (tcp, sockets). */
 int fr_fabric_has_fd(const fr_fabric *f);
 

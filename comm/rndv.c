@@ -169,13 +169,19 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     return 0;
 }
 
-void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
+#define ANY_PEER UINT32_MAX
+
+/* Ends the outgoing payloads to peer (ANY_PEER: every one), only the lent
+ * ones if lent_only: taken off the list, then released. Returns how many. */
+static int end_outs(fr_fabric *f, uint32_t peer, int lent_only)
 {
     fr_rndv_out **pp, *gone = NULL;
+    int n = 0;
     pthread_mutex_lock(&f->rndv_lock);
     for (pp = &f->rndv_out; *pp;) {
         fr_rndv_out *o = *pp;
-        if (o->dst == peer) {
+        if ((peer == ANY_PEER || o->dst == peer) &&
+            (!lent_only || o->source == FR_RNDV_LENT)) {
             *pp = o->next;
             o->next = gone;
             gone = o;
@@ -185,11 +191,22 @@ void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
         }
     }
     pthread_mutex_unlock(&f->rndv_lock);
-    while (gone) {
+    for (; gone; n++) {
         fr_rndv_out *o = gone;
         gone = o->next;
-        release_out(f, o);
+        release_out(f, o); /* a registration closes before a loan returns */
     }
+    return n;
+}
+
+void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
+{
+    end_outs(f, peer, 0);
+}
+
+int fr_fabric_revoke_loans(fr_fabric *f)
+{
+    return f && !f->rma_by_initiator ? end_outs(f, ANY_PEER, 1) : 0;
 }
 
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)

@@ -408,11 +408,20 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
 /* Waits for the threads inside a call on the agent to leave it. Their
  * waits end by themselves: calls in flight have failed, every other wait
  * sees shutting_down, and a sleeping waiter looks again within 20 ms (a
- * kick makes it sooner). */
-static void wait_users(frpc_agent *a)
+ * kick makes it sooner). But a sync call that lent its args waits until
+ * its callee cannot read them (rpc/call.c): a callee that dies now is
+ * noticed here, and past deadline the loans are taken back where the
+ * provider allows it (fr_fabric_revoke_loans). */
+static void wait_users(frpc_agent *a, uint64_t deadline)
 {
+    int revoked = 0;
     while (atomic_load(&a->users) > 0) {
         fr_pending_kick(&a->pend);
+        fr_liveness_reap_ended(a);
+        if (!revoked && a->fab && fr_now_ns() >= deadline) {
+            fr_fabric_revoke_loans(a->fab);
+            revoked = 1;
+        }
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
@@ -437,7 +446,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_fabric_end_waits(a->fab);
     fr_liveness_stop(a);
     fr_progress_stop(a);
-    wait_users(a);
+    wait_users(a, deadline);
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     /* A loan still out (a lent async call its callee never read) comes
      * back at fr_fabric_close, and its future's callback then runs on

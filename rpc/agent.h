@@ -266,6 +266,13 @@ int fr_liveness_register(frpc_agent *a);
 void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline);
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
+/* Once the liveness threads stopped, at an agent's end: marks lost the
+ * ranks on this host whose process ended since (their pidfd) or whose end
+ * waited for the store's word, which returns what was lent to them. A
+ * thread whose sync call lent args waits for that (rpc/call.c): a callee
+ * killed after the liveness thread stopped would hold the end for ever.
+ * Only the ending thread; never blocks. */
+void fr_liveness_reap_ended(frpc_agent *a);
 void fr_liveness_destroy(frpc_agent *a);
 /* Writes "fabrpc: rank R: <what> without rank N: <why>" to stderr for
  * each lost rank, once per agent; returns how many ranks are lost. */

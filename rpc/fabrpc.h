@@ -384,7 +384,9 @@ enum {
  * application's handler does: handlers already running, and those queued
  * to the thread pool, run to their end before shutdown returns, whatever
  * timeout_ms and how (immediate fails this rank's calls in flight at once,
- * but still waits for them). Returns 0; FRPC_ETIMEDOUT if the time ran
+ * but still waits for them); nor, over shm, a frpc_call on another thread
+ * whose args are lent to a callee that stopped (see frpc_call's
+ * "Zero-copy"). Returns 0; FRPC_ETIMEDOUT if the time ran
  * out; FRPC_EPEERLOST (graceful only) if a rank was lost before or
  * during it, rank 0 included (stderr names it, once); immediate returns 0
  * whatever ranks were lost; FRPC_EBOOTSTRAP (graceful only) if the
@@ -614,7 +616,13 @@ void frpc_result_clear(frpc_result *res);
  * the timeout by as long as the callee takes to notice (at its next
  * poll) that the caller's time ran out; a callee that stops polling
  * altogether without being lost holds it until it polls again or is
- * lost. Shorter args, and frpc_call_async's, are copied.
+ * lost. An frpc_shutdown meanwhile (from another thread) ends such a call
+ * FRPC_ESHUTDOWN: at its timeout_ms, which takes args back (the callee's
+ * later reads of them fail; its handler never sees them), except over
+ * shm, where the callee reads the caller's memory itself and nothing can
+ * take them back: there the call, and so the shutdown, waits until the
+ * callee reads or refuses them, or its process ends (noticed also while
+ * the shutdown runs). Shorter args, and frpc_call_async's, are copied.
  *
  * A large reply is read from the callee after it answered; a callee that
  * pauses meanwhile (stopped, starved of CPU) delays the call but does not

@@ -529,6 +529,31 @@ static void exits_due(frpc_agent *a)
         }
 }
 
+/* 1 if pidfd says its process ended; never blocks. */
+static int pidfd_ended(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+void fr_liveness_reap_ended(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    if (!l || l->thread_started)
+        return; /* the thread's own job while it runs */
+    for (uint32_t r = 0; r < l->world; r++) {
+        if (!l->exit_due[r] && !pidfd_ended(l->pidfd[r]))
+            continue;
+        l->exit_due[r] = 0; /* no store will speak of it any more */
+        if (l->pidfd[r] >= 0)
+            close(l->pidfd[r]);
+        l->pidfd[r] = -1;
+        fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
+                           "died (its process ended while this rank shut "
+                           "down)");
+    }
+}
+
 static void *liveness_main(void *arg)
 {
     frpc_agent *a = arg;

@@ -56,6 +56,19 @@
  *            fabric under the answer: a crash), and releases the
  *            requests never answered; rank 1's calls end well or
  *            FRPC_EPEERLOST.
+ *   lender   2 ranks. Rank 1 is stopped; a thread of rank 0 calls it
+ *            with 1 MiB of zeros (lent: zerocopy_min is 64 KiB) without
+ *            limit, and rank 0 shuts down at once (1000 ms). Over shm
+ *            (rank 1 would read rank 0's memory itself) the call's thread
+ *            waits for its loan, holding the shutdown, until rank 1 is
+ *            killed 2.5 s in: then the call ends FRPC_ESHUTDOWN and the
+ *            shutdown returns within 5 s of the kill (before, nothing
+ *            noticed the death once the liveness thread had stopped: it
+ *            never returned). Other providers: the loan is taken back at
+ *            the shutdown's timeout (the same outcome, within 5 s, before
+ *            the kill); rank 1 is not killed, and once resumed its
+ *            handler never sees the bytes rank 0 wrote over the args
+ *            after the call returned.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -240,6 +253,24 @@ static void h_region(frpc_request *req, void *u)
     frpc_respond(req, &r, sizeof r);
 }
 
+/* Rank 1 of lender: "lent" calls seen, and whether their args were the
+ * zeros sent (not what rank 0 wrote over them after taking them back). */
+static atomic_int ln_seen, ln_torn;
+
+static void h_lent(frpc_request *req, void *u)
+{
+    (void)u;
+    size_t n;
+    const unsigned char *p = frpc_request_args(req, &n);
+    atomic_fetch_add(&ln_seen, 1);
+    for (size_t i = 0; i < n; i++)
+        if (p[i]) {
+            atomic_store(&ln_torn, 1);
+            break;
+        }
+    frpc_respond(req, NULL, 0);
+}
+
 static frpc_agent *start(int init_timeout_ms)
 {
     frpc_config c;
@@ -263,6 +294,7 @@ static frpc_agent *start(int init_timeout_ms)
     frpc_register(a, "stopping", h_stopping, NULL, FRPC_INLINE);
     frpc_register(a, "keep", h_keep, NULL, FRPC_INLINE);
     frpc_register(a, "region", h_region, NULL, FRPC_INLINE);
+    frpc_register(a, "lent", h_lent, NULL, FRPC_INLINE);
     if ((rc = frpc_barrier(a, 30000)))
         FAIL("first barrier: %s", frpc_strerror(rc));
     if (frpc_rank(a) != 0 &&
@@ -720,6 +752,102 @@ static void mode_answering(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
+/* lender: the lent call's outcome, on its own thread. */
+static frpc_agent *ln_agent;
+static char *ln_args;
+static atomic_int ln_rc = 1;
+
+static void *lender(void *arg)
+{
+    (void)arg;
+    int rc = frpc_call(ln_agent, 1, "lent", ln_args, 1 << 20,
+                       FRPC_TIMEOUT_NONE, NULL);
+    atomic_store(&ln_rc, rc);
+    return NULL;
+}
+
+static void *killer(void *arg)
+{
+    (void)arg;
+    msleep(2500);
+    SAY("killing rank 1 (pid %d), stopped", atomic_load(&peer_pid));
+    kill(atomic_load(&peer_pid), SIGKILL);
+    return NULL;
+}
+
+static void mode_lender(frpc_agent *a, int stop_ms)
+{
+    const char *prov = getenv("FABRPC_PROVIDER");
+    int by_reader = prov && !strcmp(prov, "shm"); /* see the mode's text */
+    if (R == 1) {
+        say_and_stop(a, 0, stop_ms);
+        msleep(stop_ms + 500);
+        if (by_reader)
+            FAIL("not killed");
+        /* Resumed: rank 0 took its args back and left. */
+        long long t = now_ms();
+        while (frpc_peer_state(a, 0) == FRPC_PEER_ALIVE && now_ms() - t < 10000)
+            msleep(10);
+        msleep(500);
+        SAY("resumed: rank 0 %s, the lent call seen %d times",
+            frpc_peer_state(a, 0) == FRPC_PEER_ALIVE ? "alive" : "gone",
+            atomic_load(&ln_seen));
+        if (atomic_load(&ln_torn))
+            FAIL("the handler saw args rank 0 wrote after taking them back");
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    for (long long t = now_ms(); !atomic_load(&peer_pid); msleep(2))
+        if (now_ms() - t > 20000)
+            FAIL("rank 1 never said its pid");
+    wait_peer_stopped(1);
+    size_t len = 1 << 20;
+    char *args = calloc(1, len);
+    if (!args)
+        FAIL("calloc");
+    ln_agent = a;
+    ln_args = args;
+    pthread_t call_th, kill_th;
+    if (pthread_create(&call_th, NULL, lender, NULL))
+        FAIL("pthread_create");
+    frpc_stats st;
+    for (long long t = now_ms();; msleep(2)) {
+        frpc_get_stats(a, &st);
+        if (st.zerocopy_sent >= 1)
+            break;
+        if (now_ms() - t > 20000)
+            FAIL("the call's args were not lent within 20 s");
+    }
+    long long t0 = now_ms();
+    if (by_reader && pthread_create(&kill_th, NULL, killer, NULL))
+        FAIL("pthread_create");
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    long long took = now_ms() - t0;
+    pthread_join(call_th, NULL);
+    memset(args, 0xff, len); /* the caller's again: a callee must not see it */
+    if (by_reader)
+        pthread_join(kill_th, NULL);
+    SAY("immediate shutdown: %s after %lld ms; the lent call: %s",
+        frpc_strerror(rc), took, frpc_strerror(atomic_load(&ln_rc)));
+    if (rc)
+        FAIL("immediate shutdown: %s", frpc_strerror(rc));
+    if (atomic_load(&ln_rc) != FRPC_ESHUTDOWN)
+        FAIL("the lent call ended %s, want FRPC_ESHUTDOWN",
+             frpc_strerror(atomic_load(&ln_rc)));
+    /* shm: held by the loan until the kill (the callee could still read) */
+    if (by_reader ? took < 2000 || took > 2500 + 5000 : took > 5000)
+        FAIL("the shutdown took %lld ms, want %s", took,
+             by_reader ? "from the kill (2500 ms) to 5 s after it"
+                       : "its timeout (1000 ms), the quiesce's second and "
+                         "room for a loaded machine: 5 s at most");
+    if (!by_reader) /* rank 1 resumes and checks what it reads */
+        msleep(stop_ms + 2000 - (int)(now_ms() - t0));
+    free(args);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -852,5 +980,7 @@ int main(int argc, char **argv)
         mode_transfer(a, stop_ms);
     if (!strcmp(mode, "answering"))
         mode_answering(a, stop_ms);
+    if (!strcmp(mode, "lender"))
+        mode_lender(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }
