@@ -37,17 +37,32 @@ static void link_locked(frpc_agent *a, frpc_mem *m)
     a->mems = m;
 }
 
+static int reg(frpc_agent *a, void *buf, size_t len, int access,
+               frpc_mem **out);
+
 int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
                       frpc_mem **out)
 {
-    frpc_mem *m;
-    int rc;
-
     if (out)
         *out = NULL;
     if (!a || !buf || !out || len == 0 ||
         (access & ~(FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE)))
         return FRPC_EINVAL;
+    /* Counted inside, the check after: a shutdown on another thread ends
+     * the regions (fr_mem_end_all) and closes the domain only once this
+     * left, so a region registered meanwhile is among those it ends. */
+    fr_agent_enter(a);
+    int rc = reg(a, buf, len, access, out);
+    fr_agent_leave(a);
+    return rc;
+}
+
+static int reg(frpc_agent *a, void *buf, size_t len, int access,
+               frpc_mem **out)
+{
+    frpc_mem *m;
+    int rc;
+
     if (atomic_load(&a->shutting_down) || !a->fab)
         return FRPC_ESHUTDOWN;
     if (!(m = calloc(1, sizeof(*m))))
@@ -114,7 +129,7 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
         /* The agent's end fails the transfers, but their regions stay
          * busy until the fabric gives them back, after this thread left:
          * it ends the registration itself (fr_mem_end_all). */
-        if (atomic_load(&a->pend.closed))
+        if (fr_pending_closed(&a->pend))
             return FRPC_ESHUTDOWN;
         /* The transfers end in polls: make one, or let the poller. */
         if (fr_fabric_progress(a->fab) <= 0) {

@@ -99,6 +99,12 @@ typedef struct fr_pending_table {
 int fr_pending_init(fr_pending_table *t);
 void fr_pending_destroy(fr_pending_table *t);
 
+/* 1 once fr_pending_close ran: the agent's end has failed every call. */
+static inline int fr_pending_closed(fr_pending_table *t)
+{
+    return atomic_load(&t->closed);
+}
+
 /*
  * Prepares p (zeroes its result) and inserts it under a fresh id, returned
  * in p->id, with the call's deadline (fr_now_ns clock, UINT64_MAX: none).

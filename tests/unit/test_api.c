@@ -756,7 +756,7 @@ static atomic_int suspecters_in;
  * table (moves its epoch), after liveness stopped for the last time. */
 static int end_waits_for_users(uint64_t *epoch)
 {
-    if (!atomic_load(&agent->pend.closed))
+    if (!fr_pending_closed(&agent->pend))
         return 0;
     if (!*epoch)
         *epoch = atomic_load(&agent->pend.epoch) + 1;
