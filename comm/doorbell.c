@@ -21,6 +21,7 @@
 typedef struct bell {
     atomic_uint seq;      /* the futex word: bumped by every ring */
     atomic_uint sleeping; /* threads of the owner (about to be) asleep */
+    atomic_uint ended;    /* fr_doorbell_end */
 } bell;
 
 struct fr_doorbell {
@@ -132,6 +133,20 @@ void fr_doorbell_sleep(fr_doorbell *d, unsigned timeout_us,
         syscall(SYS_futex, &b->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
     }
     atomic_fetch_sub(&b->sleeping, 1);
+}
+
+void fr_doorbell_end(fr_doorbell *d)
+{
+    if (d)
+        atomic_store(&d->mine->ended, 1);
+}
+
+int fr_doorbell_peer_ended(fr_doorbell *d, uint32_t peer)
+{
+    bell *b;
+    if (!d || peer >= d->world || !(b = atomic_load(&d->peer[peer])))
+        return 0;
+    return atomic_load(&b->ended) != 0;
 }
 
 void fr_doorbell_close(fr_doorbell *d)

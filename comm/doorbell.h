@@ -52,6 +52,18 @@ void fr_doorbell_ring(fr_doorbell *d, uint32_t peer);
 void fr_doorbell_sleep(fr_doorbell *d, unsigned timeout_us,
                        int (*recheck)(void *arg), void *arg);
 
+/* Says that this rank's agent has ended: what it offered to be read
+ * (rendezvous payloads, loans) may be freed or changed from now on. A
+ * same-host reader that copies straight from this process's memory (shm's
+ * fast path, which asks no registration) checks fr_doorbell_peer_ended
+ * after its copy: 0 then means the copy was made before the end, so it is
+ * whole. Set before the first such byte is freed. Any thread. */
+void fr_doorbell_end(fr_doorbell *d);
+
+/* 1 once peer called fr_doorbell_end; 0 otherwise (also for a peer never
+ * connected, or d NULL). Never blocks. */
+int fr_doorbell_peer_ended(fr_doorbell *d, uint32_t peer);
+
 /* Unmaps everything and frees d (and unlinks its name if still there).
  * NULL is a no-op. */
 void fr_doorbell_close(fr_doorbell *d);

@@ -1543,6 +1543,9 @@ void fr_fabric_close(fr_fabric *f)
 {
     if (!f)
         return;
+    /* Before the payloads offered to be read go (loans returned, blocks
+     * freed): a same-host reader copying them now throws its copy away. */
+    fr_doorbell_end(f->bell);
     if (f->ep)
         fi_close(&f->ep->fid);
     fr__rndv_free_all(f);

@@ -433,12 +433,13 @@ void fr_fabric_wake_all(fr_fabric *f);
 void fr_fabric_end_waits(fr_fabric *f);
 
 /* The agent's end, past its deadline: ends every loan still out
- * (fr_fabric_send_lent), its registration closed first, so that no read
- * of the bytes completes once they are the lender's again. Not where a
- * reader copies straight from this process's memory without asking its
- * registration (shm's fast path): there it does nothing, as a stopped
- * reader that resumes could still read. Returns the loans ended. Any
- * thread. */
+ * (fr_fabric_send_lent), so that its lender may change or free the bytes,
+ * and no read of them completes after that: its registration is closed
+ * first; where a reader copies straight from this process's memory without
+ * asking the registration (shm's fast path), the doorbell says first that
+ * this rank ended (fr_doorbell_end), and the reader throws away a copy it
+ * finishes after that. Without a doorbell there it does nothing. Returns
+ * the loans ended. Any thread. */
 int fr_fabric_revoke_loans(fr_fabric *f);
 
 /* 1 if the CQ has an fd wait object (tcp, sockets). */

@@ -15,6 +15,13 @@
  * - The receiver sends RNDV_DONE only once none of its reads is under way
  *   (read, refused, or given back by the provider after it gave up): the
  *   sender may free or reuse the bytes then.
+ * - A sender's end (fr_fabric_close, or fr_fabric_revoke_loans past its
+ *   deadline) frees blocks and returns loans whose reader never said
+ *   RNDV_DONE (stopped, say). Over shm's fast path the reader copies from
+ *   the sender's memory without its registration, so the sender's
+ *   doorbell says first that it ended, and a reader that finds it so after
+ *   its last read throws the copy away (it may be torn); elsewhere the
+ *   closed registration makes the later reads fail.
  * - Receiver: fi_read pulls the block in chunks of at most rma_chunk bytes
  *   into a block of its own; when the last chunk completes it answers
  *   RNDV_DONE first (so the sender's memory goes early), then delivers the
@@ -206,7 +213,11 @@ void fr__rndv_drop_out(fr_fabric *f, uint32_t peer)
 
 int fr_fabric_revoke_loans(fr_fabric *f)
 {
-    return f && !f->rma_by_initiator ? end_outs(f, ANY_PEER, 1) : 0;
+    if (!f || (f->rma_by_initiator && !f->bell))
+        return 0;
+    if (f->rma_by_initiator)
+        fr_doorbell_end(f->bell); /* before any byte is the lender's */
+    return end_outs(f, ANY_PEER, 1);
 }
 
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
@@ -323,6 +334,14 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
                 in->err == FRPC_ETIMEDOUT
                     ? "no room to read the rendezvous payload in time"
                     : "rendezvous read of the payload failed");
+        free_in(f, in);
+        return;
+    }
+    if (f->rma_by_initiator && fr_doorbell_peer_ended(f->bell, in->src)) {
+        /* Copied from the sender's memory, which its end may have freed
+         * or handed back before we looked (fr_doorbell_end): torn, maybe. */
+        fail_in(f, in, FRPC_EPEERLOST,
+                "the sender ended during the rendezvous read");
         free_in(f, in);
         return;
     }

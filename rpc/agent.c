@@ -410,8 +410,8 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
  * sees shutting_down, and a sleeping waiter looks again within 20 ms (a
  * kick makes it sooner). But a sync call that lent its args waits until
  * its callee cannot read them (rpc/call.c): a callee that dies now is
- * noticed here, and past deadline the loans are taken back where the
- * provider allows it (fr_fabric_revoke_loans). */
+ * noticed here, and past deadline the loans are taken back
+ * (fr_fabric_revoke_loans: the callee's handler never sees them). */
 static void wait_users(frpc_agent *a, uint64_t deadline)
 {
     int revoked = 0;

@@ -384,9 +384,7 @@ enum {
  * application's handler does: handlers already running, and those queued
  * to the thread pool, run to their end before shutdown returns, whatever
  * timeout_ms and how (immediate fails this rank's calls in flight at once,
- * but still waits for them); nor, over shm, a frpc_call on another thread
- * whose args are lent to a callee that stopped (see frpc_call's
- * "Zero-copy"). Returns 0; FRPC_ETIMEDOUT if the time ran
+ * but still waits for them). Returns 0; FRPC_ETIMEDOUT if the time ran
  * out; FRPC_EPEERLOST (graceful only) if a rank was lost before or
  * during it, rank 0 included (stderr names it, once); immediate returns 0
  * whatever ranks were lost; FRPC_EBOOTSTRAP (graceful only) if the
@@ -616,13 +614,12 @@ void frpc_result_clear(frpc_result *res);
  * the timeout by as long as the callee takes to notice (at its next
  * poll) that the caller's time ran out; a callee that stops polling
  * altogether without being lost holds it until it polls again or is
- * lost. An frpc_shutdown meanwhile (from another thread) ends such a call
- * FRPC_ESHUTDOWN: at its timeout_ms, which takes args back (the callee's
- * later reads of them fail; its handler never sees them), except over
- * shm, where the callee reads the caller's memory itself and nothing can
- * take them back: there the call, and so the shutdown, waits until the
- * callee reads or refuses them, or its process ends (noticed also while
- * the shutdown runs). Shorter args, and frpc_call_async's, are copied.
+ * lost. An frpc_shutdown on another thread meanwhile ends such a call
+ * FRPC_ESHUTDOWN once the callee reads or refuses args, its process ends
+ * (noticed also while the shutdown runs), or the shutdown's timeout_ms
+ * runs out: then the shutdown takes args back, and the callee's handler
+ * never sees them (its later reads fail, or their copies are thrown away).
+ * Shorter args, and frpc_call_async's, are copied.
  *
  * A large reply is read from the callee after it answered; a callee that
  * pauses meanwhile (stopped, starved of CPU) delays the call but does not
@@ -705,9 +702,10 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * status is then FRPC_ETIMEDOUT or FRPC_ECANCELED) is done later than
  * that, by as long as the callee takes to notice at its next poll; a
  * callee that stops polling without being lost holds it done-less until
- * it polls again or is lost. frpc_future_free of a lent future that is
- * not done does not wait: args then stay the call's until the future
- * would have been done, at the latest until frpc_shutdown returns.
+ * it polls again, is lost, or frpc_shutdown takes args back (at the
+ * latest as it returns; the callee's handler never sees them then).
+ * frpc_future_free of a lent future that is not done does not wait: args
+ * then stay the call's until the future would have been done.
  *
  * Everything else (errors, *out, timeouts, refilling, callbacks, waits)
  * is frpc_call_async's; frpc_stats.zerocopy_sent counts the lent args.

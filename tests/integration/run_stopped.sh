@@ -44,9 +44,10 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one respond 2 respond
     run_case "$PROV: transfers in flight to a stopped owner end at an immediate shutdown" \
         one transfer 2 transfer
-    # shm: the callee is killed (only rank 0 passes); tcp: it resumes
-    run_case "$PROV: an immediate shutdown with args lent to a stopped callee ends (shm: once it is killed)" \
-        one lender 2 lender $([ "$PROV" = shm ] && echo 1 || echo 2)
+    run_case "$PROV: args lent to a stopped callee: an immediate shutdown takes them back at its timeout, unseen" \
+        one lender 2 lender
+    run_case "$PROV: args lent to a stopped callee killed during a shutdown without limit: it ends" \
+        one lender-killed 2 lender-killed 1
     # shm only: over tcp the caller, resumed with rank 0 leaving, crashed
     # in libfabric's receive path (tcp;ofi_rxm, most runs under TSan).
     [ "$PROV" != shm ] ||

@@ -58,17 +58,16 @@
  *            FRPC_EPEERLOST.
  *   lender   2 ranks. Rank 1 is stopped; a thread of rank 0 calls it
  *            with 1 MiB of zeros (lent: zerocopy_min is 64 KiB) without
- *            limit, and rank 0 shuts down at once (1000 ms). Over shm
- *            (rank 1 would read rank 0's memory itself) the call's thread
- *            waits for its loan, holding the shutdown, until rank 1 is
- *            killed 2.5 s in: then the call ends FRPC_ESHUTDOWN and the
- *            shutdown returns within 5 s of the kill (before, nothing
- *            noticed the death once the liveness thread had stopped: it
- *            never returned). Other providers: the loan is taken back at
- *            the shutdown's timeout (the same outcome, within 5 s, before
- *            the kill); rank 1 is not killed, and once resumed its
- *            handler never sees the bytes rank 0 wrote over the args
- *            after the call returned.
+ *            limit, and rank 0 shuts down at once (1000 ms): the call ends
+ *            FRPC_ESHUTDOWN and the shutdown returns within 5 s (it took
+ *            until rank 1 resumed, 9 s), and rank 0 writes over the args.
+ *            Resumed, rank 1's handler never sees those bytes: over tcp
+ *            its reads fail (the registration is closed), over shm (it
+ *            copies from rank 0's memory itself) it throws its copy away.
+ *   lender-killed  The same, but the shutdown has no limit, and rank 1 is
+ *            killed (stopped) 2.5 s in: the shutdown waits for the loan
+ *            until then and returns within 5 s of the kill (it never did:
+ *            once the liveness thread had stopped, nothing noticed).
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -775,18 +774,17 @@ static void *killer(void *arg)
     return NULL;
 }
 
-static void mode_lender(frpc_agent *a, int stop_ms)
+static void mode_lender(frpc_agent *a, int stop_ms, int killed)
 {
-    const char *prov = getenv("FABRPC_PROVIDER");
-    int by_reader = prov && !strcmp(prov, "shm"); /* see the mode's text */
     if (R == 1) {
         say_and_stop(a, 0, stop_ms);
         msleep(stop_ms + 500);
-        if (by_reader)
+        if (killed)
             FAIL("not killed");
         /* Resumed: rank 0 took its args back and left. */
         long long t = now_ms();
-        while (frpc_peer_state(a, 0) == FRPC_PEER_ALIVE && now_ms() - t < 10000)
+        while (frpc_peer_state(a, 0) == FRPC_PEER_ALIVE &&
+               now_ms() - t < 10000)
             msleep(10);
         msleep(500);
         SAY("resumed: rank 0 %s, the lent call seen %d times",
@@ -820,13 +818,14 @@ static void mode_lender(frpc_agent *a, int stop_ms)
             FAIL("the call's args were not lent within 20 s");
     }
     long long t0 = now_ms();
-    if (by_reader && pthread_create(&kill_th, NULL, killer, NULL))
+    if (killed && pthread_create(&kill_th, NULL, killer, NULL))
         FAIL("pthread_create");
-    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE,
+                           killed ? FRPC_TIMEOUT_NONE : 1000);
     long long took = now_ms() - t0;
     pthread_join(call_th, NULL);
     memset(args, 0xff, len); /* the caller's again: a callee must not see it */
-    if (by_reader)
+    if (killed)
         pthread_join(kill_th, NULL);
     SAY("immediate shutdown: %s after %lld ms; the lent call: %s",
         frpc_strerror(rc), took, frpc_strerror(atomic_load(&ln_rc)));
@@ -835,13 +834,13 @@ static void mode_lender(frpc_agent *a, int stop_ms)
     if (atomic_load(&ln_rc) != FRPC_ESHUTDOWN)
         FAIL("the lent call ended %s, want FRPC_ESHUTDOWN",
              frpc_strerror(atomic_load(&ln_rc)));
-    /* shm: held by the loan until the kill (the callee could still read) */
-    if (by_reader ? took < 2000 || took > 2500 + 5000 : took > 5000)
+    /* Bounds: the kill or the timeout, a second's quiesce, and room for
+     * a loaded machine. Killed: held by the loan until then. */
+    if (killed ? took < 2000 || took > 2500 + 5000 : took > 5000)
         FAIL("the shutdown took %lld ms, want %s", took,
-             by_reader ? "from the kill (2500 ms) to 5 s after it"
-                       : "its timeout (1000 ms), the quiesce's second and "
-                         "room for a loaded machine: 5 s at most");
-    if (!by_reader) /* rank 1 resumes and checks what it reads */
+             killed ? "from the kill (2500 ms) to 5 s after it"
+                    : "5 s at most (its timeout is 1000 ms)");
+    if (!killed) /* rank 1 resumes and reads meanwhile */
         msleep(stop_ms + 2000 - (int)(now_ms() - t0));
     free(args);
     printf("ok: rank %d\n", R);
@@ -981,6 +980,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "answering"))
         mode_answering(a, stop_ms);
     if (!strcmp(mode, "lender"))
-        mode_lender(a, stop_ms);
+        mode_lender(a, stop_ms, 0);
+    if (!strcmp(mode, "lender-killed"))
+        mode_lender(a, stop_ms, 1);
     FAIL("unknown mode '%s'", mode);
 }
