@@ -221,6 +221,13 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     if (f->inject_max > 4096)
         f->inject_max = 4096; /* inject frames are built on the stack */
     if (f->info->fabric_attr->prov_name &&
+        strstr(f->info->fabric_attr->prov_name, "ofi_rxm") &&
+        f->opts.eager_max > FR_RXM_EAGER_MAX) {
+        /* Frames rxm sends in one piece (see FR_RXM_EAGER_MAX); longer
+         * ones go by our rendezvous. */
+        f->opts.eager_max = FR_RXM_EAGER_MAX;
+    }
+    if (f->info->fabric_attr->prov_name &&
         strstr(f->info->fabric_attr->prov_name, "ofi_rxd")) {
         /* See tx_cap (fabric_internal.h): rxd has min(1024, tx size)
          * entries; a quarter stays free for its own retransmissions. */
@@ -414,7 +421,7 @@ static int read_cq(fr_fabric *f);
 
 int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns)
 {
-    if (dst < f->world && fr__lost(f, dst))
+    if (dst < f->world && fr__unsendable(f, dst))
         return FRPC_EPEERLOST;
     if (atomic_load_explicit(&f->waits_ended, memory_order_relaxed))
         return FRPC_ESHUTDOWN;
@@ -537,7 +544,7 @@ int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
 {
     ssize_t ret;
     int rc;
-    if (fr__lost(f, dst)) {
+    if (fr__unsendable(f, dst)) {
         fr__put_slot(f, sl);
         return FRPC_EPEERLOST;
     }
@@ -555,7 +562,7 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
 {
     ssize_t ret;
     int rc;
-    if (fr__lost(f, dst))
+    if (fr__unsendable(f, dst))
         return FRPC_EPEERLOST;
     fr_tsan_sent();
     while ((ret = fr_fault_hit(FR_FAULT_SEND_POST)
@@ -677,7 +684,7 @@ int fr_fabric_send_raw(fr_fabric *f, uint32_t dst, const void *bytes,
         return FRPC_EINVAL;
     if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
         return FRPC_ENORANK;
-    if (fr__lost(f, dst))
+    if (fr__unsendable(f, dst))
         return FRPC_EPEERLOST;
     if ((rc = acquire_slot(f, dst, deadline_ns, &sl)))
         return rc;
@@ -706,7 +713,7 @@ static int send_check(fr_fabric *f, uint32_t dst, const fr_env *env,
         return FRPC_EINVAL;
     if (!f->peer || dst >= f->world || f->peer[dst] == FI_ADDR_NOTAVAIL)
         return FRPC_ENORANK;
-    if (fr__lost(f, dst))
+    if (fr__unsendable(f, dst))
         return FRPC_EPEERLOST;
     if (len > fr__max_payload(f, env->kind))
         return FRPC_ETOOBIG;
@@ -789,7 +796,7 @@ int fr_fabric_refuse_by(fr_fabric *f, const fr_env *req, int code,
     size_t len = strlen(text);
     if (req->src_rank >= f->world)
         return FRPC_ENORANK;
-    if (fr__lost(f, req->src_rank))
+    if (fr__unsendable(f, req->src_rank))
         return FRPC_EPEERLOST;
     return fr__fabric_send_frame(f, req->src_rank, &e, text,
                                  len < FR_ENV_MAX_ERRMSG ? len
@@ -1338,6 +1345,15 @@ int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank)
     return fr__lost((fr_fabric *)f, rank);
 }
 
+int fr_fabric_peer_departing(fr_fabric *f, uint32_t rank)
+{
+    unsigned char none = 0;
+    if (!f || !f->lost || rank >= f->world)
+        return FRPC_EINVAL;
+    atomic_compare_exchange_strong(&f->lost[rank], &none, FR_PEER_DEPARTING);
+    return 0;
+}
+
 int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
 {
     fr_send_slot *sl;
@@ -1345,7 +1361,7 @@ int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
 
     if (!f || !f->lost || rank >= f->world)
         return FRPC_EINVAL;
-    if (atomic_exchange(&f->lost[rank], 1))
+    if (atomic_exchange(&f->lost[rank], FR_PEER_LOST) == FR_PEER_LOST)
         return 0;
     /* Frames waiting in the shared batch: their calls end now. (The
      * poll owner's own batch fails at its next flush: every send checks

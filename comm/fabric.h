@@ -127,6 +127,12 @@ typedef struct fr_fabric_callbacks {
      * be lost this way. Runs on the polling thread after the poll's
      * deliveries; may be NULL. */
     void (*on_connection_dropped)(void *ctx, uint32_t rank);
+    /* The rendezvous read of a response's payload (env: the response)
+     * from src failed in the provider: perhaps src died or left, which
+     * the upper layer may not know yet. It ends the call env answers (as
+     * for a failed send, it may ask its liveness first). Runs on the
+     * polling thread; may be NULL: the call then ends FRPC_ETRANSPORT. */
+    void (*on_reply_unreadable)(void *ctx, uint32_t src, const fr_env *env);
     /* How long the call that a response from src answers still waits: its
      * deadline (fr_now_ns clock; UINT64_MAX: none), or 0 if no such call
      * waits. A response's rendezvous read may then take as long as its
@@ -376,6 +382,14 @@ int fr_fabric_refuse_by(fr_fabric *f, const fr_env *req, int code,
  * 0, FRPC_EINVAL (no such rank). Never blocks on the network.
  */
 int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank);
+/* rank left the job and will be marked lost once what it sent before is
+ * taken (fr_fabric_settle): meanwhile nothing more is sent to it, every
+ * send or wait for room to it failing FRPC_EPEERLOST at once (a settle's
+ * poll that failed its rendezvous reads waited to tell it so, connection
+ * refused after connection refused: 2000 replies held a shutdown for
+ * minutes), while its frames are still taken. Idempotent; no-op once
+ * lost. FRPC_EINVAL for a rank out of range. Any thread. */
+int fr_fabric_peer_departing(fr_fabric *f, uint32_t rank);
 /* 1 if rank was marked lost, else 0 (also for a rank out of range). */
 int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank);
 

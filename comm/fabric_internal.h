@@ -86,6 +86,17 @@ typedef struct fr_block {
     struct fid_mr *mr;
 } fr_block;
 
+/* The longest frame sent as one message over ofi_rxm (tcp;ofi_rxm,
+ * verbs;ofi_rxm): rxm sends messages over its buffer size (16 KiB unless
+ * FI_OFI_RXM_BUFFER_SIZE says otherwise), less its header, in segments,
+ * and libfabric 1.17 crashed (in fi_recv, SIGSEGV) in a rank that found
+ * such messages from a peer that had left meanwhile: it failed every
+ * receive we posted with ENOTCONN, again after each repost, then crashed
+ * (run_stopped.sh `answering` over tcp: 16 KiB answers to a caller
+ * stopped while rank 0 left; 2 of 3 runs). Longer frames go by our
+ * rendezvous, whose reads of a departed peer fail cleanly. */
+#define FR_RXM_EAGER_MAX (16384u - 512u)
+
 #define FR_BLOCK_CACHE_SLOTS 8
 typedef struct fr_block_cache {
     pthread_mutex_t lock;
@@ -193,8 +204,8 @@ struct fr_fabric {
                             handle_frame (fabric.c) */
     fi_addr_t *peer; /* rank -> fi_addr, FI_ADDR_NOTAVAIL until set */
     int check_src;   /* the provider reports sources (FI_SOURCE) */
-    /* Per rank: marked lost (fr_fabric_peer_lost); read relaxed on every
-     * send. lost_work: marks whose transfers a poll has yet to end. */
+    /* Per rank: FR_PEER_LOST, FR_PEER_DEPARTING or 0; read relaxed on
+     * every send. lost_work: marks whose transfers a poll has yet to end. */
     atomic_uchar *lost;
     atomic_int lost_work;
     /* Per rank, the poll owner's: why the provider said it is unreachable
@@ -314,7 +325,17 @@ void fr__fabric_local_error(fr_fabric *f, const fr_env *env, uint32_t peer,
  * request's status, envelope v3), else FR_FABRIC_ANSWER_MS. */
 uint64_t fr__answer_deadline(const fr_env *req);
 /* 1 if dst is marked lost (one relaxed load). */
+/* f->lost[rank]: 0, or marked lost (fr_fabric_peer_lost), or departing
+ * (fr_fabric_peer_departing: it left, its last frames are being taken). */
+#define FR_PEER_LOST 1
+#define FR_PEER_DEPARTING 2
 static inline int fr__lost(fr_fabric *f, uint32_t dst)
+{
+    return atomic_load_explicit(&f->lost[dst], memory_order_relaxed) ==
+           FR_PEER_LOST;
+}
+/* Nothing is sent to dst any more: lost or departing. */
+static inline int fr__unsendable(fr_fabric *f, uint32_t dst)
 {
     return atomic_load_explicit(&f->lost[dst], memory_order_relaxed) != 0;
 }

@@ -289,7 +289,7 @@ void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len)
 static void send_done(fr_fabric *f, const fr_rndv_in *in)
 {
     fr_env done = {.kind = FR_ENV_RNDV_DONE, .req_id = in->desc.cookie};
-    if (in->desc.cookie && !fr__lost(f, in->src))
+    if (in->desc.cookie && !fr__unsendable(f, in->src))
         fr__fabric_send_frame(f, in->src, &done, NULL, 0,
                               fr_deadline_ms(FR_FABRIC_ANSWER_MS));
 }
@@ -316,6 +316,9 @@ static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
     if (in->env.kind == FR_ENV_REQUEST) {
         if (code != FRPC_EPEERLOST)
             fr_fabric_refuse(f, &in->env, code, why);
+    } else if (code == FRPC_ETRANSPORT && f->opts.cb.on_reply_unreadable) {
+        /* A peer that left after answering: not lost yet, maybe. */
+        f->opts.cb.on_reply_unreadable(f->opts.cb.ctx, in->src, &in->env);
     } else {
         fr__fabric_local_error(f, &in->env, in->src, code, why);
     }

@@ -267,6 +267,8 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
                             a->set.progress == FRPC_PROGRESS_BUSY,
                         .cb = {.on_msg = fr_agent_on_msg,
                                .on_send_error = fr_agent_on_send_error,
+                               .on_reply_unreadable =
+                                   fr_agent_on_reply_unreadable,
                                .on_poll_end = fr_agent_on_poll_end,
                                .on_peer_unreachable =
                                    fr_agent_on_peer_unreachable,

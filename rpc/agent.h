@@ -292,6 +292,9 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
 void fr_agent_on_msg(void *ctx, fr_fabric_msg *msg);
 void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
                             int err);
+/* fr_fabric_callbacks.on_reply_unreadable: the call is judged by liveness
+ * (FRPC_EPEERLOST if src turns out lost, else FRPC_ETRANSPORT). */
+void fr_agent_on_reply_unreadable(void *ctx, uint32_t src, const fr_env *env);
 void fr_agent_on_poll_end(void *ctx);
 /* dropped.c: the fabric's on_connection_dropped (each call in flight to
  * rank ends as after a transport error unless answered within about a

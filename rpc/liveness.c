@@ -151,8 +151,10 @@ static void end_calls(frpc_agent *a, fr_loss *x)
     /* Only with calls to it in flight (settle waits for a quiet spell:
      * ranks that leave one by one would each cost it). */
     if (a->fab && x->state == FRPC_PEER_LEFT &&
-        fr_pending_ids_to(&a->pend, x->rank, NULL, 0) > 0)
+        fr_pending_ids_to(&a->pend, x->rank, NULL, 0) > 0) {
+        fr_fabric_peer_departing(a->fab, x->rank);
         fr_fabric_settle(a->fab, fr_deadline_ms(FR_LEFT_SETTLE_MS));
+    }
     if (a->fab)
         fr_fabric_peer_lost(a->fab, x->rank);
     fr_pending_fail(&a->pend, x->rank, FRPC_EPEERLOST, x->why);

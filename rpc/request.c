@@ -298,6 +298,14 @@ void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
                             strdup(msg));
 }
 
+void fr_agent_on_reply_unreadable(void *ctx, uint32_t src, const fr_env *env)
+{
+    char msg[128];
+    snprintf(msg, sizeof(msg), "reading the reply from rank %u failed: "
+             "transport failure", src);
+    fr_liveness_suspect(ctx, src, env->req_id, msg);
+}
+
 void fr_agent_release_requests(frpc_agent *a)
 {
     pthread_mutex_lock(&a->req_lock);

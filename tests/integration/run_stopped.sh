@@ -48,10 +48,13 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one lender 2 lender
     run_case "$PROV: args lent to a stopped callee killed during a shutdown without limit: it ends" \
         one lender-killed 2 lender-killed 1
-    # shm only: over tcp the caller, resumed with rank 0 leaving, crashed
-    # in libfabric's receive path (tcp;ofi_rxm, most runs under TSan).
-    [ "$PROV" != shm ] ||
-        run_case "$PROV: an answer waiting for room to a stopped caller ends FRPC_ESHUTDOWN at an immediate shutdown" \
-            one answering 2 answering
+    run_case "$PROV: an answer waiting for room to a stopped caller ends FRPC_ESHUTDOWN at an immediate shutdown" \
+        one answering 2 answering
+    # Answers longer than tcp;ofi_rxm's eager size: rxm sent them in
+    # segments, and the caller, resumed with rank 0 gone, crashed in
+    # libfabric (fi_recv, 2 of 3 runs); they go by rendezvous now.
+    [ "$PROV" != tcp ] ||
+        RESPOND_LEN=16384 run_case "$PROV: answers of 16 KiB to a caller stopped while rank 0 leaves" \
+            one answering-16k 2 answering
 done
 finish_cases

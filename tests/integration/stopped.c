@@ -29,7 +29,7 @@
  *   respond  2 ranks. Rank 1 starts RESPOND_N (2000) calls with a 4000 ms
  *            timeout to rank 0's "keep" (inline, never answers) and is
  *            stopped for STOPPED_MS; 2 s after the first came, rank 0
- *            answers them all with RESPOND_LEN (16 KiB) each: once the
+ *            answers them all with RESPOND_LEN (15000 B) each: once the
  *            provider has no room, frpc_respond ends FRPC_ETIMEDOUT at the
  *            caller's deadline (not before, and none later: all done by
  *            then, rank 1 still stopped; pre-fix each waited 4 s from its
@@ -48,7 +48,7 @@
  *            sanitizer build finds a leak at exit otherwise).
  *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
  *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
- *            thread of rank 0 answers them (16 KiB each) until one waits
+ *            thread of rank 0 answers them (15000 B each) until one waits
  *            for room, and then rank 0 shuts down at once: that answer
  *            ends FRPC_ESHUTDOWN and the shutdown returns within 5 s,
  *            long before rank 1 resumes (it used to wait for rank 1 to
@@ -214,6 +214,11 @@ static void say_and_stop(frpc_agent *a, int delay, int dur)
         FAIL("stopping: %s", frpc_strerror(rc));
     stop_self(delay, dur);
 }
+
+/* Answers that fill the provider's queues to a stopped caller: sent as
+ * they are on every provider (over tcp;ofi_rxm frames of more than
+ * 15872 B go by rendezvous: only their descriptors would be queued). */
+#define RESPOND_LEN 15000
 
 /* respond: answers owed to a caller stopped past its calls' timeouts. */
 #define RS_MAX 20000
@@ -419,7 +424,8 @@ static void wait_kept_and_stopped(int n)
 static void mode_respond(frpc_agent *a, int stop_ms)
 {
     int n = getenv("RESPOND_N") ? atoi(getenv("RESPOND_N")) : 2000;
-    int len = getenv("RESPOND_LEN") ? atoi(getenv("RESPOND_LEN")) : 16384;
+    int len = getenv("RESPOND_LEN") ? atoi(getenv("RESPOND_LEN"))
+                                    : RESPOND_LEN;
     const int tmo = 4000;
     if (n < 1 || n > RS_MAX)
         FAIL("RESPOND_N %d", n);
@@ -670,7 +676,8 @@ static uint64_t answered(frpc_agent *a)
 static void mode_answering(frpc_agent *a, int stop_ms)
 {
     int n = getenv("RESPOND_N") ? atoi(getenv("RESPOND_N")) : 2000;
-    int len = 16384;
+    int len = getenv("RESPOND_LEN") ? atoi(getenv("RESPOND_LEN"))
+                                    : RESPOND_LEN;
     /* The caller resumes before its calls end: the answer waiting for
      * room then goes, and the shutdown ends. */
     const int tmo = 20000;
