@@ -805,8 +805,9 @@ int frpc_future_cancel(frpc_future *f);
  * before frpc_future_free returns: see frpc_future_then). With a callback
  * pending or running, f stays valid until the callback returns. Call it
  * exactly once per future: from its owner, or from its callback when the
- * owner hands ownership to it. NULL is a no-op. Futures may be freed after
- * frpc_shutdown: all are complete by then.
+ * owner hands ownership to it. NULL is a no-op. Futures outlive
+ * frpc_shutdown: all are complete by then, and may still be read,
+ * waited for, cancelled (1) and freed.
  */
 void frpc_future_free(frpc_future *f);
 

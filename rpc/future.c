@@ -357,6 +357,10 @@ int frpc_future_cancel(frpc_future *f)
 {
     if (!f)
         return FRPC_EINVAL;
+    /* Completed: answered without the agent, which may be gone (futures
+     * outlive frpc_shutdown, and all are complete by then). */
+    if (atomic_load(&f->p.done))
+        return 1;
     /* Losing the race with completion is not the caller's error. */
     return fr_pending_abort(&f->agent->pend, &f->p, FRPC_ECANCELED, NULL)
                ? 0

@@ -864,6 +864,39 @@ START_TEST(requests_arriving_while_the_end_quiesces)
 }
 END_TEST
 
+/* "Futures may be freed after frpc_shutdown: all are complete by then":
+ * and read, waited for and cancelled (1: completed) without the agent,
+ * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
+ * pending table, a use after free that crashed). */
+START_TEST(futures_outlive_the_agent)
+{
+    frpc_future *answered = NULL, *ended = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "hi", 2, 5000,
+                                     &answered), 0);
+    ck_assert_int_eq(frpc_future_wait(answered, 5000), 0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0,
+                                     FRPC_TIMEOUT_NONE, &ended), 0);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 5000), 0);
+    agent = NULL;
+    pthread_mutex_lock(&held_lock);
+    held = NULL; /* if "hold" ran, the shutdown released its request */
+    pthread_mutex_unlock(&held_lock);
+
+    ck_assert_int_eq(frpc_future_test(ended), 1);
+    ck_assert_int_eq(frpc_future_wait(ended, 10), FRPC_ESHUTDOWN);
+    ck_assert_int_eq(frpc_future_cancel(ended), 1);
+    ck_assert_int_eq(frpc_future_error(ended, NULL, NULL), FRPC_ESHUTDOWN);
+    ck_assert_int_eq(frpc_future_cancel(answered), 1);
+    ck_assert_int_eq(frpc_future_wait(answered, 10), 0);
+    const char *d = frpc_future_data(answered, &len);
+    ck_assert_uint_eq(len, 2);
+    ck_assert_mem_eq(d, "hi", 2);
+    frpc_future_free(answered);
+    frpc_future_free(ended);
+}
+END_TEST
+
 START_TEST(every_new_code_has_a_name_and_text)
 {
     ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
@@ -1006,6 +1039,8 @@ int main(void)
         {"requests arriving while the agent's end quiesces: a kept one "
          "answered then, none left",
          requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
+        {"after frpc_shutdown, futures are read, cancelled (1) and freed",
+         futures_outlive_the_agent, .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
