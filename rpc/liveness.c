@@ -56,9 +56,11 @@
  * it left before it is taken for dead (see the design notes): the store
  * learns it from the same exit, within milliseconds. */
 #define FR_EXIT_GRACE_MS 2000
+/* The goodbye's function. Not under FR_RESERVED_PREFIX: 1.0 sent it by
+ * this name, so it stays, and fabrpc.h names it as taken. */
+#define FR_BYE_FN "fabrpc.internal.bye"
 /* A leaving rank's goodbye to each rank, at most (see
  * fr_liveness_say_goodbye_by). */
-#define FR_BYE_FN "fabrpc.internal.bye"
 #define FR_BYE_MS 500
 
 /* How long a request whose send failed with a plain transport error

@@ -518,6 +518,11 @@ START_TEST(null_and_bad_arguments)
     ck_assert_int_eq(frpc_register(agent, "", echo, NULL, 0), FRPC_EINVAL);
     ck_assert_int_eq(frpc_register(agent, "x", NULL, NULL, 0), FRPC_EINVAL);
     ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, 0), FRPC_EEXIST);
+    ck_assert_int_eq(frpc_register(agent, "frpc.x", echo, NULL, 0),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, "fabrpc.internal.bye", echo, NULL,
+                                   0),
+                     FRPC_EEXIST); /* fabrpc's too, the header says */
 
     ck_assert_ptr_null(frpc_request_args(NULL, &len));
     ck_assert_uint_eq(len, 0);
