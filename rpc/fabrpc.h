@@ -820,9 +820,9 @@ void frpc_future_free(frpc_future *f);
  * still in flight, FRPC_EDEADLK past the nesting limit (see frpc_call),
  * FRPC_EINVAL for bad arguments. NULL entries are skipped (all NULL, or
  * n == 0: 0 at once). The futures may be of several agents: the wait
- * drives the agent of the first non-NULL one (its default timeout and
- * nesting limit apply), and may see those of other agents complete up to
- * about 20 ms late. Blocks.
+ * drives the agent of the first one still in flight (its default timeout
+ * and nesting limit apply; an agent shut down is not used), and may see
+ * those of other agents complete up to about 20 ms late. Blocks.
  */
 int frpc_wait_all(frpc_future *const *futures, size_t n, int timeout_ms);
 

@@ -416,8 +416,15 @@ static int any_done(void *arg)
         if (!f)
             continue;
         if (!one) {
+            /* A done one's agent may be gone (futures outlive it); one in
+             * flight has its agent, whose epoch is read before the look
+             * below that counts. */
+            if (fut_done(f)) {
+                m->index = i;
+                return 1;
+            }
             one = f->agent;
-            epoch = atomic_load(&one->pend.epoch); /* before any look */
+            epoch = atomic_load(&one->pend.epoch);
         } else if (f->agent != one) {
             same = 0;
         }
@@ -433,11 +440,13 @@ static int any_done(void *arg)
     return 0;
 }
 
-/* The agent of the first future given, or NULL. */
-static frpc_agent *agent_of(frpc_future *const *f, size_t n)
+/* The agent of the first future of f[from..n) still in flight, or NULL.
+ * Not of a done one: its agent may be gone (futures outlive
+ * frpc_shutdown). */
+static frpc_agent *agent_of(frpc_future *const *f, size_t from, size_t n)
 {
-    for (size_t i = 0; i < n; i++)
-        if (f[i])
+    for (size_t i = from; i < n; i++)
+        if (f[i] && !fut_done(f[i]))
             return f[i]->agent;
     return NULL;
 }
@@ -448,8 +457,9 @@ static int wait_many(frpc_future *const *futures, size_t n, int timeout_ms,
     frpc_agent *a;
     if (done(m))
         return 0;
-    if (!(a = agent_of(futures, n)))
-        return FRPC_EINVAL; /* wait_any with no future: none can complete */
+    /* (wait_all's look left m->from at its first future in flight) */
+    if (!(a = agent_of(futures, m->from, n)))
+        return done(m) ? 0 : FRPC_EINVAL; /* all done since, or none */
     fr_agent_enter(a);
     int rc = fr_progress_begin_wait(a);
     if (rc) {

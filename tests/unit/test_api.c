@@ -902,6 +902,37 @@ START_TEST(futures_outlive_the_agent)
 }
 END_TEST
 
+/* frpc_wait_all over futures of two agents, the first one's shut down
+ * (its future complete): the wait drives the agent still working
+ * (pre-fix: it entered the first future's freed agent, and returned
+ * FRPC_EDEADLK, or crashed). */
+START_TEST(a_wait_skips_an_agent_shut_down)
+{
+    frpc_config cfg;
+    frpc_agent *other = NULL;
+    frpc_future *f[2] = {NULL, NULL};
+    size_t idx = 99;
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    ck_assert_int_eq(frpc_init(&cfg, &other), 0);
+    ck_assert_int_eq(frpc_register(other, "echo", echo, NULL, 0), 0);
+    ck_assert_int_eq(frpc_call_async(other, 0, "echo", "a", 1, 5000, &f[0]),
+                     0);
+    ck_assert_int_eq(frpc_future_wait(f[0], 5000), 0);
+    ck_assert_int_eq(frpc_shutdown(other, FRPC_SHUTDOWN_GRACEFUL, 5000), 0);
+
+    ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 100, &f[1]),
+                     0);
+    ck_assert_int_eq(frpc_wait_all(f, 2, 10000), 0);
+    ck_assert_int_eq(frpc_future_error(f[1], NULL, NULL), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_wait_any(f, 2, 10, &idx), 0);
+    ck_assert_uint_eq(idx, 0);
+    frpc_future_free(f[0]);
+    frpc_future_free(f[1]);
+}
+END_TEST
+
 START_TEST(every_new_code_has_a_name_and_text)
 {
     ck_assert_str_eq(frpc_err_name(FRPC_EDEADLK), "FRPC_EDEADLK");
@@ -1046,6 +1077,9 @@ int main(void)
          requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
         {"after frpc_shutdown, futures are read, cancelled (1) and freed",
          futures_outlive_the_agent, .fixture = &with_agent},
+        {"frpc_wait_all drives the agent of a future in flight, not one "
+         "shut down",
+         a_wait_skips_an_agent_shut_down, .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
