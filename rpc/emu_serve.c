@@ -139,11 +139,12 @@ static void serve_put(frpc_request *req, void *user)
 
 int fr_emu_register(frpc_agent *a)
 {
+    const unsigned flags = FRPC_INLINE | FR_FUNC_UNCOUNTED;
     int rc = fr_registry_add(&a->reg, fr_func_id(FR_EMU_GET_NAME),
-                             FR_EMU_GET_NAME, serve_get, a, FRPC_INLINE);
+                             FR_EMU_GET_NAME, serve_get, a, flags);
     if (!rc)
         rc = fr_registry_add(&a->reg, fr_func_id(FR_EMU_PUT_NAME),
-                             FR_EMU_PUT_NAME, serve_put, a, FRPC_INLINE);
+                             FR_EMU_PUT_NAME, serve_put, a, flags);
     return rc;
 }
 

@@ -15,6 +15,11 @@
 
 #define FR_FUNC_NAME_MAX 255
 
+/* fr_func.flags beside FRPC_INLINE, for fabrpc's own functions only
+ * (frpc_register refuses other bits): its requests get no per-function
+ * figures (the emulation's: one-sided transfers are not calls there). */
+#define FR_FUNC_UNCOUNTED 0x100u
+
 typedef struct fr_func {
     struct fr_func *next; /* the registry's list of all entries */
     uint64_t id;

@@ -362,10 +362,11 @@ static int send_answer(frpc_request *req, const fr_env *e, const void *data,
     int rc;
 
     atomic_fetch_add(&a->requests_answered, 1);
-    fr_fn_stat *st = a->set.fn_stats ? fr_fnstats_get(&a->fnstats,
-                                                      req->func->id,
-                                                      req->func->name)
-                                     : NULL;
+    fr_fn_stat *st = a->set.fn_stats &&
+                             !(req->func->flags & FR_FUNC_UNCOUNTED)
+                         ? fr_fnstats_get(&a->fnstats, req->func->id,
+                                          req->func->name)
+                         : NULL;
     if (st) {
         uint64_t now = fr_now_ns();
         fr_hist_add(&st->handle, now > req->t0 ? now - req->t0 : 0,
