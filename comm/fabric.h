@@ -223,9 +223,9 @@ typedef struct fr_fabric_mr fr_fabric_mr;
  * (naming the provider and what it lacks), or FRPC_ENOMEM. Any thread. */
 int fr_fabric_rma_usable(fr_fabric *f, char *why, size_t len);
 
-/* 1 if the provider's RMA works but can stall under load, so auto mode
- * emulates it (rpc/emu_serve.c), with why naming the provider and the
- * stall; else 0. Any thread. */
+/* 1 if the provider's RMA works but can stall (sockets under load, rxd
+ * after a refused key), so auto mode emulates it (rpc/emu_serve.c), with
+ * why naming the provider and the stall; else 0. Any thread. */
 int fr_fabric_rma_fragile(fr_fabric *f, char *why, size_t len);
 
 /* Registers buf[0..len) for this rank's transfers (their local side) and

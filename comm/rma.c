@@ -132,11 +132,22 @@ int fr_fabric_rma_usable(fr_fabric *f, char *why, size_t len)
 int fr_fabric_rma_fragile(fr_fabric *f, char *why, size_t len)
 {
     const char *prov = f->info->fabric_attr->prov_name;
-    if (!prov || strcmp(prov, "sockets") != 0)
-        return 0;
-    snprintf(why, len, "provider sockets: its RMA can stall for minutes "
-             "under load (a TCP window it leaves shut)");
-    return 1;
+    if (prov && strcmp(prov, "sockets") == 0) {
+        snprintf(why, len, "provider sockets: its RMA can stall for "
+                 "minutes under load (a TCP window it leaves shut)");
+        return 1;
+    }
+    /* udp;ofi_rxd (libfabric 1.17): a read its owner refuses (a stale
+     * descriptor's key) is never ended, and every later frame between
+     * the two ranks waits behind it: the transfer, then each call, ended
+     * at its timeout for ever (rma.c "bad" over udp, 2 ranks, and one). */
+    if (prov && strstr(prov, "ofi_rxd")) {
+        snprintf(why, len, "provider %s: an RMA its owner refuses (a stale "
+                 "descriptor) jams all traffic between the two ranks",
+                 prov);
+        return 1;
+    }
+    return 0;
 }
 
 uint64_t fr_fabric_mr_addr(const fr_fabric_mr *m, size_t off)

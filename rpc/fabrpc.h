@@ -154,8 +154,8 @@ typedef enum frpc_progress_mode {
 /* How one-sided transfers move bytes (config.rma; see "Registered memory
  * and one-sided transfers"). The type and its values: since 1.2. */
 typedef enum frpc_rma_mode {
-    FRPC_RMA_AUTO = 0,    /* native when the provider can (not sockets),
-                             else emulated */
+    FRPC_RMA_AUTO = 0,    /* native when the provider can (not sockets
+                             nor udp), else emulated */
     FRPC_RMA_NATIVE = 1,  /* the provider's RMA, or frpc_init fails */
     FRPC_RMA_EMULATE = 2  /* messages to the owner, whatever the provider */
 } frpc_rma_mode;
@@ -248,8 +248,9 @@ typedef enum frpc_rma_mode {
  *                    else auto. How frpc_get/frpc_put and batches move
  *                    bytes: auto uses the provider's RMA when its endpoint
  *                    has it and a test registration works, but for
- *                    sockets (whose RMA can stall for minutes under load),
- *                    else the emulation by messages (and says so on
+ *                    sockets (whose RMA can stall for minutes under load)
+ *                    and udp (see "Native or emulated"), else the
+ *                    emulation by messages (and says so on
  *                    stderr);
  *                    native fails frpc_init with FRPC_ENOBACKEND (saying
  *                    why) when the provider cannot;
@@ -482,10 +483,10 @@ int frpc_require_backend(const frpc_agent *agent, const char *name);
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
  * available: ...", one per line), then how one-sided transfers move bytes:
  * "rma: native", or "rma: emulated (<why>)" (forced by config.rma or
- * FABRPC_RMA=emulate, what the provider lacks, or sockets' stalls), to
- * buf, NUL-terminated and truncated to len. Returns the length the full
- * report needs (like snprintf); 0 for a NULL agent (buf untouched). buf
- * may be NULL when len is 0. */
+ * FABRPC_RMA=emulate, what the provider lacks, sockets' or udp's
+ * stalls), to buf, NUL-terminated and truncated to len. Returns the
+ * length the full report needs (like snprintf); 0 for a NULL agent (buf
+ * untouched). buf may be NULL when len is 0. */
 size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 
 /* ------------------------------------------------------------------ */
@@ -881,7 +882,8 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * native shm (libfabric 1.17) checks no key, so there a stale descriptor
  * reads or writes whatever the owner has mapped at that address now:
  * deregister a region (and free its memory) only once peers are done
- * with its descriptors.
+ * with its descriptors; native udp (FABRPC_RMA=native) never ends a
+ * transfer its owner refuses, and jams the two ranks (below).
  *
  * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
  * which, and why): natively the provider moves the bytes (RMA reads and
@@ -918,6 +920,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * sockets' RMA for transfers (FABRPC_RMA=native does): under load its
  * reader can leave a TCP window shut, and the transfer then waits for the
  * kernel's zero-window probes, minutes apart, or its timeout.
+ * "emulated (provider udp;ofi_rxd: an RMA its owner refuses ...)": nor
+ * does auto use udp's (FABRPC_RMA=native does): its ofi_rxd layer
+ * (libfabric 1.17) never ends a transfer whose key the owner refuses (a
+ * stale descriptor's), and every later frame between the two ranks
+ * waits behind it: their calls end at their timeouts, for ever.
  *
  * Completion: a get that returns 0 has the bytes in the local region; a
  * put that returns 0 has them in the owner's memory, visible to whatever
