@@ -230,6 +230,12 @@ static void explain_no_rma(fr_backends *bs)
 static void tune_providers(void)
 {
     setenv("FI_OFI_RXD_MAX_UNACKED", "32", 0);
+    /* fabrpc reads a variable set to "" as unset (fabrpc.h), but
+     * libfabric reads FI_PROVIDER="" as a list of no providers and hides
+     * every one: frpc_init then failed with "these came up: none". */
+    const char *p = getenv("FI_PROVIDER");
+    if (p && !*p)
+        unsetenv("FI_PROVIDER");
 }
 
 int fr_backends_discover(fr_backends *bs, const char *list)

@@ -332,8 +332,15 @@ static int resolve_providers(const frpc_config *cfg, fr_settings *s,
 
     if (!list || !*list)
         list = getenv("FABRPC_PROVIDER");
-    if (!list || !*list)
+    if (!list || !*list) {
         list = getenv("FI_PROVIDER"); /* libfabric's own choice wins */
+        /* "^shm,udp" is libfabric's exclusion list: libfabric hides those
+         * providers itself, so the automatic order picks among the rest
+         * (read as a preference list it named providers libfabric had
+         * just hidden, or none: "malformed provider list"). */
+        if (list && *list == '^')
+            list = NULL;
+    }
     if (list && strlen(list) >= sizeof(s->providers)) {
         snprintf(err, errlen, "provider list too long: \"%.40s...\"", list);
         return FRPC_EINVAL;

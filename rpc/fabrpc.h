@@ -186,6 +186,8 @@ typedef enum frpc_rma_mode {
  *                    (shm when all ranks share a host, otherwise the first of
  *                    verbs, efa, psm3, tcp, sockets that every rank has).
  *                    A comma list such as "shm,tcp" is a preference order.
+ *                    FI_PROVIDER's exclusion form ("^shm,udp") leaves the
+ *                    automatic order among what libfabric still offers.
  *                    A name no libfabric provider has (a typo) fails
  *                    frpc_init with FRPC_EINVAL, naming it and the
  *                    providers that came up.
