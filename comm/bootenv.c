@@ -152,7 +152,10 @@ static int take_pair(const char *rname, const char *rtext, const char *wname,
                                    errbuf, errlen);
     if (rc == 0 && r >= w) {
         ERR("%s=%ld is not below %s=%ld", rname, r, wname, w);
-        rc = FRPC_EINVAL;
+        out->rank = (int)r;
+        out->world_size = (int)w;
+        out->rank_outside = 1;
+        return FRPC_EINVAL;
     }
     if (rc == 0) {
         out->rank = (int)r;
@@ -248,5 +251,10 @@ int fr_bootenv_resolve(int cfg_rank, int cfg_world, const char *cfg_store_addr,
     }
     memset(out, 0, sizeof(*out));
     int rc = resolve_rank(cfg_rank, cfg_world, out, errbuf, errlen);
+    /* A rank out of range still looks for the store (quietly: the rank's
+     * error is the one to report), where it may tell the others. */
+    if (rc && out->rank_outside &&
+        resolve_store(cfg_store_addr, out, NULL, 0) != 0)
+        out->rank_outside = 0;
     return rc ? rc : resolve_store(cfg_store_addr, out, errbuf, errlen);
 }

@@ -52,6 +52,10 @@ typedef struct fr_bootenv {
     const char *source;       /* which source gave rank and world size (a
                                  static string, see above) */
     const char *store_source; /* which gave the store address (static) */
+    int rank_outside; /* set with FRPC_EINVAL when the one fault is a rank
+                         not below its world size: rank, world_size and
+                         the store address are filled all the same, so
+                         that the rank can tell the job (rpc/agent.c) */
 } fr_bootenv;
 
 /*
@@ -59,7 +63,7 @@ typedef struct fr_bootenv {
  * cfg_rank/cfg_world < 0 and cfg_store_addr NULL or "" mean "not given".
  * cfg_store_addr is only read. Returns 0 and fills *out, or FRPC_EINVAL
  * with the reason in errbuf (if not NULL; truncated to errlen) and *out
- * unspecified.
+ * unspecified but for out->rank_outside (see fr_bootenv).
  */
 int fr_bootenv_resolve(int cfg_rank, int cfg_world, const char *cfg_store_addr,
                        fr_bootenv *out, char *errbuf, size_t errlen);

@@ -68,14 +68,16 @@
  * readable, and satisfied waits still succeed (a shutdown barrier completes
  * before anyone leaves).
  *
- * Poisoning. An authenticated member whose world or version differs, or a
- * connection claiming a rank in 0..world-1 that fails the key proof before
- * every rank has joined (a MAIN of each rank authenticated), poisons the
+ * Poisoning. An authenticated member whose world or version differs, and,
+ * before every rank has joined (a MAIN of each rank authenticated), an
+ * authenticated member whose rank is outside 0..world-1 or a connection
+ * claiming a rank in 0..world-1 that fails the key proof, poisons the
  * job: the failure text is kept and every unsatisfied GET/WAIT_GE, parked
  * or later, answers FRPC_EBOOTSTRAP with it, so init fails at once on every
  * rank, not only on the odd one. Poison wins over EPEERLOST. Once every rank
- * has joined, key failures are refused and counted only
- * (fr_store_server_key_failures): a stranger cannot end a running job.
+ * has joined, key failures (counted: fr_store_server_key_failures) and
+ * ranks out of range are only refused: a stranger cannot end a running
+ * job.
  *
  * Stale store. A MAIN HELLO for a rank that already died or left, or whose
  * MAIN is still connected, is refused (FRPC_ESHUTDOWN / FRPC_EEXIST; a

@@ -5,7 +5,8 @@
  *
  * Design notes
  * - AUTH checks the proof first (constant-time compare), then world and
- *   version (a mismatch poisons), then the rank's range, then staleness.
+ *   version (a mismatch poisons), then the rank's range (outside it
+ *   poisons while some rank has not joined yet), then staleness.
  *   A key failure is counted; it poisons only while some rank has not
  *   joined yet, so a stranger cannot end a running job.
  * - Per rank: joined (a MAIN authenticated once), open (that MAIN is still
@@ -123,6 +124,12 @@ static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
     if (h->rank < 0 || h->rank >= m->world) {
         snprintf(msg, n, "rank %d is outside 0..%d (world size %d)",
                  (int)h->rank, m->world - 1, m->world);
+        /* A member started with a rank its world cannot hold: the rank
+         * it should have been will never come, so while the job is
+         * still joining this ends it at once, as a world mismatch does
+         * (and, as for key failures, never once everyone has joined). */
+        if (m->njoined < m->world)
+            poison(m, msg);
         return FRPC_ENORANK;
     }
     struct rank_rec *r = &m->ranks[h->rank];

@@ -96,6 +96,42 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
                             &me, &a->store, err, errlen);
 }
 
+/* How long a rank out of range looks for the store to tell the job. */
+#define TELL_OUTSIDE_MS 5000
+
+/*
+ * This rank is not below its world size (RANK=2 WORLD_SIZE=2: rank 1 was
+ * meant). It cannot join, but the others would wait for the rank it
+ * should have been until their init timeout. So it joins rank 0's store
+ * as what it is: the store refuses it and, while the job is joining,
+ * poisons it (store_members.c), so that every rank's frpc_init fails at
+ * once naming it. At most TELL_OUTSIDE_MS (or init_timeout_ms if less)
+ * while the store is not up yet; appends the outcome to err.
+ */
+static void tell_rank_outside(frpc_agent *a, char *err, size_t errlen)
+{
+    const fr_settings *s = &a->set;
+    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = NULL;
+    char why[256] = "";
+    int ms = s->init_timeout_ms < TELL_OUTSIDE_MS ? s->init_timeout_ms
+                                                  : TELL_OUTSIDE_MS;
+    int rc = fr_store_connect(s->store_host, s->store_port, ms, &me, &c, why,
+                              sizeof(why));
+    fr_store_close(c);
+    size_t n = strlen(err);
+    if (n + 1 >= errlen)
+        return;
+    if (rc == FRPC_ENORANK)
+        snprintf(err + n, errlen - n, " (told the store at %s:%u, so the "
+                 "other ranks' frpc_init fails too)", s->store_host,
+                 s->store_port);
+    else
+        snprintf(err + n, errlen - n, " (could not tell the other ranks "
+                 "through the store at %s:%u: %s)", s->store_host,
+                 s->store_port, why);
+}
+
 /* What tells this host apart: its boot and this pid namespace. Two ranks
  * with the same id can watch each other's pids. */
 static void host_id(char *buf, size_t len)
@@ -519,8 +555,11 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         (rc = fr_emu_register(a)) ||
         (rc = fr_pending_init(&a->pend)))
         goto fail;
-    if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen)))
+    if ((rc = fr_settings_resolve(cfg, &a->set, err, errlen))) {
+        if (a->set.rank_outside)
+            tell_rank_outside(a, err, errlen);
         goto fail;
+    }
     deadline = fr_deadline_ms(a->set.init_timeout_ms);
     if (a->set.alone_by_default) /* started by hand, perhaps by mistake */
         fprintf(stderr, "fabrpc: no rank set (config, FABRPC_RANK, RANK, "

@@ -29,6 +29,9 @@ typedef struct fr_liveness fr_liveness;
 typedef struct fr_settings {
     int rank, world;
     int alone_by_default; /* no rank anywhere: 0 of 1 was assumed */
+    int rank_outside; /* with FRPC_EINVAL from fr_settings_resolve: the
+                         rank is not below the world size, and everything
+                         else resolved (the store may be told of it) */
     char store_host[256];
     uint16_t store_port;
     char providers[256]; /* "" = automatic */

@@ -376,8 +376,14 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
                             cfg->world_size == FRPC_UNSET ? -1
                                                           : cfg->world_size,
                             cfg->store_addr, &be, err, errlen);
-    if (rc)
+    if (rc && !be.rank_outside)
         return rc;
+    int outside = rc; /* resolve the rest too, but report this */
+    char scratch[256];
+    if (outside) {
+        err = scratch;
+        errlen = sizeof(scratch);
+    }
     s->rank = be.rank;
     s->world = be.world_size;
     s->alone_by_default = strcmp(be.source, "default") == 0;
@@ -390,6 +396,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
         (rc = resolve_peer_timeout(cfg, s, err, errlen)) ||
         (rc = resolve_job_key(cfg, s, err, errlen)) ||
         (rc = resolve_rma(cfg, s, err, errlen)))
-        return rc;
-    return 0;
+        return outside ? outside : rc;
+    s->rank_outside = outside != 0;
+    return outside;
 }

@@ -319,7 +319,11 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * both values, on every rank that has connected to the bootstrap store by
  * then. Rank 0's failure closes the store: a rank that comes later finds
  * nothing at the store's address and fails with FRPC_EBOOTSTRAP ("cannot
- * reach bootstrap store") only at its own init timeout. cfg may be NULL
+ * reach bootstrap store") only at its own init timeout. A rank started
+ * with a rank not below its world size (RANK=2 WORLD_SIZE=2) fails with
+ * FRPC_EINVAL, and first tells the store, looking for it up to 5 s (or
+ * init_timeout_ms if less): the others, which would wait for the rank it
+ * should have been, then fail at once too (FRPC_EBOOTSTRAP, naming it). cfg may be NULL
  * (every field unset); one not filled by frpc_config_init (its size field
  * is wrong) fails with FRPC_EINVAL before anything else, errbuf untouched.
  *

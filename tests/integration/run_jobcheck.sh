@@ -1,7 +1,8 @@
 #!/bin/bash
 # Ranks that do not belong together must not start a job: two ranks
 # started by hand (no fabrpc-run) that disagree on the world size, on the
-# job key, or where only one has a key. frpc_init must fail on both, within
+# job key, or where only one has a key, or where one was given a rank its
+# world size cannot hold. frpc_init must fail on both, within
 # 2 s (not at the init timeout), with a message that says why (fabrpc.h,
 # frpc_init and "Membership"). Uses peerlost's init-only mode, which
 # prints "init: rc=NAME ms=N err=TEXT". Init times are printed.
@@ -15,16 +16,17 @@ make_tmpdir
 # the sanitizer builds (FABRPC_TEST_SCALE set: 8 s); the times are printed.
 if [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then BOUND=8000; else BOUND=3000; fi
 
-# pair NAME WS0 WS1 KEY0 KEY1: ranks 0 and 1 of one job, with these world
-# sizes and keys ("-" for none), each bounded by 30 s; outputs in
-# $TMPD/NAME.{0,1}; both must exit 0 (init-only's "init failed").
+# pair NAME WS0 WS1 KEY0 KEY1 [RANK1]: ranks 0 and 1 of one job, with these
+# world sizes and keys ("-" for none), the second started as rank RANK1 (1
+# if not given), each bounded by 30 s; outputs in $TMPD/NAME.{0,1}; both
+# must exit 0 (init-only's "init failed").
 pair() {
     local name=$1 port i st pids=()
-    local ws=("$2" "$3") key=("$4" "$5")
+    local ws=("$2" "$3") key=("$4" "$5") rank=(0 "${6:-1}")
     port=$(free_port)
     for i in 0 1; do
         (
-            export FABRPC_RANK=$i FABRPC_WORLD_SIZE=${ws[i]} \
+            export FABRPC_RANK=${rank[i]} FABRPC_WORLD_SIZE=${ws[i]} \
                 FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
                 FABRPC_INIT_TIMEOUT_MS=20000
             unset FABRPC_JOB_KEY
@@ -102,9 +104,20 @@ key_one_side() {
     codes onekey FRPC_EBOOTSTRAP FRPC_EACCES
 }
 
+# RANK=2 WORLD_SIZE=2 where rank 1 was meant: that rank fails at once
+# (FRPC_EINVAL) and tells the store, so rank 0 does not wait for a rank 1
+# until its init timeout (it used to: "rank 1 of 2 never joined").
+rank_outside() {
+    pair outside 2 2 "key-$$" "key-$$" 2
+    within outside $BOUND
+    says outside 'rank[ =]2' 'outside|not below'
+    codes outside FRPC_EBOOTSTRAP FRPC_EINVAL
+}
+
 for PROV in shm tcp; do
     run_case "$PROV: world sizes 2 and 3: both ranks' init fails at once, naming both" world_mismatch
     run_case "$PROV: different job keys: both ranks' init fails at once, about the key" key_mismatch
     run_case "$PROV: a job key on one rank only: both ranks' init fails at once" key_one_side
+    run_case "$PROV: rank 2 of world size 2: both ranks' init fails at once, naming it" rank_outside
 done
 finish_cases

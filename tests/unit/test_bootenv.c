@@ -341,6 +341,35 @@ START_TEST(test_getenv_long)
 }
 END_TEST
 
+/* A rank not below its world size still fails, but its rank, world and
+ * store are filled, so that frpc_init can tell the job (and only then). */
+START_TEST(test_rank_outside_keeps_the_store)
+{
+    fr_bootenv be;
+    char err[256] = "";
+    setenv("RANK", "2", 1);
+    setenv("WORLD_SIZE", "2", 1);
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    setenv("MASTER_PORT", "4000", 1);
+    ck_assert_int_eq(fr_bootenv_resolve(-1, -1, NULL, &be, err, sizeof(err)),
+                     FRPC_EINVAL);
+    ck_assert_str_eq(err, "RANK=2 is not below WORLD_SIZE=2");
+    ck_assert_int_eq(be.rank_outside, 1);
+    ck_assert_int_eq(be.rank, 2);
+    ck_assert_int_eq(be.world_size, 2);
+    expect_store(&be, "127.0.0.1", 4001, "MASTER_ADDR");
+    setenv("MASTER_PORT", "0", 1); /* no store to tell: not outside */
+    ck_assert_int_eq(fr_bootenv_resolve(-1, -1, NULL, &be, err, sizeof(err)),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(be.rank_outside, 0);
+    ck_assert_str_eq(err, "RANK=2 is not below WORLD_SIZE=2");
+    setenv("RANK", "-1", 1);
+    ck_assert_int_eq(fr_bootenv_resolve(-1, -1, NULL, &be, err, sizeof(err)),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(be.rank_outside, 0);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -360,6 +389,8 @@ int main(void)
          test_slurm_nprocs_stands_in_for_ntasks},
         {"host:port and [v6addr]:port syntax", test_addr_syntax},
         {"integer helpers are strict", test_getenv_long},
+        {"a rank not below its world size keeps the store to tell",
+         test_rank_outside_keeps_the_store},
     };
     return fr_run_tests_with_fixture("bootenv", tests,
                                      sizeof(tests) / sizeof(tests[0]), 10,

@@ -843,7 +843,10 @@ START_TEST(test_wrong_key_after_join_only_refused)
     ck_assert_uint_eq(fr_store_server_key_failures(srv), 0);
     ck_assert_int_eq(join(&bad, &x, err, sizeof(err)), FRPC_EACCES);
     ck_assert_uint_eq(fr_store_server_key_failures(srv), 1);
-    /* Every rank had joined: a stranger cannot end the job. */
+    fr_store_ident odd = job(2, 2, KEY, FR_STORE_ROLE_MAIN);
+    ck_assert_int_eq(join(&odd, &x, err, sizeof(err)), FRPC_ENORANK);
+    /* Every rank had joined: a stranger, or a member out of range,
+     * cannot end the job. */
     ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
     expect_value(c[0], "k", "v");
     void *v = NULL;
@@ -931,9 +934,10 @@ START_TEST(test_never_authenticating_closed)
 }
 END_TEST
 
-/* A member with another world size (or version) fails its own join and,
- * at once, every other member's wait that is not satisfied. */
-static void mismatch_poisons(fr_store_ident odd, const char *want)
+/* A member with another world size (or version, or a rank outside the
+ * world) fails its own join with code and, at once, every other member's
+ * wait that is not satisfied. */
+static void mismatch_poisons(fr_store_ident odd, int code, const char *want)
 {
     fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
     start_server(&r0);
@@ -943,7 +947,7 @@ static void mismatch_poisons(fr_store_ident odd, const char *want)
     pthread_t th = spawn(park, &p);
     sleep_ms(200);
     char err[256];
-    ck_assert_int_eq(join(&odd, &c1, err, sizeof(err)), FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(join(&odd, &c1, err, sizeof(err)), code);
     ck_assert_msg(strstr(err, want), "error text: %s", err);
     pthread_join(th, NULL);
     ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
@@ -961,7 +965,7 @@ static void mismatch_poisons(fr_store_ident odd, const char *want)
 
 START_TEST(test_world_mismatch_poisons_job)
 {
-    mismatch_poisons(job(1, 3, KEY, FR_STORE_ROLE_MAIN),
+    mismatch_poisons(job(1, 3, KEY, FR_STORE_ROLE_MAIN), FRPC_EBOOTSTRAP,
                      "rank 1 was started with world size 3, rank 0 with 2");
 }
 END_TEST
@@ -970,7 +974,8 @@ START_TEST(test_version_mismatch_poisons_job)
 {
     fr_store_ident odd = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
     odd.version = 3;
-    mismatch_poisons(odd, "rank 1 speaks fabrpc protocol 3, rank 0 speaks 2");
+    mismatch_poisons(odd, FRPC_EBOOTSTRAP,
+                     "rank 1 speaks fabrpc protocol 3, rank 0 speaks 2");
 }
 END_TEST
 
@@ -979,6 +984,15 @@ START_TEST(test_rank_out_of_range_refused)
     expect_refused(job(0, 2, KEY, FR_STORE_ROLE_MAIN),
                    job(5, 2, KEY, FR_STORE_ROLE_MAIN), FRPC_ENORANK,
                    "rank 5 is outside 0..1");
+}
+END_TEST
+
+/* RANK=2 WORLD_SIZE=2 where rank 1 was meant: rank 1 will never come, so
+ * rank 0 must not wait for it until its init timeout. */
+START_TEST(test_rank_out_of_range_poisons_a_joining_job)
+{
+    mismatch_poisons(job(2, 2, KEY, FR_STORE_ROLE_MAIN), FRPC_ENORANK,
+                     "rank 2 is outside 0..1 (world size 2)");
 }
 END_TEST
 
@@ -1199,7 +1213,8 @@ int main(void)
          30},
         {"a wrong key is refused and poisons a job still joining",
          test_wrong_key_refused_and_poisons, 30},
-        {"a wrong key after everyone joined is only refused",
+        {"a wrong key, or a rank out of range, after everyone joined is "
+         "only refused",
          test_wrong_key_after_join_only_refused, 30},
         {"a key on one side only is refused as a key mismatch",
          test_key_on_one_side_refused, 30},
@@ -1211,6 +1226,8 @@ int main(void)
          test_world_mismatch_poisons_job, 30},
         {"version mismatch fails the other members' waits at once",
          test_version_mismatch_poisons_job, 30},
+        {"a rank outside the world poisons a job still joining",
+         test_rank_out_of_range_poisons_a_joining_job, 30},
         {"a rank outside the world is refused", test_rank_out_of_range_refused,
          30},
         {"main closed without leave is a death seen by watch and waits",
