@@ -80,6 +80,24 @@ fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role)
                             .liveness_ms = a->set.peer_timeout_ms};
 }
 
+/* After a failure to serve or reach the store: where its address came
+ * from, when that is not plain to see (a default nobody chose, on several
+ * hosts the wrong one; a port one above the one the user set). */
+static void store_hint(const fr_settings *s, char *err, size_t errlen)
+{
+    size_t n = strlen(err);
+    if (n + 1 >= errlen || !s->store_source)
+        return;
+    if (strcmp(s->store_source, "default") == 0)
+        snprintf(err + n, errlen - n, " (the default store address: neither "
+                 "FABRPC_STORE_ADDR nor MASTER_ADDR/MASTER_PORT is set; "
+                 "ranks on several hosts need one that names rank 0's "
+                 "host)");
+    else if (strcmp(s->store_source, "MASTER_ADDR") == 0)
+        snprintf(err + n, errlen - n, " (port MASTER_PORT+1: MASTER_PORT "
+                 "itself is left to torch.distributed's store)");
+}
+
 static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
                          size_t errlen)
 {
@@ -89,11 +107,17 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
     if (s->rank == 0) {
         rc = fr_store_server_start(s->store_host, s->store_port, &me,
                                    &a->store_srv, err, errlen);
-        if (rc)
+        if (rc) {
+            store_hint(s, err, errlen); /* could not listen there */
             return rc;
+        }
     }
-    return fr_store_connect(s->store_host, s->store_port, left_ms(deadline),
-                            &me, &a->store, err, errlen);
+    rc = fr_store_connect(s->store_host, s->store_port, left_ms(deadline),
+                          &me, &a->store, err, errlen);
+    /* Not when the store answered: a refusal is about the rank. */
+    if (rc == FRPC_EBOOTSTRAP && strstr(err, "cannot reach"))
+        store_hint(s, err, errlen);
+    return rc;
 }
 
 /* How long a rank out of range looks for the store to tell the job. */

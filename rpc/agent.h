@@ -34,6 +34,7 @@ typedef struct fr_settings {
                          else resolved (the store may be told of it) */
     char store_host[256];
     uint16_t store_port;
+    const char *store_source; /* fr_bootenv's: "default", "MASTER_ADDR"... */
     char providers[256]; /* "" = automatic */
     int strict;
     int coalesce;

@@ -78,6 +78,37 @@ no_store() {
     [ $((end - start)) -lt 20 ] || fail "took $((end - start)) s"
 }
 
+# An unreachable store whose address the user did not set, or set as
+# MASTER_PORT (the store is one above), says so: under srun or mpirun on
+# several hosts the default 127.0.0.1:29500 is the mistake to point at.
+# The default case runs in a network namespace of its own (unshare -rn),
+# so that no store of another job on this machine's 29500 answers.
+master_port_hint() {
+    local port
+    port=$(free_port)
+    if RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+        FABRPC_INIT_TIMEOUT_MS=1500 run_bounded 30 "$HELLO" >"$TMPD/mp.out" 2>&1; then
+        fail "init succeeded without a store"
+    fi
+    cat "$TMPD/mp.out"
+    expect_grep "127\.0\.0\.1:$((port + 1)).*MASTER_PORT\+1" "$TMPD/mp.out"
+}
+
+default_store_hint() {
+    unshare -rn true 2>/dev/null || {
+        echo "note: unshare -rn is not allowed here; not run"
+        return 0
+    }
+    # shellcheck disable=SC2016  # $0 expands in the namespace's shell
+    if FABRPC_RANK=1 FABRPC_WORLD_SIZE=2 FABRPC_INIT_TIMEOUT_MS=1500 \
+        run_bounded 30 unshare -rn sh -c 'ip link set lo up 2>/dev/null; exec "$0"' \
+        "$HELLO" >"$TMPD/ds.out" 2>&1; then
+        fail "init succeeded without a store"
+    fi
+    cat "$TMPD/ds.out"
+    expect_grep "127\.0\.0\.1:29500.*default store address.*FABRPC_STORE_ADDR" "$TMPD/ds.out"
+}
+
 missing_rank() {
     local port
     port=$(free_port)
@@ -105,6 +136,8 @@ run_case "mpirun variables" mpirun
 run_case "srun variables" slurm
 run_case "PMI variables, IPv6 store" pmi_ipv6
 run_case "unreachable store names its address" no_store
+run_case "unreachable MASTER_ADDR store says it is MASTER_PORT+1" master_port_hint
+run_case "unreachable default store says it is the default" default_store_hint
 run_case "a rank that never comes fails init" missing_rank
 run_case "invalid rank is refused" bad_env
 finish_cases
