@@ -165,10 +165,12 @@ typedef enum frpc_rma_mode {
  * Every integer field starts FRPC_UNSET and every string NULL: then it is
  * taken from the environment, then from the default. A value that is set
  * wins over the environment, and is checked (FRPC_EINVAL from frpc_init,
- * with the field named in errbuf, when it is out of range). A string set
- * to "" counts as unset (NULL), and so does an environment variable set
- * to "", but for job_key: "" there fails frpc_init with FRPC_EINVAL (an
- * empty secret is a mistake, never a choice to run without one).
+ * with the field named in errbuf, when it is out of range). A string
+ * field set to "" counts as unset (NULL), and so does any environment
+ * variable set to "" (FABRPC_JOB_KEY too: no key, as fabrpc-run, which
+ * then makes one, reads it), but for the field job_key: config.job_key
+ * = "" fails frpc_init with FRPC_EINVAL (an empty secret in the program
+ * is a mistake, never a choice to run without one).
  *
  *  rank, world_size  FABRPC_RANK/FABRPC_WORLD_SIZE, else RANK/WORLD_SIZE
  *                    (torchrun), OMPI_COMM_WORLD_RANK/_SIZE (mpirun),
