@@ -193,6 +193,32 @@ static int parse_info(char *v, rank_info *ri)
     return 0;
 }
 
+/* No provider is in every rank's list: name rank 0's and the first few
+ * that differ from it (the ranks to look at; "this rank" named rank 0's
+ * own list on rank 0, and never the odd one). */
+static void say_no_common(const char **lists, int world, int same_host,
+                          char *err, size_t errlen)
+{
+    if (!err || !errlen)
+        return;
+    int n = snprintf(err, errlen, "no provider is common to all %d ranks "
+                     "(rank 0 has \"%s\"", world, lists[0]);
+    for (int r = 1, shown = 0; r < world && n > 0 && (size_t)n < errlen;
+         r++) {
+        if (strcmp(lists[r], lists[0]) == 0)
+            continue;
+        if (shown++ == 3) {
+            n += snprintf(err + n, errlen - (size_t)n, ", ...");
+            break;
+        }
+        n += snprintf(err + n, errlen - (size_t)n, ", rank %d \"%s\"", r,
+                      lists[r]);
+    }
+    if (n > 0 && (size_t)n < errlen)
+        snprintf(err + n, errlen - (size_t)n, "%s)",
+                 same_host ? "" : "; shm needs one host");
+}
+
 /* Every rank publishes the providers that came up, its host and pid; all
  * pick the same provider from rank 0's order. peers gets what liveness
  * needs of each rank. */
@@ -248,10 +274,7 @@ static int agree_provider(frpc_agent *a, uint64_t deadline,
         rc = fr_backends_choose(lists[0], lists, world, same_host,
                                 a->provider, sizeof(a->provider));
         if (rc)
-            say(err, errlen,
-                "no provider is common to all %d ranks (rank 0 has \"%s\", "
-                "this rank has \"%s\"%s)",
-                world, lists[0], up, same_host ? "" : "; shm needs one host");
+            say_no_common(lists, world, same_host, err, errlen);
     }
 out:
     for (int r = 0; raw && r < world; r++)

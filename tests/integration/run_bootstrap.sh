@@ -120,6 +120,28 @@ missing_rank() {
     expect_grep "rank 1 of 2 never joined the store" "$TMPD/mr.out"
 }
 
+# Rank 0 only shm, rank 1 only tcp: both fail, and the message names the
+# odd rank's list (rank 0's used to say only "rank 0 has "shm", this rank
+# has "shm"", pointing at nobody).
+no_common_provider() {
+    local port r p pids=()
+    port=$(free_port)
+    for r in 0 1; do
+        p=shm
+        [ $r = 1 ] && p=tcp
+        FABRPC_RANK=$r FABRPC_WORLD_SIZE=2 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_PROVIDER=$p FABRPC_INIT_TIMEOUT_MS=20000 \
+            run_bounded 30 "$HELLO" >"$TMPD/nc.$r" 2>&1 &
+        pids+=($!)
+        echo "$!" >>"$TMPD/nc.pid"
+    done
+    for r in 0 1; do
+        if wait "${pids[$r]}"; then fail "rank $r: init succeeded"; fi
+        cat "$TMPD/nc.$r"
+        expect_grep 'no provider is common to all 2 ranks \(rank 0 has "shm", rank 1 "tcp"\)' "$TMPD/nc.$r"
+    done
+}
+
 bad_env() {
     # A store address of its own: the rank looks for a store to tell of
     # its mistake, and must not find another job's at the default port.
@@ -139,5 +161,6 @@ run_case "unreachable store names its address" no_store
 run_case "unreachable MASTER_ADDR store says it is MASTER_PORT+1" master_port_hint
 run_case "unreachable default store says it is the default" default_store_hint
 run_case "a rank that never comes fails init" missing_rank
+run_case "no provider in common: each rank's init names the odd rank's" no_common_provider
 run_case "invalid rank is refused" bad_env
 finish_cases
