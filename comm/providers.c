@@ -127,6 +127,23 @@ static void came_up(const struct fi_info *all, char *buf, size_t len)
 
 /* One fi_getinfo for all providers: each call rescans them all, which
  * costs a noticeable part of a second. */
+/* FI_PROVIDER's value when it hides name from libfabric's answers (a
+ * list without it, or "^..." with it), else NULL. libfabric applies it
+ * whatever fabrpc's own list says, so FABRPC_PROVIDER=shm under an
+ * exported FI_PROVIDER=tcp can never have shm. */
+static const char *fi_provider_hides(const char *name)
+{
+    const char *f = getenv("FI_PROVIDER");
+    char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
+    if (!f || !*f)
+        return NULL;
+    int neg = *f == '^', named = 0;
+    int n = fr_backends_parse(f + neg, names, FR_BACKEND_MAX);
+    for (int i = 0; i < n; i++)
+        named |= strcmp(names[i], name) == 0;
+    return n > 0 && named == neg ? f : NULL;
+}
+
 static void match_all(fr_backends *bs, struct fi_info *all, int ret)
 {
     char up[160];
@@ -163,10 +180,18 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
                 b->info->caps &= ~(uint64_t)FI_SOURCE;
         }
         b->unknown = !b->up && !libfabric_knows(b->name);
+        const char *hider = b->up ? NULL : fi_provider_hides(b->name);
         if (b->unknown)
             snprintf(b->reason, sizeof(b->reason),
                      "unknown provider '%s' (no libfabric provider has that "
                      "name); these came up here: %s", b->name,
+                     up[0] ? up : "none");
+        else if (hider)
+            snprintf(b->reason, sizeof(b->reason),
+                     "hidden by FI_PROVIDER=\"%.64s\", which limits what "
+                     "libfabric offers to every caller (unset it, or %s "
+                     "%s); these came up: %s", hider,
+                     *hider == '^' ? "take out" : "add", b->name,
                      up[0] ? up : "none");
         else if (!b->up)
             snprintf(b->reason, sizeof(b->reason),

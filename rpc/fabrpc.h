@@ -190,6 +190,10 @@ typedef enum frpc_rma_mode {
  *                    A comma list such as "shm,tcp" is a preference order.
  *                    FI_PROVIDER's exclusion form ("^shm,udp") leaves the
  *                    automatic order among what libfabric still offers.
+ *                    FI_PROVIDER, when set, is libfabric's filter too: a
+ *                    provider it hides cannot come up, whatever
+ *                    FABRPC_PROVIDER says (frpc_backend_report and
+ *                    frpc_init's messages name FI_PROVIDER as the reason).
  *                    A name no libfabric provider has (a typo) fails
  *                    frpc_init with FRPC_EINVAL, naming it and the
  *                    providers that came up.

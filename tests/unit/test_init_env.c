@@ -2,7 +2,8 @@
  * frpc_init, one rank alone, under variables that a user's shell or
  * launcher leaves set the way users set them: libfabric's own FI_PROVIDER
  * in its two forms fabrpc must not misread (set to "", which fabrpc.h
- * says counts as unset; an exclusion list "^shm"). Each test is its own
+ * says counts as unset; an exclusion list "^shm"), and hiding a provider
+ * that fabrpc's own list names. Each test is its own
  * forked case, so its setenv stays there, and libfabric, which reads
  * FI_PROVIDER once per process, reads it fresh.
  */
@@ -55,6 +56,28 @@ START_TEST(fi_provider_exclusions_leave_the_automatic_order)
 }
 END_TEST
 
+/* FABRPC_PROVIDER (here config.providers) names shm, but an exported
+ * FI_PROVIDER=tcp makes libfabric hide it from every caller: init fails,
+ * and must say so, not "libfabric has no usable RDM endpoint for it". */
+START_TEST(a_provider_hidden_by_fi_provider_is_named_so)
+{
+    char err[1024] = "";
+    frpc_agent *a = NULL;
+    frpc_config c;
+    setenv("FI_PROVIDER", "tcp", 1);
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    c.providers = "shm";
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    ck_assert_int_eq(frpc_init(&c, &a), FRPC_ENOBACKEND);
+    ck_assert_msg(strstr(err, "shm: not available: hidden by FI_PROVIDER="
+                              "\"tcp\"") && strstr(err, "add shm"),
+                  "errbuf: %s", err);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -64,6 +87,8 @@ int main(void)
         {"FI_PROVIDER=^shm: the automatic order among what libfabric "
          "leaves",
          fi_provider_exclusions_leave_the_automatic_order},
+        {"a provider FI_PROVIDER hides is named so when init fails",
+         a_provider_hidden_by_fi_provider_is_named_so},
     };
     return fr_run_tests("init env", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
