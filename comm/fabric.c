@@ -297,7 +297,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     for (unsigned i = 0; i < opts->recv_count; i++) {
         fr_recv_buf *r = &f->recv[i];
         r->op.type = FR_OP_RECV;
-        r->buf = malloc(opts->eager_max + 1); /* + 1: see handle_now */
+        r->buf = malloc(f->opts.eager_max + 1); /* + 1: see handle_now */
         if (!r->buf) {
             ret = FRPC_ENOMEM;
             goto fail;
