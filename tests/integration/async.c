@@ -1217,9 +1217,16 @@ static int mode_then_full(void)
             CHECK(au_now_ms() - t0 < 30000, "block never ran");
             au_sleep_us(1000);
         }
-        frpc_future *g = au_async(1, "echo", au_mix(0x7f1), 64,
+        /* Held by rank 1 until its callback is set: an echo answered
+         * before frpc_future_then ran the callback at once, here (1 run
+         * over tcp). */
+        frpc_future *g = au_async(1, "hold", au_mix(0x7f1), 16,
                                   CALL_TIMEOUT_MS);
         CHECK(frpc_future_then(g, tf_cb, &filler) == 0, "then");
+        frpc_result rel0;
+        CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &rel0)
+                  == 0, "release the filler's call");
+        frpc_result_clear(&rel0);
         CHECK(frpc_future_wait(g, CALL_TIMEOUT_MS) == 0, "filler's call");
         au_sleep_us(50000); /* its completing thread has queued it */
         CHECK(atomic_load(&filler.runs) == 0, "the filler's callback ran "
