@@ -447,6 +447,28 @@ static int connect_doorbells(frpc_agent *a, uint64_t deadline, char *err,
     return rc;
 }
 
+/* How long rank 0's failed init keeps the store for the others at most. */
+#define FAILED_INIT_LINGER_MS 3000
+
+/*
+ * Rank 0 serves the store, and its init may fail while the others still
+ * read from it what makes theirs fail too: every rank finds no common
+ * provider in the same lists, but rank 0, which closed the store at once,
+ * left them "the connection to the bootstrap store was lost" instead.
+ * So it waits until every connected rank has left or died (a failing
+ * rank leaves at once; one still waiting for this rank is told that it
+ * left), within the init deadline and FAILED_INIT_LINGER_MS.
+ */
+static void linger_store(frpc_agent *a, uint64_t deadline)
+{
+    if (!a->store_srv)
+        return;
+    int ms = left_ms(deadline);
+    fr_store_server_wait_gone(a->store_srv, ms < FAILED_INIT_LINGER_MS
+                                                ? ms
+                                                : FAILED_INIT_LINGER_MS);
+}
+
 static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
                      char *err, size_t errlen)
 {
@@ -674,14 +696,14 @@ fail:
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;
     /* The others learn that this rank gave up, not that it died. */
-    uint64_t release = fr_deadline_ms(1000);
     if (a->store) {
-        /* well within release, also while rank 0 is stopped (it may not
+        /* well within a second, also while rank 0 is stopped (it may not
          * answer): destroy needs the rest */
         fr_store_cap(a->store, (int64_t)(fr_deadline_ms(500) / 1000000u));
         fr_store_leave(a->store);
     }
-    destroy(a, release);
+    linger_store(a, deadline);
+    destroy(a, fr_deadline_ms(1000));
     return rc;
 }
 

@@ -323,9 +323,12 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * and fabrpc protocol version: a rank that differs makes frpc_init fail at
  * once (not at the init timeout), with a message that names the rank and
  * both values, on every rank that has connected to the bootstrap store by
- * then. Rank 0's failure closes the store: a rank that comes later finds
- * nothing at the store's address and fails with FRPC_EBOOTSTRAP ("cannot
- * reach bootstrap store") only at its own init timeout. A rank started
+ * then. Rank 0's failure closes the store, once the ranks connected to
+ * it have left (it waits up to 3 s, within its init timeout, so that they
+ * fail with their own message, e.g. no common provider): a rank that
+ * comes later finds nothing at the store's address and fails with
+ * FRPC_EBOOTSTRAP ("cannot reach bootstrap store") only at its own init
+ * timeout. A rank started
  * with a rank not below its world size (RANK=2 WORLD_SIZE=2) fails with
  * FRPC_EINVAL, and first tells the store, looking for it up to 5 s (or
  * init_timeout_ms if less): the others, which would wait for the rank it
