@@ -583,6 +583,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     pthread_mutex_destroy(&a->mem_lock);
     fr_notify_free_all(a);
     pthread_mutex_destroy(&a->notify_lock);
+    pthread_cond_destroy(&a->notify_done);
     free(a);
 }
 
@@ -618,6 +619,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     pthread_mutex_init(&a->req_lock, NULL);
     pthread_mutex_init(&a->mem_lock, NULL);
     pthread_mutex_init(&a->notify_lock, NULL);
+    pthread_cond_init(&a->notify_done, NULL);
     fr_fnstats_init(&a->fnstats);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
         (rc = fr_dropped_register(a)) ||

@@ -164,6 +164,11 @@ struct frpc_agent {
     atomic_uint notices; /* on the list: read without the lock */
     frpc_notify_fn notify_fn;
     void *notify_user;
+    /* Callbacks running now, and those of them begun before the last
+     * frpc_on_notify (it waits for these: notify.c). */
+    unsigned notify_running, notify_stale;
+    uint64_t notify_gen;
+    pthread_cond_t notify_done;
     atomic_uint_fast64_t notes_sent, notes_received, notes_refused;
 };
 

@@ -1188,9 +1188,13 @@ int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
  * each arrives, in order, as an FRPC_INLINE handler does: it must be
  * short and must not block (msg is valid during the call only). user is
  * passed to fn as is (the caller's). Notifications already queued stay
- * for frpc_notify_wait. fn NULL: back to queueing. Errors: FRPC_EINVAL
- * (NULL agent). Never blocks. Since 1.1 (frpc_on_notify and
- * frpc_notify_fn).
+ * for frpc_notify_wait. fn NULL: back to queueing. Once it returns, the
+ * previous fn is not running and is not called again (but for a call
+ * from inside fn itself, whose own run goes on), so what its user points
+ * to may be freed: it waits for a run on another thread to return, which
+ * is short. Errors: FRPC_EINVAL (NULL agent). Any thread, including fn.
+ * Since 1.1 (frpc_on_notify and frpc_notify_fn); waits for a running fn
+ * since 1.4.
  */
 typedef void (*frpc_notify_fn)(frpc_agent *agent, int src, const void *msg,
                                size_t len, void *user);

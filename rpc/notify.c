@@ -16,6 +16,9 @@
  *   them cannot be filled up by its peers.
  * - A taker sleeps as multi-future waits do: a queued notification bumps
  *   the pending table's epoch (fr_pending_kick).
+ * - frpc_on_notify promises the old callback is done when it returns, so
+ *   a run is counted under notify_lock; the change bumps a generation,
+ *   and the runs begun before it (notify_stale) signal as they end.
  */
 #include "config.h"
 
@@ -31,6 +34,33 @@ typedef struct fr_notice {
     size_t len;
     unsigned char data[];
 } fr_notice;
+
+/* The agent whose notification callback this thread is running. */
+static _Thread_local frpc_agent *in_callback;
+
+/* Runs the callback, entered and left with notify_lock held; counts the
+ * run so that frpc_on_notify can wait for it to end. */
+static void run_callback(frpc_agent *a, int src, const void *msg,
+                         size_t len)
+{
+    frpc_notify_fn fn = a->notify_fn;
+    void *fn_user = a->notify_user;
+    uint64_t gen = a->notify_gen;
+    frpc_agent *outer = in_callback;
+    a->notify_running++;
+    pthread_mutex_unlock(&a->notify_lock);
+    atomic_fetch_add(&a->notes_received, 1);
+    in_callback = a;
+    fn(a, src, msg, len, fn_user);
+    in_callback = outer;
+    pthread_mutex_lock(&a->notify_lock);
+    a->notify_running--;
+    if (gen != a->notify_gen) {
+        a->notify_stale--;
+        pthread_cond_broadcast(&a->notify_done);
+    }
+    pthread_mutex_unlock(&a->notify_lock);
+}
 
 /* Takes one notification, on the polling thread (FRPC_INLINE). */
 static void take(frpc_request *req, void *user)
@@ -48,12 +78,8 @@ static void take(frpc_request *req, void *user)
         return;
     }
     pthread_mutex_lock(&a->notify_lock);
-    frpc_notify_fn fn = a->notify_fn;
-    void *fn_user = a->notify_user;
-    if (fn) {
-        pthread_mutex_unlock(&a->notify_lock);
-        atomic_fetch_add(&a->notes_received, 1);
-        fn(a, src, msg, len, fn_user);
+    if (a->notify_fn) {
+        run_callback(a, src, msg, len);
         frpc_respond(req, NULL, 0);
         return;
     }
@@ -213,6 +239,13 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
     pthread_mutex_lock(&a->notify_lock);
     a->notify_fn = fn;
     a->notify_user = fn ? user : NULL;
+    /* Every run now going began with the old callback: wait for them,
+     * but for this thread's own (called from inside the callback). */
+    a->notify_gen++;
+    a->notify_stale = a->notify_running;
+    unsigned mine = in_callback == a;
+    while (a->notify_stale > mine)
+        pthread_cond_wait(&a->notify_done, &a->notify_lock);
     pthread_mutex_unlock(&a->notify_lock);
     return 0;
 }

@@ -59,6 +59,13 @@ static void nap_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 /* ---- batch ------------------------------------------------------------ */
 
 #define PUTS 1000
@@ -495,6 +502,91 @@ static void callback(void)
     CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
 }
 
+static _Atomic int slow_in, slow_runs;
+
+/* A callback that takes a while (it spins: a callback must not sleep). */
+static void slow_note(frpc_agent *a, int src, const void *msg, size_t len,
+                      void *user)
+{
+    (void)a, (void)src, (void)msg, (void)len, (void)user;
+    slow_in = 1;
+    slow_runs++;
+    uint64_t until = now_ns() + 30 * 1000000ull;
+    while (now_ns() < until)
+        ;
+    slow_in = 0;
+}
+
+/* Turns itself off from inside: must not wait for its own run. */
+static void once_note(frpc_agent *a, int src, const void *msg, size_t len,
+                      void *user)
+{
+    (void)src, (void)msg, (void)len;
+    ++*(_Atomic int *)user;
+    CHECK(frpc_on_notify(a, NULL, NULL) == 0, "on_notify NULL in fn");
+}
+
+/* Takes what the queue holds now (a barrier made sure all came). */
+static int drain_queue(void)
+{
+    int n = 0;
+    note m;
+    size_t len;
+    while (frpc_notify_wait(agent, NULL, &m, sizeof(m), &len, 1) == 0)
+        n++;
+    return n;
+}
+
+/* frpc_on_notify returns once the old callback is done: a run going on
+ * on the polling thread is waited for (its user may be freed next), and
+ * from inside the callback it does not wait for itself. Nothing is lost:
+ * what the callback did not take is queued. */
+static void callback_ends(void)
+{
+    enum { N = 6 }; /* below QUEUE */
+    static _Atomic int once_runs;
+    if (me == 1)
+        CHECK(frpc_on_notify(agent, slow_note, NULL) == 0, "on_notify");
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 0)
+        for (uint32_t s = 0; s < N; s++)
+            send_note(1, (note){.src = 0, .seq = s}, NULL, NULL);
+    if (me == 1) {
+        uint64_t give_up = now_ns() + 20ull * 1000000000ull;
+        while (!slow_in && now_ns() < give_up)
+            nap_ms(1);
+        CHECK(slow_in, "the slow callback never ran");
+        CHECK(frpc_on_notify(agent, NULL, NULL) == 0, "on_notify NULL");
+        CHECK(!slow_in, "frpc_on_notify returned while the old callback "
+                        "still ran");
+        int runs = slow_runs;
+        CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+        int queued = drain_queue();
+        CHECK(slow_runs == runs && runs + queued == N,
+              "after frpc_on_notify: %d more runs; %d ran + %d queued of %d",
+              (int)slow_runs - runs, runs, queued, N);
+        CHECK(frpc_on_notify(agent, once_note, &once_runs) == 0,
+              "on_notify");
+        printf("ok: frpc_on_notify waited for a running callback "
+               "(%d ran, %d queued)\n", runs, queued);
+    } else {
+        CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 0)
+        for (uint32_t s = 0; s < 3; s++)
+            send_note(1, (note){.src = 0, .seq = s}, NULL, NULL);
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+    if (me == 1) {
+        int queued = drain_queue();
+        CHECK(once_runs == 1 && queued == 2,
+              "a callback that turned itself off ran %d times, %d queued",
+              (int)once_runs, queued);
+        printf("ok: a callback turned itself off from inside\n");
+    }
+    CHECK(frpc_barrier(agent, TIMEOUT_MS) == 0, "barrier");
+}
+
 static void never_called(frpc_request *req, void *user)
 {
     (void)user;
@@ -545,6 +637,7 @@ int mode_notify(void)
     full_queue();
     too_small();
     callback();
+    callback_ends();
     finish();
     return 0;
 }

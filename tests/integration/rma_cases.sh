@@ -34,7 +34,7 @@ run_case "$PROV: 4 ranks x 4 threads, gets and disjoint puts at once" threads_4
 run_case "$PROV: the same in blocking progress" threads_blocking
 run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
 run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
-run_case "$PROV: notifications: order per source, full queue, callback" notify_3
+run_case "$PROV: notifications: order per source, full queue, callback and its end" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
 notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
 run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
