@@ -208,7 +208,9 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         return;
     }
     if (fr_pool_submit(a->pool, run_handler, r) < 0) {
-        frpc_respond_error(r, FRPC_ESHUTDOWN, "callee is shutting down");
+        /* fabrpc's refusal, not the handler's: the caller gets
+         * FRPC_ESHUTDOWN, as from the refusal above, not FRPC_EREMOTE. */
+        fr_request_refuse(r, FRPC_ESHUTDOWN, "callee is shutting down");
         handler_returned(a, r);
     }
     return;

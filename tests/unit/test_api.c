@@ -869,6 +869,44 @@ START_TEST(requests_arriving_while_the_end_quiesces)
 }
 END_TEST
 
+/* A request no pool thread can take any more (the agent's end: its pool
+ * is gone while the fabric's quiesce still delivers requests) is refused
+ * by fabrpc, so its caller gets FRPC_ESHUTDOWN, as from a callee in an
+ * immediate shutdown (pre-fix: it was answered as the handler's error,
+ * and the caller got FRPC_EREMOTE with remote_code FRPC_ESHUTDOWN).
+ * "pool_off", inline, takes the pool away on the polling thread, which
+ * alone reads it on the request's way, for one nested call to
+ * "echo_owned" (not inline), and answers with its code and remote_code. */
+static void pool_off(frpc_request *req, void *user)
+{
+    frpc_result r;
+    fr_pool *pool = agent->pool;
+    agent->pool = NULL; /* fr_pool_submit refuses, as after its destroy */
+    int got[2] = {frpc_call(agent, 0, "echo_owned", "x", 1, 5000, &r), 0};
+    agent->pool = pool;
+    got[1] = r.remote_code;
+    frpc_result_clear(&r);
+    frpc_respond(req, got, sizeof(got));
+}
+
+START_TEST(a_request_no_thread_can_take_ends_eshutdown)
+{
+    frpc_result r;
+    int got[2];
+    ck_assert_int_eq(frpc_register(agent, "pool_off", pool_off, NULL,
+                                   FRPC_INLINE),
+                     0);
+    ck_assert_int_eq(frpc_call(agent, 0, "pool_off", NULL, 0, 10000, &r), 0);
+    ck_assert_uint_eq(r.len, sizeof(got));
+    memcpy(got, r.data, sizeof(got));
+    frpc_result_clear(&r);
+    ck_assert_msg(got[0] == FRPC_ESHUTDOWN && got[1] == 0,
+                  "%s (remote_code %d)", frpc_err_name(got[0]), got[1]);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", "y", 1, 5000, &r), 0);
+    frpc_result_clear(&r);
+}
+END_TEST
+
 /* "Futures may be freed after frpc_shutdown: all are complete by then":
  * and read, waited for and cancelled (1: completed) without the agent,
  * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
@@ -1075,6 +1113,9 @@ int main(void)
         {"requests arriving while the agent's end quiesces: a kept one "
          "answered then, none left",
          requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
+        {"a request no pool thread can take is refused: its caller gets "
+         "FRPC_ESHUTDOWN, not FRPC_EREMOTE",
+         a_request_no_thread_can_take_ends_eshutdown, .fixture = &with_agent},
         {"after frpc_shutdown, futures are read, cancelled (1) and freed",
          futures_outlive_the_agent, .fixture = &with_agent},
         {"frpc_wait_all drives the agent of a future in flight, not one "
