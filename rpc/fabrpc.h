@@ -1209,9 +1209,17 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * calls_started == calls_ok + calls_remote_error + calls_timed_out +
  * calls_cancelled + calls_failed + calls_in_flight (read at a quiet
  * moment; while calls run the fields are read one by one).
+ * The calls_ fields count more than the application's frpc_call*: each
+ * frpc_notify, each one-sided transfer or batch (frpc_get, frpc_put,
+ * frpc_transfer and their _async, native or emulated) is one call with
+ * one outcome, an emulated transfer also one call per piece it moves
+ * (which its owner counts in requests_received and requests_answered),
+ * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes once
+ * rank 0 is lost).
  */
 typedef struct frpc_stats {
-    uint64_t calls_started;      /* calls sent (sync and async) */
+    uint64_t calls_started;      /* calls sent (sync and async; see
+                                    above for what counts as one) */
     uint64_t calls_ok;
     uint64_t calls_remote_error; /* FRPC_EREMOTE */
     uint64_t calls_timed_out;
