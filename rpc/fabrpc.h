@@ -509,11 +509,13 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
 /* ------------------------------------------------------------------ */
 
 /*
- * A handler answers req exactly once with frpc_respond or
- * frpc_respond_error, before returning or later from any thread (deferred
- * response). A request never answered ends as a timeout on the caller's
- * side (a call without limit: as "Timeouts" says) and is released by
- * frpc_shutdown.
+ * A handler answers req exactly once with frpc_respond,
+ * frpc_respond_owned or frpc_respond_error, before returning or later
+ * from any thread (deferred response). The answer frees req (but for
+ * their FRPC_EINVAL): neither req nor its args may be used after it, and
+ * a second answer is a use after free that fabrpc cannot detect. A
+ * request never answered ends as a timeout on the caller's side (a call
+ * without limit: as "Timeouts" says) and is released by frpc_shutdown.
  */
 typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
