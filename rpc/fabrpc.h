@@ -1294,8 +1294,10 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * counted here (frpc_stats counts them). Times are CLOCK_MONOTONIC
  * nanoseconds, an answer's and a request's taken when the poll that
  * found it read the provider's queue. p50 and p99 come from a histogram
- * and are within 7% of the true percentile of the times counted (min and
- * max are exact). An outcome counts once it is known: a call in flight,
+ * and are within 7% of the true percentile of the times counted, for
+ * times under 2^40 ns (about 18 minutes: longer ones share the
+ * histogram's last step, and a percentile that falls among them is only
+ * kept within min and max); min and max are exact. An outcome counts once it is known: a call in flight,
  * or a request whose handler has not answered yet, is in no figure. The
  * figures are read field by field while others may be added, as
  * frpc_stats's are.
