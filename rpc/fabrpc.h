@@ -1380,7 +1380,8 @@ void frpc_mp_view_free(frpc_mp_view *view);
 
 /* frpc_mp_parse on a request's args (the view points into them: use it
  * before answering req). Errors: FRPC_EINVAL (NULL req or view), and
- * frpc_mp_parse's (FRPC_EPROTO: no args, or not one msgpack object). */
+ * frpc_mp_parse's (FRPC_EPROTO: no args, or not one msgpack object). On
+ * every error the view is left empty, as frpc_mp_parse leaves it. */
 int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view);
 
 /* A growable buffer with a packer writing into it: init, pack with the

@@ -342,8 +342,13 @@ const char *frpc_request_function(const frpc_request *req)
 
 int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
 {
-    if (!req)
+    if (!req) {
+        /* Empty, as frpc_mp_parse leaves a view on every error: callers
+         * free the view after any failure (examples/hello.c does). */
+        if (view)
+            memset(view, 0, sizeof(*view));
         return FRPC_EINVAL;
+    }
     return frpc_mp_parse(req->args, req->len, view);
 }
 

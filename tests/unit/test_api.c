@@ -553,7 +553,14 @@ START_TEST(null_and_bad_arguments)
     ck_assert_int_eq(frpc_request_source(NULL), FRPC_EINVAL);
     ck_assert_ptr_null(frpc_request_function(NULL));
     frpc_mp_view v;
+    /* Left empty, as by frpc_mp_parse's errors: freeing it is harmless
+     * (pre-fix: left as it was, and freeing the uninitialised view, as
+     * after any failed unpack, crashed). */
+    memset(&v, 0xa5, sizeof(v));
     ck_assert_int_eq(frpc_request_unpack(NULL, &v), FRPC_EINVAL);
+    ck_assert_int_eq(v.obj.type, MSGPACK_OBJECT_NIL);
+    frpc_mp_view_free(&v);
+    ck_assert_int_eq(frpc_request_unpack(NULL, NULL), FRPC_EINVAL);
     ck_assert_int_eq(frpc_respond(NULL, NULL, 0), FRPC_EINVAL);
     /* EINVAL takes nothing: the buffer is still the caller's to free */
     char *owned = malloc(16);
