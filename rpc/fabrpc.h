@@ -521,10 +521,13 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
 /* Run the handler on the thread that polls, as soon as the request
  * arrives: the fastest path, for short handlers that never block (they
- * may still make calls). Without it handlers run on the thread pool. With
- * coalescing on, an answer an inline handler gives may leave only when the
- * handler returns (it can share a message with the poll's other frames to
- * that rank), so work done after frpc_respond delays the answer too. */
+ * may still make calls). Without it handlers run on the thread pool, or,
+ * while its queue is full (config.queue_len), on the thread that polls
+ * all the same: a handler that blocks then stops that thread's polling
+ * meanwhile. With coalescing on, an answer an inline handler gives may
+ * leave only when the handler returns (it can share a message with the
+ * poll's other frames to that rank), so work done after frpc_respond
+ * delays the answer too. */
 #define FRPC_INLINE 0x1u
 
 /*
