@@ -560,8 +560,10 @@ const char *frpc_request_function(const frpc_request *req);
 /*
  * Answers req with len bytes of data (copied before return; NULL when len
  * is 0) and frees req. Errors: FRPC_EINVAL (req NULL, or data NULL with
- * len > 0: req is not freed), FRPC_ETOOBIG (len over max_msg_size: req is
- * answered with that error instead, and freed), and, when the answer could
+ * len > 0: req is not freed), FRPC_ETOOBIG (len over this rank's
+ * max_msg_size: req is answered with that error instead, and freed; a
+ * reply within it but over the caller's limit is sent, and refused there:
+ * this returns 0, the call ends FRPC_ETOOBIG), and, when the answer could
  * not be sent (req is freed all the same; the caller's call ends by its
  * own timeout or peer loss): FRPC_ETRANSPORT, FRPC_EPEERLOST,
  * FRPC_ESHUTDOWN, FRPC_ETIMEDOUT (the provider had no room for it until
