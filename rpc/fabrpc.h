@@ -653,7 +653,9 @@ void frpc_result_clear(frpc_result *res);
  *
  * On return res (if not NULL) holds the outcome; clear it with
  * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
- * 0..world-1), FRPC_ETOOBIG (args over max_msg_size, or the reply was),
+ * 0..world-1), FRPC_ETOOBIG (args over this rank's config.max_msg_size,
+ * refused before sending; or over dst's, sent and refused there, the call
+ * ending at once; or the reply was),
  * FRPC_ENOFUNC (res->error names the function and rank), FRPC_EREMOTE,
  * FRPC_ETIMEDOUT (a late answer is dropped, never given to another call;
  * an answer this rank takes only after the deadline, having been stopped
