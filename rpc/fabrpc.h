@@ -48,7 +48,9 @@
  *                    that ran out leaves it in flight (frpc_future_test
  *                    is 0); a call that timed out has completed.
  *   FRPC_EDEADLK     a wait refused because waiting here could deadlock
- *                    (the nesting limit: see frpc_call). Nothing waited.
+ *                    (the nesting limit: see frpc_call; frpc_barrier on
+ *                    the polling thread; frpc_shutdown from the agent's
+ *                    own threads). Nothing waited.
  *   FRPC_EAGAIN      refused for want of a resource that frees itself
  *                    (max_inflight calls in flight): try again later.
  *   FRPC_EINPROGRESS asked for the outcome of a future still in flight.
