@@ -783,16 +783,16 @@ int frpc_future_wait(frpc_future *f, int timeout_ms);
 int frpc_future_test(const frpc_future *f);
 
 /* The reply when f completed with status 0 (owned by f, valid until
- * frpc_future_free; NULL when empty, not completed, or f is NULL); len may
- * be NULL. */
+ * frpc_future_free or frpc_future_take, which moves it out; NULL when
+ * empty, not completed, taken, or f is NULL); len may be NULL. */
 const void *frpc_future_data(const frpc_future *f, size_t *len);
 
 /*
  * The status of a completed f (0 or FRPC_E*), FRPC_EINPROGRESS while in
  * flight, FRPC_EINVAL for a NULL f.
  * remote_code (may be NULL) gets the handler's code for FRPC_EREMOTE;
- * message (may be NULL) the explanation, owned by f (NULL when status is
- * 0).
+ * message (may be NULL) the explanation, owned by f until frpc_future_free
+ * or frpc_future_take (NULL when status is 0, or once taken).
  */
 int frpc_future_error(const frpc_future *f, int *remote_code,
                       const char **message);
