@@ -697,13 +697,16 @@ typedef struct frpc_future frpc_future;
  * caller may reuse them at once. timeout_ms (see "Timeouts") bounds the
  * whole call: past it the future completes with FRPC_ETIMEDOUT, whether
  * or not anyone waits. Errors (then *out is NULL and nothing was sent):
- * as frpc_call's checks before sending (with FRPC_EAGAIN at max_inflight,
- * FRPC_EPEERLOST for a lost dst, FRPC_ENOMEM), FRPC_ETIMEDOUT if the
- * provider has no room for the send until the timeout passes, and
+ * as frpc_call's checks before sending (FRPC_EINVAL, for a NULL out too;
+ * FRPC_ENORANK; FRPC_ETOOBIG over this rank's limit; FRPC_ESHUTDOWN;
+ * FRPC_EAGAIN at max_inflight; FRPC_EPEERLOST for a lost dst;
+ * FRPC_ENOMEM; never FRPC_EDEADLK, as it does not wait), FRPC_ETIMEDOUT
+ * if the provider has no room for the send until the timeout passes, and
  * FRPC_EPEERLOST if dst is lost meanwhile. A transport failure of the
  * send is not returned: the future starts and ends with it
  * (FRPC_ETRANSPORT, or FRPC_EPEERLOST if dst is found lost within about
- * a second).
+ * a second); nor are args over dst's limit: the future starts and ends
+ * FRPC_ETOOBIG at once.
  *
  * Refilling a window: after one of this thread's waits (frpc_future_wait,
  * frpc_wait_any/all, frpc_call) returns, the first call it starts to a
