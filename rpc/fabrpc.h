@@ -818,7 +818,10 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
  * then runs fn before it returns. Once frpc_shutdown has stopped the
  * pool, it runs on the thread that completes f: a lent future
  * (frpc_call_async_lent) done only at the end, on the one calling
- * frpc_shutdown, before it returns. fn may read f and may free it. One
+ * frpc_shutdown, before it returns. f completes before fn runs: a wait
+ * on f (or frpc_future_test) may return while fn has yet to run or is
+ * still running, so what fn touches is not the waiter's to free then;
+ * frpc_shutdown returns only after it. fn may read f and may free it. One
  * callback per future: FRPC_EEXIST for a second one. If f is cancelled,
  * fn still runs and sees FRPC_ECANCELED. Neither the caller nor a thread
  * that cancels or frees f may hold a lock that fn takes. 0, FRPC_EEXIST,
