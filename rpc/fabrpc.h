@@ -34,7 +34,10 @@
  * transfers, notifications, frpc_mem_deregister). > 0: that many
  * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
- * forever unless asked to. FRPC_TIMEOUT_NONE (-1, or any negative value):
+ * forever unless asked to, with one exception: a call that lent its args
+ * (frpc_call's zero-copy) returns only once the callee can no longer read
+ * them, which a callee stopped without being lost delays past any
+ * timeout. FRPC_TIMEOUT_NONE (-1, or any negative value):
  * no limit; a call with no limit still ends when its peer is lost or the
  * agent shuts down (immediate: at once; graceful: only at the shutdown's
  * own timeout, since a graceful shutdown waits for the calls in flight,
