@@ -396,7 +396,9 @@ size_t fr_backends_report(const fr_backends *bs, const char *active,
         buf[0] = '\0';
     for (int i = 0; i < bs->n; i++) {
         const fr_backend *b = &bs->b[i];
-        char line[300];
+        /* Room for the longest line: a line cut here would count in need
+         * at its full length and leave a hole before the next one. */
+        char line[sizeof(b->name) + sizeof(b->reason) + 32];
         int w;
         if (b->up)
             w = snprintf(line, sizeof(line), "%s: up%s\n", b->name,

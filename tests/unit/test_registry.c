@@ -225,6 +225,25 @@ START_TEST(report_is_terminated_at_every_length)
 }
 END_TEST
 
+/* A reason fills its whole buffer (FI_PROVIDER hiding a provider names
+ * FI_PROVIDER and every provider that came up): its line is reported
+ * whole, and the length returned is what was written. */
+START_TEST(report_keeps_a_long_reason_whole)
+{
+    fr_backends bs;
+    char rep[2048];
+    ck_assert_int_eq(fr_backends_discover(&bs, "tcp,nosuchprov"), 0);
+    fr_backend *b = &bs.b[1];
+    memset(b->reason, 'r', sizeof(b->reason) - 1);
+    b->reason[sizeof(b->reason) - 1] = '\0';
+    size_t need = fr_backends_report(&bs, "tcp", rep, sizeof(rep));
+    ck_assert_uint_eq(need, strlen(rep));
+    ck_assert_ptr_nonnull(strstr(rep, b->reason));
+    ck_assert_uint_eq(fr_backends_report(&bs, "tcp", NULL, 0), need);
+    fr_backends_free(&bs);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -241,6 +260,8 @@ int main(void)
          strict_check_names_each_missing_provider},
         {"report is terminated at every length",
          report_is_terminated_at_every_length},
+        {"report keeps a long reason whole",
+         report_keeps_a_long_reason_whole},
     };
     return fr_run_tests("registry and providers", tests,
                         sizeof(tests) / sizeof(tests[0]), 30);
