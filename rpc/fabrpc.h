@@ -458,8 +458,14 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * A report that takes long delays the next one.
  * NULL fn stops the reports; a second call replaces the first, and
  * reports every loss so far again to the new fn and user (even when they
- * are the same as before). user is passed as is. Errors:
- * FRPC_EINVAL (NULL agent). Never blocks.
+ * are the same as before). user is passed as is. Once it returns, the
+ * previous fn is not running and is not called again (but for a call
+ * from inside fn itself, whose own run goes on), so what its user points
+ * to may be freed: it waits for a report running on the liveness thread
+ * to return, so the caller must not hold what that fn waits for (a lock
+ * it takes, a request its call needs answered). Errors: FRPC_EINVAL
+ * (NULL agent). Blocks only for such a report (since 1.4; before, it
+ * returned at once, while the old fn might still run).
  */
 int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
 

@@ -103,6 +103,11 @@ struct fr_liveness {
     frpc_peer_fn fn;
     void *fn_user;
     int replay; /* report every loss so far again (a new fn was set) */
+    /* A report in fn, and the fn_gen it began under: frpc_on_peer_lost
+     * waits (on idle) for one that began with the fn it replaced. */
+    uint64_t fn_gen, running_gen;
+    int running;
+    pthread_cond_t idle;
     atomic_uint_fast64_t next_seq; /* fr_loss.seq of the next loss */
     atomic_int bye_said; /* fr_liveness_say_goodbye_by went to the others */
     fr_suspect *suspects; /* fr_liveness_suspect's, under lock */
@@ -121,6 +126,10 @@ struct fr_liveness {
     atomic_int reported_shutdown; /* fr_liveness_report_lost: once */
     atomic_int store_gone; /* the watch connection broke (watcher) */
 };
+
+/* The liveness whose report this thread runs (fn may set a new fn: it
+ * must not wait for itself). */
+static _Thread_local const fr_liveness *reporting;
 
 static void wake(fr_liveness *l)
 {
@@ -255,12 +264,20 @@ int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
 {
     if (!a || !a->live)
         return FRPC_EINVAL;
-    pthread_mutex_lock(&a->live->lock);
-    a->live->fn = fn;
-    a->live->fn_user = user;
-    a->live->replay = fn != NULL;
-    pthread_mutex_unlock(&a->live->lock);
-    wake(a->live);
+    fr_agent_enter(a); /* a shutdown on another thread frees l after us */
+    fr_liveness *l = a->live;
+    pthread_mutex_lock(&l->lock);
+    l->fn = fn;
+    l->fn_user = user;
+    l->replay = fn != NULL;
+    l->fn_gen++;
+    /* A report still running the old fn: once we return, the caller may
+     * free what its user points to. Not our own run, from inside fn. */
+    while (l->running && l->running_gen != l->fn_gen && reporting != l)
+        pthread_cond_wait(&l->idle, &l->lock);
+    pthread_mutex_unlock(&l->lock);
+    wake(l);
+    fr_agent_leave(a);
     return 0;
 }
 
@@ -434,13 +451,24 @@ static void report(frpc_agent *a)
             l->queue_tail = &l->queue_head;
         fn = l->fn;
         user = l->fn_user;
+        int run = x && fn && !atomic_load(&l->stop);
+        if (run) { /* taken under the lock: frpc_on_peer_lost sees it */
+            l->running = 1;
+            l->running_gen = l->fn_gen;
+        }
         pthread_mutex_unlock(&l->lock);
         if (!x)
             return;
-        if (fn && !atomic_load(&l->stop)) {
+        if (run) {
             fr_agent_inside++; /* fn may not shut the agent down */
+            reporting = l;
             fn(a, (int)x->rank, x->state, x->why, user);
+            reporting = NULL;
             fr_agent_inside--;
+            pthread_mutex_lock(&l->lock);
+            l->running = 0;
+            pthread_cond_broadcast(&l->idle);
+            pthread_mutex_unlock(&l->lock);
         }
     }
 }
@@ -670,6 +698,7 @@ int fr_liveness_create(frpc_agent *a)
     l->efd = -1;
     l->queue_tail = &l->queue_head;
     pthread_mutex_init(&l->lock, NULL);
+    pthread_cond_init(&l->idle, NULL);
     l->slot = calloc(world, sizeof(*l->slot));
     l->pidfd = malloc(world * sizeof(*l->pidfd));
     l->exit_due = calloc(world, sizeof(*l->exit_due));
@@ -790,6 +819,7 @@ void fr_liveness_destroy(frpc_agent *a)
     free(l->pid);
     free(l->said_bye);
     pthread_mutex_destroy(&l->lock);
+    pthread_cond_destroy(&l->idle);
     free(l);
     a->live = NULL;
 }

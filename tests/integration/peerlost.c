@@ -110,6 +110,13 @@
  *                 and the function's call ends FRPC_ESHUTDOWN (pre-fix the
  *                 shutdown joined the liveness thread before it ended the
  *                 calls in flight, and waited for ever).
+ *   fn-replace    2 ranks; rank 1 dies. Rank 0's function sets itself
+ *                 again from inside its first report (that returns: it
+ *                 does not wait for its own run), then naps 1 s; rank 0's
+ *                 main thread sets NULL during the nap: that returns only
+ *                 once the report has returned (pre-fix at once, while it
+ *                 still ran: freeing its user then was a use after free),
+ *                 and the report replayed by the first set never comes.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1280,6 +1287,62 @@ static int mode_late_callback(void)
     }
     double ms;
     timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* ---- fn-replace --------------------------------------------------------- */
+
+static atomic_int fr_running, fr_runs, fr_inner_rc = 1;
+
+static void fr_fn(frpc_agent *a, int rank, int state, const char *why,
+                  void *user)
+{
+    (void)why;
+    printf("peer lost: rank %d state %d, report %d\n", rank, state,
+           atomic_load(&fr_runs) + 1);
+    /* From inside: must not wait for us. Before the main thread may set
+     * NULL (it waits for fr_running), or this would set fn after it. */
+    if (atomic_load(&fr_runs) == 0)
+        atomic_store(&fr_inner_rc, frpc_on_peer_lost(a, fr_fn, user));
+    atomic_store(&fr_running, 1);
+    au_sleep_us(1000000);
+    atomic_fetch_add(&fr_runs, 1);
+    atomic_store(&fr_running, 0);
+}
+
+static int mode_fn_replace(void)
+{
+    au_start();
+    CHECK(nranks == 2, "fn-replace needs 2 ranks");
+    CHECK(frpc_on_peer_lost(agent, fr_fn, NULL) == 0, "on_peer_lost");
+    au_barrier();
+    if (me == 1)
+        die_now();
+    double t0 = au_now_ms();
+    while (!atomic_load(&fr_running)) {
+        CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1's death not reported");
+        au_sleep_us(1000);
+    }
+    int rc = frpc_on_peer_lost(agent, NULL, NULL);
+    int running = atomic_load(&fr_running), runs = atomic_load(&fr_runs);
+    CHECK(rc == 0, "frpc_on_peer_lost(NULL): %s", frpc_err_name(rc));
+    /* runs is 1, or 2 if this thread was so late that the replay the
+     * inner set asked for began before NULL was set. */
+    CHECK(!running && runs >= 1, "frpc_on_peer_lost(NULL) returned while "
+          "the report still ran (running %d, %d reports done)", running,
+          runs);
+    CHECK(atomic_load(&fr_inner_rc) == 0, "frpc_on_peer_lost from inside "
+          "the report: %s", frpc_err_name(atomic_load(&fr_inner_rc)));
+    au_sleep_us(500000); /* a report after NULL would come within this */
+    CHECK(atomic_load(&fr_runs) == runs, "%d reports after NULL was set, "
+          "want %d", atomic_load(&fr_runs), runs);
+    printf("ok: frpc_on_peer_lost returned after the old function's "
+           "report, and no report came after NULL\n");
+    double ms;
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown: %s, want FRPC_EPEERLOST",
+          frpc_err_name(rc));
     printf("ok: rank %d done\n", me);
     return 0;
 }
@@ -2518,7 +2581,8 @@ int main(int argc, char **argv)
                  {"leave-answers", mode_leave_answers},
                  {"peer-fn", mode_peer_fn},
                  {"notify-lost", mode_notify_lost},
-                 {"fn-in-shutdown", mode_fn_in_shutdown}};
+                 {"fn-in-shutdown", mode_fn_in_shutdown},
+                 {"fn-replace", mode_fn_replace}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
