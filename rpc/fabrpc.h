@@ -219,7 +219,9 @@ typedef enum frpc_rma_mode {
  *                    is taken for lost; a process that dies is noticed at
  *                    once whatever this is (see "Lost peers").
  *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
- *                    FABRPC_TIMEOUT_MS (or "none"), else 60000. What
+ *                    FABRPC_TIMEOUT_MS (1..2^31-1, or "none" for no
+ *                    limit: there 0 or a negative number fails frpc_init
+ *                    with FRPC_EINVAL), else 60000. What
  *                    FRPC_TIMEOUT_DEFAULT means (see "Timeouts" above).
  *  job_key           FABRPC_JOB_KEY, else none. The job's secret
  *                    (any string of 1..255 bytes), the same on every rank:
