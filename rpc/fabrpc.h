@@ -500,12 +500,18 @@ int frpc_barrier(frpc_agent *agent, int timeout_ms);
 const char *frpc_provider(const frpc_agent *agent);
 const char *frpc_provider_full(const frpc_agent *agent);
 
-/* 1 if the named provider came up on this rank (it is usable here, active or
- * not), else 0 (also for a NULL agent or name). Never blocks. */
+/* 1 if the named provider was tried on this rank and came up (it is
+ * usable here, active or not), else 0 (also for a NULL agent or name).
+ * Tried: those of the provider list (config.providers, FABRPC_PROVIDER,
+ * FI_PROVIDER), else those of the automatic order (see config.providers):
+ * a provider outside it (udp) is 0 unless listed, however usable. name
+ * is the short name, as frpc_provider gives it ("tcp", not
+ * "tcp;ofi_rxm"). Never blocks. */
 int frpc_has_backend(const frpc_agent *agent, const char *name);
 
-/* 0 if the named provider is the active one; FRPC_ENOBACKEND otherwise;
- * FRPC_EINVAL for a NULL agent or name. Never blocks. */
+/* 0 if the named provider (its short name) is the active one;
+ * FRPC_ENOBACKEND otherwise; FRPC_EINVAL for a NULL agent or name. Never
+ * blocks. */
 int frpc_require_backend(const frpc_agent *agent, const char *name);
 
 /* Writes a report of every provider tried ("shm: up (active)", "verbs: not
