@@ -407,10 +407,12 @@ enum {
  * application's handler does: handlers already running, and those queued
  * to the thread pool, run to their end before shutdown returns, whatever
  * timeout_ms and how (immediate fails this rank's calls in flight at once,
- * but still waits for them). Returns 0; FRPC_ETIMEDOUT if the time ran
- * out; FRPC_EPEERLOST (graceful only) if a rank was lost before or
- * during it, rank 0 included (stderr names it, once); immediate returns 0
- * whatever ranks were lost; FRPC_EBOOTSTRAP (graceful only) if the
+ * but still waits for them). Returns 0; FRPC_ETIMEDOUT (graceful only)
+ * if the time ran out; FRPC_EPEERLOST (graceful only) if a rank was lost
+ * before or during it, rank 0 included (stderr names it, once);
+ * immediate returns 0 whatever ranks were lost and however long it
+ * waited (past timeout_ms it takes lent args back, see frpc_call, and
+ * stops waiting for the provider); FRPC_EBOOTSTRAP (graceful only) if the
  * store failed the last barrier other than by time (on rank 0: its own
  * connection to the store it serves failed); FRPC_EINVAL for a NULL agent
  * or a bad how, and FRPC_EDEADLK (above), in which cases nothing is
