@@ -350,9 +350,12 @@ static int resolve_providers(const frpc_config *cfg, fr_settings *s,
                              &s->strict, err, errlen)))
         return rc;
     if (s->strict && !s->providers[0]) {
+        /* FI_PROVIDER's list counts too (FI_PROVIDER=tcp runs strict);
+         * its exclusion form "^shm" is none (see above). */
         snprintf(err, errlen,
-                 "strict mode needs a provider list (config.providers or "
-                 "FABRPC_PROVIDER)");
+                 "strict mode needs a provider list (config.providers, "
+                 "FABRPC_PROVIDER or FI_PROVIDER; FI_PROVIDER=^... "
+                 "excludes, it lists none)");
         return FRPC_EINVAL;
     }
     return 0;

@@ -204,7 +204,10 @@ typedef enum frpc_rma_mode {
  *                    providers that came up.
  *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
  *                    provider in the list must come up, or frpc_init fails
- *                    with FRPC_ENOBACKEND naming each missing one and why.
+ *                    with FRPC_ENOBACKEND naming each missing one and why;
+ *                    with no list (none of config.providers,
+ *                    FABRPC_PROVIDER, FI_PROVIDER, or FI_PROVIDER's
+ *                    exclusion form), frpc_init fails with FRPC_EINVAL.
  *  max_msg_size      bytes, 1..2^40; FABRPC_MAX_MSG, else 64 MiB. Larger
  *                    args or replies are refused with FRPC_ETOOBIG, on both
  *                    sides. Error answers (frpc_respond_error's text, cut

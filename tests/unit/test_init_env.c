@@ -78,6 +78,35 @@ START_TEST(a_provider_hidden_by_fi_provider_is_named_so)
 }
 END_TEST
 
+/* Strict mode checks a list: with none it fails FRPC_EINVAL, and says
+ * where a list may come from, FI_PROVIDER's included (with which strict
+ * runs), though not its exclusion form. */
+START_TEST(strict_without_a_list_is_refused_naming_each_source)
+{
+    char err[1024] = "";
+    frpc_agent *a = NULL;
+    frpc_config c;
+    unsetenv("FABRPC_PROVIDER");
+    setenv("FI_PROVIDER", "^udp", 1);
+    frpc_config_init(&c);
+    c.rank = 0;
+    c.world_size = 1;
+    c.strict = 1;
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    ck_assert_int_eq(frpc_init(&c, &a), FRPC_EINVAL);
+    ck_assert_msg(strstr(err, "strict mode needs a provider list") &&
+                      strstr(err, "FABRPC_PROVIDER") &&
+                      strstr(err, "FI_PROVIDER;"),
+                  "errbuf: %s", err);
+    setenv("FI_PROVIDER", "tcp", 1);
+    ck_assert_msg(frpc_init(&c, &a) == 0, "strict under FI_PROVIDER=tcp: "
+                  "%s", err);
+    ck_assert_str_eq(frpc_provider(a), "tcp");
+    ck_assert_int_eq(frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 5000), 0);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -89,6 +118,8 @@ int main(void)
          fi_provider_exclusions_leave_the_automatic_order},
         {"a provider FI_PROVIDER hides is named so when init fails",
          a_provider_hidden_by_fi_provider_is_named_so},
+        {"strict without a provider list is refused, naming each source",
+         strict_without_a_list_is_refused_naming_each_source},
     };
     return fr_run_tests("init env", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
