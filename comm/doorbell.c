@@ -22,6 +22,9 @@ typedef struct bell {
     atomic_uint seq;      /* the futex word: bumped by every ring */
     atomic_uint sleeping; /* threads of the owner (about to be) asleep */
     atomic_uint ended;    /* fr_doorbell_end */
+    /* fr_doorbell_loan_open's tags; 0: a free slot. Only the owner's
+     * threads write them (compare-and-swap), peers read. */
+    _Atomic uint64_t loan[FR_DOORBELL_LOANS];
 } bell;
 
 struct fr_doorbell {
@@ -147,6 +150,35 @@ int fr_doorbell_peer_ended(fr_doorbell *d, uint32_t peer)
     if (!d || peer >= d->world || !(b = atomic_load(&d->peer[peer])))
         return 0;
     return atomic_load(&b->ended) != 0;
+}
+
+int fr_doorbell_loan_open(fr_doorbell *d, uint64_t tag)
+{
+    if (!d || !tag)
+        return -1;
+    for (int i = 0; i < FR_DOORBELL_LOANS; i++) {
+        uint64_t free_slot = 0;
+        if (atomic_compare_exchange_strong(&d->mine->loan[i], &free_slot,
+                                           tag))
+            return i;
+    }
+    return -1;
+}
+
+void fr_doorbell_loan_close(fr_doorbell *d, int slot)
+{
+    if (d && slot >= 0 && slot < FR_DOORBELL_LOANS)
+        atomic_store(&d->mine->loan[slot], 0);
+}
+
+int fr_doorbell_peer_loan_is(fr_doorbell *d, uint32_t peer, int slot,
+                             uint64_t tag)
+{
+    bell *b;
+    if (!d || peer >= d->world || slot < 0 || slot >= FR_DOORBELL_LOANS ||
+        !(b = atomic_load(&d->peer[peer])))
+        return 0;
+    return atomic_load(&b->loan[slot]) == tag;
 }
 
 void fr_doorbell_close(fr_doorbell *d)

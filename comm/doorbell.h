@@ -64,6 +64,25 @@ void fr_doorbell_end(fr_doorbell *d);
  * connected, or d NULL). Never blocks. */
 int fr_doorbell_peer_ended(fr_doorbell *d, uint32_t peer);
 
+/*
+ * A loan's own end, for a reader that copies straight from this process's
+ * memory (as fr_doorbell_end is for all of them at once): the lender
+ * opens a slot holding tag (nonzero, never reused) before it offers the
+ * bytes, and closes it before it takes them back early (a call that timed
+ * out while a stopped callee had yet to read its args). A reader that
+ * still finds tag in the slot after its copy made the copy while the
+ * bytes were offered: it is whole. fr_doorbell_loan_open returns the slot
+ * (0..FR_DOORBELL_LOANS-1), or -1 when all are taken or d is NULL (the
+ * loan then cannot be taken back early). Any thread; never block.
+ */
+#define FR_DOORBELL_LOANS 64
+int fr_doorbell_loan_open(fr_doorbell *d, uint64_t tag);
+void fr_doorbell_loan_close(fr_doorbell *d, int slot);
+/* 1 if peer's slot holds tag; 0 otherwise (also for a peer never
+ * connected, a slot out of range, or d NULL). */
+int fr_doorbell_peer_loan_is(fr_doorbell *d, uint32_t peer, int slot,
+                             uint64_t tag);
+
 /* Unmaps everything and frees d (and unlinks its name if still there).
  * NULL is a no-op. */
 void fr_doorbell_close(fr_doorbell *d);

@@ -456,6 +456,16 @@ void fr_fabric_end_waits(fr_fabric *f);
  * the loans ended. Any thread. */
 int fr_fabric_revoke_loans(fr_fabric *f);
 
+/* Ends loan now if a reader that copies straight from this process's
+ * memory must still read it (shm's fast path: the doorbell's loan slot,
+ * closed first, makes a copy finished after that thrown away); returns 1
+ * then, with the loan returned. 0 when loan is not out, or is out where
+ * no such slot guards it (another provider: a read the provider serves
+ * from the bytes may be under way, so they are not taken back). For a
+ * sync call that ended (its timeout) while a stopped callee had yet to
+ * read its args. Any thread. */
+int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan);
+
 /* 1 if the CQ has an fd wait object (tcp, sockets). */
 int fr_fabric_has_fd(const fr_fabric *f);
 

@@ -121,6 +121,7 @@ typedef struct fr_rndv_out {
     fr_rndv_source source;
     fr_block blk;          /* LENT and GIVEN: buf and its own mr */
     fr_fabric_loan *loan;  /* LENT */
+    int slot;              /* its doorbell loan slot, or -1 (rndv.c) */
 } fr_rndv_out;
 
 struct fr_rndv_in;

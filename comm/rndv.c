@@ -88,6 +88,7 @@ int fr__reg_block(fr_fabric *f, void *buf, size_t len, uint64_t access,
  * returned (out stored last: the lender may free the loan after it). */
 static void release_out(fr_fabric *f, fr_rndv_out *o)
 {
+    fr_doorbell_loan_close(f->bell, o->slot); /* before any byte goes */
     if (o->source == FR_RNDV_COPY) {
         fr__block_put(&f->out_cache, &o->blk);
     } else {
@@ -123,6 +124,35 @@ static int out_block(fr_fabric *f, fr_rndv_out *o, const void *payload,
     return fr__reg_block(f, o->blk.buf, len, FI_REMOTE_READ, &o->blk.mr);
 }
 
+/*
+ * A cookie: a sequence number above COOKIE_SLOT_BITS, and below them the
+ * doorbell loan slot + 1 of a loan a reader copies straight from our
+ * memory (0: none). The slot holds the cookie's upper part while the
+ * loan is out, so that a sync call that timed out can take its args back
+ * at once (fr_fabric_revoke_loan) and the reader tell its copy torn
+ * (loan_still_out). Under rndv_lock.
+ */
+#define COOKIE_SLOT_BITS 8
+#define COOKIE_SLOT_MASK ((1u << COOKIE_SLOT_BITS) - 1)
+_Static_assert(FR_DOORBELL_LOANS < COOKIE_SLOT_MASK, "slot + 1 fits below");
+static uint64_t take_cookie(fr_fabric *f, fr_rndv_out *o)
+{
+    uint64_t tag = f->next_cookie++ << COOKIE_SLOT_BITS;
+    if (o->source == FR_RNDV_LENT && f->rma_by_initiator && f->bell)
+        o->slot = fr_doorbell_loan_open(f->bell, tag);
+    return tag | (uint64_t)(o->slot + 1);
+}
+
+/* After a copy straight from src's memory: 1 unless the loan it read was
+ * taken back (its slot no longer holds its tag), so the copy may be torn. */
+static int loan_still_out(fr_fabric *f, const fr_rndv_in *in)
+{
+    int slot = (int)(in->desc.cookie & COOKIE_SLOT_MASK) - 1;
+    return slot < 0 ||
+           fr_doorbell_peer_loan_is(f->bell, in->src, slot,
+                                    in->desc.cookie & ~(uint64_t)COOKIE_SLOT_MASK);
+}
+
 int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
                   fr_rndv_source source, fr_fabric_loan *loan,
                   const void *payload, size_t len, uint64_t deadline_ns)
@@ -148,6 +178,7 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     }
     o->dst = dst;
     o->loan = loan;
+    o->slot = -1;
     if (loan)
         atomic_store(&loan->out, 1);
     d.addr = f->mr_virt_addr ? (uint64_t)(uintptr_t)o->blk.buf : 0;
@@ -156,7 +187,7 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     /* Everything read from o happens before it is published: once on the
      * list, the receiver's RNDV_DONE may free it on another thread. */
     pthread_mutex_lock(&f->rndv_lock);
-    o->cookie = d.cookie = f->next_cookie++;
+    o->cookie = d.cookie = take_cookie(f, o);
     o->next = f->rndv_out;
     f->rndv_out = o;
     atomic_fetch_add(&f->transfers, 1);
@@ -218,6 +249,26 @@ int fr_fabric_revoke_loans(fr_fabric *f)
     if (f->rma_by_initiator)
         fr_doorbell_end(f->bell); /* before any byte is the lender's */
     return end_outs(f, ANY_PEER, 1);
+}
+
+int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan)
+{
+    fr_rndv_out **pp, *o = NULL;
+    if (!f || !loan)
+        return 0;
+    pthread_mutex_lock(&f->rndv_lock);
+    for (pp = &f->rndv_out; *pp; pp = &(*pp)->next) {
+        if ((*pp)->loan == loan && (*pp)->slot >= 0) {
+            o = *pp;
+            *pp = o->next;
+            atomic_fetch_sub(&f->transfers, 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&f->rndv_lock);
+    if (o)
+        release_out(f, o); /* its slot closes before the loan returns */
+    return o != NULL;
 }
 
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
@@ -345,6 +396,14 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
          * or handed back before we looked (fr_doorbell_end): torn, maybe. */
         fail_in(f, in, FRPC_EPEERLOST,
                 "the sender ended during the rendezvous read");
+        free_in(f, in);
+        return;
+    }
+    if (f->rma_by_initiator && !loan_still_out(f, in)) {
+        /* The same for one loan: its call timed out and took it back. */
+        fail_in(f, in, FRPC_ETIMEDOUT,
+                "the caller's call ended, and took its args back, during "
+                "the rendezvous read");
         free_in(f, in);
         return;
     }

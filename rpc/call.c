@@ -234,9 +234,13 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
     if (fr_call_send(a, &p, name, args, len, lend) == 0)
         fr_progress_wait_call(a, &p, p.deadline, 1);
     /* Lent args: the callee may still be reading them (the call ended by
-     * its timeout or a cancel first). They are the caller's again only
-     * once it has read them, refused them or is lost. */
-    if (lend && atomic_load(&lend->out))
+     * its timeout first: a stopped callee). They are the caller's again
+     * once it has read them, refused them or is lost, or at once where
+     * the loan can be taken back safely (shm: the callee throws away a
+     * copy it finishes after that); elsewhere the provider may be serving
+     * a read of them, so the wait goes on. */
+    if (lend && atomic_load(&lend->out) &&
+        !fr_fabric_revoke_loan(a->fab, lend))
         fr_progress_wait_until(a, loan_returned, lend, UINT64_MAX);
     fr_progress_end_wait(a);
     rc = p.res.status;

@@ -35,9 +35,10 @@
  * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
  * forever unless asked to, with one exception: a call that lent its args
- * (frpc_call's zero-copy) returns only once the callee can no longer read
- * them, which a callee stopped without being lost delays past any
- * timeout. FRPC_TIMEOUT_NONE (-1, or any negative value):
+ * (frpc_call's zero-copy) over a provider other than shm returns only
+ * once the callee can no longer read them, which a callee stopped
+ * without being lost delays past any timeout (over shm it returns at its
+ * timeout). FRPC_TIMEOUT_NONE (-1, or any negative value):
  * no limit; a call with no limit still ends when its peer is lost or the
  * agent shuts down (immediate: at once; graceful: only at the shutdown's
  * own timeout, since a graceful shutdown waits for the calls in flight,
@@ -660,11 +661,16 @@ void frpc_result_clear(frpc_result *res);
  * buffer its handler sees, so args must not change until the call
  * returns. Such a call returns only once the callee can no longer read
  * args: it has read them (always so when the answer came), refused them,
- * or is lost. So when it ends first by its timeout, it may return after
- * the timeout by as long as the callee takes to notice (at its next
- * poll) that the caller's time ran out; a callee that stops polling
- * altogether without being lost holds it until it polls again or is
- * lost. An frpc_shutdown on another thread meanwhile ends such a call
+ * or is lost, or, over shm, once the call has ended (its timeout, or a
+ * shutdown) and taken them back at once (the callee copies them from this
+ * process itself, and throws away a copy it finishes after that: its
+ * handler never sees them; over tcp the provider may be serving a read
+ * of them). So over other providers, when it ends first by its timeout,
+ * it may return after the timeout by as long as the callee takes to
+ * notice (at its next poll) that the caller's time ran out; a callee that
+ * stops polling altogether without being lost holds it until it polls
+ * again or is lost. There an frpc_shutdown on another thread meanwhile
+ * ends such a call
  * FRPC_ESHUTDOWN once the callee reads or refuses args, its process ends
  * (noticed also while the shutdown runs), or the shutdown's timeout_ms
  * runs out: then the shutdown takes args back, and the callee's handler

@@ -64,10 +64,19 @@
  *            Resumed, rank 1's handler never sees those bytes: over tcp
  *            its reads fail (the registration is closed), over shm (it
  *            copies from rank 0's memory itself) it throws its copy away.
+ *   lender-timeout  Rank 1 is stopped; rank 0 calls it with 1 MiB of
+ *            zeros (lent) and a 1000 ms timeout: over shm the call ends
+ *            FRPC_ETIMEDOUT within 5 s (it waited until rank 1 resumed)
+ *            and rank 0 writes over the args; resumed, rank 1's handler
+ *            never sees those bytes (it throws its copy away). Over other
+ *            providers the call still waits for the callee to read them
+ *            (fabrpc.h, "Timeouts"), and ends FRPC_ETIMEDOUT.
  *   lender-killed  The same, but the shutdown has no limit, and rank 1 is
  *            killed (stopped) 2.5 s in: the shutdown waits for the loan
  *            until then and returns within 5 s of the kill (it never did:
- *            once the liveness thread had stopped, nothing noticed).
+ *            once the liveness thread had stopped, nothing noticed). Over
+ *            shm the call, ended by the shutdown, takes its args back at
+ *            once (as at its timeout): the shutdown returns within 5 s.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -758,6 +767,22 @@ static void mode_answering(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
+#define LENT_LEN (1 << 20)
+
+/* Rank 0 of the lender modes: once rank 1 said its pid and stopped,
+ * LENT_LEN zeros to lend it. */
+static char *lent_args_once_stopped(void)
+{
+    for (long long t = now_ms(); !atomic_load(&peer_pid); msleep(2))
+        if (now_ms() - t > 20000)
+            FAIL("rank 1 never said its pid");
+    wait_peer_stopped(1);
+    char *args = calloc(1, LENT_LEN);
+    if (!args)
+        FAIL("calloc");
+    return args;
+}
+
 /* lender: the lent call's outcome, on its own thread. */
 static frpc_agent *ln_agent;
 static char *ln_args;
@@ -766,7 +791,7 @@ static atomic_int ln_rc = 1;
 static void *lender(void *arg)
 {
     (void)arg;
-    int rc = frpc_call(ln_agent, 1, "lent", ln_args, 1 << 20,
+    int rc = frpc_call(ln_agent, 1, "lent", ln_args, LENT_LEN,
                        FRPC_TIMEOUT_NONE, NULL);
     atomic_store(&ln_rc, rc);
     return NULL;
@@ -803,14 +828,8 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
         printf("ok: rank %d\n", R);
         exit(0);
     }
-    for (long long t = now_ms(); !atomic_load(&peer_pid); msleep(2))
-        if (now_ms() - t > 20000)
-            FAIL("rank 1 never said its pid");
-    wait_peer_stopped(1);
-    size_t len = 1 << 20;
-    char *args = calloc(1, len);
-    if (!args)
-        FAIL("calloc");
+    size_t len = LENT_LEN;
+    char *args = lent_args_once_stopped();
     ln_agent = a;
     ln_args = args;
     pthread_t call_th, kill_th;
@@ -842,13 +861,62 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
         FAIL("the lent call ended %s, want FRPC_ESHUTDOWN",
              frpc_strerror(atomic_load(&ln_rc)));
     /* Bounds: the kill or the timeout, a second's quiesce, and room for
-     * a loaded machine. Killed: held by the loan until then. */
-    if (killed ? took < 2000 || took > 2500 + 5000 : took > 5000)
+     * a loaded machine. Killed: held by the loan until then, but over
+     * shm, where the ended call takes its args back at once. */
+    int held = killed && strcmp(frpc_provider(a), "shm") != 0;
+    if (held ? took < 2000 || took > 2500 + 5000 : took > 5000)
         FAIL("the shutdown took %lld ms, want %s", took,
-             killed ? "from the kill (2500 ms) to 5 s after it"
-                    : "5 s at most (its timeout is 1000 ms)");
+             held ? "from the kill (2500 ms) to 5 s after it"
+                  : "5 s at most");
     if (!killed) /* rank 1 resumes and reads meanwhile */
         msleep(stop_ms + 2000 - (int)(now_ms() - t0));
+    free(args);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
+/* lender-timeout: a lent call's own timeout, the callee stopped. */
+static void mode_lender_timeout(frpc_agent *a, int stop_ms)
+{
+    int shm = strcmp(frpc_provider(a), "shm") == 0;
+    if (R == 1) {
+        say_and_stop(a, 0, stop_ms);
+        msleep(stop_ms + 500);
+        /* Resumed: the read of the args, if any, is done within this. */
+        msleep(2000);
+        SAY("resumed: the lent call seen %d times",
+            atomic_load(&ln_seen));
+        if (atomic_load(&ln_torn))
+            FAIL("the handler saw args rank 0 wrote after its call ended");
+        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
+        if (rc)
+            FAIL("shutdown: %s", frpc_strerror(rc));
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    size_t len = LENT_LEN;
+    char *args = lent_args_once_stopped();
+    long long t0 = now_ms();
+    int rc = frpc_call(a, 1, "lent", args, len, 1000, NULL);
+    long long took = now_ms() - t0;
+    memset(args, 0xff, len); /* the caller's again: a callee must not see it */
+    frpc_stats st;
+    frpc_get_stats(a, &st);
+    SAY("the lent call to the stopped callee: %s after %lld ms (%llu lent)",
+        frpc_strerror(rc), took, (unsigned long long)st.zerocopy_sent);
+    if (rc != FRPC_ETIMEDOUT || st.zerocopy_sent < 1)
+        FAIL("the lent call ended %s (%llu lent), want FRPC_ETIMEDOUT, lent",
+             frpc_strerror(rc), (unsigned long long)st.zerocopy_sent);
+    /* shm: at its timeout (and room for a loaded machine). Elsewhere the
+     * provider may serve a read of the args: the call waits for the
+     * callee to resume and read them (fabrpc.h, "Timeouts"). */
+    if (shm ? took > 5000 : took < stop_ms - 2000)
+        FAIL("the call took %lld ms, want %s", took,
+             shm ? "5 s at most (its timeout is 1000 ms)"
+                 : "until the callee resumed");
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    if (rc)
+        FAIL("shutdown: %s", frpc_strerror(rc));
     free(args);
     printf("ok: rank %d\n", R);
     exit(0);
@@ -990,5 +1058,7 @@ int main(int argc, char **argv)
         mode_lender(a, stop_ms, 0);
     if (!strcmp(mode, "lender-killed"))
         mode_lender(a, stop_ms, 1);
+    if (!strcmp(mode, "lender-timeout"))
+        mode_lender_timeout(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }

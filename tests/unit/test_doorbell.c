@@ -1,7 +1,8 @@
 /*
  * Unit tests of the shm doorbell (comm/doorbell.c): a sleeper wakes when
  * rung, does not sleep when its re-check finds work, and a bell left
- * unrung only costs the timeout. Threads of one process stand in for
+ * unrung only costs the timeout; a loan's slot is seen by a peer until
+ * closed. Threads of one process stand in for
  * ranks: the bell is shared memory either way.
  */
 #include <check.h>
@@ -124,6 +125,39 @@ START_TEST(connect_needs_the_peer_and_unlink_keeps_mappings)
 }
 END_TEST
 
+/* A loan's slot: the peer sees its tag until the lender closes it; every
+ * slot can be held at once, and the one past them is refused. */
+START_TEST(loan_slots_open_close_and_run_out)
+{
+    fr_doorbell *a, *b;
+    const char *tok = test_base();
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &b, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(b, 0), 0);
+    int s = fr_doorbell_loan_open(a, 0x500);
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, s, 0x500), 1);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, s, 0x600), 0);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 1, s, 0x500), 0);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, -1, 0x500), 0);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, FR_DOORBELL_LOANS,
+                                              0x500), 0);
+    ck_assert_int_eq(fr_doorbell_loan_open(a, 0), -1);
+    ck_assert_int_eq(fr_doorbell_loan_open(NULL, 1), -1);
+    for (int i = 1; i < FR_DOORBELL_LOANS; i++)
+        ck_assert_int_ge(fr_doorbell_loan_open(a, 0x500 + (uint64_t)i), 0);
+    ck_assert_int_eq(fr_doorbell_loan_open(a, 0x9999), -1);
+    fr_doorbell_loan_close(a, s);
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, s, 0x500), 0);
+    ck_assert_int_eq(fr_doorbell_loan_open(a, 0x700), s); /* reused */
+    ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, s, 0x700), 1);
+    fr_doorbell_loan_close(a, -1); /* no-ops */
+    fr_doorbell_loan_close(NULL, s);
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -134,6 +168,8 @@ int main(void)
          an_unrung_bell_sleeps_for_the_timeout},
         {"connect needs the peer and unlink keeps mappings",
          connect_needs_the_peer_and_unlink_keeps_mappings},
+        {"loan slots open, close and run out",
+         loan_slots_open_close_and_run_out},
     };
     return fr_run_tests("doorbell", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
