@@ -251,14 +251,16 @@ int fr_fabric_revoke_loans(fr_fabric *f)
     return end_outs(f, ANY_PEER, 1);
 }
 
-int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan)
+/* Takes the first outgoing payload that matches off the list: the one
+ * place that unlinks a single one. NULL if none does. */
+static fr_rndv_out *take_out(fr_fabric *f,
+                             int (*match)(const fr_rndv_out *, const void *),
+                             const void *key)
 {
     fr_rndv_out **pp, *o = NULL;
-    if (!f || !loan)
-        return 0;
     pthread_mutex_lock(&f->rndv_lock);
     for (pp = &f->rndv_out; *pp; pp = &(*pp)->next) {
-        if ((*pp)->loan == loan && (*pp)->slot >= 0) {
+        if (match(*pp, key)) {
             o = *pp;
             *pp = o->next;
             atomic_fetch_sub(&f->transfers, 1);
@@ -266,25 +268,40 @@ int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan)
         }
     }
     pthread_mutex_unlock(&f->rndv_lock);
+    return o;
+}
+
+/* A loan a reader copies straight from our memory: only those can be
+ * taken back before the reader is done (their slot tells it). */
+static int is_revocable_loan(const fr_rndv_out *o, const void *loan)
+{
+    return o->loan == loan && o->slot >= 0;
+}
+
+int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan)
+{
+    fr_rndv_out *o = f && loan ? take_out(f, is_revocable_loan, loan) : NULL;
     if (o)
         release_out(f, o); /* its slot closes before the loan returns */
     return o != NULL;
 }
 
+typedef struct done_key {
+    uint32_t src;
+    uint64_t cookie;
+} done_key;
+
+/* Only the rank we sent the block to may release it. */
+static int is_done_by(const fr_rndv_out *o, const void *arg)
+{
+    const done_key *k = arg;
+    return o->cookie == k->cookie && o->dst == k->src;
+}
+
 void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie)
 {
-    fr_rndv_out **pp, *o = NULL;
-    pthread_mutex_lock(&f->rndv_lock);
-    for (pp = &f->rndv_out; *pp; pp = &(*pp)->next) {
-        /* Only the rank we sent the block to may release it. */
-        if ((*pp)->cookie == cookie && (*pp)->dst == src) {
-            o = *pp;
-            *pp = o->next;
-            atomic_fetch_sub(&f->transfers, 1);
-            break;
-        }
-    }
-    pthread_mutex_unlock(&f->rndv_lock);
+    done_key k = {.src = src, .cookie = cookie};
+    fr_rndv_out *o = take_out(f, is_done_by, &k);
     if (o)
         release_out(f, o);
 }
@@ -377,33 +394,43 @@ static void fail_in(fr_fabric *f, fr_rndv_in *in, int code, const char *why)
         send_done(f, in);
 }
 
+/* Why a finished read's bytes must not be delivered (NULL: they may), and
+ * the code the sender is told. */
+static const char *read_unusable(fr_fabric *f, const fr_rndv_in *in,
+                                 int *code)
+{
+    if (in->err) {
+        *code = in->err == FRPC_ETIMEDOUT ? FRPC_ETIMEDOUT : FRPC_ETRANSPORT;
+        return in->err == FRPC_ETIMEDOUT
+                   ? "no room to read the rendezvous payload in time"
+                   : "rendezvous read of the payload failed";
+    }
+    if (!f->rma_by_initiator)
+        return NULL;
+    /* Copied from the sender's memory, which its end may have freed or
+     * handed back before we looked (fr_doorbell_end): torn, maybe. */
+    if (fr_doorbell_peer_ended(f->bell, in->src)) {
+        *code = FRPC_EPEERLOST;
+        return "the sender ended during the rendezvous read";
+    }
+    /* The same for one loan: its call ended and took it back. */
+    if (!loan_still_out(f, in)) {
+        *code = FRPC_ETIMEDOUT;
+        return "the caller's call ended, and took its args back, during "
+               "the rendezvous read";
+    }
+    return NULL;
+}
+
 static void finish_in(fr_fabric *f, fr_rndv_in *in)
 {
     fr_fabric_msg m;
+    const char *why;
+    int code;
 
     unlink_in(f, in);
-    if (in->err) {
-        fail_in(f, in,
-                in->err == FRPC_ETIMEDOUT ? FRPC_ETIMEDOUT : FRPC_ETRANSPORT,
-                in->err == FRPC_ETIMEDOUT
-                    ? "no room to read the rendezvous payload in time"
-                    : "rendezvous read of the payload failed");
-        free_in(f, in);
-        return;
-    }
-    if (f->rma_by_initiator && fr_doorbell_peer_ended(f->bell, in->src)) {
-        /* Copied from the sender's memory, which its end may have freed
-         * or handed back before we looked (fr_doorbell_end): torn, maybe. */
-        fail_in(f, in, FRPC_EPEERLOST,
-                "the sender ended during the rendezvous read");
-        free_in(f, in);
-        return;
-    }
-    if (f->rma_by_initiator && !loan_still_out(f, in)) {
-        /* The same for one loan: its call timed out and took it back. */
-        fail_in(f, in, FRPC_ETIMEDOUT,
-                "the caller's call ended, and took its args back, during "
-                "the rendezvous read");
+    if ((why = read_unusable(f, in, &code))) {
+        fail_in(f, in, code, why);
         free_in(f, in);
         return;
     }

@@ -35,10 +35,10 @@
  * milliseconds. FRPC_TIMEOUT_DEFAULT (0): the agent's default timeout
  * (config.timeout_ms, FABRPC_TIMEOUT_MS, else 60 s), so that nothing waits
  * forever unless asked to, with one exception: a call that lent its args
- * (frpc_call's zero-copy) over a provider other than shm returns only
- * once the callee can no longer read them, which a callee stopped
- * without being lost delays past any timeout (over shm it returns at its
- * timeout). FRPC_TIMEOUT_NONE (-1, or any negative value):
+ * (frpc_call's zero-copy, frpc_call_async_lent) over a provider other
+ * than shm returns (its future is done) only once the callee can no
+ * longer read them, which a callee stopped without being lost delays
+ * past any timeout (over shm it ends at its timeout). FRPC_TIMEOUT_NONE (-1, or any negative value):
  * no limit; a call with no limit still ends when its peer is lost or the
  * agent shuts down (immediate: at once; graceful: only at the shutdown's
  * own timeout, since a graceful shutdown waits for the calls in flight,
@@ -758,15 +758,21 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * the caller keeps owning them (fabrpc never frees them).
  *
  * The future is done only once the callee can no longer read args: it has
- * read them (always so when the answer came), refused them, or is lost.
- * So a lent call that ends by its timeout or frpc_future_cancel (its
- * status is then FRPC_ETIMEDOUT or FRPC_ECANCELED) is done later than
- * that, by as long as the callee takes to notice at its next poll; a
- * callee that stops polling without being lost holds it done-less until
- * it polls again, is lost, or frpc_shutdown takes args back (at the
- * latest as it returns; the callee's handler never sees them then).
+ * read them (always so when the answer came), refused them, or is lost,
+ * or, over shm, the call ended without its answer (its timeout,
+ * frpc_future_cancel, frpc_future_free, a shutdown) and took them back
+ * at once, as frpc_call does: then the callee's handler never sees them
+ * (it throws away a copy it finishes after that). Over other providers
+ * a lent call that ends by its timeout or frpc_future_cancel (its status
+ * is then FRPC_ETIMEDOUT or FRPC_ECANCELED) is done later than that, by
+ * as long as the callee takes to notice at its next poll; a callee that
+ * stops polling without being lost holds it done-less until it polls
+ * again, is lost, or frpc_shutdown takes args back (at the latest as it
+ * returns; the callee's handler never sees them then).
  * frpc_future_free of a lent future that is not done does not wait: args
- * then stay the call's until the future would have been done.
+ * then stay the call's until the future would have been done (over shm,
+ * where the free's cancel takes them back, that is when the free
+ * returns, unless the answer came first).
  *
  * Everything else (errors, *out, timeouts, refilling, callbacks, waits)
  * is frpc_call_async's; frpc_stats.zerocopy_sent counts the lent args.

@@ -18,7 +18,8 @@
  *   call completes with FRPC_ECANCELED and a late answer finds no entry.
  * - Lent args (frpc_call_async_lent): the future is done when two facts
  *   are in, the entry's completion and the loan's return (the callee can
- *   no longer read args), in either order: gates counts the facts still
+ *   no longer read args, or, over shm, the call ended and took them
+ *   back: on_done), in either order: gates counts the facts still
  *   awaited and whoever takes it to 0 fires the callback. A future without
  *   a loan has one gate, and its done is the entry's (as before loans).
  *   The loan holds a reference until it is returned, as the fabric calls
@@ -115,6 +116,13 @@ static int gate_pass(frpc_future *f)
 static void on_done(fr_pending *p)
 {
     frpc_future *f = (frpc_future *)p;
+    /* Lent args of a call that ended without its answer (its timeout, a
+     * cancel, a free, the agent's end): where the loan can be taken back
+     * at once (shm: the callee throws away a copy it finishes after
+     * that), it is, and the future is done now rather than when a
+     * stopped callee next polls. Elsewhere the loan's return waits. */
+    if (f->lent && p->res.status != 0 && atomic_load(&f->loan_open))
+        fr_fabric_revoke_loan(f->agent->fab, &f->loan);
     /* A lent future is done only now, after the table's epoch moved for
      * the entry: move it again for the waiters that looked in between. */
     if (gate_pass(f) && f->lent)

@@ -48,6 +48,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one lender 2 lender
     run_case "$PROV: args lent to a stopped callee: the call ends at its timeout (shm; tcp once read), unseen" \
         one lender-timeout 2 lender-timeout
+    run_case "$PROV: async lent args to a stopped callee: timeout, cancel, free end them (shm at once; tcp once read), unseen" \
+        one lender-async 2 lender-async
     run_case "$PROV: args lent to a stopped callee killed during a shutdown without limit: it ends" \
         one lender-killed 2 lender-killed 1
     run_case "$PROV: an answer waiting for room to a stopped caller ends FRPC_ESHUTDOWN at an immediate shutdown" \

@@ -71,7 +71,14 @@
  *            never sees those bytes (it throws its copy away). Over other
  *            providers the call still waits for the callee to read them
  *            (fabrpc.h, "Timeouts"), and ends FRPC_ETIMEDOUT.
- *   lender-killed  The same, but the shutdown has no limit, and rank 1 is
+ *   lender-async  As lender-timeout, with frpc_call_async_lent: three
+ *            calls, ended by their timeout (1000 ms), frpc_future_cancel
+ *            and frpc_future_free. Over shm each future is done at once
+ *            (cancel, free) or at its timeout (it was done only when rank
+ *            1 resumed, 9 s) and rank 0 writes over its args; resumed,
+ *            rank 1's handler never sees those bytes. Over other
+ *            providers the futures are done once rank 1 read the args.
+ *   lender-killed  The same as lender, but the shutdown has no limit, and rank 1 is
  *            killed (stopped) 2.5 s in: the shutdown waits for the loan
  *            until then and returns within 5 s of the kill (it never did:
  *            once the liveness thread had stopped, nothing noticed). Over
@@ -877,25 +884,30 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
     exit(0);
 }
 
+/* Rank 1 of lender-timeout and lender-async: stopped, then resumed, its
+ * handler must never have seen args written over after their call ended. */
+static void lent_to_stopped_callee(frpc_agent *a, int stop_ms)
+{
+    say_and_stop(a, 0, stop_ms);
+    msleep(stop_ms + 500);
+    /* Resumed: the read of the args, if any, is done within this. */
+    msleep(2000);
+    SAY("resumed: the lent calls seen %d times", atomic_load(&ln_seen));
+    if (atomic_load(&ln_torn))
+        FAIL("the handler saw args rank 0 wrote after its call ended");
+    int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    if (rc)
+        FAIL("shutdown: %s", frpc_strerror(rc));
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 /* lender-timeout: a lent call's own timeout, the callee stopped. */
 static void mode_lender_timeout(frpc_agent *a, int stop_ms)
 {
     int shm = strcmp(frpc_provider(a), "shm") == 0;
-    if (R == 1) {
-        say_and_stop(a, 0, stop_ms);
-        msleep(stop_ms + 500);
-        /* Resumed: the read of the args, if any, is done within this. */
-        msleep(2000);
-        SAY("resumed: the lent call seen %d times",
-            atomic_load(&ln_seen));
-        if (atomic_load(&ln_torn))
-            FAIL("the handler saw args rank 0 wrote after its call ended");
-        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
-        if (rc)
-            FAIL("shutdown: %s", frpc_strerror(rc));
-        printf("ok: rank %d\n", R);
-        exit(0);
-    }
+    if (R == 1)
+        lent_to_stopped_callee(a, stop_ms);
     size_t len = LENT_LEN;
     char *args = lent_args_once_stopped();
     long long t0 = now_ms();
@@ -920,6 +932,87 @@ static void mode_lender_timeout(frpc_agent *a, int stop_ms)
     if (rc)
         FAIL("shutdown: %s", frpc_strerror(rc));
     free(args);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
+/* Waits until n calls' args were lent (counted as sent). */
+static void wait_lent(frpc_agent *a, unsigned long long n)
+{
+    frpc_stats st;
+    for (long long t = now_ms();; msleep(2)) {
+        frpc_get_stats(a, &st);
+        if (st.zerocopy_sent >= n)
+            return;
+        if (now_ms() - t > 20000)
+            FAIL("%llu calls' args were not lent within 20 s", n);
+    }
+}
+
+/* lender-async: frpc_call_async_lent to a stopped callee, ended by its
+ * timeout, by frpc_future_cancel, by frpc_future_free. */
+static void mode_lender_async(frpc_agent *a, int stop_ms)
+{
+    int shm = strcmp(frpc_provider(a), "shm") == 0;
+    if (R == 1)
+        lent_to_stopped_callee(a, stop_ms);
+    char *timed = lent_args_once_stopped();
+    char *cancelled = calloc(1, LENT_LEN), *freed = calloc(1, LENT_LEN);
+    frpc_future *ft, *fc, *ff;
+    if (!cancelled || !freed)
+        FAIL("calloc");
+    long long t0 = now_ms();
+    if (frpc_call_async_lent(a, 1, "lent", timed, LENT_LEN, 1000, &ft) ||
+        frpc_call_async_lent(a, 1, "lent", cancelled, LENT_LEN,
+                             FRPC_TIMEOUT_NONE, &fc) ||
+        frpc_call_async_lent(a, 1, "lent", freed, LENT_LEN,
+                             FRPC_TIMEOUT_NONE, &ff))
+        FAIL("frpc_call_async_lent failed");
+    wait_lent(a, 3);
+
+    /* Over shm the cancel and the free take the args back at once: the
+     * caller may write over them as they return. */
+    int rc = frpc_future_cancel(fc);
+    if (rc != 0)
+        FAIL("frpc_future_cancel: %d, want 0 (it ended the call)", rc);
+    if (shm && !frpc_future_test(fc))
+        FAIL("over shm, a cancelled lent future is not done at once");
+    if (frpc_future_test(fc)) {
+        if (frpc_future_wait(fc, 0) != FRPC_ECANCELED)
+            FAIL("the cancelled lent future: %s, want FRPC_ECANCELED",
+                 frpc_strerror(frpc_future_wait(fc, 0)));
+        memset(cancelled, 0xff, LENT_LEN);
+    }
+    frpc_future_free(ff);
+    if (shm)
+        memset(freed, 0xff, LENT_LEN);
+
+    rc = frpc_future_wait(ft, FRPC_TIMEOUT_NONE);
+    long long took = now_ms() - t0;
+    memset(timed, 0xff, LENT_LEN);
+    SAY("the lent async call to the stopped callee: %s after %lld ms",
+        frpc_strerror(rc), took);
+    if (rc != FRPC_ETIMEDOUT)
+        FAIL("the timed lent future ended %s, want FRPC_ETIMEDOUT",
+             frpc_strerror(rc));
+    /* As lender-timeout: shm at its timeout; elsewhere once read. */
+    if (shm ? took > 5000 : took < stop_ms - 2000)
+        FAIL("the future was done after %lld ms, want %s", took,
+             shm ? "5 s at most (its timeout is 1000 ms)"
+                 : "once the callee resumed");
+    rc = frpc_future_wait(fc, FRPC_TIMEOUT_NONE);
+    if (rc != FRPC_ECANCELED)
+        FAIL("the cancelled lent future: %s, want FRPC_ECANCELED",
+             frpc_strerror(rc));
+    memset(cancelled, 0xff, LENT_LEN);
+    frpc_future_free(ft);
+    frpc_future_free(fc);
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    if (rc)
+        FAIL("shutdown: %s", frpc_strerror(rc));
+    free(timed);
+    free(cancelled);
+    free(freed); /* the shutdown took it back at the latest */
     printf("ok: rank %d\n", R);
     exit(0);
 }
@@ -1062,5 +1155,7 @@ int main(int argc, char **argv)
         mode_lender(a, stop_ms, 1);
     if (!strcmp(mode, "lender-timeout"))
         mode_lender_timeout(a, stop_ms);
+    if (!strcmp(mode, "lender-async"))
+        mode_lender_async(a, stop_ms);
     FAIL("unknown mode '%s'", mode);
 }
