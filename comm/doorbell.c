@@ -23,8 +23,9 @@ typedef struct bell {
     atomic_uint sleeping; /* threads of the owner (about to be) asleep */
     atomic_uint ended;    /* fr_doorbell_end */
     /* fr_doorbell_loan_open's tags; 0: a free slot. Only the owner's
-     * threads write them (compare-and-swap), peers read. */
-    _Atomic uint64_t loan[FR_DOORBELL_LOANS];
+     * threads write them (compare-and-swap), peers read. A line of their
+     * own: seq is written by every ring. */
+    _Alignas(64) _Atomic uint64_t loan[FR_DOORBELL_LOANS];
 } bell;
 
 struct fr_doorbell {
@@ -35,6 +36,9 @@ struct fr_doorbell {
     /* world entries, NULL until connected: written by the thread that
      * connects, read by every sender */
     _Atomic(bell *) *peer;
+    /* where fr_doorbell_loan_open looks first: past the slot it took
+     * last, so that a full table's scan is not the common case */
+    atomic_uint loan_next;
 };
 
 static void bell_name(char *buf, size_t len, const char *base, uint32_t rank)
@@ -156,11 +160,17 @@ int fr_doorbell_loan_open(fr_doorbell *d, uint64_t tag)
 {
     if (!d || !tag)
         return -1;
-    for (int i = 0; i < FR_DOORBELL_LOANS; i++) {
+    unsigned from = atomic_load_explicit(&d->loan_next, memory_order_relaxed);
+    for (unsigned n = 0; n < FR_DOORBELL_LOANS; n++) {
+        unsigned i = (from + n) % FR_DOORBELL_LOANS;
         uint64_t free_slot = 0;
-        if (atomic_compare_exchange_strong(&d->mine->loan[i], &free_slot,
-                                           tag))
-            return i;
+        if (atomic_load_explicit(&d->mine->loan[i], memory_order_relaxed) ==
+                0 &&
+            atomic_compare_exchange_strong(&d->mine->loan[i], &free_slot,
+                                           tag)) {
+            atomic_store_explicit(&d->loan_next, i + 1, memory_order_relaxed);
+            return (int)i;
+        }
     }
     return -1;
 }

@@ -75,7 +75,7 @@ int fr_doorbell_peer_ended(fr_doorbell *d, uint32_t peer);
  * (0..FR_DOORBELL_LOANS-1), or -1 when all are taken or d is NULL (the
  * loan then cannot be taken back early). Any thread; never block.
  */
-#define FR_DOORBELL_LOANS 64
+#define FR_DOORBELL_LOANS 1024
 int fr_doorbell_loan_open(fr_doorbell *d, uint64_t tag);
 void fr_doorbell_loan_close(fr_doorbell *d, int slot);
 /* 1 if peer's slot holds tag; 0 otherwise (also for a peer never

@@ -132,7 +132,7 @@ static int out_block(fr_fabric *f, fr_rndv_out *o, const void *payload,
  * at once (fr_fabric_revoke_loan) and the reader tell its copy torn
  * (loan_still_out). Under rndv_lock.
  */
-#define COOKIE_SLOT_BITS 8
+#define COOKIE_SLOT_BITS 11
 #define COOKIE_SLOT_MASK ((1u << COOKIE_SLOT_BITS) - 1)
 _Static_assert(FR_DOORBELL_LOANS < COOKIE_SLOT_MASK, "slot + 1 fits below");
 static uint64_t take_cookie(fr_fabric *f, fr_rndv_out *o)

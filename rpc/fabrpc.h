@@ -665,7 +665,9 @@ void frpc_result_clear(frpc_result *res);
  * shutdown) and taken them back at once (the callee copies them from this
  * process itself, and throws away a copy it finishes after that: its
  * handler never sees them; over tcp the provider may be serving a read
- * of them). So over other providers, when it ends first by its timeout,
+ * of them). Over shm that holds for 1024 lent args out at once per rank
+ * (sync and async together); args lent while 1024 are out wait as over
+ * other providers. So over other providers, when it ends first by its timeout,
  * it may return after the timeout by as long as the callee takes to
  * notice (at its next poll) that the caller's time ran out; a callee that
  * stops polling altogether without being lost holds it until it polls
@@ -761,8 +763,9 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * read them (always so when the answer came), refused them, or is lost,
  * or, over shm, the call ended without its answer (its timeout,
  * frpc_future_cancel, frpc_future_free, a shutdown) and took them back
- * at once, as frpc_call does: then the callee's handler never sees them
- * (it throws away a copy it finishes after that). Over other providers
+ * at once, as frpc_call does (within its limit of 1024 loans out): then
+ * the callee's handler never sees them (it throws away a copy it
+ * finishes after that). Over other providers
  * a lent call that ends by its timeout or frpc_future_cancel (its status
  * is then FRPC_ETIMEDOUT or FRPC_ECANCELED) is done later than that, by
  * as long as the callee takes to notice at its next poll; a callee that

@@ -71,9 +71,10 @@
  *            never sees those bytes (it throws its copy away). Over other
  *            providers the call still waits for the callee to read them
  *            (fabrpc.h, "Timeouts"), and ends FRPC_ETIMEDOUT.
- *   lender-async  As lender-timeout, with frpc_call_async_lent: three
- *            calls, ended by their timeout (1000 ms), frpc_future_cancel
- *            and frpc_future_free. Over shm each future is done at once
+ *   lender-async  As lender-timeout, with frpc_call_async_lent: calls
+ *            ended by their timeout (1000 ms), frpc_future_cancel (100 of
+ *            64 KiB: past the 64th, the doorbell had no loan slot left,
+ *            and those waited for rank 1) and frpc_future_free. Over shm each future is done at once
  *            (cancel, free) or at its timeout (it was done only when rank
  *            1 resumed, 9 s) and rank 0 writes over its args; resumed,
  *            rank 1's handler never sees those bytes. Over other
@@ -949,6 +950,11 @@ static void wait_lent(frpc_agent *a, unsigned long long n)
     }
 }
 
+/* lender-async's cancelled calls: more than the 64 loans the doorbell
+ * once held (each past them waited for the callee), fewer than 1024. */
+#define CANCELLED_N 100
+#define CANCELLED_LEN (64 << 10) /* zerocopy_min's default: lent */
+
 /* lender-async: frpc_call_async_lent to a stopped callee, ended by its
  * timeout, by frpc_future_cancel, by frpc_future_free. */
 static void mode_lender_async(frpc_agent *a, int stop_ms)
@@ -957,37 +963,45 @@ static void mode_lender_async(frpc_agent *a, int stop_ms)
     if (R == 1)
         lent_to_stopped_callee(a, stop_ms);
     char *timed = lent_args_once_stopped();
-    char *cancelled = calloc(1, LENT_LEN), *freed = calloc(1, LENT_LEN);
-    frpc_future *ft, *fc, *ff;
+    char *cancelled = calloc(CANCELLED_N, CANCELLED_LEN);
+    char *freed = calloc(1, LENT_LEN);
+    frpc_future *ft, *fc[CANCELLED_N], *ff;
     if (!cancelled || !freed)
         FAIL("calloc");
     long long t0 = now_ms();
     if (frpc_call_async_lent(a, 1, "lent", timed, LENT_LEN, 1000, &ft) ||
-        frpc_call_async_lent(a, 1, "lent", cancelled, LENT_LEN,
-                             FRPC_TIMEOUT_NONE, &fc) ||
         frpc_call_async_lent(a, 1, "lent", freed, LENT_LEN,
                              FRPC_TIMEOUT_NONE, &ff))
         FAIL("frpc_call_async_lent failed");
-    wait_lent(a, 3);
+    for (int i = 0; i < CANCELLED_N; i++)
+        if (frpc_call_async_lent(a, 1, "lent",
+                                 cancelled + (size_t)i * CANCELLED_LEN,
+                                 CANCELLED_LEN, FRPC_TIMEOUT_NONE, &fc[i]))
+            FAIL("frpc_call_async_lent %d failed", i);
+    wait_lent(a, 2 + CANCELLED_N);
 
     /* Over shm the cancel and the free take the args back at once: the
      * caller may write over them as they return. */
-    int rc = frpc_future_cancel(fc);
-    if (rc != 0)
-        FAIL("frpc_future_cancel: %d, want 0 (it ended the call)", rc);
-    if (shm && !frpc_future_test(fc))
-        FAIL("over shm, a cancelled lent future is not done at once");
-    if (frpc_future_test(fc)) {
-        if (frpc_future_wait(fc, 0) != FRPC_ECANCELED)
-            FAIL("the cancelled lent future: %s, want FRPC_ECANCELED",
-                 frpc_strerror(frpc_future_wait(fc, 0)));
-        memset(cancelled, 0xff, LENT_LEN);
+    for (int i = 0; i < CANCELLED_N; i++) {
+        int rc = frpc_future_cancel(fc[i]);
+        if (rc != 0)
+            FAIL("frpc_future_cancel %d: %d, want 0 (it ended the call)", i,
+                 rc);
+        if (shm && !frpc_future_test(fc[i]))
+            FAIL("over shm, cancelled lent future %d is not done at once", i);
+        if (frpc_future_test(fc[i])) {
+            if (frpc_future_wait(fc[i], 0) != FRPC_ECANCELED)
+                FAIL("cancelled lent future %d: %s, want FRPC_ECANCELED", i,
+                     frpc_strerror(frpc_future_wait(fc[i], 0)));
+            memset(cancelled + (size_t)i * CANCELLED_LEN, 0xff,
+                   CANCELLED_LEN);
+        }
     }
     frpc_future_free(ff);
     if (shm)
         memset(freed, 0xff, LENT_LEN);
 
-    rc = frpc_future_wait(ft, FRPC_TIMEOUT_NONE);
+    int rc = frpc_future_wait(ft, FRPC_TIMEOUT_NONE);
     long long took = now_ms() - t0;
     memset(timed, 0xff, LENT_LEN);
     SAY("the lent async call to the stopped callee: %s after %lld ms",
@@ -1000,13 +1014,17 @@ static void mode_lender_async(frpc_agent *a, int stop_ms)
         FAIL("the future was done after %lld ms, want %s", took,
              shm ? "5 s at most (its timeout is 1000 ms)"
                  : "once the callee resumed");
-    rc = frpc_future_wait(fc, FRPC_TIMEOUT_NONE);
-    if (rc != FRPC_ECANCELED)
-        FAIL("the cancelled lent future: %s, want FRPC_ECANCELED",
-             frpc_strerror(rc));
-    memset(cancelled, 0xff, LENT_LEN);
+    rc = frpc_wait_all(fc, CANCELLED_N, FRPC_TIMEOUT_NONE);
+    if (rc)
+        FAIL("waiting for the cancelled lent futures: %s", frpc_strerror(rc));
+    for (int i = 0; i < CANCELLED_N; i++) {
+        if ((rc = frpc_future_wait(fc[i], 0)) != FRPC_ECANCELED)
+            FAIL("cancelled lent future %d: %s, want FRPC_ECANCELED", i,
+                 frpc_strerror(rc));
+        frpc_future_free(fc[i]);
+    }
+    memset(cancelled, 0xff, (size_t)CANCELLED_N * CANCELLED_LEN);
     frpc_future_free(ft);
-    frpc_future_free(fc);
     rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 30000);
     if (rc)
         FAIL("shutdown: %s", frpc_strerror(rc));
