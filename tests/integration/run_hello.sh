@@ -1,6 +1,8 @@
 #!/bin/bash
-# The README's demo: 4 ranks say hello to each other, over shm and tcp.
+# The README's demo: 4 ranks say hello to each other, over shm and tcp;
+# the README's example (add) and the data plane's (paramserver).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/byhand.sh"
 need_var FABRPC_RUN HELLO top_srcdir
 make_tmpdir
 
@@ -19,10 +21,16 @@ hello() {
         expect_grep "^\[$a\] rank $a: 'hello' called 3 times \(p50 [0-9.]+ us, max [0-9.]+ us\), answered 3\$" "$out"
     done
 }
+# example NAME RANKS PROV: runs examples/NAME on RANKS ranks over PROV
+# into $TMPD/NAME-PROV.out, which it prints if the run fails.
+example() {
+    local out="$TMPD/$1-$3.out"
+    run_bounded 120 "$FABRPC_RUN" -n "$2" --provider "$3" --timeout 100 \
+        "$(dirname "$HELLO")/$1" >"$out" 2>&1 || { cat "$out"; return 1; }
+}
 add_example() {
-    local out="$TMPD/add.out"
-    run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$1" --timeout 100 \
-        "$(dirname "$HELLO")/add" >"$out" 2>&1 || { cat "$out"; return 1; }
+    local out="$TMPD/add-$1.out"
+    example add 2 "$1" || return 1
     expect_grep '^\[0\] 40 \+ 2 = 42$' "$out"
     expect_grep '^\[0\] add of 1 numbers: FRPC_EREMOTE: add wants \[a, b\] of integers$' "$out"
 }
@@ -40,10 +48,57 @@ alone() {
     expect_grep "^1 ranks over provider" "$out"
     expect_grep "^fabrpc: no rank set .*running as rank 0 of 1$" "$err"
 }
+paramserver() {
+    local out="$TMPD/paramserver-$1.out"
+    example paramserver 4 "$1" || return 1
+    expect_grep '^\[0\] 3 workers, 1048576 parameters \(4.0 MiB\), 20 steps' "$out"
+    expect_grep '^\[0\] step 20: distance to the mean target 0.0000' "$out"
+    expect_grep '^\[0\] 20 steps in [0-9.]+ s: 480.0 MiB moved' "$out"
+}
+# A worker killed mid-run (ranks started by hand): rank 0 says which rank
+# it lost and exits 1, the other worker says rank 0 left and exits 1; all
+# within 20 s of the kill, though every wait's own bound is 30 s.
+paramserver_killed() {
+    local port key r pids=() st t0 secs
+    port=$(free_port)
+    key=ps-$$-$RANDOM
+    for r in 0 1 2; do
+        FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_JOB_KEY=$key FABRPC_JOB_ID=$key FABRPC_PROVIDER=$1 \
+            "$(dirname "$HELLO")/paramserver" 4096 100000000 \
+            >"$TMPD/k$r.out" 2>&1 &
+        pids+=($!)
+        echo $! >>"$TMPD/ps.pid"
+    done
+    # Past init and some steps (each well under a millisecond alone).
+    for _ in $(seq 100); do
+        grep -q "step 5:" "$TMPD/k0.out" && break
+        sleep 0.2
+    done
+    grep -q "step 5:" "$TMPD/k0.out" || { cat "$TMPD"/k*.out; fail "no step 5 in 20 s"; }
+    kill -KILL "${pids[2]}"
+    t0=$(date +%s)
+    for r in 0 1; do
+        st=0
+        wait_bounded 40 "${pids[$r]}" || st=$?
+        [ "$st" -eq 1 ] || { cat "$TMPD"/k*.out; fail "rank $r exited $st, want 1"; }
+    done
+    secs=$(($(date +%s) - t0))
+    rm -f /dev/shm/fabrpc_"$key"_* # the killed rank's
+    echo "the survivors ended ${secs} s after the kill"
+    [ "$secs" -le 20 ] || fail "the survivors took ${secs} s to end, want 20 at most"
+    # Found lost in the wait for its gradient, or by the go sent to it.
+    expect_grep '^paramserver: (rank 2 died while rank 0 waited for it|telling rank 2 to go on: peer lost \(FRPC_EPEERLOST\))$' "$TMPD/k0.out"
+    expect_grep '^paramserver: rank 0 (left|died) while rank 1 waited for it$' "$TMPD/k1.out"
+}
 run_case "hello alone, no launcher: rank 0 of 1, said on stderr" alone
 run_case "hello, 4 ranks, shm" hello shm
 run_case "hello, 4 ranks, tcp" hello tcp
 run_case "README example runs (shm)" add_example shm
 run_case "README example runs (tcp)" add_example tcp
 run_case "README example is examples/add.c" readme_matches_example
+run_case "parameter server on registered memory, 4 ranks, shm" paramserver shm
+run_case "parameter server on registered memory, 4 ranks, tcp" paramserver tcp
+run_case "parameter server, a worker killed: the others say so and end (shm)" paramserver_killed shm
+run_case "parameter server, a worker killed: the others say so and end (tcp)" paramserver_killed tcp
 finish_cases
