@@ -631,6 +631,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
             tell_rank_outside(a, err, errlen);
         goto fail;
     }
+    a->pend.limit = a->set.max_inflight;
     deadline = fr_deadline_ms(a->set.init_timeout_ms);
     if (a->set.alone_by_default) /* started by hand, perhaps by mistake */
         fprintf(stderr, "fabrpc: no rank set (config, FABRPC_RANK, RANK, "

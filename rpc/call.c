@@ -57,16 +57,6 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                    name, dst);
         return FRPC_ETOOBIG;
     }
-    if (atomic_load_explicit(&a->pend.inflight, memory_order_relaxed) >=
-        a->set.max_inflight) {
-        char buf[160];
-        snprintf(buf, sizeof(buf),
-                 "call to '%.64s' on rank %d: %u calls in flight already "
-                 "(config.max_inflight)",
-                 name, dst, a->set.max_inflight);
-        *why = strdup(buf);
-        return FRPC_EAGAIN;
-    }
     /* While a graceful shutdown drains, handlers serving other ranks may
      * still call out (they run on the polling thread or the pool); nobody
      * else may. */
@@ -181,6 +171,23 @@ static void kick_waiters(void *table)
 static int call(frpc_agent *a, int dst, const char *name, const void *args,
                 size_t len, int timeout_ms, frpc_result *res);
 
+/* Why the pending table refused the call's entry (rc). */
+static char *add_refused_why(const frpc_agent *a, int rc, const char *name,
+                             int dst)
+{
+    char buf[160];
+    if (rc == FRPC_ESHUTDOWN)
+        return fmt("call to '%s' on rank %d: the agent is shutting down",
+                   name, dst);
+    if (rc != FRPC_EAGAIN)
+        return strdup("out of memory");
+    snprintf(buf, sizeof(buf),
+             "call to '%.64s' on rank %d: %u calls in flight already "
+             "(config.max_inflight)",
+             name, dst, a->set.max_inflight);
+    return strdup(buf);
+}
+
 int frpc_call(frpc_agent *a, int dst, const char *name, const void *args,
               size_t len, int timeout_ms, frpc_result *res)
 {
@@ -223,11 +230,7 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
                                   NULL, NULL, 0, fr_agent_fn_stat(a, name));
     if (rc) {
         fr_progress_end_wait(a);
-        return fail_early(res, rc,
-                          rc == FRPC_ESHUTDOWN
-                              ? fmt("call to '%s' on rank %d: the agent is "
-                                    "shutting down", name, dst)
-                              : strdup("out of memory"));
+        return fail_early(res, rc, add_refused_why(a, rc, name, dst));
     }
     if (len < a->set.zerocopy_min)
         lend = NULL;

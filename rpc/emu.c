@@ -157,8 +157,9 @@ static void send_piece(emu_xfer *x, emu_piece *c)
 
     c->x = x;
     atomic_init(&c->refs, 2);
-    int rc = fr_pending_add(&a->pend, &c->p, x->op.dst, name,
-                            x->timeout_ms, x->op.deadline_ns, piece_done);
+    int rc = fr_pending_add_counted(&a->pend, &c->p, x->op.dst, name,
+                                    x->timeout_ms, x->op.deadline_ns,
+                                    piece_done);
     if (rc) { /* FRPC_ENOMEM, or FRPC_ESHUTDOWN */
         size_t len = c->len;
         free(c);

@@ -346,14 +346,25 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                                     on_done, NULL, 0, NULL);
 }
 
-int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
-                             uint32_t dst, const char *fname, int timeout_ms,
-                             uint64_t deadline, fr_pending_done_fn on_done,
-                             void *room, size_t cap,
-                             struct fr_fn_stat *fstat)
+/* Counts one more entry in flight unless t->limit are already: the
+ * check and the count are one compare-and-swap, so adders racing at the
+ * limit cannot all pass it. The new count, or 0 when refused. */
+static size_t take_slot(fr_pending_table *t)
 {
-    if (atomic_load_explicit(&t->closed, memory_order_relaxed))
-        return FRPC_ESHUTDOWN;
+    uint_fast64_t cur = atomic_load(&t->inflight);
+    do
+        if (t->limit && cur >= t->limit)
+            return 0;
+    while (!atomic_compare_exchange_weak(&t->inflight, &cur, cur + 1));
+    return (size_t)cur + 1;
+}
+
+/* Inserts p, already counted in flight (counted: the count with it). */
+static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                  const char *fname, int timeout_ms, uint64_t deadline,
+                  fr_pending_done_fn on_done, void *room, size_t cap,
+                  struct fr_fn_stat *fstat, size_t counted)
+{
     memset(&p->res, 0, sizeof(p->res));
     p->reply_room = room;
     p->reply_cap = room ? cap : 0;
@@ -374,7 +385,6 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
     p->cond_made = 0;
     atomic_init(&p->done, 0);
     p->id = atomic_fetch_add(&t->next_id, 1);
-    size_t counted = atomic_fetch_add(&t->inflight, 1) + 1;
     if (deadline != UINT64_MAX) {
         if (reserve_heap(t, counted)) {
             atomic_fetch_sub(&t->inflight, 1);
@@ -401,6 +411,32 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
     if (atomic_load(&t->closed) && take_back(t, p))
         return FRPC_ESHUTDOWN;
     return 0;
+}
+
+int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
+                             uint32_t dst, const char *fname, int timeout_ms,
+                             uint64_t deadline, fr_pending_done_fn on_done,
+                             void *room, size_t cap,
+                             struct fr_fn_stat *fstat)
+{
+    if (atomic_load_explicit(&t->closed, memory_order_relaxed))
+        return FRPC_ESHUTDOWN;
+    size_t counted = take_slot(t);
+    if (!counted)
+        return FRPC_EAGAIN;
+    return insert(t, p, dst, fname, timeout_ms, deadline, on_done, room, cap,
+                  fstat, counted);
+}
+
+int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                           const char *fname, int timeout_ms,
+                           uint64_t deadline, fr_pending_done_fn on_done)
+{
+    if (atomic_load_explicit(&t->closed, memory_order_relaxed))
+        return FRPC_ESHUTDOWN;
+    size_t counted = atomic_fetch_add(&t->inflight, 1) + 1;
+    return insert(t, p, dst, fname, timeout_ms, deadline, on_done, NULL, 0,
+                  NULL, counted);
 }
 
 /* Where e's small reply goes: its reply room, or a copy of its own. */

@@ -85,6 +85,10 @@ typedef struct fr_pending_table {
             dropped, refused;
     } st;
     atomic_uint_fast64_t inflight;
+    /* Most entries in flight at once (config.max_inflight; 0: none): an
+     * add past it is refused, and fr_pending_add_counted's are not. Set
+     * once before use. */
+    unsigned limit;
     /* Set by fr_pending_close: adders refuse from then on (read after
      * their push, so that the closer's sweep or the adder itself takes
      * every entry: see fr_pending_add_with_room). */
@@ -109,12 +113,21 @@ static inline int fr_pending_closed(fr_pending_table *t)
  * Prepares p (zeroes its result) and inserts it under a fresh id, returned
  * in p->id, with the call's deadline (fr_now_ns clock, UINT64_MAX: none).
  * fname and on_done as in the struct. 0, or (p not added, on_done never
- * runs) FRPC_ENOMEM or FRPC_ESHUTDOWN (the table is closed). Takes no
- * lock unless the deadline heap must grow (or the table closes under it).
+ * runs) FRPC_EAGAIN (t->limit entries in flight: the count and the check
+ * are one step, so concurrent adders never pass it together),
+ * FRPC_ENOMEM or FRPC_ESHUTDOWN (the table is closed). Takes no lock
+ * unless the deadline heap must grow (or the table closes under it).
  */
 int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done);
+
+/* fr_pending_add for a part of an operation already admitted (a piece of
+ * an emulated transfer): counted in flight, never refused for the
+ * limit. */
+int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                           const char *fname, int timeout_ms,
+                           uint64_t deadline, fr_pending_done_fn on_done);
 
 /* fr_pending_add for a call whose owner keeps cap bytes at room (which
  * must live as long as p) for a small reply: one that fits lands there

@@ -117,6 +117,10 @@
  *                 once the report has returned (pre-fix at once, while it
  *                 still ran: freeing its user then was a use after free),
  *                 and the report replayed by the first set never comes.
+ *   inflight-race FABRPC_MAX_INFLIGHT=4: on each rank, 4 threads start
+ *                 async calls to its own "hold" at once, 300 rounds:
+ *                 exactly 4 are accepted, the rest fail FRPC_EAGAIN, and
+ *                 once answered all complete and none stays in flight.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -2031,6 +2035,123 @@ static int mode_max_inflight(void)
     return 0;
 }
 
+/* ---- inflight-race ------------------------------------------------------ */
+
+/* FABRPC_MAX_INFLIGHT=4 (the limit is read from it): 4 threads start
+ * async calls to this rank's "hold" at the same moment. Exactly the limit
+ * is accepted and the rest fail FRPC_EAGAIN; once the main thread answers
+ * the held requests, every accepted call completes 0 and none stays in
+ * flight, so the next round is accepted again. Pre-fix the limit was
+ * checked before the call was counted: threads that passed the check
+ * together all got in, past the limit. */
+#define IR_THREADS 4
+#define IR_TRIES 4
+#define IR_ROUNDS 300
+
+static pthread_barrier_t ir_go;
+
+typedef struct {
+    frpc_future *f[IR_TRIES];
+    int again;
+} ir_starter;
+
+static void *ir_start_calls(void *arg)
+{
+    ir_starter *s = arg;
+    pthread_barrier_wait(&ir_go);
+    for (int i = 0; i < IR_TRIES; i++) {
+        int rc = frpc_call_async(agent, me, "hold", "x", 1, CALL_TIMEOUT_MS,
+                                 &s->f[i]);
+        CHECK(rc == 0 || rc == FRPC_EAGAIN, "racing call: %s",
+              frpc_err_name(rc));
+        s->again += rc == FRPC_EAGAIN;
+    }
+    return NULL;
+}
+
+/* Answers the n requests "hold" keeps, once all have arrived. */
+static void ir_release(int n)
+{
+    double t0 = au_now_ms();
+    for (;;) {
+        pthread_mutex_lock(&held_lock);
+        int arrived = nheld;
+        pthread_mutex_unlock(&held_lock);
+        if (arrived >= n)
+            break;
+        CHECK(au_now_ms() - t0 < BOUND_MS, "%d of %d held calls arrived",
+              arrived, n);
+        au_sleep_us(200);
+    }
+    pthread_mutex_lock(&held_lock);
+    for (; nheld > 0; nheld--)
+        CHECK(frpc_respond(held[nheld - 1], "ok", 2) == 0, "respond");
+    pthread_mutex_unlock(&held_lock);
+}
+
+/* One round: returns how many calls were accepted past the limit. */
+static int ir_round(int limit)
+{
+    ir_starter s[IR_THREADS];
+    pthread_t t[IR_THREADS];
+    frpc_future *accepted[IR_THREADS * IR_TRIES];
+    int n = 0, again = 0;
+
+    memset(s, 0, sizeof(s));
+    for (int i = 0; i < IR_THREADS; i++)
+        CHECK(pthread_create(&t[i], NULL, ir_start_calls, &s[i]) == 0,
+              "pthread_create");
+    for (int i = 0; i < IR_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        again += s[i].again;
+        for (int k = 0; k < IR_TRIES; k++)
+            if (s[i].f[k])
+                accepted[n++] = s[i].f[k];
+    }
+    CHECK(n + again == IR_THREADS * IR_TRIES, "%d accepted + %d refused",
+          n, again);
+    CHECK(n >= limit, "only %d of %d accepted under max_inflight %d", n,
+          IR_THREADS * IR_TRIES, limit);
+    ir_release(n);
+    int rc = frpc_wait_all(accepted, (size_t)n, CALL_TIMEOUT_MS);
+    CHECK(rc == 0, "wait for the released calls: %s", frpc_err_name(rc));
+    for (int i = 0; i < n; i++) {
+        au_expect_status(accepted[i], 0, "a released call");
+        frpc_future_free(accepted[i]);
+    }
+    au_quiet_stats();
+    return n - limit;
+}
+
+static int mode_inflight_race(void)
+{
+    const char *v = getenv("FABRPC_MAX_INFLIGHT");
+    int limit = v ? atoi(v) : 0;
+    CHECK(limit > 0 && limit < IR_THREADS * IR_TRIES,
+          "inflight-race needs FABRPC_MAX_INFLIGHT below %d",
+          IR_THREADS * IR_TRIES);
+    au_start();
+    au_register("hold", hold, NULL, 0);
+    au_barrier();
+    pthread_barrier_init(&ir_go, NULL, IR_THREADS);
+    int over = 0, worst = 0;
+    for (int r = 0; r < IR_ROUNDS; r++) {
+        int past = ir_round(limit);
+        over += past > 0;
+        worst = past > worst ? past : worst;
+    }
+    pthread_barrier_destroy(&ir_go);
+    CHECK(over == 0, "%d of %d rounds accepted more than max_inflight %d "
+          "(up to %d more)", over, IR_ROUNDS, limit, worst);
+    printf("ok: %d rounds of %d threads: exactly %d accepted each time, the "
+           "rest FRPC_EAGAIN, all released and none left in flight\n",
+           IR_ROUNDS, IR_THREADS, limit);
+    au_barrier();
+    au_finish();
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- drain -------------------------------------------------------------- */
 
 #define DRAIN_CALLS 400 /* to each other rank: most are held to coalesce */
@@ -2571,6 +2692,7 @@ int main(int argc, char **argv)
                  {"init-only", mode_init_only},
                  {"vanish", mode_vanish},
                  {"max-inflight", mode_max_inflight},
+                 {"inflight-race", mode_inflight_race},
                  {"late-callback", mode_late_callback},
                  {"left-in-shutdown", mode_left_in_shutdown},
                  {"bye-bound", mode_bye_bound},

@@ -348,6 +348,13 @@ max_inflight() {
     expect_grep "^\[0\] ok: max_inflight holds and frees" "$JOB/out"
 }
 
+# 300 rounds of 4 threads racing to start calls at FABRPC_MAX_INFLIGHT=4:
+# pre-fix about 1 round in 10 (shm) or 100 (tcp) let more in.
+inflight_race() {
+    clean inflrace 2 150 inflight-race "0 1" FABRPC_MAX_INFLIGHT=4
+    expect_grep "^\[0\] ok: 300 rounds of 4 threads: exactly 4 accepted" "$JOB/out"
+}
+
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
     run_case "$PROV: the same with 4 ranks started by hand: the survivors end by themselves" kill_by_hand
@@ -368,6 +375,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
     run_case "$PROV: past FABRPC_MAX_INFLIGHT a call, transfer or notification fails at once with FRPC_EAGAIN" max_inflight
+    run_case "$PROV: threads starting calls at once never pass FABRPC_MAX_INFLIGHT together" inflight_race
     run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
     run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
     run_case "$PROV: frpc_on_peer_lost returns once the old function's report has returned" fn_replace

@@ -424,6 +424,45 @@ START_TEST(close_leaves_no_entry_behind)
 }
 END_TEST
 
+/* At t->limit entries in flight an add is refused with FRPC_EAGAIN,
+ * takes no id and leaves the count alone; a piece of an admitted
+ * operation is counted past it; once one completes, an add fits again. */
+START_TEST(limit_refuses_adds_not_pieces)
+{
+    fr_pending_table t;
+    entry_t e[4];
+    memset(e, 0, sizeof(e));
+    ck_assert_int_eq(fr_pending_init(&t), 0);
+    t.limit = 2;
+    ck_assert_int_eq(fr_pending_add(&t, &e[0].p, 1, "f", 0, UINT64_MAX,
+                                    count_done), 0);
+    ck_assert_int_eq(fr_pending_add(&t, &e[1].p, 1, "f", 0, UINT64_MAX,
+                                    count_done), 0);
+    uint64_t started = fr_pending_started(&t);
+    ck_assert_int_eq(fr_pending_add(&t, &e[2].p, 1, "f", 0, UINT64_MAX,
+                                    count_done), FRPC_EAGAIN);
+    ck_assert_uint_eq(fr_pending_started(&t), started);
+    ck_assert_uint_eq(atomic_load(&t.inflight), 2);
+    ck_assert_int_eq(fr_pending_add_counted(&t, &e[3].p, 1, "piece", 0,
+                                            UINT64_MAX, count_done), 0);
+    ck_assert_uint_eq(atomic_load(&t.inflight), 3);
+    for (int i = 0; i < 4; i += 3)
+        ck_assert_int_eq(fr_pending_complete(&t, e[i].p.id, 1, 0, 0, NULL, 0,
+                                             NULL), 1);
+    ck_assert_int_eq(fr_pending_add(&t, &e[2].p, 1, "f", 0, UINT64_MAX,
+                                    count_done), 0);
+    for (int i = 1; i < 3; i++)
+        ck_assert_int_eq(fr_pending_complete(&t, e[i].p.id, 1, 0, 0, NULL, 0,
+                                             NULL), 1);
+    ck_assert_uint_eq(atomic_load(&t.inflight), 0);
+    for (int i = 0; i < 4; i++) {
+        ck_assert_int_eq(atomic_load(&e[i].completions), 1);
+        fr_pending_release(&e[i].p);
+    }
+    fr_pending_destroy(&t);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -440,6 +479,8 @@ int main(void)
          expiry_never_misses_a_deadline},
         {"closing while adders add leaves no entry behind",
          close_leaves_no_entry_behind},
+        {"at the limit adds are refused, pieces of admitted ones are not",
+         limit_refuses_adds_not_pieces},
     };
     return fr_run_tests("pending", tests, sizeof(tests) / sizeof(tests[0]),
                         120);
