@@ -273,6 +273,12 @@ int fr_liveness_register(frpc_agent *a);
  * that this one leaves, so that its end is not taken for a death, once.
  * Waits up to half a second, never past deadline (shutdown's). */
 void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline);
+/* Around each wait of a thread's (fr_progress_begin_wait / _end_wait):
+ * on the thread running a peer-lost report, notes that the report waits
+ * (delta 1, then -1), so that a handler this agent runs meanwhile does
+ * not wait for the report (frpc_on_peer_lost: FRPC_EDEADLK). Elsewhere
+ * a no-op. */
+void fr_liveness_report_waits(frpc_agent *a, int delta);
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
 /* Once the liveness threads stopped, at an agent's end: marks lost the

@@ -54,7 +54,9 @@
  *   FRPC_EDEADLK     a wait refused because waiting here could deadlock
  *                    (the nesting limit: see frpc_call; frpc_barrier on
  *                    the polling thread; frpc_shutdown from the agent's
- *                    own threads). Nothing waited.
+ *                    own threads; frpc_on_peer_lost from a handler while
+ *                    the peer-lost report waits in a call). Nothing
+ *                    waited.
  *   FRPC_EAGAIN      refused for want of a resource that frees itself
  *                    (max_inflight calls in flight): try again later.
  *   FRPC_EINPROGRESS asked for the outcome of a future still in flight.
@@ -471,9 +473,15 @@ typedef void (*frpc_peer_fn)(frpc_agent *agent, int rank, int state,
  * from inside fn itself, whose own run goes on), so what its user points
  * to may be freed: it waits for a report running on the liveness thread
  * to return, so the caller must not hold what that fn waits for (a lock
- * it takes, a request its call needs answered). Errors: FRPC_EINVAL
- * (NULL agent). Blocks only for such a report (since 1.4; before, it
- * returned at once, while the old fn might still run).
+ * it takes, a request its call needs answered). Called from a thread
+ * that runs this agent's handlers (a pool handler or callback, an
+ * FRPC_INLINE handler on the polling thread) while that report waits in
+ * a call (frpc_call, a future's wait, a transfer), it does not wait: the
+ * call may need this very handler's answer (the report called this
+ * rank); it returns FRPC_EDEADLK, says so on stderr, and the previous fn
+ * stays set. Errors: FRPC_EINVAL (NULL agent), FRPC_EDEADLK (above).
+ * Blocks only for such a report (since 1.4; before, it returned at once,
+ * while the old fn might still run).
  */
 int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
 

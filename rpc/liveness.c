@@ -107,6 +107,7 @@ struct fr_liveness {
      * waits (on idle) for one that began with the fn it replaced. */
     uint64_t fn_gen, running_gen;
     int running;
+    int report_waits; /* the running report waits in a call (fr_progress) */
     pthread_cond_t idle;
     atomic_uint_fast64_t next_seq; /* fr_loss.seq of the next loss */
     atomic_int bye_said; /* fr_liveness_say_goodbye_by went to the others */
@@ -260,25 +261,70 @@ int frpc_peer_state(const frpc_agent *a, int rank)
     return x ? x->state : FRPC_PEER_ALIVE;
 }
 
+void fr_liveness_report_waits(frpc_agent *a, int delta)
+{
+    fr_liveness *l = a->live;
+    if (!l || reporting != l)
+        return;
+    pthread_mutex_lock(&l->lock);
+    l->report_waits += delta;
+    pthread_cond_broadcast(&l->idle); /* a setter may have to give up */
+    pthread_mutex_unlock(&l->lock);
+}
+
+/* Under l->lock: 1 if this thread, waiting for the running report, could
+ * be what the report waits for: it waits in a call, and this thread runs
+ * the agent's handlers (the call's own, perhaps), which nobody would run
+ * meanwhile. */
+static int waiting_could_deadlock(frpc_agent *a, const fr_liveness *l)
+{
+    return l->report_waits > 0 &&
+           (fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool));
+}
+
 int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
 {
     if (!a || !a->live)
         return FRPC_EINVAL;
     fr_agent_enter(a); /* a shutdown on another thread frees l after us */
     fr_liveness *l = a->live;
+    int rc = 0;
     pthread_mutex_lock(&l->lock);
+    frpc_peer_fn old_fn = l->fn;
+    void *old_user = l->fn_user;
+    int old_replay = l->replay;
     l->fn = fn;
     l->fn_user = user;
     l->replay = fn != NULL;
-    l->fn_gen++;
+    uint64_t gen = ++l->fn_gen;
     /* A report still running the old fn: once we return, the caller may
-     * free what its user points to. Not our own run, from inside fn. */
-    while (l->running && l->running_gen != l->fn_gen && reporting != l)
+     * free what its user points to. Not our own run, from inside fn. The
+     * liveness thread is in that report meanwhile, so giving up leaves
+     * nothing of the new fn behind (unless another thread has set one
+     * since: then ours is gone already). */
+    while (l->running && l->running_gen != l->fn_gen && reporting != l) {
+        if (waiting_could_deadlock(a, l)) {
+            if (l->fn_gen == gen) {
+                l->fn = old_fn;
+                l->fn_user = old_user;
+                l->replay = old_replay;
+                l->fn_gen--;
+            }
+            rc = FRPC_EDEADLK;
+            break;
+        }
         pthread_cond_wait(&l->idle, &l->lock);
+    }
     pthread_mutex_unlock(&l->lock);
-    wake(l);
+    if (rc)
+        fprintf(stderr, "fabrpc: rank %d: frpc_on_peer_lost from a handler "
+                "or callback while the peer-lost report waits in a call: "
+                "FRPC_EDEADLK (the report may wait for this very handler; "
+                "set the function from another thread)\n", a->set.rank);
+    else
+        wake(l);
     fr_agent_leave(a);
-    return 0;
+    return rc;
 }
 
 /* ---- goodbyes ------------------------------------------------------ */

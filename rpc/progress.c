@@ -255,11 +255,15 @@ int fr_progress_begin_wait(frpc_agent *a)
         a->inline_depth++;
         return 0;
     }
-    return fr_pool_block(a->pool) ? FRPC_EDEADLK : 0;
+    if (fr_pool_block(a->pool))
+        return FRPC_EDEADLK;
+    fr_liveness_report_waits(a, 1);
+    return 0;
 }
 
 void fr_progress_end_wait(frpc_agent *a)
 {
+    fr_liveness_report_waits(a, -1);
     if (fr_fabric_polling_here(a->fab))
         a->inline_depth--;
     else if (fr_pool_is_worker(a->pool))

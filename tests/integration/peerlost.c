@@ -121,6 +121,11 @@
  *                 async calls to its own "hold" at once, 300 rounds:
  *                 exactly 4 are accepted, the rest fail FRPC_EAGAIN, and
  *                 once answered all complete and none stays in flight.
+ *   fn-set-in-handler 2 ranks; rank 1 dies. Rank 0's report calls rank 0's
+ *                 pool handler "set_fn", which calls frpc_on_peer_lost:
+ *                 FRPC_EDEADLK at once (pre-fix it waited for the report,
+ *                 which waited for it, until the call's 10 s timeout); the
+ *                 old function stays set, and a set from main works.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -1295,6 +1300,16 @@ static int mode_late_callback(void)
     return 0;
 }
 
+/* The last step of a survivor of a loss: its graceful shutdown says so. */
+static void shutdown_after_loss(void)
+{
+    double ms;
+    int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown: %s, want FRPC_EPEERLOST",
+          frpc_err_name(rc));
+    printf("ok: rank %d done\n", me);
+}
+
 /* ---- fn-replace --------------------------------------------------------- */
 
 static atomic_int fr_running, fr_runs, fr_inner_rc = 1;
@@ -1343,11 +1358,84 @@ static int mode_fn_replace(void)
           "want %d", atomic_load(&fr_runs), runs);
     printf("ok: frpc_on_peer_lost returned after the old function's "
            "report, and no report came after NULL\n");
-    double ms;
-    rc = timed_shutdown(SHUTDOWN_MS, &ms);
-    CHECK(rc == FRPC_EPEERLOST, "shutdown: %s, want FRPC_EPEERLOST",
-          frpc_err_name(rc));
-    printf("ok: rank %d done\n", me);
+    shutdown_after_loss();
+    return 0;
+}
+
+/* ---- fn-set-in-handler ---------------------------------------------------- */
+
+/* The report calls this rank's pool handler "set_fn", which sets another
+ * function: waiting for the report, which waits for this very handler,
+ * would never end (pre-fix it ended only at the report's call timeout). */
+#define SH_CALL_MS 10000
+
+static atomic_int sh_call_rc = 1, sh_set_rc = 1, sh_other_runs;
+static atomic_int sh_reports;
+static _Atomic double sh_call_ms;
+
+static void sh_other(frpc_agent *a, int rank, int state, const char *why,
+                     void *user)
+{
+    (void)a, (void)rank, (void)state, (void)why, (void)user;
+    atomic_fetch_add(&sh_other_runs, 1);
+}
+
+static void sh_set_fn(frpc_request *req, void *user)
+{
+    int rc = frpc_on_peer_lost(agent, sh_other, NULL);
+    frpc_respond(req, &rc, sizeof(rc));
+}
+
+static void sh_fn(frpc_agent *a, int rank, int state, const char *why,
+                  void *user)
+{
+    (void)state, (void)why, (void)user;
+    if (atomic_load(&sh_reports) == 0) {
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = frpc_call(a, me, "set_fn", NULL, 0, SH_CALL_MS, &res);
+        atomic_store(&sh_call_ms, au_now_ms() - t0);
+        if (rc == 0 && res.len == sizeof(int))
+            atomic_store(&sh_set_rc, *(int *)res.data);
+        atomic_store(&sh_call_rc, rc);
+        frpc_result_clear(&res);
+    }
+    printf("peer lost: rank %d, reported\n", rank);
+    atomic_fetch_add(&sh_reports, 1);
+}
+
+static int mode_fn_set_in_handler(void)
+{
+    au_start();
+    CHECK(nranks == 2, "fn-set-in-handler needs 2 ranks");
+    au_register("set_fn", sh_set_fn, NULL, 0);
+    CHECK(frpc_on_peer_lost(agent, sh_fn, NULL) == 0, "on_peer_lost");
+    au_barrier();
+    if (me == 1)
+        die_now();
+    CHECK(wait_count(&sh_reports, 1, BOUND_MS + SH_CALL_MS),
+          "rank 1's death not reported");
+    int rc = atomic_load(&sh_call_rc), set = atomic_load(&sh_set_rc);
+    CHECK(rc == 0, "the report's call to set_fn: %s after %.0f ms (the "
+          "handler waited for the report that waited for it)",
+          frpc_err_name(rc), atomic_load(&sh_call_ms));
+    CHECK(set == FRPC_EDEADLK, "frpc_on_peer_lost in the handler the "
+          "report waits on: %s, want FRPC_EDEADLK", frpc_err_name(set));
+    CHECK(atomic_load(&sh_call_ms) < AT_ONCE_MS, "FRPC_EDEADLK came after "
+          "%.0f ms", atomic_load(&sh_call_ms));
+    printf("ok: frpc_on_peer_lost in a handler the report waits on: "
+           "FRPC_EDEADLK after %.0f ms\n", atomic_load(&sh_call_ms));
+    au_sleep_us(300000); /* a replay to sh_other would come within this */
+    CHECK(atomic_load(&sh_other_runs) == 0 && atomic_load(&sh_reports) == 1,
+          "the refused function was set: %d reports to it, %d to the old",
+          atomic_load(&sh_other_runs), atomic_load(&sh_reports));
+    rc = frpc_on_peer_lost(agent, sh_other, NULL);
+    CHECK(rc == 0, "frpc_on_peer_lost from main: %s", frpc_err_name(rc));
+    CHECK(wait_count(&sh_other_runs, 1, BOUND_MS),
+          "no replay to the new function");
+    printf("ok: the old function stayed set; set from main, the new one "
+           "got the replay\n");
+    shutdown_after_loss();
     return 0;
 }
 
@@ -2704,7 +2792,8 @@ int main(int argc, char **argv)
                  {"peer-fn", mode_peer_fn},
                  {"notify-lost", mode_notify_lost},
                  {"fn-in-shutdown", mode_fn_in_shutdown},
-                 {"fn-replace", mode_fn_replace}};
+                 {"fn-replace", mode_fn_replace},
+                 {"fn-set-in-handler", mode_fn_set_in_handler}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

@@ -280,6 +280,12 @@ fn_replace() {
     expect_grep "^\[0\] ok: frpc_on_peer_lost returned after the old function's report" "$JOB/out"
 }
 
+fn_set_in_handler() {
+    killed fnhandler 2 60 fn-set-in-handler 1 "0"
+    expect_grep "^\[0\] ok: frpc_on_peer_lost in a handler the report waits on: FRPC_EDEADLK" "$JOB/out"
+    expect_grep "^\[0\] fabrpc: rank 0: frpc_on_peer_lost from a handler" "$JOB/err"
+}
+
 # Rank 0 dies while rank 1 waits in its graceful shutdown: FRPC_EPEERLOST
 # (stderr names rank 0, once), and rank 2 sees rank 1 LEFT.
 left_in_shutdown() {
@@ -379,6 +385,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost reports an earlier loss once set, none once NULL" late_callback
     run_case "$PROV: losses before frpc_on_peer_lost are reported in the order found" replay_order
     run_case "$PROV: frpc_on_peer_lost returns once the old function's report has returned" fn_replace
+    run_case "$PROV: frpc_on_peer_lost in a handler the report's call waits on: FRPC_EDEADLK, no hang" fn_set_in_handler
     run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
