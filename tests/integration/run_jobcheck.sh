@@ -114,10 +114,86 @@ rank_outside() {
     codes outside FRPC_EBOOTSTRAP FRPC_EINVAL
 }
 
+# start_rank NAME RANK WS INIT_MS: init-only as RANK of WS on the store at
+# $port, in the background; output in $TMPD/NAME, pid in $!.
+start_rank() {
+    (
+        export FABRPC_RANK=$2 FABRPC_WORLD_SIZE=$3 \
+            FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
+            FABRPC_INIT_TIMEOUT_MS=$4
+        unset FABRPC_JOB_KEY
+        exec "$PEERLOST" init-only
+    ) >"$TMPD/$1" 2>&1 &
+    echo $! >>"$TMPD/$1.pid"
+}
+
+# stopped_member NAME: rank 1 of 3, started after rank 0, stopped once it
+# holds a connection to the store (it never leaves it); its pid in $held.
+stopped_member() {
+    local n=0
+    start_rank "$1" 1 3 60000
+    held=$!
+    until ss -tnpH state established "( dport = :$port )" 2>/dev/null |
+        grep -q "pid=$held,"; do
+        [ $n -lt 200 ] || fail "rank 1 did not connect to the store in 20 s"
+        sleep 0.1
+        n=$((n + 1))
+    done
+    sleep 0.5 # its hello, which makes it a member, follows at once
+    kill -STOP "$held"
+}
+
+# rank0_ms NAME: rank 0's init time from its init-only line in $ms, once
+# it failed (within 90 s). Then rank 1 resumes and ends by itself.
+rank0_ms() {
+    local st=0
+    wait_bounded 90 "$r0" || st=$?
+    kill -CONT "$held"
+    wait_bounded 60 "$held" >/dev/null
+    sed "s/^/    rank 0: /" "$TMPD/$1"
+    [ $st -eq 0 ] || fail "rank 0 ended with status $st"
+    ms=$(sed -n 's/^init: rc=[A-Z_]* ms=\([0-9]*\) .*/\1/p' "$TMPD/$1")
+    [ -n "$ms" ] || fail "rank 0: no init line"
+    echo "    rank 0 failed after $ms ms"
+}
+
+# Rank 0's init fails at once (a rank outside the world tells the store)
+# while rank 1, stopped, stays connected: rank 0 keeps the store for it
+# 3 s at most, not up to its 60 s init timeout.
+linger_cap() {
+    port=$(free_port)
+    start_rank linger0 0 3 60000
+    r0=$!
+    stopped_member linger1
+    start_rank linger3 3 3 60000
+    wait_bounded 30 $! >/dev/null
+    rank0_ms linger0
+    [ "$ms" -lt 15000 ] ||
+        fail "rank 0 kept the store $ms ms for a stopped rank, want < 3 s + start-up"
+}
+
+# Rank 0's init fails at its 3 s init timeout (rank 2 never comes) with
+# rank 1 stopped and connected: it keeps the store no longer (its init
+# returns within the timeout and the second a failed init may take more,
+# plus a second for a loaded machine; 3 s more would be 6 s).
+linger_deadline() {
+    port=$(free_port)
+    start_rank deadline0 0 3 3000
+    r0=$!
+    stopped_member deadline1
+    rank0_ms deadline0
+    grep -q 'rc=FRPC_EBOOTSTRAP' "$TMPD/deadline0" ||
+        fail "rank 0: want FRPC_EBOOTSTRAP (a rank did not join)"
+    [ "$ms" -lt 5000 ] ||
+        fail "rank 0's failed init took $ms ms with a 3000 ms init timeout"
+}
+
 for PROV in shm tcp; do
     run_case "$PROV: world sizes 2 and 3: both ranks' init fails at once, naming both" world_mismatch
     run_case "$PROV: different job keys: both ranks' init fails at once, about the key" key_mismatch
     run_case "$PROV: a job key on one rank only: both ranks' init fails at once" key_one_side
     run_case "$PROV: rank 2 of world size 2: both ranks' init fails at once, naming it" rank_outside
+    run_case "$PROV: rank 0's failed init keeps the store for a stopped rank 3 s at most" linger_cap
+    run_case "$PROV: ... and never past its init deadline" linger_deadline
 done
 finish_cases
