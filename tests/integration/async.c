@@ -50,6 +50,10 @@
  *             theirs on this thread before frpc_future_cancel/free
  *             returns (FRPC_ECANCELED), none on the pool thread; let go,
  *             the pool runs the queued one; each ran exactly once.
+ *   then-order 2 ranks. A callback sees its future completed (test 1, its
+ *             status), and a wait on the future returns while the
+ *             callback still runs (it waits for that); frpc_shutdown
+ *             returns only after a callback that naps 500 ms.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1126,6 +1130,21 @@ static int mode_futures(void)
     return 0;
 }
 
+/* A call to rank 1's "hold" with fn as its callback, set before rank 1
+ * answers (released by a call to its "release"): an answer before that
+ * would run fn at once, on this thread. */
+static frpc_future *then_released(uint64_t seed, frpc_future_fn fn,
+                                  void *user)
+{
+    frpc_future *f = au_async(1, "hold", seed, 16, CALL_TIMEOUT_MS);
+    CHECK(frpc_future_then(f, fn, user) == 0, "then");
+    frpc_result rel;
+    CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &rel) == 0,
+          "release");
+    frpc_result_clear(&rel);
+    return f;
+}
+
 /* ---- then-full ------------------------------------------------------- */
 
 /* frpc_future_then when the pool's queue is full (fabrpc.h: "it runs
@@ -1220,13 +1239,7 @@ static int mode_then_full(void)
         /* Held by rank 1 until its callback is set: an echo answered
          * before frpc_future_then ran the callback at once, here (1 run
          * over tcp). */
-        frpc_future *g = au_async(1, "hold", au_mix(0x7f1), 16,
-                                  CALL_TIMEOUT_MS);
-        CHECK(frpc_future_then(g, tf_cb, &filler) == 0, "then");
-        frpc_result rel0;
-        CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &rel0)
-                  == 0, "release the filler's call");
-        frpc_result_clear(&rel0);
+        frpc_future *g = then_released(au_mix(0x7f1), tf_cb, &filler);
         CHECK(frpc_future_wait(g, CALL_TIMEOUT_MS) == 0, "filler's call");
         au_sleep_us(50000); /* its completing thread has queued it */
         CHECK(atomic_load(&filler.runs) == 0, "the filler's callback ran "
@@ -1306,13 +1319,7 @@ static int mode_then_full(void)
          * rank 1 until the callback is set (an echo could be answered
          * before: the callback then runs at once, here, as it did once
          * in a distcheck run). */
-        frpc_future *f = au_async(1, "hold", au_mix(0x7f4), 16,
-                                  CALL_TIMEOUT_MS);
-        CHECK(frpc_future_then(f, tf_cb, &after) == 0, "then");
-        frpc_result rel;
-        CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &rel)
-                  == 0, "release the last call");
-        frpc_result_clear(&rel);
+        frpc_future *f = then_released(au_mix(0x7f4), tf_cb, &after);
         CHECK(frpc_future_wait(f, CALL_TIMEOUT_MS) == 0, "last call");
         t0 = au_now_ms();
         while (atomic_load(&after.runs) == 0 && au_now_ms() - t0 < 30000)
@@ -1342,6 +1349,91 @@ static int mode_then_full(void)
     return 0;
 }
 
+/* ---- then-order ----------------------------------------------------- */
+
+/* fabrpc.h, frpc_future_then: "f completes before fn runs: a wait on f
+ * (or frpc_future_test) may return while fn has yet to run or is still
+ * running ... frpc_shutdown returns only after it". */
+typedef struct {
+    atomic_int entered, waiter_back, left;
+    int test_in_fn, status_in_fn, waited_out;
+} to_ctx;
+
+/* Sees f complete, then stays until the waiter on f has returned (at
+ * most 30 s: a wait that returned only after fn would leave it then). */
+static void to_hold_cb(frpc_future *f, void *user)
+{
+    to_ctx *c = user;
+    c->test_in_fn = frpc_future_test(f);
+    c->status_in_fn = frpc_future_error(f, NULL, NULL);
+    atomic_store(&c->entered, 1);
+    double t0 = au_now_ms();
+    while (!atomic_load(&c->waiter_back) && au_now_ms() - t0 < 30000)
+        au_sleep_us(1000);
+    c->waited_out = !atomic_load(&c->waiter_back);
+    atomic_store(&c->left, 1);
+}
+
+/* Takes its time: frpc_shutdown must still return only after it. */
+static void to_slow_cb(frpc_future *f, void *user)
+{
+    to_ctx *c = user;
+    c->test_in_fn = frpc_future_test(f);
+    c->status_in_fn = frpc_future_error(f, NULL, NULL);
+    atomic_store(&c->entered, 1);
+    au_sleep_us(500000);
+    atomic_store(&c->left, 1);
+}
+
+static void to_check_saw_done(const to_ctx *c, const char *what)
+{
+    CHECK(c->test_in_fn == 1 && c->status_in_fn == 0,
+          "%s: inside its callback frpc_future_test gave %d and the status "
+          "%s: the future had not completed", what, c->test_in_fn,
+          frpc_err_name(c->status_in_fn));
+}
+
+static int mode_then_order(void)
+{
+    static to_ctx held, last;
+    au_start();
+    CHECK(nranks == 2, "then-order needs 2 ranks");
+    au_register("hold", hold, NULL, 0);
+    au_register("release", release, NULL, 0);
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0) {
+        frpc_future *f = then_released(au_mix(0x70), to_hold_cb, &held);
+        int rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
+        CHECK(rc == 0, "wait: %s", frpc_err_name(rc));
+        CHECK(frpc_future_test(f) == 1, "test after the wait");
+        atomic_store(&held.waiter_back, 1);
+        double t0 = au_now_ms();
+        while (!atomic_load(&held.left) && au_now_ms() - t0 < 60000)
+            au_sleep_us(1000);
+        CHECK(atomic_load(&held.left) && !held.waited_out,
+              "frpc_future_wait returned only once the callback gave up "
+              "waiting for it (or never)");
+        to_check_saw_done(&held, "held call");
+        frpc_future_free(f);
+        printf("ok: the future completed before its callback ran; a wait "
+               "on it returned while the callback still ran\n");
+        f = au_async(1, "echo", au_mix(0x71), 16, CALL_TIMEOUT_MS);
+        CHECK(frpc_future_then(f, to_slow_cb, &last) == 0, "then");
+        CHECK(frpc_future_wait(f, CALL_TIMEOUT_MS) == 0, "wait");
+        frpc_future_free(f); /* valid until the callback returns */
+    }
+    au_barrier();
+    au_finish();
+    if (me == 0) {
+        CHECK(atomic_load(&last.entered) && atomic_load(&last.left),
+              "frpc_shutdown returned before the callback did");
+        to_check_saw_done(&last, "echo call");
+        printf("ok: frpc_shutdown returned after the running callback\n");
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -1350,7 +1442,8 @@ int main(int argc, char **argv)
     } modes[] = {{"ooo", mode_ooo},           {"stress", mode_stress},
                  {"deferred", mode_deferred}, {"nested", mode_nested},
                  {"futures", mode_futures}, {"linger", mode_linger},
-                 {"stall", mode_stall}, {"then-full", mode_then_full}};
+                 {"stall", mode_stall}, {"then-full", mode_then_full},
+                 {"then-order", mode_then_order}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
