@@ -50,6 +50,11 @@
  *             theirs on this thread before frpc_future_cancel/free
  *             returns (FRPC_ECANCELED), none on the pool thread; let go,
  *             the pool runs the queued one; each ran exactly once.
+ *   batch-bound 2 ranks. Rank 1 polls nothing for 12 s (nor does rank
+ *             0's progress thread) while rank 0 pushes calls of 1500 ms
+ *             timeout at it inside frpc_batch_begin/end until one finds
+ *             no room: frpc_batch_end returns 0 within 5x that timeout,
+ *             and every call ends FRPC_ETIMEDOUT (or FRPC_ETRANSPORT).
  *   then-order 2 ranks. A callback sees its future completed (test 1, its
  *             status), and a wait on the future returns while the
  *             callback still runs (it waits for that); frpc_shutdown
@@ -1111,6 +1116,115 @@ static int mode_stall(void)
     return 0;
 }
 
+/* ---- batch-bound ------------------------------------------------------ */
+
+/* fabrpc.h, frpc_batch_end: it "waits as frpc_call_async does, only while
+ * the provider has no room (a peer that stops reading), at most until
+ * the held calls' timeouts (then those calls end as if their sends
+ * failed)". Rank 1 polls nothing for BB_STALL_MS, and neither does rank
+ * 0's progress thread (its own inline long_stall), while rank 0 pushes
+ * calls of BB_CALL_MS timeout at rank 1 inside a batch until one finds
+ * no room, then 4 more: frpc_batch_end returns 0 long before the stall
+ * ends, and every call ends, none with an answer. Whether it waited at
+ * all depends on what the provider still took: its time is printed. */
+#define BB_STALL_MS 12000
+#define BB_CALL_MS 1500
+
+static void long_stall(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_fetch_add(&stalls_begun, 1);
+    au_sleep_us(BB_STALL_MS * 1000u);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Starts long_stall on rank dst; on this rank, waits until it runs. */
+static frpc_future *start_long_stall(int dst)
+{
+    frpc_future *f = NULL;
+    int begun = atomic_load(&stalls_begun);
+    CHECK(frpc_call_async(agent, dst, "long_stall", NULL, 0, CALL_TIMEOUT_MS,
+                          &f) == 0, "call long_stall on %d", dst);
+    while (dst == me && atomic_load(&stalls_begun) == begun)
+        au_sleep_us(1000);
+    return f;
+}
+
+static void end_long_stall(frpc_future *f)
+{
+    int rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
+    CHECK(rc == 0 && frpc_future_error(f, NULL, NULL) == 0,
+          "long_stall answered: %s", frpc_err_name(rc));
+    frpc_future_free(f);
+}
+
+/* Pushes calls (at most max) at the stalled rank 1 inside the open batch
+ * until one finds no room (it waits, or fails FRPC_ETIMEDOUT), then 4
+ * more; the started ones into f. Returns how many started. */
+static long push_until_full(frpc_future **f, long max)
+{
+    long started = 0, full_at = -1;
+    for (long i = 0; i < max && (full_at < 0 || i < full_at + 4); i++) {
+        void *args = au_msg(au_mix(0xbb00000000ull + (uint64_t)i), STALL_LEN);
+        double t0 = au_now_ms();
+        int rc = frpc_call_async(agent, 1, "echo_inline", args, STALL_LEN,
+                                 BB_CALL_MS, &f[started]);
+        free(args);
+        CHECK(rc == 0 || rc == FRPC_ETIMEDOUT, "call_async: %s",
+              frpc_err_name(rc));
+        if (full_at < 0 && (rc || au_now_ms() - t0 > 300))
+            full_at = i;
+        started += rc == 0;
+    }
+    printf("%ld calls started, no room from call %ld\n", started, full_at);
+    return started;
+}
+
+static void batch_end_bounded(long max)
+{
+    frpc_future **f = calloc((size_t)max, sizeof(*f));
+    CHECK(f, "calloc");
+    frpc_future *there = start_long_stall(1), *here = start_long_stall(0);
+    au_sleep_us(200000); /* let rank 1's stall begin */
+    CHECK(frpc_batch_begin(agent) == 0, "batch begin");
+    long started = push_until_full(f, max);
+    double t0 = au_now_ms();
+    int rc = frpc_batch_end(agent);
+    double took = au_now_ms() - t0;
+    CHECK(rc == 0, "batch end: %s", frpc_err_name(rc));
+    CHECK(took < 5.0 * BB_CALL_MS, "frpc_batch_end took %.0f ms: past its "
+          "calls' %d ms timeouts (the peer stalls %d ms)", took, BB_CALL_MS,
+          BB_STALL_MS);
+    rc = frpc_wait_all(f, (size_t)started, 5 * BB_CALL_MS);
+    CHECK(rc == 0, "wait_all: %s", frpc_err_name(rc));
+    for (long i = 0; i < started; i++) {
+        int st = frpc_future_error(f[i], NULL, NULL);
+        CHECK(st == FRPC_ETIMEDOUT || st == FRPC_ETRANSPORT, "a call to the "
+              "stalled rank ended %s", frpc_err_name(st));
+        frpc_future_free(f[i]);
+    }
+    printf("ok: frpc_batch_end returned 0 in %.0f ms with rank 1 stalled "
+           "%d ms; its %ld calls ended by their %d ms timeouts\n", took,
+           BB_STALL_MS, started, BB_CALL_MS);
+    end_long_stall(here);
+    end_long_stall(there);
+    free(f);
+}
+
+static int mode_batch_bound(void)
+{
+    au_start();
+    CHECK(nranks == 2, "batch-bound needs 2 ranks");
+    au_register("echo_inline", echo, NULL, FRPC_INLINE);
+    au_register("long_stall", long_stall, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0)
+        batch_end_bounded(20000);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 static int mode_futures(void)
 {
     au_start();
@@ -1443,7 +1557,8 @@ int main(int argc, char **argv)
                  {"deferred", mode_deferred}, {"nested", mode_nested},
                  {"futures", mode_futures}, {"linger", mode_linger},
                  {"stall", mode_stall}, {"then-full", mode_then_full},
-                 {"then-order", mode_then_order}};
+                 {"then-order", mode_then_order},
+                 {"batch-bound", mode_batch_bound}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
