@@ -35,8 +35,22 @@ typedef struct fr_notice {
     unsigned char data[];
 } fr_notice;
 
-/* The agent whose notification callback this thread is running. */
-static _Thread_local frpc_agent *in_callback;
+/* The callback runs this thread is inside, innermost first: a callback
+ * may nest a wait (as an inline handler may), and the poll inside it run
+ * the callback again, so one thread can hold several runs of one agent. */
+typedef struct cb_run {
+    const frpc_agent *a;
+    struct cb_run *outer;
+} cb_run;
+static _Thread_local cb_run *runs_here;
+
+static unsigned runs_on_this_thread(const frpc_agent *a)
+{
+    unsigned n = 0;
+    for (const cb_run *r = runs_here; r; r = r->outer)
+        n += r->a == a;
+    return n;
+}
 
 /* Runs the callback, entered and left with notify_lock held; counts the
  * run so that frpc_on_notify can wait for it to end. */
@@ -46,13 +60,13 @@ static void run_callback(frpc_agent *a, int src, const void *msg,
     frpc_notify_fn fn = a->notify_fn;
     void *fn_user = a->notify_user;
     uint64_t gen = a->notify_gen;
-    frpc_agent *outer = in_callback;
+    cb_run run = {a, runs_here};
     a->notify_running++;
     pthread_mutex_unlock(&a->notify_lock);
     atomic_fetch_add(&a->notes_received, 1);
-    in_callback = a;
+    runs_here = &run;
     fn(a, src, msg, len, fn_user);
-    in_callback = outer;
+    runs_here = run.outer;
     pthread_mutex_lock(&a->notify_lock);
     a->notify_running--;
     if (gen != a->notify_gen) {
@@ -240,10 +254,11 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
     a->notify_fn = fn;
     a->notify_user = fn ? user : NULL;
     /* Every run now going began with the old callback: wait for them,
-     * but for this thread's own (called from inside the callback). */
+     * but for this thread's own (called from inside the callback, maybe
+     * nested in another of its runs): those cannot end before this does. */
     a->notify_gen++;
     a->notify_stale = a->notify_running;
-    unsigned mine = in_callback == a;
+    unsigned mine = runs_on_this_thread(a);
     while (a->notify_stale > mine)
         pthread_cond_wait(&a->notify_done, &a->notify_lock);
     pthread_mutex_unlock(&a->notify_lock);

@@ -703,6 +703,43 @@ START_TEST(memory_and_notify_with_null_and_bad_arguments)
 }
 END_TEST
 
+/* "Any thread, including fn": a callback may nest a wait, as an inline
+ * handler may, and the poll in it run the callback again on the same
+ * thread. Turning it off from the inner run must not wait for the outer
+ * one, which cannot end first (pre-fix the polling thread waited for
+ * itself: the outer notification timed out and shutdown hung). */
+static _Atomic int nest_runs;
+static _Atomic int nest_inner_rc = 1, nest_off_rc = 1;
+
+static void nest_note(frpc_agent *a, int src, const void *msg, size_t len,
+                      void *user)
+{
+    (void)msg, (void)len, (void)user;
+    if (atomic_fetch_add(&nest_runs, 1) == 0)
+        nest_inner_rc = frpc_notify(a, src, "inner", 5, 5000);
+    else
+        nest_off_rc = frpc_on_notify(a, NULL, NULL);
+}
+
+START_TEST(a_callback_turns_itself_off_from_a_nested_run)
+{
+    char note[8];
+    size_t len = 0;
+    ck_assert_int_eq(frpc_on_notify(agent, nest_note, NULL), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, "outer", 5, 5000), 0);
+    ck_assert_int_eq(nest_runs, 2);
+    ck_assert_int_eq(nest_inner_rc, 0);
+    ck_assert_int_eq(nest_off_rc, 0);
+    /* Off: the next one is queued. */
+    ck_assert_int_eq(frpc_notify(agent, 0, "q", 1, 5000), 0);
+    ck_assert_int_eq(frpc_notify_wait(agent, NULL, note, sizeof(note), &len,
+                                      5000),
+                     0);
+    ck_assert_uint_eq(len, 1);
+    ck_assert_int_eq(nest_runs, 2);
+}
+END_TEST
+
 /* ---- the one meaning of each code ----------------------------------- */
 
 START_TEST(waits_that_run_out_are_etimedout)
@@ -1133,6 +1170,10 @@ int main(void)
         {"the data plane's functions with NULL and bad arguments",
          memory_and_notify_with_null_and_bad_arguments,
          .fixture = &with_agent},
+        {"a notification callback turns itself off from a run nested in "
+         "another of its runs",
+         a_callback_turns_itself_off_from_a_nested_run,
+         .fixture = &with_agent, .timeout_s = 30},
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
          waits_that_run_out_are_etimedout, .fixture = &with_agent},
