@@ -23,6 +23,7 @@
  *   notify   notifications alone: order, callback, limits (rma_batch.c).
  *   cycles   10,000 register/get/deregister cycles, RSS flat (rma_batch.c).
  *   notebig  a batch's notification over max_msg_size (rma_batch.c).
+ *   ownersmall  what is over the owner's max_msg_size only (rma_batch.c).
  *   modes, fallback  native or emulated transfers (rma_modes.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
@@ -679,11 +680,13 @@ int main(int argc, char **argv)
         return mode_cycles();
     if (!strcmp(mode, "notebig"))
         return mode_notebig();
+    if (!strcmp(mode, "ownersmall"))
+        return mode_ownersmall();
     if (!strcmp(mode, "modes"))
         return mode_modes();
     if (!strcmp(mode, "fallback"))
         return mode_fallback();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
-            "notebig|modes|fallback\n");
+            "notebig|ownersmall|modes|fallback\n");
     return 2;
 }

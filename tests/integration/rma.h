@@ -52,6 +52,7 @@ int mode_batch(void);
 int mode_notify(void);
 int mode_cycles(void);
 int mode_notebig(void);
+int mode_ownersmall(void);
 int mode_modes(void);
 int mode_fallback(void);
 

@@ -20,6 +20,10 @@
  *           bytes untouched, no put counted; async: *out NULL); with one
  *           of 200 B it runs, and the owner takes it with the bytes there;
  *           one with notify set but notify_len 0 sends none.
+ *   ownersmall  rank 1 with FABRPC_MAX_MSG=300, rank 0 not: a notification
+ *           over 300 B to rank 1, alone or after a batch (whose bytes
+ *           land), fails FRPC_ETOOBIG sent back by rank 1; emulated, so
+ *           does a get or put whose piece is over it (natively they work).
  *   cycles  RMA_CYCLES (10,000) register / describe / get / deregister of one
  *           buffer: the resident set stays flat (no leak per cycle; not
  *           checked under AddressSanitizer, whose quarantine grows).
@@ -701,6 +705,50 @@ int mode_notebig(void)
               "the batch's bytes there before its notification");
         expect(frpc_notify_wait(agent, &src, note, sizeof(note), &len, 200),
                FRPC_ETIMEDOUT, "no other notification came");
+    }
+    finish();
+    return 0;
+}
+
+/* ---- ownersmall ------------------------------------------------------ */
+
+/* Rank 1 runs with FABRPC_MAX_MSG=300, rank 0 with the default: what is
+ * over the owner's limit only is refused by the owner, with its code. */
+int mode_ownersmall(void)
+{
+    const char *rank = getenv("FABRPC_RANK"); /* fabrpc-run's */
+    if (rank && !strcmp(rank, "1"))
+        setenv("FABRPC_MAX_MSG", "300", 1);
+    start(64 * 1024);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "ownersmall needs 2 ranks");
+    if (me == 0) {
+        uint8_t desc[FRPC_MEM_DESC_SIZE], *lbuf;
+        frpc_mem *l = local_region(4096, &lbuf);
+        char note[400];
+        desc_of(1, desc);
+        memset(note, 'n', sizeof(note));
+        expect(frpc_notify(agent, 1, note, sizeof(note), TIMEOUT_MS),
+               FRPC_ETOOBIG, "a notification over the owner's max_msg_size");
+        fill(lbuf, 4096, 21u, 0);
+        frpc_xfer op = {.op = FRPC_XFER_PUT, .local = l, .desc = desc,
+                        .desc_len = FRPC_MEM_DESC_SIZE, .remote_off = 100,
+                        .len = 200};
+        expect(frpc_transfer(&op, 1, note, sizeof(note), TIMEOUT_MS),
+               FRPC_ETOOBIG, "a batch's notification over the owner's "
+               "max_msg_size");
+        /* "sent back by the owner once the data has landed" */
+        owner_check(1, 100, 200, 21u);
+        printf("ok: the batch's bytes landed before the owner refused its "
+               "notification\n");
+        /* Emulated, a piece of 4096 B is over the owner's limit. */
+        int want = rma_emulated() ? FRPC_ETOOBIG : 0;
+        expect(frpc_get(l, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, TIMEOUT_MS),
+               want, "a get of a piece over the owner's max_msg_size");
+        expect(frpc_put(l, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, TIMEOUT_MS),
+               want, "a put of a piece over the owner's max_msg_size");
+        CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+        free(lbuf);
     }
     finish();
     return 0;

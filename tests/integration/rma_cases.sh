@@ -38,6 +38,8 @@ run_case "$PROV: notifications: order per source, full queue, callback and its e
 run_case "$PROV: the same in blocking progress" notify_blocking
 notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
 run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
+ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
+run_case "$PROV: over the owner's max_msg_size only: refused by the owner, FRPC_ETOOBIG" ownersmall_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
 # The choice of mode (rma_modes.c), once per provider, with the emulated
 # suite: the cases set FABRPC_RMA themselves.

@@ -226,6 +226,13 @@ rma_death() {
     expect_grep "^\[0\] ok: no transfer in flight" "$JOB/out"
 }
 
+# "Everything else below holds for both" (native and emulated): the same
+# with each transfer in pieces, requests to the dying owner.
+rma_death_emulated() {
+    killed rma-emu 2 90 rma-death 1 0 FABRPC_RMA=emulate
+    expect_grep "^\[0\] ok: no transfer in flight" "$JOB/out"
+}
+
 store_death() {
     killed store 4 90 store-death 0 "1 2 3"
     expect_no_leftovers
@@ -367,6 +374,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: a nested call waiting on a rank that dies in the handler is released" die_in_handler
     run_case "$PROV: a rank dies during a 64 MiB rendezvous: no call hangs or stays in flight" rndv_death
     run_case "$PROV: a rank dies during 64 MiB gets and puts: each ends, the region frees at once" rma_death
+    run_case "$PROV: the same, emulated (FABRPC_RMA=emulate)" rma_death_emulated
     run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
     run_case "$PROV: a rank dies flooded with calls from 3 threads per rank (4 times): every call ends" storm
     run_case "$PROV: a rank that called frpc_shutdown is never reported DEAD" survivors_not_dead 3 "$TMPD/$PROV-kill" "$TMPD/$PROV-kill-hand-all"
