@@ -1183,7 +1183,8 @@ typedef struct frpc_xfer {
  * "Timeouts"). Returns 0, or: FRPC_EINVAL (NULL or empty ops, an unknown
  * op, a NULL region, regions of two agents, descriptors of two owners,
  * notify_len over FRPC_NOTIFY_MAX, notify NULL with notify_len > 0), any
- * code of frpc_get/frpc_put (the first op's that failed), and, with a
+ * code of frpc_get/frpc_put (ops are checked in order, and the first
+ * bad one decides the code, whichever of these it is), and, with a
  * notification, FRPC_EAGAIN (the owner's queue is full) and FRPC_ETOOBIG
  * (notify_len over this rank's config.max_msg_size: refused before
  * anything is posted; or over the owner's: sent back by the owner once

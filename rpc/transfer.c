@@ -309,9 +309,22 @@ static const frpc_xfer *op_at(const frpc_xfer *ops, size_t op_size, size_t i)
     return (const frpc_xfer *)((const char *)ops + i * op_size);
 }
 
-/* Checks every op (the first bad one's code) and lays the batch out in
- * *b: its segments, and its context with the regions that move bytes.
- * *agent and *dst: the batch's. */
+/* An op's own shape, before its descriptor is looked at: FRPC_E* or 0,
+ * the batch's agent set by its first op. */
+static int check_op_shape(const frpc_xfer *x, frpc_agent **agent)
+{
+    if (!x->local || (x->op != FRPC_XFER_GET && x->op != FRPC_XFER_PUT))
+        return FRPC_EINVAL;
+    if (!x->local->agent)
+        return FRPC_ESHUTDOWN;
+    if (!*agent)
+        *agent = x->local->agent;
+    return x->local->agent == *agent ? 0 : FRPC_EINVAL;
+}
+
+/* Checks every op in order (the first bad one's code, whatever is wrong
+ * with it) and lays the batch out in *b: its segments, and its context
+ * with the regions that move bytes. *agent and *dst: the batch's. */
 static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
                    const void *notify, size_t notify_len, batch_args *b,
                    frpc_agent **agent, uint32_t *dst)
@@ -323,21 +336,6 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
     if (!ops || n == 0 || op_size < FR_XFER_V1_SIZE ||
         notify_len > FRPC_NOTIFY_MAX || (notify_len && !notify))
         return FRPC_EINVAL;
-    for (size_t i = 0; i < n; i++) {
-        const frpc_xfer *x = op_at(ops, op_size, i);
-        if (!x->local || (x->op != FRPC_XFER_GET && x->op != FRPC_XFER_PUT))
-            return FRPC_EINVAL;
-        if (!a)
-            a = x->local->agent;
-        if (!x->local->agent)
-            return FRPC_ESHUTDOWN;
-        if (x->local->agent != a)
-            return FRPC_EINVAL;
-    }
-    /* The notification is a message of this rank's: over its limit it
-     * could never be sent, so say so before any data moves. */
-    if (notify_len > a->set.max_msg)
-        return FRPC_ETOOBIG;
     if (!(b->segs = calloc(n, sizeof(*b->segs))) ||
         !(b->esegs = calloc(n, sizeof(*b->esegs))) ||
         !(b->ctx = calloc(1, sizeof(*b->ctx) + notify_len +
@@ -353,6 +351,8 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
         const frpc_xfer *x = op_at(ops, op_size, i);
         int write = x->op == FRPC_XFER_PUT;
         fr_memdesc d;
+        if ((rc = check_op_shape(x, &a)))
+            goto fail;
         if ((rc = check(x->local, x->local_off, x->desc, x->desc_len,
                         x->remote_off, x->len, write, &d)))
             goto refused;
@@ -369,6 +369,12 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
             write, &b->segs[b->nsegs], &b->esegs[b->nsegs]);
         b->nsegs++;
         b->ctx->local[b->ctx->nlocal++] = x->local;
+    }
+    /* The notification is a message of this rank's: over its limit it
+     * could never be sent, so say so before any data moves. */
+    if (notify_len > a->set.max_msg) {
+        rc = FRPC_ETOOBIG;
+        goto fail;
     }
     b->ctx->a = a;
     b->ctx->notify_len = notify_len;

@@ -703,6 +703,80 @@ START_TEST(memory_and_notify_with_null_and_bad_arguments)
 }
 END_TEST
 
+/* Sentences of the transfers section no other test checked, on the
+ * one-rank agent's own regions: slices whose end overflows, an access
+ * not granted either way, len 0 checked all the same (and async, a
+ * future that completes 0), and a batch's code being its first bad
+ * op's, whatever comes after it. */
+START_TEST(transfers_refuse_slices_access_and_ops_in_order)
+{
+    static uint8_t buf[4096], wbuf[64];
+    uint8_t d[FRPC_MEM_DESC_SIZE], wd[FRPC_MEM_DESC_SIZE];
+    uint8_t junk[FRPC_MEM_DESC_SIZE];
+    frpc_mem *m, *w;
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_register(agent, wbuf, sizeof(wbuf),
+                                       FRPC_MEM_REMOTE_WRITE, &w),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(m, 1, SIZE_MAX, d), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(m, SIZE_MAX, 2, d), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(m, sizeof(buf), 1, d), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_mem_describe(m, sizeof(buf) - 1, 1, d), 0);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, sizeof(buf), d), 0);
+    ck_assert_int_eq(frpc_mem_describe(w, 0, sizeof(wbuf), wd), 0);
+
+    /* No remote read granted: no get (a put works). */
+    ck_assert_int_eq(frpc_get(m, 0, wd, sizeof(wd), 0, 8, 10000),
+                     FRPC_EACCES);
+    ck_assert_int_eq(frpc_put(m, 0, wd, sizeof(wd), 0, 8, 10000), 0);
+    /* Ends that overflow, on either side. */
+    ck_assert_int_eq(frpc_get(m, SIZE_MAX, d, sizeof(d), 0, 2, 10000),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d), SIZE_MAX, 2, 10000),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_put(m, 8, d, sizeof(d), 0, SIZE_MAX - 4, 10000),
+                     FRPC_EINVAL);
+    /* len 0: 0 at once, but a slice outside is refused all the same. */
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d), sizeof(buf), 0, 10000), 0);
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d), sizeof(buf) + 1, 0, 10000),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_put(m, sizeof(buf) + 1, d, sizeof(d), 0, 0, 10000),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get(m, 0, wd, sizeof(wd), 0, 0, 10000),
+                     FRPC_EACCES);
+    ck_assert_int_eq(frpc_get_async(m, 0, d, sizeof(d), 0, 0, 10000, &f), 0);
+    ck_assert_int_eq(frpc_future_wait(f, 10000), 0);
+    ck_assert_int_eq(frpc_future_error(f, NULL, NULL), 0);
+    frpc_future_free(f);
+
+    /* A batch: the first bad op's code, though a later one is bad in a
+     * way the batch itself refuses (FRPC_EINVAL). */
+    memset(junk, 0x5a, sizeof(junk));
+    frpc_xfer ops[2] = {
+        {.op = FRPC_XFER_GET, .local = m, .desc = junk,
+         .desc_len = sizeof(junk), .len = 8},
+        {.op = FRPC_XFER_GET, .local = NULL, .desc = d,
+         .desc_len = sizeof(d), .len = 8}};
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), FRPC_EPROTO);
+    ops[1].local = m;
+    ops[1].op = 7;
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), FRPC_EPROTO);
+    ops[0].desc = wd; /* no read granted */
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), FRPC_EACCES);
+    ops[0].desc = d;
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), FRPC_EINVAL);
+    ops[1].op = FRPC_XFER_PUT;
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), 0);
+    ck_assert_int_eq(frpc_mem_deregister(w, 10000), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 10000), 0);
+}
+END_TEST
+
 /* "Any thread, including fn": a callback may nest a wait, as an inline
  * handler may, and the poll in it run the callback again on the same
  * thread. Turning it off from the inner run must not wait for the outer
@@ -1169,6 +1243,10 @@ int main(void)
          null_and_bad_arguments, .fixture = &with_agent},
         {"the data plane's functions with NULL and bad arguments",
          memory_and_notify_with_null_and_bad_arguments,
+         .fixture = &with_agent},
+        {"transfers refuse slices past their ends, access not granted and "
+         "a batch's first bad op, len 0 included",
+         transfers_refuse_slices_access_and_ops_in_order,
          .fixture = &with_agent},
         {"a notification callback turns itself off from a run nested in "
          "another of its runs",
