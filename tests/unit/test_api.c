@@ -777,6 +777,101 @@ START_TEST(transfers_refuse_slices_access_and_ops_in_order)
 }
 END_TEST
 
+/* "FRPC_EDEADLK (nesting limit, as frpc_call)" for the data plane's
+ * waits: on the only pool thread, each sync form refuses at once (a len 0
+ * get waits for nothing and is 0). */
+static frpc_mem *deadlk_mem;
+static uint8_t deadlk_desc[FRPC_MEM_DESC_SIZE];
+
+static void data_plane_waits(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    char note[8];
+    frpc_xfer op = {.op = FRPC_XFER_GET, .local = deadlk_mem,
+                    .desc = deadlk_desc, .desc_len = FRPC_MEM_DESC_SIZE,
+                    .len = 8};
+    int rc[6] = {
+        frpc_get(deadlk_mem, 0, deadlk_desc, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+        frpc_put(deadlk_mem, 0, deadlk_desc, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
+        frpc_transfer(&op, 1, NULL, 0, 5000),
+        frpc_notify(agent, 0, "x", 1, 5000),
+        frpc_notify_wait(agent, NULL, note, sizeof(note), &len, 5000),
+        frpc_get(deadlk_mem, 0, deadlk_desc, FRPC_MEM_DESC_SIZE, 0, 0, 5000)};
+    frpc_respond(req, rc, sizeof(rc));
+}
+
+START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
+{
+    static uint8_t buf[64];
+    frpc_config cfg;
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    cfg.threads = 1;
+    ck_assert_int_eq(frpc_init(&cfg, &agent), 0);
+    ck_assert_int_eq(frpc_register(agent, "waits", data_plane_waits, NULL,
+                                   0),
+                     0);
+    ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &deadlk_mem),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(deadlk_mem, 0, sizeof(buf),
+                                       deadlk_desc),
+                     0);
+    frpc_result res;
+    ck_assert_int_eq(frpc_call(agent, 0, "waits", NULL, 0, 10000, &res), 0);
+    int rc[6];
+    ck_assert_uint_eq(res.len, sizeof(rc));
+    memcpy(rc, res.data, sizeof(rc));
+    frpc_result_clear(&res);
+    const char *what[] = {"frpc_get", "frpc_put", "frpc_transfer",
+                          "frpc_notify", "frpc_notify_wait"};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(rc[i] == FRPC_EDEADLK, "%s on the only pool thread: %s",
+                      what[i], frpc_err_name(rc[i]));
+    ck_assert_int_eq(rc[5], 0);
+    ck_assert_int_eq(frpc_mem_deregister(deadlk_mem, 10000), 0);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+    agent = NULL;
+}
+END_TEST
+
+/* frpc_notify_wait: "Any thread; several may wait, each notification
+ * goes to one." Three takers, 60 notifications: each taken once. */
+enum { TAKERS = 3, NOTES = 60 };
+static _Atomic int taken_times[NOTES];
+
+static void *take_until_quiet(void *arg)
+{
+    (void)arg;
+    uint32_t seq;
+    size_t len;
+    while (frpc_notify_wait(agent, NULL, &seq, sizeof(seq), &len, 2000) == 0)
+        if (len == sizeof(seq) && seq < NOTES)
+            taken_times[seq]++;
+    return NULL;
+}
+
+START_TEST(several_takers_each_notification_goes_to_one)
+{
+    pthread_t th[TAKERS];
+    for (int i = 0; i < TAKERS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, take_until_quiet,
+                                        NULL),
+                         0);
+    for (uint32_t seq = 0; seq < NOTES; seq++)
+        ck_assert_int_eq(frpc_notify(agent, 0, &seq, sizeof(seq), 10000), 0);
+    for (int i = 0; i < TAKERS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < NOTES; i++)
+        ck_assert_msg(taken_times[i] == 1, "notification %d taken %d times",
+                      i, (int)taken_times[i]);
+}
+END_TEST
+
 /* "Any thread, including fn": a callback may nest a wait, as an inline
  * handler may, and the poll in it run the callback again on the same
  * thread. Turning it off from the inner run must not wait for the outer
@@ -1247,6 +1342,12 @@ int main(void)
         {"transfers refuse slices past their ends, access not granted and "
          "a batch's first bad op, len 0 included",
          transfers_refuse_slices_access_and_ops_in_order,
+         .fixture = &with_agent},
+        {"gets, puts, batches, notifications and their wait on the only "
+         "pool thread fail FRPC_EDEADLK",
+         data_plane_waits_on_the_only_pool_thread_are_edeadlk},
+        {"several threads take notifications: each goes to one",
+         several_takers_each_notification_goes_to_one,
          .fixture = &with_agent},
         {"a notification callback turns itself off from a run nested in "
          "another of its runs",

@@ -230,6 +230,30 @@ START_TEST(no_room_for_a_piece_is_etoobig)
 }
 END_TEST
 
+/* frpc_notify: "FRPC_ETOOBIG (len over this rank's ... config.
+ * max_msg_size, where one is set below FRPC_NOTIFY_MAX)"; a batch's
+ * notification likewise, refused before anything is posted. */
+START_TEST(a_notification_over_max_msg_is_etoobig)
+{
+    uint8_t d[FRPC_MEM_DESC_SIZE], note[FR_EMU_HDR + 1];
+    frpc_stats s0, s1;
+    memset(note, 'n', sizeof(note));
+    ck_assert_int_eq(frpc_mem_describe(region, 0, REGION, d), 0);
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, note, sizeof(note), 5000),
+                     FRPC_ETOOBIG);
+    frpc_xfer op = {.op = FRPC_XFER_GET, .local = region, .desc = d,
+                    .desc_len = sizeof(d), .len = 0};
+    ck_assert_int_eq(frpc_transfer(&op, 1, note, sizeof(note), 5000),
+                     FRPC_ETOOBIG);
+    ck_assert_int_eq(frpc_get_stats(agent, &s1), 0);
+    ck_assert_uint_eq(s1.notifications_sent, s0.notifications_sent);
+    ck_assert_uint_eq(s1.transfer_batches, s0.transfer_batches);
+    /* Within it, one goes. */
+    ck_assert_int_eq(frpc_notify(agent, 0, note, 8, 5000), 0);
+}
+END_TEST
+
 START_TEST(the_report_says_emulated_and_why)
 {
     char rep[1024];
@@ -258,6 +282,10 @@ int main(void)
          .fixture = &with_small_messages},
         {"a message limit with no room for a piece is FRPC_ETOOBIG",
          no_room_for_a_piece_is_etoobig, .fixture = &with_tiny_messages},
+        {"a notification, alone or a batch's, over max_msg_size is "
+         "FRPC_ETOOBIG",
+         a_notification_over_max_msg_is_etoobig,
+         .fixture = &with_tiny_messages},
         {"frpc_backend_report says emulated and why",
          the_report_says_emulated_and_why, .fixture = &with_agent},
     };
