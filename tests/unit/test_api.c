@@ -21,6 +21,7 @@
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
+#include "comm/memdesc.h"
 #include "rpc/agent.h"
 #include "rpc/fabrpc.h"
 
@@ -754,6 +755,15 @@ START_TEST(transfers_refuse_slices_access_and_ops_in_order)
     ck_assert_int_eq(frpc_future_error(f, NULL, NULL), 0);
     frpc_future_free(f);
 
+    /* A good check value naming a rank outside the job. */
+    fr_memdesc fd;
+    ck_assert_int_eq(fr_memdesc_decode(d, sizeof(d), agent->token, 1, &fd),
+                     0);
+    fd.rank = 1;
+    fr_memdesc_encode(&fd, agent->token, junk);
+    ck_assert_int_eq(frpc_get(m, 0, junk, sizeof(junk), 0, 8, 10000),
+                     FRPC_ENORANK);
+
     /* A batch: the first bad op's code, though a later one is bad in a
      * way the batch itself refuses (FRPC_EINVAL). */
     memset(junk, 0x5a, sizeof(junk));
@@ -869,6 +879,45 @@ START_TEST(several_takers_each_notification_goes_to_one)
     for (int i = 0; i < NOTES; i++)
         ck_assert_msg(taken_times[i] == 1, "notification %d taken %d times",
                       i, (int)taken_times[i]);
+}
+END_TEST
+
+/* "No op failing, the batch ends 0 when the owner has the notification
+ * (queued, or handed to its callback)": the callback runs once the puts
+ * landed, and the batch's 0 follows it. */
+static uint8_t landed_buf[256];
+static _Atomic int landed_runs, landed_ok;
+
+static void on_batch_note(frpc_agent *a, int src, const void *msg,
+                          size_t len, void *user)
+{
+    (void)a;
+    int ok = src == 0 && len == 4 && !memcmp(msg, "done", 4) &&
+             user == landed_buf;
+    for (size_t i = 0; i < sizeof(landed_buf) / 2; i++)
+        ok &= landed_buf[128 + i] == (uint8_t)(i + 1);
+    landed_ok = ok;
+    landed_runs++;
+}
+
+START_TEST(a_batch_notification_goes_to_the_callback_after_its_data)
+{
+    frpc_mem *m;
+    uint8_t d[FRPC_MEM_DESC_SIZE];
+    for (size_t i = 0; i < 128; i++)
+        landed_buf[i] = (uint8_t)(i + 1);
+    ck_assert_int_eq(frpc_mem_register(agent, landed_buf, sizeof(landed_buf),
+                                       FRPC_MEM_REMOTE_WRITE, &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(m, 128, 128, d), 0);
+    ck_assert_int_eq(frpc_on_notify(agent, on_batch_note, landed_buf), 0);
+    frpc_xfer op = {.op = FRPC_XFER_PUT, .local = m, .desc = d,
+                    .desc_len = sizeof(d), .len = 128};
+    ck_assert_int_eq(frpc_transfer(&op, 1, "done", 4, 10000), 0);
+    ck_assert_int_eq(landed_runs, 1);
+    ck_assert_int_eq(landed_ok, 1);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 10000), 0);
 }
 END_TEST
 
@@ -1348,6 +1397,9 @@ int main(void)
          data_plane_waits_on_the_only_pool_thread_are_edeadlk},
         {"several threads take notifications: each goes to one",
          several_takers_each_notification_goes_to_one,
+         .fixture = &with_agent},
+        {"a batch's notification goes to the callback, after its data",
+         a_batch_notification_goes_to_the_callback_after_its_data,
          .fixture = &with_agent},
         {"a notification callback turns itself off from a run nested in "
          "another of its runs",
