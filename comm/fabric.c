@@ -22,7 +22,6 @@
 #include "comm/fault.h"
 #include "comm/tsan.h"
 
-#define FR_CQ_BATCH 16
 #define FR_MAX_SEND_SLOTS 256
 #define FR_BATCH_MAX (16u << 10) /* bytes coalesced into one message */
 
@@ -1052,24 +1051,40 @@ static void handle_completion(fr_fabric *f, fr_op *op, size_t len, int err,
 
 _Thread_local uint64_t fr_taken_ns FR_TLS_FAST;
 
-/* Reads and handles one batch of completions: n handled, or an FRPC_E*. */
+/* Handles the entries read and not handled yet, in order, wherever a
+ * handler's nested poll left off (the entries stay in f, not on this
+ * stack, so that the nested poll handles them): the number handled. */
+static int handle_read(fr_fabric *f)
+{
+    int n = 0;
+    while (f->cq_next < f->cq_n) {
+        unsigned i = f->cq_next++;
+        struct fi_cq_msg_entry e = f->cq_ent[i];
+        fi_addr_t from = f->check_src ? f->cq_src[i] : FI_ADDR_UNSPEC;
+        if (f->check_src && fr_fault_hit(FR_FAULT_CQ_NO_SOURCE))
+            from = FI_ADDR_NOTAVAIL;
+        handle_completion(f, e.op_context, e.len, 0, from);
+        n++;
+    }
+    return n;
+}
+
+/* Reads and handles one batch of completions (first what an outer poll
+ * of this thread read and has not handled): n handled, or an FRPC_E*. */
 static int read_cq(fr_fabric *f)
 {
-    struct fi_cq_msg_entry ent[FR_CQ_BATCH];
-    fi_addr_t src[FR_CQ_BATCH];
-    ssize_t n = f->check_src ? fi_cq_readfrom(f->cq, ent, FR_CQ_BATCH, src)
-                             : fi_cq_read(f->cq, ent, FR_CQ_BATCH);
+    if (f->cq_next < f->cq_n)
+        return handle_read(f);
+    ssize_t n = f->check_src
+                    ? fi_cq_readfrom(f->cq, f->cq_ent, FR_CQ_BATCH, f->cq_src)
+                    : fi_cq_read(f->cq, f->cq_ent, FR_CQ_BATCH);
 
     if (n > 0) {
         if (f->opts.time_completions)
             fr_taken_ns = fr_now_ns();
-        for (ssize_t i = 0; i < n; i++) {
-            fi_addr_t from = f->check_src ? src[i] : FI_ADDR_UNSPEC;
-            if (f->check_src && fr_fault_hit(FR_FAULT_CQ_NO_SOURCE))
-                from = FI_ADDR_NOTAVAIL;
-            handle_completion(f, ent[i].op_context, ent[i].len, 0, from);
-        }
-        return (int)n;
+        f->cq_n = (unsigned)n;
+        f->cq_next = 0;
+        return handle_read(f);
     }
     /* A test's error entry (fault.h): one without a context. */
     int forged = n == -FI_EAGAIN && fr_fault_hit(FR_FAULT_CQ_NO_CONTEXT);

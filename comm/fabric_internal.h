@@ -173,6 +173,8 @@ typedef struct fr_rma_xfer {
     fr_rma_chunk chunk[];
 } fr_rma_xfer;
 
+#define FR_CQ_BATCH 16 /* completions read at once */
+
 struct fr_fabric {
     struct fi_info *info;
     struct fid_fabric *fabric;
@@ -252,6 +254,13 @@ struct fr_fabric {
      * 0), the completions it reads that would deliver go on this list. */
     int holding;
     fr_held *held_head, **held_tail;
+    /* Also the poll owner's: the CQ entries its poll read and has not
+     * handled yet. A handler run for one of them may wait (an inline
+     * call), and what it waits for may be among the rest: its own polls
+     * take them from here before reading the CQ again. */
+    struct fi_cq_msg_entry cq_ent[FR_CQ_BATCH];
+    fi_addr_t cq_src[FR_CQ_BATCH];
+    unsigned cq_n, cq_next;
 
     fr_block_cache out_cache, in_cache;
     pthread_mutex_t rndv_lock;

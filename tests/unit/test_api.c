@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/clock.h"
@@ -921,6 +922,78 @@ START_TEST(a_batch_notification_goes_to_the_callback_after_its_data)
 }
 END_TEST
 
+/* An inline handler may nest a wait ("an inline handler may nest calls"),
+ * here for a call started before it. Its answer can come in the same
+ * read of the completion queue as the request that runs the handler,
+ * after it: the poll had read it but not handled it yet, and the nested
+ * wait's polls never saw it (the wait ran to its timeout, 5 s of 5 s,
+ * on shm and tcp; so did frpc_mem_deregister inside a notification
+ * callback, waiting for its region's emulated transfer). The poller is
+ * held by "spin" while the answer and the request line up. */
+static frpc_future *earlier;
+
+static void answer_late(frpc_request *req, void *user)
+{
+    (void)user;
+    struct timespec ts = {0, 50 * 1000000L};
+    nanosleep(&ts, NULL);
+    frpc_respond(req, "late", 4);
+}
+
+static void spin_half_a_second(frpc_request *req, void *user)
+{
+    (void)user;
+    uint64_t until = fr_now_ns() + 500 * 1000000ull;
+    while (fr_now_ns() < until)
+        ;
+    frpc_respond(req, NULL, 0);
+}
+
+static void wait_for_earlier(frpc_request *req, void *user)
+{
+    (void)user;
+    int rc = frpc_future_wait(earlier, 5000);
+    frpc_respond(req, &rc, sizeof(rc));
+}
+
+START_TEST(a_nested_wait_sees_an_answer_read_with_its_request)
+{
+    frpc_future *spin, *waiter;
+    ck_assert_int_eq(frpc_register(agent, "answer_late", answer_late, NULL,
+                                   0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "spin", spin_half_a_second, NULL,
+                                   FRPC_INLINE),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "wait_for_earlier",
+                                   wait_for_earlier, NULL, FRPC_INLINE),
+                     0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "answer_late", NULL, 0, 20000,
+                                     &earlier),
+                     0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "spin", NULL, 0, 20000,
+                                     &spin),
+                     0);
+    struct timespec ts = {0, 10 * 1000000L};
+    nanosleep(&ts, NULL);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "wait_for_earlier", NULL, 0,
+                                     20000, &waiter),
+                     0);
+    uint64_t t0 = fr_now_ns();
+    ck_assert_int_eq(frpc_future_wait(waiter, 20000), 0);
+    size_t len = 0;
+    const int *rc = frpc_future_data(waiter, &len);
+    ck_assert_uint_eq(len, sizeof(int));
+    ck_assert_msg(*rc == 0, "the nested wait for an answer already read: %s "
+                  "after %llu ms", frpc_err_name(*rc),
+                  (unsigned long long)((fr_now_ns() - t0) / 1000000));
+    ck_assert_int_eq(frpc_future_wait(spin, 20000), 0);
+    frpc_future_free(waiter);
+    frpc_future_free(spin);
+    frpc_future_free(earlier);
+}
+END_TEST
+
 /* "Any thread, including fn": a callback may nest a wait, as an inline
  * handler may, and the poll in it run the callback again on the same
  * thread. Turning it off from the inner run must not wait for the outer
@@ -1400,6 +1473,10 @@ int main(void)
          .fixture = &with_agent},
         {"a batch's notification goes to the callback, after its data",
          a_batch_notification_goes_to_the_callback_after_its_data,
+         .fixture = &with_agent},
+        {"a nested wait in an inline handler sees an answer read with its "
+         "request",
+         a_nested_wait_sees_an_answer_read_with_its_request,
          .fixture = &with_agent},
         {"a notification callback turns itself off from a run nested in "
          "another of its runs",
