@@ -1073,8 +1073,9 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
 
 /*
  * Reads len bytes at remote_off in the slice that desc (desc_len bytes,
- * from frpc_mem_describe on the owner rank) describes, into local's bytes
- * at local_off. No handler of the owner's application runs (emulated:
+ * from frpc_mem_describe on the owner rank; the caller's, read during the
+ * call only, also by the async forms) describes, into local's bytes at
+ * local_off. No handler of the owner's application runs (emulated:
  * fabrpc's own, see above). timeout_ms as for calls (see "Timeouts").
  * Returns 0 when the bytes are in local; len 0 is 0 at once, nothing
  * posted, but its arguments are checked all the same (a bad descriptor

@@ -756,6 +756,23 @@ START_TEST(transfers_refuse_slices_access_and_ops_in_order)
     ck_assert_int_eq(frpc_future_error(f, NULL, NULL), 0);
     frpc_future_free(f);
 
+    /* desc is read during the call only: an async get's goes on after
+     * the caller wrote over it and freed it. */
+    uint8_t *heap_desc = malloc(FRPC_MEM_DESC_SIZE);
+    ck_assert_ptr_nonnull(heap_desc);
+    memcpy(heap_desc, d, FRPC_MEM_DESC_SIZE);
+    for (size_t i = 0; i < 256; i++)
+        buf[i] = (uint8_t)(i ^ 0xa5);
+    ck_assert_int_eq(frpc_get_async(m, 2048, heap_desc, FRPC_MEM_DESC_SIZE,
+                                    0, 256, 10000, &f),
+                     0);
+    memset(heap_desc, 0x5a, FRPC_MEM_DESC_SIZE);
+    free(heap_desc);
+    ck_assert_int_eq(frpc_future_wait(f, 10000), 0);
+    ck_assert_int_eq(frpc_future_error(f, NULL, NULL), 0);
+    frpc_future_free(f);
+    ck_assert_int_eq(memcmp(buf + 2048, buf, 256), 0);
+
     /* A good check value naming a rank outside the job. */
     fr_memdesc fd;
     ck_assert_int_eq(fr_memdesc_decode(d, sizeof(d), agent->token, 1, &fd),
