@@ -870,16 +870,22 @@ END_TEST
 /* frpc_notify_wait: "Any thread; several may wait, each notification
  * goes to one." Three takers, 60 notifications: each taken once. */
 enum { TAKERS = 3, NOTES = 60 };
-static _Atomic int taken_times[NOTES];
+static _Atomic int taken_times[NOTES], taken_all;
 
-static void *take_until_quiet(void *arg)
+/* Takes until all were taken (by any taker), or 30 s passed. */
+static void *take_until_all_taken(void *arg)
 {
     (void)arg;
     uint32_t seq;
     size_t len;
-    while (frpc_notify_wait(agent, NULL, &seq, sizeof(seq), &len, 2000) == 0)
-        if (len == sizeof(seq) && seq < NOTES)
+    uint64_t give_up = fr_now_ns() + 30ull * 1000000000ull;
+    while (taken_all < NOTES && fr_now_ns() < give_up)
+        if (frpc_notify_wait(agent, NULL, &seq, sizeof(seq), &len, 100) ==
+                0 &&
+            len == sizeof(seq) && seq < NOTES) {
             taken_times[seq]++;
+            taken_all++;
+        }
     return NULL;
 }
 
@@ -887,8 +893,8 @@ START_TEST(several_takers_each_notification_goes_to_one)
 {
     pthread_t th[TAKERS];
     for (int i = 0; i < TAKERS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, take_until_quiet,
-                                        NULL),
+        ck_assert_int_eq(pthread_create(&th[i], NULL,
+                                        take_until_all_taken, NULL),
                          0);
     for (uint32_t seq = 0; seq < NOTES; seq++)
         ck_assert_int_eq(frpc_notify(agent, 0, &seq, sizeof(seq), 10000), 0);
