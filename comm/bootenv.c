@@ -175,6 +175,7 @@ static int resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
                        "config world_size", cfg_world >= 0 ? wbuf : NULL, out,
                        &found, errbuf, errlen);
     out->source = "config";
+    out->rank_name = "config.rank";
     for (size_t i = 0; rc == 0 && !found && i < sizeof(env_pairs) /
                                                 sizeof(env_pairs[0]); i++) {
         const char *world = env_pairs[i].world;
@@ -184,11 +185,13 @@ static int resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
         rc = take_pair(env_pairs[i].rank, env_text(env_pairs[i].rank), world,
                        env_text(world), out, &found, errbuf, errlen);
         out->source = env_pairs[i].source;
+        out->rank_name = env_pairs[i].rank;
     }
     if (rc == 0 && !found) {
         out->rank = 0;
         out->world_size = 1;
         out->source = "default";
+        out->rank_name = "the default rank";
     }
     return rc;
 }

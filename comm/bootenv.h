@@ -51,6 +51,8 @@ typedef struct fr_bootenv {
     uint16_t store_port;
     const char *source;       /* which source gave rank and world size (a
                                  static string, see above) */
+    const char *rank_name;    /* what held the rank: "FABRPC_RANK",
+                                 "RANK", ..., "config.rank" (static) */
     const char *store_source; /* which gave the store address (static) */
     int rank_outside; /* set with FRPC_EINVAL when the one fault is a rank
                          not below its world size: rank, world_size and

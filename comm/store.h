@@ -52,7 +52,8 @@
  * world size and fabrpc version equal rank 0's (else FRPC_EBOOTSTRAP,
  * "rank 1 was started with world size 3, rank 0 with 2" / "rank 2 speaks
  * fabrpc protocol 3, rank 0 speaks 2"), rank in 0..world-1 (else
- * FRPC_ENORANK), not stale (below). A refusal closes the connection.
+ * FRPC_ENORANK), not stale and not held by another process (below). A
+ * refusal closes the connection.
  *
  * Roles. A rank's MAIN connection is the rank itself: its liveness. At most
  * one MAIN per rank, ever. WATCH connections (any number) are for a second
@@ -70,8 +71,9 @@
  *
  * Poisoning. An authenticated member whose world or version differs, and,
  * before every rank has joined (a MAIN of each rank authenticated), an
- * authenticated member whose rank is outside 0..world-1 or a connection
- * claiming a rank in 0..world-1 that fails the key proof, poisons the
+ * authenticated member whose rank is outside 0..world-1 or is held by
+ * another (below), or a connection claiming a rank in 0..world-1 that
+ * fails the key proof, poisons the
  * job: the failure text is kept and every unsatisfied GET/WAIT_GE, parked
  * or later, answers FRPC_EBOOTSTRAP with it, so init fails at once on every
  * rank, not only on the odd one. Poison wins over EPEERLOST. Once every rank
@@ -80,10 +82,17 @@
  * job.
  *
  * Stale store. A MAIN HELLO for a rank that already died or left, or whose
- * MAIN is still connected, is refused (FRPC_ESHUTDOWN / FRPC_EEXIST; a
- * WATCH for a gone rank likewise): it is a previous run's store that is
- * still closing. fr_store_connect treats that as "not up yet" and retries
- * until its timeout.
+ * MAIN is still connected while the store's own rank (rank 0) has left,
+ * is refused with FRPC_ESHUTDOWN (a WATCH for a gone rank likewise): it
+ * is a previous run's store that is still closing. fr_store_connect
+ * treats that as "not up yet" and retries until its timeout.
+ *
+ * Two processes with one rank. A MAIN HELLO for a rank whose MAIN is
+ * still connected, to a store whose rank 0 has not left, is a second
+ * process started as that rank: refused for good with FRPC_EEXIST ("rank
+ * 1 is already held by a live member of this job ..."), and, before
+ * every rank has joined, it poisons the job ("rank 1 was claimed twice
+ * ..."): the rank the second process was meant to be will never come.
  *
  * The server validates every length before it buffers anything; a
  * malformed request (unknown op, a data op's key of 0 or over
@@ -196,7 +205,7 @@ int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms);
  * exponential backoff (10 ms doubling to 500 ms) until timeout_ms has
  * passed; timeout_ms <= 0 makes a single attempt (bounded by 1 s). Name
  * lookup failures, connections lost during the handshake and stale-store
- * refusals (FRPC_ESHUTDOWN, FRPC_EEXIST) are retried too. Returns 0 and
+ * refusals (FRPC_ESHUTDOWN) are retried too. Returns 0 and
  * *out, or, with a message in errbuf:
  *   FRPC_EBOOTSTRAP "cannot reach bootstrap store at HOST:PORT after N ms:
  *     strerror", or "bootstrap store at HOST:PORT still refused rank R
@@ -205,6 +214,9 @@ int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms);
  *   FRPC_EACCES, a key mismatch (either side's proof failed, or only one
  *     side has a key; the client never trusts a store that cannot prove
  *     the key);
+ *   FRPC_EEXIST, the rank's MAIN is held by another live process (two
+ *     processes were started as one rank): "bootstrap store at HOST:PORT
+ *     refused rank R: rank R is already held by a live member ...";
  *   FRPC_ENORANK, FRPC_EPROTO (another store protocol), FRPC_EINVAL,
  *   FRPC_ENOMEM.
  * Blocks.

@@ -20,9 +20,9 @@
  *   (store.h). The client checks the store's proof before it sends its own
  *   (and sends none to a store that cannot prove the key), so it never
  *   joins a fake store. A refusal that means "a previous run's store"
- *   (FRPC_ESHUTDOWN, FRPC_EEXIST) or a connection lost mid-handshake is
- *   retried like a refused connect; any other refusal ends fr_store_connect
- *   with the store's message.
+ *   (FRPC_ESHUTDOWN) or a connection lost mid-handshake is retried like a
+ *   refused connect; any other refusal (FRPC_EEXIST: the rank is held by
+ *   another live process) ends fr_store_connect with the store's message.
  * - Every failed call leaves a message in err (fr_store_last_error): the
  *   server's, when its reply carried one, else a local description.
  */
@@ -108,7 +108,7 @@ static int handshake(fr_store_client *c, const fr_store_ident *me,
     int rc = exchange(c, FR_STORE_OP_HELLO, "", 0, raw, sizeof(raw),
                       fr_store__now_ms() + FR_STORE_AUTH_MS, &num,
                       (void **)&v, &vlen);
-    *retry = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST || c->fd < 0;
+    *retry = rc == FRPC_ESHUTDOWN || c->fd < 0;
     if (rc != 0)
         return rc;
     if (vlen != FR_STORE_CHALLENGE_LEN || v[0] > 1) {
@@ -131,7 +131,7 @@ static int handshake(fr_store_client *c, const fr_store_ident *me,
                   trusted && me->key_len ? FR_STORE_MAC_LEN : 0,
                   fr_store__now_ms() + FR_STORE_AUTH_MS, &num, NULL, NULL);
     *retry = trusted &&
-             (rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST || c->fd < 0);
+             (rc == FRPC_ESHUTDOWN || c->fd < 0);
     if (trusted || rc == FRPC_EACCES) /* the store explained the mismatch */
         return rc;
     return fail(c, FRPC_EACCES, "the bootstrap store %s (key mismatch)",
@@ -188,7 +188,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
             /* An attempt cut short by the deadline keeps the reason of
              * the refusals before it. */
             if (rc != FRPC_ETIMEDOUT || !refused) {
-                refused = rc == FRPC_ESHUTDOWN || rc == FRPC_EEXIST;
+                refused = rc == FRPC_ESHUTDOWN;
                 snprintf(whybuf, sizeof(whybuf), "%s", c->err);
                 why = whybuf;
             }

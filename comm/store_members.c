@@ -6,7 +6,10 @@
  * Design notes
  * - AUTH checks the proof first (constant-time compare), then world and
  *   version (a mismatch poisons), then the rank's range (outside it
- *   poisons while some rank has not joined yet), then staleness.
+ *   poisons while some rank has not joined yet), then staleness, then a
+ *   second MAIN for a rank (two processes with one rank: refused, and it
+ *   poisons while some rank has not joined yet; but a stale store's, once
+ *   its own rank has left).
  *   A key failure is counted; it poisons only while some rank has not
  *   joined yet, so a stranger cannot end a running job.
  * - Per rank: joined (a MAIN authenticated once), open (that MAIN is still
@@ -104,6 +107,32 @@ static void poison(fr_store_members *m, const char *msg)
         snprintf(m->poison, sizeof(m->poison), "%s", msg);
 }
 
+/* A MAIN for rank, whose MAIN is still connected. In a store whose own
+ * rank has left (its shutdown, or its failed init) it is a previous run's
+ * store, still closing: "not up yet" (FRPC_ESHUTDOWN). Otherwise two
+ * processes were started as rank: this one is refused for good
+ * (FRPC_EEXIST), and while the job is still joining the rank the second
+ * was meant to be will never come, so the job is poisoned, as for a rank
+ * out of range. */
+static int claimed_twice(fr_store_members *m, int rank, char *msg, size_t n)
+{
+    if (m->ranks[m->self].state) {
+        snprintf(msg, n, "rank %d is still connected to this store, whose "
+                 "job is ending (a store from an earlier run?)", rank);
+        return FRPC_ESHUTDOWN;
+    }
+    if (m->njoined < m->world) {
+        char why[FR_STORE_MAX_ERR + 1];
+        snprintf(why, sizeof(why), "rank %d was claimed twice: a second "
+                 "process started as rank %d was refused (the rank it was "
+                 "meant to be will never join)", rank, rank);
+        poison(m, why);
+    }
+    snprintf(msg, n, "rank %d is already held by a live member of this job "
+             "(two processes were started as rank %d)", rank, rank);
+    return FRPC_EEXIST;
+}
+
 /* Admits an authenticated h: 0, or a refusal code with msg (store.h). */
 static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
                  size_t n)
@@ -141,12 +170,8 @@ static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
     }
     if (h->role != FR_STORE_ROLE_MAIN)
         return 0;
-    if (r->open) {
-        snprintf(msg, n, "rank %d is already connected to this store (a "
-                 "store from an earlier run, or two processes with one "
-                 "rank?)", (int)h->rank);
-        return FRPC_EEXIST;
-    }
+    if (r->open)
+        return claimed_twice(m, (int)h->rank, msg, n);
     if (!r->joined)
         m->njoined++;
     r->joined = r->open = true;

@@ -218,8 +218,10 @@ int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
  * message in msg: FRPC_EACCES (key mismatch; it poisons the job while not
  * every rank has joined), FRPC_EBOOTSTRAP (world or version mismatch: the
  * job is poisoned), FRPC_ENORANK (rank out of range), FRPC_ESHUTDOWN (a
- * rank that died or left: a stale store), FRPC_EEXIST (the rank's MAIN is
- * still connected). */
+ * rank that died or left, or whose MAIN is still connected once rank 0
+ * left: a stale store), FRPC_EEXIST (the rank's MAIN is still connected:
+ * a second process with that rank; it poisons the job while not every
+ * rank has joined). */
 int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
                           const uint8_t raw[FR_STORE_HELLO_LEN],
                           const uint8_t nonce_s[FR_STORE_NONCE_LEN],

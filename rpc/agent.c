@@ -98,6 +98,19 @@ static void store_hint(const fr_settings *s, char *err, size_t errlen)
                  "itself is left to torch.distributed's store)");
 }
 
+/* The store refused this rank: another live process holds it. The
+ * launcher gave two processes one rank, so this rank's value is wrong,
+ * as a rank out of range is: FRPC_EINVAL, naming where it came from. */
+static int rank_taken(const fr_settings *s, char *err, size_t errlen)
+{
+    size_t n = strlen(err);
+    if (n + 1 < errlen)
+        snprintf(err + n, errlen - n, " (this process took its rank from "
+                 "%s=%d: each process of the job needs its own)",
+                 s->rank_name, s->rank);
+    return FRPC_EINVAL;
+}
+
 static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
                          size_t errlen)
 {
@@ -117,6 +130,8 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
     /* Not when the store answered: a refusal is about the rank. */
     if (rc == FRPC_EBOOTSTRAP && strstr(err, "cannot reach"))
         store_hint(s, err, errlen);
+    if (rc == FRPC_EEXIST) /* another process holds this rank */
+        rc = rank_taken(s, err, errlen);
     return rc;
 }
 

@@ -35,6 +35,7 @@ typedef struct fr_settings {
     char store_host[256];
     uint16_t store_port;
     const char *store_source; /* fr_bootenv's: "default", "MASTER_ADDR"... */
+    const char *rank_name;    /* fr_bootenv's: "FABRPC_RANK", "RANK"... */
     char providers[256]; /* "" = automatic */
     int strict;
     int coalesce;

@@ -393,6 +393,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
     snprintf(s->store_host, sizeof(s->store_host), "%s", be.store_host);
     s->store_port = be.store_port;
     s->store_source = be.store_source;
+    s->rank_name = be.rank_name;
     if ((rc = resolve_progress(cfg, s, err, errlen)) ||
         (rc = resolve_limits(cfg, s, err, errlen)) ||
         (rc = resolve_providers(cfg, s, err, errlen)) ||

@@ -345,16 +345,24 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * with a rank not below its world size (RANK=2 WORLD_SIZE=2) fails with
  * FRPC_EINVAL, and first tells the store, looking for it up to 5 s (or
  * init_timeout_ms if less): the others, which would wait for the rank it
- * should have been, then fail at once too (FRPC_EBOOTSTRAP, naming it). cfg may be NULL
+ * should have been, then fail at once too (FRPC_EBOOTSTRAP, naming it).
+ * Two processes started with one rank (RANK=1 twice): the one that
+ * reaches the store second fails at once with FRPC_EINVAL ("rank 1 is
+ * already held by a live member of this job", naming the variable its
+ * rank came from); if that was while the job was still joining, the rank
+ * it was meant to be will never come, so every other rank's frpc_init
+ * fails at once too (FRPC_EBOOTSTRAP, "rank 1 was claimed twice"); once
+ * every rank has joined, it is only refused. cfg may be NULL
  * (every field unset); one not filled by frpc_config_init (its size field
  * is wrong) fails with FRPC_EINVAL before anything else, errbuf untouched.
  *
- * Errors: FRPC_EINVAL (out NULL, bad config or environment value),
+ * Errors: FRPC_EINVAL (out NULL, bad config or environment value, a
+ * rank another live process of the job holds),
  * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
  * config.rma native where the provider cannot do RMA), FRPC_EBOOTSTRAP
- * (store unreachable, a rank did not join in time, the ranks disagree on
- * world size or version, another rank's job key is not the job's (that
- * rank gets FRPC_EACCES), or a value in the store is garbled; the message
+ * (store unreachable, a rank did not join in time or was claimed twice,
+ * the ranks disagree on world size or version, another rank's job key
+ * is not the job's (that rank gets FRPC_EACCES), or a value in the store is garbled; the message
  * says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a

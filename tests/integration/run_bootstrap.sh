@@ -153,6 +153,42 @@ bad_env() {
     expect_grep "FABRPC_RANK" "$TMPD/be.out"
 }
 
+# Ranks 0, 1, 1 of 3: the store refuses the second rank 1 at once
+# (FRPC_EINVAL, naming the rank and its variable), and, as rank 2 will
+# never come, fails the others' init at once too, saying why; before,
+# every process waited for its whole init timeout. Which rank 1 comes
+# second is the machine's choice.
+rank_claimed_twice() {
+    local port i r pids=() start end dup=0
+    port=$(free_port)
+    start=$(date +%s)
+    for i in 0 1 2; do
+        r=$((i > 0))
+        FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_INIT_TIMEOUT_MS=40000 run_bounded 60 "$HELLO" \
+            >"$TMPD/dup.$i" 2>&1 &
+        pids+=($!)
+        echo "$!" >>"$TMPD/dup.pid"
+    done
+    for i in 0 1 2; do
+        if wait "${pids[$i]}"; then fail "process $i: init succeeded"; fi
+    done
+    end=$(date +%s)
+    for i in 0 1 2; do
+        cat "$TMPD/dup.$i"
+        if grep -q "already held" "$TMPD/dup.$i"; then
+            expect_grep "^frpc_init: invalid argument: .*rank 1 is already held by a live member.*FABRPC_RANK=1" "$TMPD/dup.$i"
+            dup=$((dup + 1))
+        else
+            expect_grep "rank 1 was claimed twice" "$TMPD/dup.$i"
+        fi
+    done
+    [ $dup = 1 ] || fail "$dup processes were refused as the second rank 1"
+    grep -q "already held" "$TMPD/dup.0" && fail "rank 0 was refused"
+    # Well before the 40 s init timeout, on a loaded machine too.
+    [ $((end - start)) -lt 25 ] || fail "took $((end - start)) s"
+}
+
 run_case "torchrun variables" torchrun
 run_case "mpirun variables" mpirun
 run_case "srun variables" slurm
@@ -163,4 +199,5 @@ run_case "unreachable default store says it is the default" default_store_hint
 run_case "a rank that never comes fails init" missing_rank
 run_case "no provider in common: each rank's init names the odd rank's" no_common_provider
 run_case "invalid rank is refused" bad_env
+run_case "a rank started twice: refused, and every init fails at once" rank_claimed_twice
 finish_cases

@@ -1128,14 +1128,16 @@ START_TEST(test_stale_store_refused_after_retries)
     fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
     fr_store_client *c = (fr_store_client *)1;
     char err[256];
-    /* Rank 1's MAIN is still connected. */
+    /* Rank 0 left (its shutdown): rank 1's MAIN, still connected, is the
+     * previous run's. */
+    ck_assert_int_eq(fr_store_leave(mains[0]), 0);
     int64_t t0 = now_ms();
     ck_assert_int_eq(fr_store_connect(HOST, port, 600, &r1, &c, err,
                                       sizeof(err)), FRPC_EBOOTSTRAP);
     ck_assert_int_ge(now_ms() - t0, 500); /* retried until the timeout */
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err, "still refused rank 1") &&
-                  strstr(err, "already connected"), "error text: %s", err);
+                  strstr(err, "job is ending"), "error text: %s", err);
     /* Rank 1 left: a new process for it finds the old job's store. */
     ck_assert_int_eq(fr_store_leave(mains[1]), 0);
     fr_store_close(mains[1]);
@@ -1148,6 +1150,55 @@ START_TEST(test_stale_store_refused_after_retries)
                   strstr(err, "already left"), "error text: %s", err);
     /* Told apart from a store that is not there. */
     ck_assert_ptr_null(strstr(err, "cannot reach"));
+}
+END_TEST
+
+/* Two processes started as rank 1 of a job that has fully joined: the
+ * second is refused at once (it used to be retried as a stale store's
+ * refusal until its timeout), and the job goes on. */
+START_TEST(test_rank_claimed_twice_refused_at_once)
+{
+    fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = (fr_store_client *)1;
+    char err[256];
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_connect(HOST, port, 10000, &r1, &c, err,
+                                      sizeof(err)), FRPC_EEXIST);
+    ck_assert_int_lt(now_ms() - t0, 5000);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err, "refused rank 1: rank 1 is already held by a "
+                  "live member"), "error text: %s", err);
+    /* Not poisoned: every rank had joined. */
+    ck_assert_int_eq(fr_store_barrier(mains[1], "after", 1, 5000), 0);
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(mains[0], "nobody", 100, &v, &len),
+                     FRPC_ETIMEDOUT);
+}
+END_TEST
+
+/* Ranks 0, 1, 1 of 3: rank 2 will never come, so the wait for it fails at
+ * once, saying why (it waited for its whole timeout). */
+START_TEST(test_rank_claimed_twice_poisons_a_joining_job)
+{
+    fr_store_ident me = job(0, 3, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&me);
+    fr_store_client *c[3] = {join_ok(&me), NULL, NULL};
+    me.rank = 1;
+    c[1] = join_ok(&me);
+    struct parked p = {.c = c[0], .key = "info/2"};
+    pthread_t th = spawn(park, &p);
+    sleep_ms(200);
+    char err[256];
+    ck_assert_int_eq(join(&me, &c[2], err, sizeof(err)), FRPC_EEXIST);
+    ck_assert_msg(strstr(err, "rank 1 is already held"), "error text: %s",
+                  err);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(p.ms, 5000);
+    ck_assert_msg(strstr(p.err, "rank 1 was claimed twice"), "poison text: "
+                  "%s", p.err);
+    stop_all(c, 3);
 }
 END_TEST
 
@@ -1240,6 +1291,10 @@ int main(void)
          test_wait_gone, 30, &job3},
         {"stale store refusals are retried, then named at the timeout",
          test_stale_store_refused_after_retries, 30, &job3},
+        {"a second process with a joined rank is refused at once",
+         test_rank_claimed_twice_refused_at_once, 30, &job3},
+        {"a second process with one rank poisons a job still joining",
+         test_rank_claimed_twice_poisons_a_joining_job, 30},
         {"server stop ends a blocked watch with EBOOTSTRAP",
          test_server_stop_ends_watch, 30, &job3},
         {"interrupt ends a blocked watch at once",
