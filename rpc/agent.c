@@ -929,7 +929,7 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         fr_pool_is_worker(a->pool))
         return FRPC_EDEADLK;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    fr_liveness_say_goodbye_by(a, deadline);
+    fr_liveness_say_goodbye_by(a, deadline, 0);
     atomic_store(&a->shutting_down, how + 1);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
@@ -943,12 +943,14 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
             rc = b;
         else if (b && !rc) /* the store's own failures: ENOMEM, EPROTO */
             rc = b == FRPC_ETIMEDOUT ? b : FRPC_EBOOTSTRAP;
-        if (fr_agent_peer_lost_why(a, 0)) {
-            /* Rank 0 was lost since the goodbye above: say it now, or the
-             * others take our end for a death. Only this thread's calls
-             * pass the shutdown's refusal meanwhile. */
+        if (b || fr_agent_peer_lost_why(a, 0)) {
+            /* Rank 0 was lost since the goodbye above, or a rank missed
+             * the barrier (stopped?) and may find the store gone when it
+             * resumes: say it now (announce it, in the second case), or
+             * the others take our end for a death. Only this thread's
+             * calls pass the shutdown's refusal meanwhile. */
             fr_call_shutdown_own(1);
-            fr_liveness_say_goodbye_by(a, deadline);
+            fr_liveness_say_goodbye_by(a, deadline, b != 0);
             fr_call_shutdown_own(0);
         }
         fr_progress_stop(a);

@@ -271,9 +271,15 @@ int fr_liveness_start_by(frpc_agent *a, const fr_peer_info *peers,
 /* Registers the handler of other ranks' goodbyes (at init). */
 int fr_liveness_register(frpc_agent *a);
 /* When rank 0 (and the store's LEAVE) is gone: tells every other rank
- * that this one leaves, so that its end is not taken for a death, once.
- * Waits up to half a second, never past deadline (shutdown's). */
-void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline);
+ * not known lost that this one leaves, so that its end is not taken for
+ * a death, once. Unheard (some rank may not hear of the LEAVE from the
+ * store: it missed the shutdown barrier, and, stopped, may resume after
+ * the store closed), with rank 0 not lost: only announces it (such a
+ * rank's later verdict of death becomes LEFT; calls are not ended).
+ * Waits up to half a second, never past deadline (shutdown's), but
+ * sends even past it. */
+void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
+                                int unheard);
 /* Around each wait of a thread's (fr_progress_begin_wait / _end_wait):
  * on the thread running a peer-lost report, notes that the report waits
  * (delta 1, then -1), so that a handler this agent runs meanwhile does

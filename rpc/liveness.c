@@ -59,6 +59,9 @@
 /* The goodbye's function. Not under FR_RESERVED_PREFIX: 1.0 sent it by
  * this name, so it stays, and fabrpc.h names it as taken. */
 #define FR_BYE_FN "fabrpc.internal.bye"
+/* Its announcement while the store still serves (see "goodbyes"); a
+ * rank of 1.3 or older answers FRPC_ENOFUNC, and nothing changes. */
+#define FR_LEAVING_FN FR_RESERVED_PREFIX "leaving"
 /* A leaving rank's goodbye to each rank, at most (see
  * fr_liveness_say_goodbye_by). */
 #define FR_BYE_MS 500
@@ -330,39 +333,67 @@ int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)
 /* ---- goodbyes ------------------------------------------------------ */
 
 /* A rank that leaves says so through the store (LEAVE). Once rank 0 and
- * its store are gone it says so itself, with a call to every rank:
- * otherwise the others, seeing its process end, would take it for dead. */
+ * its store are gone it says so itself, with a call to every rank
+ * (FR_BYE_FN): otherwise the others, seeing its process end, would take
+ * it for dead. A rank whose shutdown barrier failed, rank 0 included,
+ * announces its leaving (FR_LEAVING_FN) while the store is still up: a
+ * rank that missed the barrier may be stopped, and resume once the store,
+ * and the LEAVEs it held, are gone. The announcement waits in its queue,
+ * and is delivered before any verdict of death no store can contradict
+ * (deliver_goodbyes). It only notes the leaving: it comes before the
+ * sender's last answers, which must not find their calls ended (the
+ * store's LEAVE, after them, ends the calls). */
+
+/* Notes that req's source leaves, answers it, and returns the source.
+ * The note comes first: the source may end its process the moment it
+ * has the answer, and the liveness thread must then know the end was a
+ * goodbye, not a death. */
+static uint32_t note_leaving(frpc_agent *a, frpc_request *req)
+{
+    uint32_t src = (uint32_t)frpc_request_source(req);
+    if (src < a->live->world)
+        atomic_store(&a->live->said_bye[src], 1);
+    frpc_respond(req, NULL, 0);
+    return src;
+}
 
 static void on_bye(frpc_request *req, void *user)
 {
     frpc_agent *a = user;
-    uint32_t src = (uint32_t)frpc_request_source(req);
-    /* The answer goes first (once src is lost, nothing goes to it), and
-     * src may end its process the moment it has it: the liveness thread
-     * must then know the end was a goodbye, not a death. */
-    if (src < a->live->world)
-        atomic_store(&a->live->said_bye[src], 1);
-    frpc_respond(req, NULL, 0);
+    /* The answer goes before the mark: once src is lost, nothing goes
+     * to it. */
+    uint32_t src = note_leaving(a, req);
     /* src is LEFT, but it still runs its shutdown and watches us: ours
      * must still reach it (fr_agent_call_refused_why), or it would see
      * our end as a death. Its own end closes the fabric to it. */
     mark(a, src, FRPC_PEER_LEFT, "left the job (frpc_shutdown)", 1);
 }
 
-int fr_liveness_register(frpc_agent *a)
+static void on_leaving(frpc_request *req, void *user)
 {
-    return frpc_register(a, FR_BYE_FN, on_bye, a, FRPC_INLINE);
+    note_leaving(user, req);
 }
 
-/* Says goodbye once, if rank 0 is lost, waiting until deadline and at
- * most FR_BYE_MS. */
-void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline)
+int fr_liveness_register(frpc_agent *a)
+{
+    int rc = frpc_register(a, FR_BYE_FN, on_bye, a, FRPC_INLINE);
+    return rc ? rc : fr_registry_add(&a->reg, fr_func_id(FR_LEAVING_FN),
+                                     FR_LEAVING_FN, on_leaving, a,
+                                     FRPC_INLINE);
+}
+
+/* Says goodbye once, if rank 0 is lost (FR_BYE_FN), or announces the
+ * leaving if unheard (FR_LEAVING_FN), waiting until deadline and at most
+ * FR_BYE_MS. */
+void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
+                                int unheard)
 {
     int world = a->set.world, n = 0;
     uint64_t now = fr_now_ns(), cap = fr_deadline_ms(FR_BYE_MS);
     frpc_future **f;
-    if (world == 1 || a->set.rank == 0 || !fr_agent_peer_lost_why(a, 0) ||
-        atomic_load(&a->live->bye_said))
+    int bye = a->set.rank != 0 && fr_agent_peer_lost_why(a, 0);
+    const char *fn = bye ? FR_BYE_FN : FR_LEAVING_FN;
+    if (world == 1 || atomic_load(&a->live->bye_said) || (!bye && !unheard))
         return;
     if (deadline > cap)
         deadline = cap;
@@ -373,10 +404,10 @@ void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline)
     if (!(f = calloc((size_t)world, sizeof(*f))))
         return;
     atomic_store(&a->live->bye_said, 1);
-    for (int r = 1; r < world; r++)
+    for (int r = 0; r < world; r++)
         if (r != a->set.rank &&
-            !fr_agent_call_refused_why(a, (uint32_t)r, FR_BYE_FN) &&
-            frpc_call_async(a, r, FR_BYE_FN, NULL, 0, ms, &f[n]) == 0)
+            !fr_agent_call_refused_why(a, (uint32_t)r, fn) &&
+            frpc_call_async(a, r, fn, NULL, 0, ms, &f[n]) == 0)
             n++;
     frpc_wait_all(f, (size_t)n, ms);
     for (int i = 0; i < n; i++)
@@ -577,12 +608,23 @@ static int store_silent(frpc_agent *a)
     return atomic_load(&l->store_gone) || (x && x->state == FRPC_PEER_DEAD);
 }
 
+/* Before a verdict of death that no store can contradict: goodbyes that
+ * came before it (this rank was stopped, say, while the others left and
+ * the store closed) are delivered first, so that a rank that left is
+ * LEFT (mark turns DEAD into LEFT after a goodbye). A moment's polling. */
+static void deliver_goodbyes(frpc_agent *a)
+{
+    if (!atomic_load(&a->live->stop) && a->fab)
+        fr_fabric_settle(a->fab, fr_deadline_ms(FR_BYE_MS));
+}
+
 /* r's process ended (its pidfd): dead at once when no store can say
  * whether it left, else after the grace unless the store speaks first. */
 static void exited(frpc_agent *a, uint32_t r)
 {
     fr_liveness *l = a->live;
     if (r == 0 || !l->watcher_started || store_silent(a)) {
+        deliver_goodbyes(a);
         fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
                            "died (its process ended without frpc_shutdown)");
         return;
@@ -700,7 +742,11 @@ static void *watcher_main(void *arg)
             continue;
         if (rc) {
             /* The store's process is rank 0: its connection breaking
-             * means rank 0 is gone (unless we are the ones stopping). */
+             * means rank 0 is gone (unless we are the ones stopping).
+             * Goodbyes that came meanwhile (this rank was stopped, say)
+             * are delivered first, so that ranks that left are not taken
+             * for dead by this verdict or by their processes' end. */
+            deliver_goodbyes(a);
             if (!atomic_load(&l->stop)) {
                 atomic_store(&l->store_gone, 1);
                 wake(l); /* exits waiting for the store's word: dead now */

@@ -18,6 +18,13 @@
  *            2 shut down gracefully with a 2000 ms timeout: they end
  *            FRPC_ETIMEDOUT within 4.5 s; rank 0, resumed, finds them
  *            LEFT (not DEAD).
+ *   left-meanwhile 3 ranks. Rank 2 is stopped for STOPPED_MS while
+ *            ranks 0 and 1 shut down gracefully (2000 ms: their barrier
+ *            times out) and end, rank 0's store with them. Resumed, rank
+ *            2 finds both LEFT, not DEAD (it found rank 0 DEAD, and rank 1
+ *            too unless rank 1 had told it itself: their goodbyes now wait
+ *            in its queue, and are read before any verdict of death), and
+ *            calls to them end FRPC_EPEERLOST.
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 7 s.
@@ -1035,6 +1042,58 @@ static void mode_lender_async(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
+static const char *state_name(int st)
+{
+    return st == FRPC_PEER_LEFT ? "LEFT"
+           : st == FRPC_PEER_DEAD ? "DEAD"
+           : st == FRPC_PEER_ALIVE ? "ALIVE" : "?";
+}
+
+static void lm_lost(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    (void)a;
+    (void)user;
+    SAY("lost: rank %d %s: %s", rank, state_name(state), why);
+}
+
+static void mode_left_meanwhile(frpc_agent *a, int stop_ms)
+{
+    if (R == 2) {
+        frpc_on_peer_lost(a, lm_lost, NULL);
+        say_and_stop(a, 0, stop_ms);
+        msleep(300); /* stopped here */
+        long long t = now_ms();
+        for (int r = 0; r < 2; r++)
+            while (frpc_peer_state(a, r) == FRPC_PEER_ALIVE) {
+                if (now_ms() - t > 10000)
+                    FAIL("rank %d still ALIVE 10 s after resuming", r);
+                msleep(20);
+            }
+        for (int r = 0; r < 2; r++) {
+            int st = frpc_peer_state(a, r);
+            SAY("resumed: rank %d is %s", r, state_name(st));
+            if (st != FRPC_PEER_LEFT)
+                FAIL("rank %d is %s, want LEFT (it shut down)", r,
+                     state_name(st));
+            int rc = frpc_call(a, r, "echo", "x", 1, 5000, NULL);
+            if (rc != FRPC_EPEERLOST)
+                FAIL("a call to rank %d: %s, want FRPC_EPEERLOST", r,
+                     rc ? frpc_strerror(rc) : "ok");
+        }
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    } else {
+        if (R == 0)
+            wait_peer_stopped(1);
+        else
+            msleep(1000);
+        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 2000);
+        SAY("shutdown with rank 2 stopped: %s", frpc_strerror(rc));
+    }
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -1159,6 +1218,8 @@ int main(int argc, char **argv)
         printf("ok: rank %d\n", R);
         return 0;
     }
+    if (!strcmp(mode, "left-meanwhile"))
+        mode_left_meanwhile(a, stop_ms);
     if (!strcmp(mode, "notify"))
         mode_notify(a);
     if (!strcmp(mode, "respond"))
