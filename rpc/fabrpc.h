@@ -38,12 +38,13 @@
  * (frpc_call's zero-copy, frpc_call_async_lent) over a provider other
  * than shm returns (its future is done) only once the callee can no
  * longer read them, which a callee stopped without being lost delays
- * past any timeout (over shm it ends at its timeout). FRPC_TIMEOUT_NONE (-1, or any negative value):
- * no limit; a call with no limit still ends when its peer is lost or the
- * agent shuts down (immediate: at once; graceful: only at the shutdown's
- * own timeout, since a graceful shutdown waits for the calls in flight,
- * so one whose answer never comes holds a graceful
- * frpc_shutdown(FRPC_TIMEOUT_NONE) forever, and its callee's with it).
+ * past any timeout (over shm it ends at its timeout).
+ * FRPC_TIMEOUT_NONE (-1, or any negative value): no limit; a call with
+ * no limit still ends when its peer is lost or the agent shuts down
+ * (immediate: at once; graceful: only at the shutdown's own timeout,
+ * since a graceful shutdown waits for the calls in flight, so one whose
+ * answer never comes holds a graceful frpc_shutdown(FRPC_TIMEOUT_NONE)
+ * forever, and its callee's with it).
  *
  * Codes that mean one thing everywhere:
  *   FRPC_ETIMEDOUT   a wait ran out of time: a call's own timeout, or a
