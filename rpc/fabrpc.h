@@ -128,7 +128,8 @@ typedef struct frpc_request frpc_request;
  * frpc_transfer macros pass its size (op_size), the ops are read
  * op_size bytes apart, no byte of an op past op_size is read, a field
  * the program did not know of counts as unset, and an op_size smaller
- * than the first frpc_xfer's fails with FRPC_EINVAL. That keeps the cost
+ * than the first frpc_xfer's, or over 1024 bytes (no frpc_xfer will be
+ * that large), fails with FRPC_EINVAL. That keeps the cost
  * of a field nil (no setter call, no allocation), where opaque objects
  * would add both to every init. frpc_result is the exception: it never
  * grows (it is complete: status, data, length, remote code, message);
@@ -1273,7 +1274,9 @@ int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
  * With fn set, notifications that arrive from now on go to fn instead of
  * the queue: fn(agent, src, msg, len, user) runs on the polling thread as
  * each arrives, in order, as an FRPC_INLINE handler does: it must be
- * short and must not block (msg is valid during the call only). user is
+ * short and must not block, but may make calls as such handlers may (a
+ * wait in it polls, so a notification that arrives meanwhile runs fn
+ * again, nested, on this thread). msg is valid during the call only. user is
  * passed to fn as is (the caller's). Notifications already queued stay
  * for frpc_notify_wait. fn NULL: back to queueing. Once it returns, the
  * previous fn is not running and is not called again (but for a call

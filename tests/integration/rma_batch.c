@@ -257,6 +257,12 @@ static void refused(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
            FRPC_EINVAL, "NULL ops");
     expect(frpc_transfer_sized(ops, 1, sizeof(int), NULL, 0, TIMEOUT_MS),
            FRPC_EINVAL, "an op size smaller than any frpc_xfer");
+    /* Stepping by it would read outside ops (before: an out-of-bounds
+     * read, ASan). */
+    expect(frpc_transfer_sized(ops, 2, SIZE_MAX, NULL, 0, TIMEOUT_MS),
+           FRPC_EINVAL, "an op size no frpc_xfer will have");
+    expect(frpc_transfer_sized(ops, 2, 1025, NULL, 0, TIMEOUT_MS),
+           FRPC_EINVAL, "an op size over 1024");
     frpc_future *f = (frpc_future *)1;
     expect(frpc_transfer_async(ops, 0, NULL, 0, TIMEOUT_MS, &f), FRPC_EINVAL,
            "an empty async batch");
