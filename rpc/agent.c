@@ -553,9 +553,11 @@ static void wait_users(frpc_agent *a, uint64_t deadline)
  * what a callback run after (the pool's drain, a connection's drop) would
  * start is refused: nothing would end it. Before the liveness thread is
  * joined: the peer-lost function may be waiting in such a call. */
+#define FR_SHUT_BEFORE_ANSWER "the agent shut down before the answer came"
+
 static void end_calls(frpc_agent *a)
 {
-    fr_pending_close(&a->pend, "the agent shut down before the answer came");
+    fr_pending_close(&a->pend, FR_SHUT_BEFORE_ANSWER);
 }
 
 /* Frees the agent; deadline bounds the wait for the provider to give
@@ -918,6 +920,21 @@ static int store_lost(frpc_agent *a, uint64_t deadline)
     return FRPC_EPEERLOST;
 }
 
+/* An immediate shutdown holds no barrier that would tell whether every
+ * rank heard of its leaving: one stopped meanwhile may resume once the
+ * store, and the LEAVE it held, are gone, so the leaving is announced
+ * (fr_liveness_say_goodbye_by). The calls in flight end first, at once
+ * as the header promises, not after the announcement's wait; only this
+ * thread's announcement passes the shutdown's refusal. */
+static void announce_immediate_leaving(frpc_agent *a, uint64_t deadline)
+{
+    fr_pending_fail(&a->pend, UINT32_MAX, FRPC_ESHUTDOWN,
+                    FR_SHUT_BEFORE_ANSWER);
+    fr_call_shutdown_own(1);
+    fr_liveness_say_goodbye_by(a, deadline, 1);
+    fr_call_shutdown_own(0);
+}
+
 int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
 {
     int rc = 0;
@@ -954,6 +971,8 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
             fr_call_shutdown_own(0);
         }
         fr_progress_stop(a);
+    } else {
+        announce_immediate_leaving(a, deadline);
     }
     end_calls(a); /* graceful: those still in flight past the drain */
     fr_liveness_stop(a);

@@ -273,8 +273,9 @@ int fr_liveness_register(frpc_agent *a);
 /* When rank 0 (and the store's LEAVE) is gone: tells every other rank
  * not known lost that this one leaves, so that its end is not taken for
  * a death, once. Unheard (some rank may not hear of the LEAVE from the
- * store: it missed the shutdown barrier, and, stopped, may resume after
- * the store closed), with rank 0 not lost: only announces it (such a
+ * store: it missed the shutdown barrier, or an immediate shutdown held
+ * none, and, stopped, may resume after the store closed), with rank 0
+ * not lost: only announces it (such a
  * rank's later verdict of death becomes LEFT; calls are not ended).
  * Waits up to half a second, never past deadline (shutdown's), but
  * sends even past it. */
@@ -333,10 +334,10 @@ void fr_agent_free_spare_requests(frpc_agent *a);
  * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why);
-/* On the thread in a graceful frpc_shutdown (on = 1, then 0): its own
- * calls pass fr_call_check's shutdown refusal meanwhile (its goodbye to
- * the others when rank 0 was lost during it); other threads' still fail
- * with FRPC_ESHUTDOWN. */
+/* On the thread in frpc_shutdown (on = 1, then 0): its own calls pass
+ * fr_call_check's shutdown refusal meanwhile (its goodbye or
+ * announcement to the others, fr_liveness_say_goodbye_by); other
+ * threads' still fail with FRPC_ESHUTDOWN. */
 void fr_call_shutdown_own(int on);
 /* Sends the request of the pending entry p: 0 when sent (or when a
  * transport error left it to fr_liveness_suspect: it stays in the table

@@ -59,11 +59,12 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
     }
     /* While a graceful shutdown drains, handlers serving other ranks may
      * still call out (they run on the polling thread or the pool); nobody
-     * else may. */
+     * else may, but for the shutting-down thread's own calls (its
+     * goodbyes, either way). */
     int closing = atomic_load(&a->shutting_down);
-    if (closing == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
-        (closing && !fr_fabric_polling_here(a->fab) &&
-         !fr_pool_is_worker(a->pool) && !shutdown_own_calls)) {
+    if (closing && !shutdown_own_calls &&
+        (closing == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
+         (!fr_fabric_polling_here(a->fab) && !fr_pool_is_worker(a->pool)))) {
         *why = fmt("call to '%s' on rank %d: the agent is shutting down", name,
                    dst);
         return FRPC_ESHUTDOWN;

@@ -77,7 +77,7 @@
  * stopped (SIGSTOP, a debugger) or starved of CPU is not lost, however
  * long: calls to it end by their own timeouts, and it works on when it
  * resumes; it then finds lost the ranks that ended meanwhile, those that
- * shut down gracefully LEFT (rank 0 included, see frpc_shutdown). See
+ * shut down LEFT (rank 0 included, see frpc_shutdown). See
  * frpc_peer_state and frpc_on_peer_lost.
  *
  * Membership: only members of the job can make a rank run anything. With
@@ -420,15 +420,15 @@ enum {
  * (rank 0 leaves last, so that nobody loses the store in its last
  * barrier). A rank that shuts down after rank 0 was lost, or finds it
  * lost during a graceful shutdown, or whose graceful shutdown's barrier
- * fails (rank 0 too: a rank that missed it may be stopped, and resume
- * only once the store that would have told it is gone), tells the others
- * itself (a call to each, waited for at most half a second and never
- * past timeout_ms, but sent even once that has passed), so that they see
- * it LEFT rather than DEAD: a rank stopped meanwhile reads these
- * goodbyes when it resumes, before it takes the store's end or a
- * process's end for a death. An immediate shutdown says no goodbye: a
- * rank stopped meanwhile that resumes after the store closed sees the
- * ranks that left at once DEAD. It cannot bound what an
+ * fails, or that shuts down immediately (rank 0 too: a rank that missed
+ * the barrier, or found none, may be stopped, and resume only once the
+ * store that would have told it is gone), tells the others itself (a
+ * call to each, waited for at most half a second and never past
+ * timeout_ms, but sent even once that has passed; immediate: after its
+ * calls in flight have ended), so that they see it LEFT rather than
+ * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,
+ * before it takes the store's end or a process's end for a death. A
+ * rank that ends without a shutdown says none. It cannot bound what an
  * application's handler does: handlers already running, and those queued
  * to the thread pool, run to their end before shutdown returns, whatever
  * timeout_ms and how (immediate fails this rank's calls in flight at once,

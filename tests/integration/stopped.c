@@ -25,6 +25,10 @@
  *            too unless rank 1 had told it itself: their goodbyes now wait
  *            in its queue, and are read before any verdict of death), and
  *            calls to them end FRPC_EPEERLOST.
+ *   left-meanwhile-immediate  as left-meanwhile, but ranks 1, then 0,
+ *            shut down at once (FRPC_SHUTDOWN_IMMEDIATE, 2000 ms) 3 s and
+ *            4 s in: rank 2 finds both LEFT all the same (it found them
+ *            DEAD when an immediate shutdown announced nothing).
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 7 s.
@@ -1057,7 +1061,7 @@ static void lm_lost(frpc_agent *a, int rank, int state, const char *why,
     SAY("lost: rank %d %s: %s", rank, state_name(state), why);
 }
 
-static void mode_left_meanwhile(frpc_agent *a, int stop_ms)
+static void mode_left_meanwhile(frpc_agent *a, int stop_ms, int how)
 {
     if (R == 2) {
         frpc_on_peer_lost(a, lm_lost, NULL);
@@ -1083,11 +1087,14 @@ static void mode_left_meanwhile(frpc_agent *a, int stop_ms)
         }
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
     } else {
+        /* Immediate: past the slice of rank 2's last watch of the store
+         * (which would carry it the first LEAVE), rank 1 first (rank 0
+         * up: no goodbye of its own). */
+        int wait = how == FRPC_SHUTDOWN_IMMEDIATE ? 3000 : 0;
         if (R == 0)
             wait_peer_stopped(1);
-        else
-            msleep(1000);
-        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 2000);
+        msleep(R == 0 ? wait * 4 / 3 : 1000 + wait);
+        int rc = frpc_shutdown(a, how, 2000);
         SAY("shutdown with rank 2 stopped: %s", frpc_strerror(rc));
     }
     printf("ok: rank %d\n", R);
@@ -1219,7 +1226,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(mode, "left-meanwhile"))
-        mode_left_meanwhile(a, stop_ms);
+        mode_left_meanwhile(a, stop_ms, FRPC_SHUTDOWN_GRACEFUL);
+    if (!strcmp(mode, "left-meanwhile-immediate"))
+        mode_left_meanwhile(a, stop_ms, FRPC_SHUTDOWN_IMMEDIATE);
     if (!strcmp(mode, "notify"))
         mode_notify(a);
     if (!strcmp(mode, "respond"))
