@@ -1304,8 +1304,8 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * frpc_transfer and their _async, native or emulated) is one call with
  * one outcome, an emulated transfer also one call per piece it moves
  * (which its owner counts in requests_received and requests_answered),
- * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes once
- * rank 0 is lost).
+ * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes and
+ * announcements of its leaving).
  */
 typedef struct frpc_stats {
     uint64_t calls_started;      /* calls sent (sync and async; see
@@ -1317,8 +1317,12 @@ typedef struct frpc_stats {
     uint64_t calls_failed;       /* any other error after sending */
     uint64_t calls_in_flight;
     uint64_t answers_dropped;    /* late or unknown answers */
-    uint64_t requests_received;  /* handed to handlers */
-    uint64_t requests_answered;
+    uint64_t requests_received;  /* handed to handlers, and those
+                                    refused (FRPC_ESHUTDOWN) once a
+                                    shutdown's pool takes no more */
+    uint64_t requests_answered;  /* of requests_received, those answered
+                                    (by a handler, or by fabrpc for it,
+                                    such a refusal too), sent or not */
     uint64_t frames_malformed;   /* dropped: failed to decode */
     uint64_t frames_bad_token;   /* dropped: another job's token */
     uint64_t frames_stranger;    /* dropped: from an address that is not
