@@ -257,7 +257,7 @@ static int run_worker(frpc_agent *a, size_t n, int steps)
     for (int step = 1; step <= steps; step++) {
         if ((rc = frpc_get(params_mem, 0, l.params, sizeof l.params, 0, bytes,
                            WAIT_MS))) {
-            fail("reading the parameters", rc);
+            fail("reading the parameters from rank 0", rc);
             goto out;
         }
         for (size_t i = 0; i < n; i++)
@@ -269,7 +269,7 @@ static int run_worker(frpc_agent *a, size_t n, int steps)
         step_note note = {.step = step}, go;
         int src;
         if ((rc = frpc_transfer(&put, 1, &note, sizeof note, WAIT_MS))) {
-            fail("writing the gradient", rc);
+            fail("writing the gradient to rank 0", rc);
             goto out;
         }
         if (wait_note(a, from_server, &src, &go))
