@@ -68,7 +68,11 @@
  * Lost peers: a rank whose process ends without frpc_shutdown (killed,
  * crashed, exited) is lost, and so is one that shut down while others
  * still call it. Every call to it, in flight or new, then ends with
- * FRPC_EPEERLOST, whatever its timeout; so do barriers, which can no
+ * FRPC_EPEERLOST, whatever its timeout (also a call, notification or
+ * transfer that reaches it while it shuts down and takes no more
+ * requests: its error says so, and frpc_peer_state may still say ALIVE
+ * a moment; FRPC_ESHUTDOWN means this rank's own shutdown only); so do
+ * barriers, which can no
  * longer complete (FRPC_EBOOTSTRAP when rank 0 dies: its process serves
  * the bootstrap store that barriers meet in). A process that dies is
  * noticed at once (its connection to the bootstrap store closes; on one

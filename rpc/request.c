@@ -255,6 +255,18 @@ static void on_answer(frpc_agent *a, fr_fabric_msg *m)
         if (m->env.flags & FR_ENV_F_REMOTE) {
             status = FRPC_EREMOTE;
             remote_code = m->env.status;
+        } else if (m->env.status == FRPC_ESHUTDOWN &&
+                   m->env.src_rank != (uint32_t)a->set.rank) {
+            /* The callee refused it in its shutdown: it is leaving, and a
+             * call to a rank that shut down ends FRPC_EPEERLOST (the
+             * header's "Lost peers"), not with the code of this rank's
+             * own shutdown. Its LEFT follows (its goodbye, its end). */
+            char buf[96];
+            snprintf(buf, sizeof(buf), "rank %u is shutting down: it takes "
+                     "no more requests", (unsigned)m->env.src_rank);
+            free(err);
+            err = strdup(buf);
+            status = FRPC_EPEERLOST;
         } else {
             status = m->env.status;
             if (!frpc_err_name(status) ||

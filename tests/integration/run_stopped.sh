@@ -40,6 +40,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one left-meanwhile 3 left-meanwhile
     run_case "$PROV: a rank stopped while the others shut down at once finds them LEFT, rank 0 too" \
         one left-meanwhile-immediate 3 left-meanwhile-immediate
+    run_case "$PROV: calls to a rank in its immediate shutdown end FRPC_EPEERLOST, not FRPC_ESHUTDOWN" \
+        one refused-leaving 3 refused-leaving
     run_case "$PROV: rank 0 stopped during init: the others fail by init_timeout_ms" \
         one init 3 init
     run_case "$PROV: frpc_notify to a stopped rank: FRPC_ETIMEDOUT; taken once at most, in order" \

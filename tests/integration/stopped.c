@@ -29,6 +29,12 @@
  *            shut down at once (FRPC_SHUTDOWN_IMMEDIATE, 2000 ms) 3 s and
  *            4 s in: rank 2 finds both LEFT all the same (it found them
  *            DEAD when an immediate shutdown announced nothing).
+ *   refused-leaving 3 ranks. Rank 2 is stopped, so that rank 1's
+ *            immediate shutdown waits 500 ms for its goodbye to rank 2,
+ *            refusing requests meanwhile; rank 0 calls rank 1 in a loop
+ *            until it is LEFT: each call ends 0 or FRPC_EPEERLOST (it
+ *            ended FRPC_ESHUTDOWN, the code of the caller's own
+ *            shutdown), some by the refusal.
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 7 s.
@@ -1101,6 +1107,84 @@ static void mode_left_meanwhile(frpc_agent *a, int stop_ms, int how)
     exit(0);
 }
 
+/* refused-leaving: calls that reach a rank in its immediate shutdown. */
+static void mode_refused_leaving(frpc_agent *a, int stop_ms)
+{
+    if (R == 2) { /* stopped: rank 1's goodbye to it waits 500 ms */
+        say_and_stop(a, 0, stop_ms);
+        msleep(300); /* stopped here */
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    } else if (R == 1) { /* rank 0's "arrived" call says when to leave */
+        long long t = now_ms();
+        while (atomic_load(&arrived) < 1) {
+            if (now_ms() - t > 30000)
+                FAIL("rank 0 never said when to leave");
+            msleep(2);
+        }
+        t = now_ms();
+        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
+        SAY("immediate shutdown with rank 2 stopped: %s in %lld ms",
+            frpc_strerror(rc), now_ms() - t);
+    } else {
+        wait_peer_stopped(1);
+        int rc = frpc_call(a, 1, "arrived", NULL, 0, 10000, NULL);
+        if (rc)
+            FAIL("telling rank 1 to leave: %s", frpc_strerror(rc));
+        /* A window of async calls: one whose request a pool thread took
+         * just as the shutdown began waits for rank 1's end (its answer
+         * is not sent), while the others go on meeting the refusal. */
+        enum { W = 4 };
+        frpc_future *f[W] = {NULL};
+        long long t = now_ms();
+        int ok = 0, refused = 0, lost = 0, out = 0;
+        for (;;) {
+            int alive = frpc_peer_state(a, 1) == FRPC_PEER_ALIVE;
+            for (int i = 0; alive && i < W; i++)
+                if (!f[i]) {
+                    rc = frpc_call_async(a, 1, "echo", "x", 1, 5000, &f[i]);
+                    if (rc && rc != FRPC_EPEERLOST)
+                        FAIL("a call to rank 1 in its shutdown: %s, want "
+                             "FRPC_EPEERLOST", frpc_strerror(rc));
+                    out += !rc;
+                    lost += rc != 0;
+                }
+            if (!out && !alive)
+                break;
+            if (now_ms() - t > 20000)
+                FAIL("rank 1 still ALIVE 20 s after its shutdown began");
+            size_t k;
+            if (!out || frpc_wait_any(f, W, 1000, &k))
+                continue;
+            const char *why = NULL;
+            rc = frpc_future_error(f[k], NULL, &why);
+            if (rc == 0)
+                ok++;
+            else if (rc != FRPC_EPEERLOST)
+                FAIL("a call to rank 1 in its shutdown: %s (%s), want "
+                     "FRPC_EPEERLOST", frpc_strerror(rc), why);
+            else if (strstr(why, "shutting down"))
+                refused++;
+            else
+                lost++;
+            frpc_future_free(f[k]);
+            f[k] = NULL;
+            out--;
+        }
+        SAY("calls to rank 1 as it left: %d answered, %d refused (shutting "
+            "down), %d ended as it was found LEFT", ok, refused, lost);
+        if (!refused)
+            FAIL("no call reached rank 1 in its shutdown's 500 ms goodbye");
+        if (frpc_peer_state(a, 1) != FRPC_PEER_LEFT)
+            FAIL("rank 1 is %d, want LEFT", frpc_peer_state(a, 1));
+        rc = frpc_call(a, 1, "echo", "x", 1, 5000, NULL);
+        if (rc != FRPC_EPEERLOST)
+            FAIL("a call to rank 1 once LEFT: %s", frpc_strerror(rc));
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
+    }
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -1229,6 +1313,8 @@ int main(int argc, char **argv)
         mode_left_meanwhile(a, stop_ms, FRPC_SHUTDOWN_GRACEFUL);
     if (!strcmp(mode, "left-meanwhile-immediate"))
         mode_left_meanwhile(a, stop_ms, FRPC_SHUTDOWN_IMMEDIATE);
+    if (!strcmp(mode, "refused-leaving"))
+        mode_refused_leaving(a, stop_ms);
     if (!strcmp(mode, "notify"))
         mode_notify(a);
     if (!strcmp(mode, "respond"))
