@@ -84,6 +84,11 @@ paramserver_killed() {
         for r in 0 1 2; do
             echo "rank $r: $(grep State "/proc/${pids[$r]}/status" 2>/dev/null)"
             cat "$TMPD/k$r.out"
+            # Where it waits, for the next reader of this log.
+            ! command -v gdb >/dev/null ||
+                timeout 30 gdb -p "${pids[$r]}" -batch \
+                    -ex "thread apply all bt 12" 2>/dev/null |
+                grep -E '^(Thread|#)' | head -80
         done
         return 0
     fi
