@@ -34,7 +34,8 @@
  *            refusing requests meanwhile; rank 0 calls rank 1 in a loop
  *            until it is LEFT: each call ends 0 or FRPC_EPEERLOST (it
  *            ended FRPC_ESHUTDOWN, the code of the caller's own
- *            shutdown), some by the refusal.
+ *            shutdown), some by the refusal; so does a notification
+ *            sent after the first refusal.
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 7 s.
@@ -1162,9 +1163,19 @@ static void mode_refused_leaving(frpc_agent *a, int stop_ms)
             else if (rc != FRPC_EPEERLOST)
                 FAIL("a call to rank 1 in its shutdown: %s (%s), want "
                      "FRPC_EPEERLOST", frpc_strerror(rc), why);
-            else if (strstr(why, "shutting down"))
-                refused++;
-            else
+            else if (strstr(why, "shutting down")) {
+                /* Rank 1 refuses everything from now on: a notification
+                 * too ends FRPC_EPEERLOST (the refusal, or its end). */
+                long long tn = now_ms();
+                if (!refused++ &&
+                    (rc = frpc_notify(a, 1, "n", 1, 5000)) != FRPC_EPEERLOST)
+                    FAIL("a notification to rank 1 in its shutdown: %s, "
+                         "want FRPC_EPEERLOST",
+                         rc ? frpc_strerror(rc) : "ok");
+                if (refused == 1)
+                    SAY("a notification to rank 1 in its shutdown: "
+                        "FRPC_EPEERLOST after %lld ms", now_ms() - tn);
+            } else
                 lost++;
             frpc_future_free(f[k]);
             f[k] = NULL;
