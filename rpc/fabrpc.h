@@ -337,7 +337,10 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * transport, meets the other ranks through the bootstrap store, and starts
  * the progress thread. Blocks until every rank has joined or the init
  * timeout passes (config.init_timeout_ms, counted from the call; a failed
- * init may take up to a second more to release what it set up). On
+ * init may take up to a second more to release what it set up; the
+ * timeout cannot cut short libfabric's first look at its providers in a
+ * process, fi_getinfo, which takes well under a second here but was once
+ * seen take over 30 s on a loaded machine). On
  * success *out owns the agent until frpc_shutdown.
  *
  * Every rank must have been started with the same world size, job key
