@@ -99,9 +99,14 @@ static int next_piece_locked(emu_xfer *x, emu_piece *c)
     return 1;
 }
 
-static void pump(emu_xfer *x);
+static void pump_locked(emu_xfer *x);
 
-/* A piece is over with status (why: its malloc'ed words, taken). */
+/* A piece is over with status (why: its malloc'ed words, taken). The
+ * count and the pump are one hold of x->lock: once out may read 0, the
+ * thread pumping may end and free x, so nothing here may touch x after
+ * the lock is let go (two pieces ending on two threads, the second
+ * ending x while the first was between its count and its pump, locked
+ * a destroyed mutex: TSan, run_rma_emulated_tcp). */
 static void piece_over(emu_xfer *x, size_t len, int status, char *why)
 {
     pthread_mutex_lock(&x->lock);
@@ -114,9 +119,8 @@ static void piece_over(emu_xfer *x, size_t len, int status, char *why)
         x->why = why;
         why = NULL;
     }
-    pthread_mutex_unlock(&x->lock);
+    pump_locked(x);
     free(why);
-    pump(x);
 }
 
 /* A piece's entry ended: its answer, or its failure. */
@@ -196,11 +200,10 @@ static void end(emu_xfer *x)
     free(x);
 }
 
-/* Sends what the window allows; ends x when nothing is out and nothing
- * more will be sent. */
-static void pump(emu_xfer *x)
+/* Under x->lock, which it lets go of: sends what the window allows;
+ * ends x when nothing is out and nothing more will be sent. */
+static void pump_locked(emu_xfer *x)
 {
-    pthread_mutex_lock(&x->lock);
     if (x->pumping) {
         x->again = 1;
         pthread_mutex_unlock(&x->lock);
@@ -268,6 +271,7 @@ int fr_emu_rma(frpc_agent *a, const fr_rma *op, const fr_emu_seg *segs,
     pthread_mutex_init(&x->lock, NULL);
     memcpy(x->segs, segs, n * sizeof(segs[0]));
     x->nsegs = n;
-    pump(x); /* done may run in here: the caller expects that */
+    pthread_mutex_lock(&x->lock);
+    pump_locked(x); /* done may run in here: the caller expects that */
     return 0;
 }

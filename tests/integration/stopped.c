@@ -31,10 +31,11 @@
  *            DEAD when an immediate shutdown announced nothing).
  *   refused-leaving 3 ranks. Rank 2 is stopped, so that rank 1's
  *            immediate shutdown waits 500 ms for its goodbye to rank 2,
- *            refusing requests meanwhile; rank 0 calls rank 1 in a loop
- *            until it is LEFT: each call ends 0 or FRPC_EPEERLOST (it
- *            ended FRPC_ESHUTDOWN, the code of the caller's own
- *            shutdown), some by the refusal; so does a notification
+ *            refusing requests meanwhile; rank 0, told it begins,
+ *            calls rank 1 (8 async calls out) until it is LEFT: each
+ *            call ends 0 or FRPC_EPEERLOST (it ended FRPC_ESHUTDOWN,
+ *            the code of the caller's own shutdown), some by the
+ *            refusal; so does a notification
  *            sent after the first refusal.
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
@@ -1122,8 +1123,15 @@ static void mode_refused_leaving(frpc_agent *a, int stop_ms)
                 FAIL("rank 0 never said when to leave");
             msleep(2);
         }
+        /* Says it now leaves, so that rank 0's calls come once the
+         * shutdown has begun: calls a pool thread took just before
+         * wait for its end (their answers are not sent), and a window
+         * of them all taken so saw no refusal (TSan, CI). */
+        int rc = frpc_call(a, 0, "arrived", NULL, 0, 10000, NULL);
+        if (rc)
+            FAIL("telling rank 0 it leaves: %s", frpc_strerror(rc));
         t = now_ms();
-        int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
+        rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
         SAY("immediate shutdown with rank 2 stopped: %s in %lld ms",
             frpc_strerror(rc), now_ms() - t);
     } else {
@@ -1131,12 +1139,19 @@ static void mode_refused_leaving(frpc_agent *a, int stop_ms)
         int rc = frpc_call(a, 1, "arrived", NULL, 0, 10000, NULL);
         if (rc)
             FAIL("telling rank 1 to leave: %s", frpc_strerror(rc));
+        long long t = now_ms(); /* ranks 1 and 2 arrived, then rank 1 */
+        while (atomic_load(&arrived) < 3) {
+            if (now_ms() - t > 30000)
+                FAIL("rank 1 never said it leaves");
+            msleep(1);
+        }
+        msleep(50);
         /* A window of async calls: one whose request a pool thread took
          * just as the shutdown began waits for rank 1's end (its answer
          * is not sent), while the others go on meeting the refusal. */
-        enum { W = 4 };
+        enum { W = 8 };
         frpc_future *f[W] = {NULL};
-        long long t = now_ms();
+        t = now_ms();
         int ok = 0, refused = 0, lost = 0, out = 0;
         for (;;) {
             int alive = frpc_peer_state(a, 1) == FRPC_PEER_ALIVE;
