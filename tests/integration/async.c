@@ -1252,10 +1252,20 @@ static frpc_future *then_released(uint64_t seed, frpc_future_fn fn,
 {
     frpc_future *f = au_async(1, "hold", seed, 16, CALL_TIMEOUT_MS);
     CHECK(frpc_future_then(f, fn, user) == 0, "then");
-    frpc_result rel;
-    CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS, &rel) == 0,
-          "release");
-    frpc_result_clear(&rel);
+    /* Rank 1 may run "release" before "hold" (two pool threads): then it
+     * let none go, and the hold would wait for CALL_TIMEOUT_MS (CI,
+     * sockets: then-order silent until its run's 60 s timeout). Again
+     * until it says it let one go. */
+    uint64_t n = 0;
+    for (double t0 = au_now_ms(); !n; au_sleep_us(1000)) {
+        frpc_result rel;
+        CHECK(frpc_call(agent, 1, "release", NULL, 0, CALL_TIMEOUT_MS,
+                        &rel) == 0 &&
+                  au_msg_check(rel.data, rel.len, &n),
+              "release");
+        frpc_result_clear(&rel);
+        CHECK(n || au_now_ms() - t0 < 30000, "rank 1 held no call in 30 s");
+    }
     return f;
 }
 
