@@ -1397,9 +1397,12 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * times under 2^40 ns (about 18 minutes: longer ones share the
  * histogram's last step, and a percentile that falls among them is only
  * kept within min and max); min and max are exact. An outcome counts once it is known: a call in flight,
- * or a request whose handler has not answered yet, is in no figure. The
- * figures are read field by field while others may be added, as
- * frpc_stats's are.
+ * or a request whose handler has not answered yet, is in no figure. Each
+ * side's figures (the caller's, the callee's) are read as of one moment,
+ * even while calls end: they hold together (failures among the counted,
+ * min <= p50 <= p99 <= max, the total between count x min and count x
+ * max; all zero with a zero count). The two sides, and two names, may be
+ * read at slightly different moments.
  */
 #define FRPC_FN_STATS_MAX 1024
 

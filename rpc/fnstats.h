@@ -27,8 +27,14 @@
 #define FR_HIST_TOP_POW 40
 #define FR_HIST_BUCKETS (((FR_HIST_TOP_POW - FR_HIST_SUB_BITS) + 1) << FR_HIST_SUB_BITS)
 
-/* The count is the buckets' sum: one add fewer per time. */
+/* The count is the buckets' sum: one add fewer per time. began and ended
+ * count the adds begun and ended, so that a reader knows whether one ran
+ * while it read (a seqlock that lets several writers in at once): the
+ * figures of a name are read whole, never a time without its count.
+ * held: readers that met adds too often and hold new ones back. */
 typedef struct fr_hist {
+    atomic_uint_fast64_t began, ended;
+    atomic_int held;
     atomic_uint_fast64_t failed, total, min, max;
     atomic_uint_fast64_t bucket[FR_HIST_BUCKETS];
 } fr_hist;
@@ -66,7 +72,12 @@ void fr_hist_add(fr_hist *h, uint64_t ns, int failed, int exclusive);
 /* The record of name if it has one, else NULL. */
 const fr_fn_stat *fr_fnstats_find(const fr_fnstats *s, const char *name);
 
-/* Fills the public figures from a record (st NULL: zeros). */
+/* Fills the public figures from a record (st NULL: zeros): each side's
+ * figures as they were between two adds. A reader that keeps meeting
+ * adds holds new ones back until it has read; if an add under way does
+ * not end within 100 ms (its thread lost its core), it takes its last
+ * read made to hold together (count, failures, total, min and max
+ * clamped to one another). */
 void fr_fnstats_fill(const fr_fn_stat *st, frpc_fn_stats *out);
 
 #endif /* FR_RPC_FNSTATS_H */

@@ -2,6 +2,7 @@
  * bound, exact counts under concurrent adds, the table's limit. */
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,6 +148,90 @@ START_TEST(a_name_sharing_an_id_is_not_taken_for_another)
     drop(s);
 }
 END_TEST
+/* Readers racing adders: one exclusive adder (the caller's side) adds
+ * 1, 2, 3... with every odd one failed, so a whole read of n times has
+ * total n(n+1)/2, max n and (n+1)/2 failures; two shared adders (the
+ * callee's side) add 1..K each, and every read must hold together. */
+static atomic_int racing;
+
+static void *exclusive_adder(void *arg)
+{
+    for (uint64_t i = 1; i <= 200000; i++)
+        fr_hist_add(&shared->call, i, (i & 1) != 0, 1);
+    atomic_fetch_sub(&racing, 1);
+    return arg;
+}
+
+static void *shared_adder(void *arg)
+{
+    for (uint64_t i = 1; i <= 100000; i++)
+        fr_hist_add(&shared->handle, i, (i & 1) != 0, 0);
+    atomic_fetch_sub(&racing, 1);
+    return arg;
+}
+
+static void holds_together(uint64_t n, uint64_t failed, uint64_t total,
+                           uint64_t min, uint64_t max, uint64_t p50,
+                           uint64_t p99, const char *side)
+{
+    if (n == 0) {
+        ck_assert_msg(failed == 0 && total == 0 && min == 0 && max == 0 &&
+                          p50 == 0 && p99 == 0,
+                      "%s: times without a count", side);
+        return;
+    }
+    ck_assert_msg(failed <= n && min > 0 && min <= p50 && p50 <= p99 &&
+                      p99 <= max && total / n >= min && total / n <= max,
+                  "%s: n %llu failed %llu total %llu min %llu p50 %llu "
+                  "p99 %llu max %llu", side, (unsigned long long)n,
+                  (unsigned long long)failed, (unsigned long long)total,
+                  (unsigned long long)min, (unsigned long long)p50,
+                  (unsigned long long)p99, (unsigned long long)max);
+}
+
+START_TEST(reads_racing_adds_hold_together)
+{
+    fr_fnstats *s = table();
+    shared = fr_fnstats_get(s, fr_func_id("r"), "r");
+    pthread_t t[3];
+    atomic_store(&racing, 3);
+    ck_assert_int_eq(pthread_create(&t[0], NULL, exclusive_adder, NULL), 0);
+    for (int i = 1; i < 3; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, shared_adder, NULL), 0);
+    long reads = 0, exact = 0;
+    while (atomic_load(&racing) > 0 || reads < 10) {
+        frpc_fn_stats o;
+        fr_fnstats_fill(shared, &o);
+        reads++;
+        holds_together(o.calls, o.calls_failed, o.call_ns_total,
+                       o.call_ns_min, o.call_ns_max, o.call_ns_p50,
+                       o.call_ns_p99, "caller");
+        holds_together(o.handled, o.handled_error, o.handle_ns_total,
+                       o.handle_ns_min, o.handle_ns_max, o.handle_ns_p50,
+                       o.handle_ns_p99, "callee");
+        uint64_t n = o.calls;
+        if (n && o.call_ns_total == n * (n + 1) / 2 && o.call_ns_max == n &&
+            o.calls_failed == (n + 1) / 2)
+            exact++;
+        else
+            ck_assert_msg(n == 0, "caller: n %llu total %llu max %llu "
+                          "failed %llu: not one moment's figures",
+                          (unsigned long long)n,
+                          (unsigned long long)o.call_ns_total,
+                          (unsigned long long)o.call_ns_max,
+                          (unsigned long long)o.calls_failed);
+    }
+    for (int i = 0; i < 3; i++)
+        pthread_join(t[i], NULL);
+    frpc_fn_stats out;
+    fr_fnstats_fill(shared, &out);
+    ck_assert_uint_eq(out.calls, 200000);
+    ck_assert_uint_eq(out.handled, 200000);
+    ck_assert_uint_eq(out.handle_ns_total, 2ull * 100000 * 100001 / 2);
+    ck_assert_msg(exact > 0, "%ld reads, none with a count", reads);
+    drop(s);
+}
+END_TEST
 
 int main(void)
 {
@@ -155,6 +240,8 @@ int main(void)
          percentiles_are_within_the_bound, 60},
         {"4 threads adding at once: every time counted",
          concurrent_adds_are_all_counted, 60},
+        {"reads racing 3 adders: each read is one moment's figures",
+         reads_racing_adds_hold_together, 60},
         {"names past FRPC_FN_STATS_MAX get no figures",
          names_past_the_limit_get_no_figures},
         {"a name sharing another's id is not reported as it",
