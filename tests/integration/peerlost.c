@@ -2423,10 +2423,13 @@ static int mode_own_threads(void)
 }
 
 /* What rank 0's threads got, each inside a call when shutdown began. */
-enum { IN_NOTIFY, IN_BARRIER, IN_CALL, IN_FUTURE, IN_BARRIER2, IN_N };
+enum {
+    IN_NOTIFY, IN_BARRIER, IN_CALL, IN_FUTURE, IN_SELF, IN_BARRIER2, IN_N
+};
 static const char *const in_what[IN_N] = {
     "frpc_notify_wait", "frpc_barrier", "frpc_call", "frpc_future_wait",
-    "a second frpc_barrier (500 ms)"};
+    "frpc_call to itself (its own shutdown: FRPC_ESHUTDOWN, not "
+    "FRPC_EPEERLOST)", "a second frpc_barrier (500 ms)"};
 static atomic_int in_code[IN_N], in_started;
 static double in_ms[IN_N];
 
@@ -2448,6 +2451,8 @@ static void *inside_main(void *arg)
         rc = frpc_barrier(agent, 500);
     } else if (which == IN_CALL) {
         rc = frpc_call(agent, 1, "hold", NULL, 0, FRPC_TIMEOUT_NONE, NULL);
+    } else if (which == IN_SELF) {
+        rc = frpc_call(agent, me, "hold", NULL, 0, FRPC_TIMEOUT_NONE, NULL);
     } else {
         frpc_future *f = NULL;
         rc = frpc_call_async(agent, 1, "hold", NULL, 0, FRPC_TIMEOUT_NONE,

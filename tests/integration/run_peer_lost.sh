@@ -384,7 +384,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: init, calls, shutdown 20 times in one process" reinit
     run_case "$PROV: graceful shutdown right after starting 816 async calls: each ends with its answer" drain
     run_case "$PROV: frpc_shutdown from a handler or a callback, frpc_barrier inline or on the only pool thread: FRPC_EDEADLK" own_threads
-    run_case "$PROV: immediate shutdown while threads wait in notify_wait, barrier, call, future_wait: each ends, then the agent is freed" inside immediate
+    run_case "$PROV: immediate shutdown while threads wait in notify_wait, barrier, call, future_wait, a call to itself: each ends, then the agent is freed" inside immediate
     run_case "$PROV: graceful shutdown while threads wait in notify_wait and barrier: each ends, the shutdown barrier is its own" inside graceful
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
