@@ -12,9 +12,14 @@
  *   it may or may not have run. Never at its own timeout.
  * - Only the side whose operation failed sees the drop, so it tells the
  *   other with a call to FR_DROPPED_NAME, whose handler suspects that
- *   side's calls in turn. Another drop may lose the telling too: it is
- *   sent again while it ends FRPC_ETRANSPORT or FRPC_ETIMEDOUT, at most
- *   FR_DROPPED_TRIES times.
+ *   side's calls in turn. The first telling, sent as the drop is seen,
+ *   often goes onto the dying connection and is lost with it (tcp: every
+ *   time in a probe, and the other side's calls then ended at their own
+ *   timeouts). So it is sent again while it ends FRPC_ETRANSPORT or
+ *   FRPC_ETIMEDOUT, at most FR_DROPPED_TRIES times, with a timeout that
+ *   starts short (the other side should know within about a second) and
+ *   doubles (a loaded peer may answer slowly). Told twice, the other side
+ *   only suspects again what it suspects already.
  */
 #include "config.h"
 
@@ -24,8 +29,8 @@
 #include "rpc/agent.h"
 
 #define FR_DROPPED_NAME FR_RESERVED_PREFIX "dropped"
-#define FR_DROPPED_TRIES 5
-#define FR_DROPPED_TIMEOUT_MS 5000
+#define FR_DROPPED_TRIES 7
+#define FR_DROPPED_FIRST_TIMEOUT_MS 100 /* then 200, 400, ... 6400 */
 
 static void suspect_calls_to(frpc_agent *a, uint32_t rank)
 {
@@ -73,7 +78,8 @@ static void tell(telling *t)
     frpc_future *f;
     t->tries++;
     if (frpc_call_async(t->a, (int)t->rank, FR_DROPPED_NAME, NULL, 0,
-                        FR_DROPPED_TIMEOUT_MS, &f) != 0 ||
+                        FR_DROPPED_FIRST_TIMEOUT_MS << (t->tries - 1),
+                        &f) != 0 ||
         frpc_future_then(f, told, t) != 0)
         free(t); /* shutting down, lost, or no memory: nobody to tell */
 }

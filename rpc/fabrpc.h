@@ -705,12 +705,14 @@ void frpc_result_clear(frpc_result *res);
  * it may return after the timeout by as long as the callee takes to
  * notice (at its next poll) that the caller's time ran out; a callee that
  * stops polling altogether without being lost holds it until it polls
- * again or is lost. There an frpc_shutdown on another thread meanwhile
- * ends such a call
- * FRPC_ESHUTDOWN once the callee reads or refuses args, its process ends
+ * again or is lost. There an frpc_shutdown on another thread ends such a
+ * call's wait once the callee reads or refuses args, its process ends
  * (noticed also while the shutdown runs), or the shutdown's timeout_ms
  * runs out: then the shutdown takes args back, and the callee's handler
- * never sees them (its later reads fail, or their copies are thrown away).
+ * never sees them (its later reads fail, or their copies are thrown
+ * away). The call returns what ended it first: FRPC_ETIMEDOUT if its
+ * timeout ran out before the shutdown began (as a lent async call's
+ * status, below), else FRPC_ESHUTDOWN.
  * Shorter args, and frpc_call_async's, are copied.
  *
  * A large reply is read from the callee after it answered; a callee that

@@ -24,6 +24,12 @@
  *   cycles   10,000 register/get/deregister cycles, RSS flat (rma_batch.c).
  *   notebig  a batch's notification over max_msg_size (rma_batch.c).
  *   ownersmall  what is over the owner's max_msg_size only (rma_batch.c).
+ *   told     2 ranks, tcp natively: rank 1's get of a region rank 0 has
+ *            deregistered makes rank 0's provider drop the connection,
+ *            and only rank 1 sees it; each rank's call to the other in
+ *            flight (held there, its timeout 5 s) must end
+ *            FRPC_ETRANSPORT, rank 0's once rank 1 tells it, never at its
+ *            timeout; calls both ways work afterwards.
  *   modes, fallback  native or emulated transfers (rma_modes.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
@@ -662,6 +668,97 @@ static int mode_bad(void)
     return 0;
 }
 
+/* ---- told -------------------------------------------------------------- */
+
+static frpc_request *held;
+static atomic_int holding;
+
+static void h_hold(frpc_request *req, void *user)
+{
+    (void)user;
+    held = req; /* answered after the check: a late answer, dropped */
+    atomic_store(&holding, 1);
+}
+
+static int mode_told(void)
+{
+    start(4096);
+    CHECK(world == 2, "told needs 2 ranks");
+    int peer = 1 - me;
+    static uint8_t sparebuf[4096];
+    if (me == 0) {
+        CHECK(frpc_mem_register(agent, sparebuf, sizeof(sparebuf),
+                                FRPC_MEM_REMOTE_READ, &spare) == 0 &&
+                  frpc_mem_describe(spare, 0, sizeof(sparebuf),
+                                    spare_desc) == 0,
+              "register and describe spare");
+    }
+    CHECK(frpc_register(agent, "spare_desc", h_spare_desc, NULL, 0) == 0 &&
+              frpc_register(agent, "spare_drop", h_spare_drop, NULL, 0) == 0 &&
+              frpc_register(agent, "hold", h_hold, NULL, FRPC_INLINE) == 0,
+          "register");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    uint8_t stale[FRPC_MEM_DESC_SIZE];
+    if (me == 1) {
+        frpc_result res;
+        CHECK(frpc_call(agent, 0, "spare_desc", NULL, 0, TIMEOUT_MS, &res) ==
+                      0 && res.len == FRPC_MEM_DESC_SIZE,
+              "spare desc");
+        memcpy(stale, res.data, FRPC_MEM_DESC_SIZE);
+        frpc_result_clear(&res);
+        CHECK(frpc_call(agent, 0, "spare_drop", NULL, 0, TIMEOUT_MS, NULL) ==
+                  0, "deregister the spare region");
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    /* Each holds a call of the other's: both are in flight at the drop.
+     * Their 5 s timeout is long for "about a second" on a loaded
+     * machine, and short of the 6 s rank 0 took when only a retry 5 s
+     * later told it (the first telling was lost with the connection). */
+    frpc_future *f;
+    CHECK(frpc_call_async(agent, peer, "hold", NULL, 0, 5000, &f) == 0,
+          "hold");
+    for (int i = 0; i < 60000 && !atomic_load(&holding); i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    CHECK(atomic_load(&holding), "rank %d's call never came", peer);
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    double t0 = now_ms();
+    if (me == 1) {
+        int rc = frpc_get(region, 0, stale, FRPC_MEM_DESC_SIZE, 0, 4096,
+                          3000);
+        CHECK(rc == FRPC_ETRANSPORT, "a get of a deregistered region over "
+              "tcp: %s, want FRPC_ETRANSPORT", frpc_err_name(rc));
+        printf("ok: rank 1's get of a deregistered region: %s\n",
+               frpc_err_name(rc));
+    }
+    int rc = frpc_future_wait(f, TIMEOUT_MS);
+    double ms = now_ms() - t0;
+    const char *msg = NULL;
+    frpc_future_error(f, NULL, &msg);
+    CHECK(rc == FRPC_ETRANSPORT,
+          "a call in flight between the two when the connection dropped: "
+          "%s after %.0f ms (%s); want FRPC_ETRANSPORT, not its 5 s "
+          "timeout", frpc_err_name(rc), ms, msg ? msg : "");
+    printf("ok: rank %d's call in flight when the connection dropped ended "
+           "FRPC_ETRANSPORT in %.0f ms (%s)\n", me, ms,
+           me == 0 ? "told by rank 1" : "it saw the drop");
+    frpc_future_free(f);
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier after the drop");
+    CHECK(frpc_respond(held, NULL, 0) == 0, "the held call's late answer");
+    for (int i = 0; i < 20; i++) {
+        frpc_result res;
+        int rc = frpc_call(agent, peer, "desc", NULL, 0, TIMEOUT_MS, &res);
+        CHECK(rc == 0, "a call after the drop: %s", frpc_err_name(rc));
+        frpc_result_clear(&res);
+    }
+    printf("ok: 20 calls each way after the drop\n");
+    CHECK(frpc_barrier(agent, 60000) == 0, "last barrier");
+    CHECK(frpc_mem_deregister(region, 10000) == 0, "deregister");
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
+    free(region_buf);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -682,11 +779,13 @@ int main(int argc, char **argv)
         return mode_notebig();
     if (!strcmp(mode, "ownersmall"))
         return mode_ownersmall();
+    if (!strcmp(mode, "told"))
+        return mode_told();
     if (!strcmp(mode, "modes"))
         return mode_modes();
     if (!strcmp(mode, "fallback"))
         return mode_fallback();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
-            "notebig|ownersmall|modes|fallback\n");
+            "notebig|ownersmall|told|modes|fallback\n");
     return 2;
 }

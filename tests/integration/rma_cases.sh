@@ -41,6 +41,12 @@ run_case "$PROV: a batch's notification over max_msg_size refused before posting
 ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
 run_case "$PROV: over the owner's max_msg_size only: refused by the owner, FRPC_ETOOBIG" ownersmall_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
+# Natively over tcp a stale descriptor's get drops the connection, and
+# only the getter sees it: it must tell the owner.
+told_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" told; }
+if [ "$PROV" = tcp ] && [ "${FABRPC_RMA:-}" != emulate ]; then
+    run_case "$PROV: a call in flight to the rank that saw the connection drop ends FRPC_ETRANSPORT, not at its timeout" told_2
+fi
 # The choice of mode (rma_modes.c), once per provider, with the emulated
 # suite: the cases set FABRPC_RMA themselves.
 modes_1() { unset FABRPC_RMA; run_bounded 200 "$FABRPC_RUN" -n 1 --provider "$PROV" --timeout 160 "$RMA" modes; }

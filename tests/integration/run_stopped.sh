@@ -52,6 +52,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one transfer 2 transfer
     run_case "$PROV: args lent to a stopped callee: an immediate shutdown takes them back at its timeout, unseen" \
         one lender 2 lender
+    run_case "$PROV: the same after the call's own timeout ran out: it ends FRPC_ETIMEDOUT, what ended it first" \
+        one lender-timed 2 lender-timed
     run_case "$PROV: args lent to a stopped callee: the call ends at its timeout (shm; tcp once read), unseen" \
         one lender-timeout 2 lender-timeout
     run_case "$PROV: async lent args to a stopped callee: timeout, cancel, free end them (shm at once; tcp once read), unseen" \

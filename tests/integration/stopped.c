@@ -83,6 +83,10 @@
  *            Resumed, rank 1's handler never sees those bytes: over tcp
  *            its reads fail (the registration is closed), over shm (it
  *            copies from rank 0's memory itself) it throws its copy away.
+ *   lender-timed  As lender, but the call's timeout is 1000 ms and the
+ *            shutdown begins 2.5 s in: the call ends FRPC_ETIMEDOUT (what
+ *            ended it first; over tcp it was still waiting for rank 1 to
+ *            read its args), the shutdown within 5 s.
  *   lender-timeout  Rank 1 is stopped; rank 0 calls it with 1 MiB of
  *            zeros (lent) and a 1000 ms timeout: over shm the call ends
  *            FRPC_ETIMEDOUT within 5 s (it waited until rank 1 resumed)
@@ -814,12 +818,13 @@ static char *lent_args_once_stopped(void)
 static frpc_agent *ln_agent;
 static char *ln_args;
 static atomic_int ln_rc = 1;
+static int ln_timeout = FRPC_TIMEOUT_NONE;
 
 static void *lender(void *arg)
 {
     (void)arg;
-    int rc = frpc_call(ln_agent, 1, "lent", ln_args, LENT_LEN,
-                       FRPC_TIMEOUT_NONE, NULL);
+    int rc = frpc_call(ln_agent, 1, "lent", ln_args, LENT_LEN, ln_timeout,
+                       NULL);
     atomic_store(&ln_rc, rc);
     return NULL;
 }
@@ -833,7 +838,7 @@ static void *killer(void *arg)
     return NULL;
 }
 
-static void mode_lender(frpc_agent *a, int stop_ms, int killed)
+static void mode_lender(frpc_agent *a, int stop_ms, int killed, int timed)
 {
     if (R == 1) {
         say_and_stop(a, 0, stop_ms);
@@ -859,6 +864,8 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
     char *args = lent_args_once_stopped();
     ln_agent = a;
     ln_args = args;
+    if (timed)
+        ln_timeout = 1000;
     pthread_t call_th, kill_th;
     if (pthread_create(&call_th, NULL, lender, NULL))
         FAIL("pthread_create");
@@ -874,6 +881,8 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
      * the shutdown ends takes its args back at once (read before the
      * shutdown frees a). */
     int held = killed && strcmp(frpc_provider(a), "shm") != 0;
+    if (timed) /* the call's 1000 ms run out first (over tcp it waits on) */
+        msleep(2500);
     long long t0 = now_ms();
     if (killed && pthread_create(&kill_th, NULL, killer, NULL))
         FAIL("pthread_create");
@@ -888,9 +897,11 @@ static void mode_lender(frpc_agent *a, int stop_ms, int killed)
         frpc_strerror(rc), took, frpc_strerror(atomic_load(&ln_rc)));
     if (rc)
         FAIL("immediate shutdown: %s", frpc_strerror(rc));
-    if (atomic_load(&ln_rc) != FRPC_ESHUTDOWN)
-        FAIL("the lent call ended %s, want FRPC_ESHUTDOWN",
-             frpc_strerror(atomic_load(&ln_rc)));
+    /* What ended it first: its timeout (lender-timed), or the shutdown. */
+    int want = timed ? FRPC_ETIMEDOUT : FRPC_ESHUTDOWN;
+    if (atomic_load(&ln_rc) != want)
+        FAIL("the lent call ended %s, want %s",
+             frpc_strerror(atomic_load(&ln_rc)), frpc_strerror(want));
     /* Bounds: the kill or the timeout, a second's quiesce, and room for
      * a loaded machine. */
     if (held ? took < 2000 || took > 2500 + 5000 : took > 5000)
@@ -1350,9 +1361,11 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "answering"))
         mode_answering(a, stop_ms);
     if (!strcmp(mode, "lender"))
-        mode_lender(a, stop_ms, 0);
+        mode_lender(a, stop_ms, 0, 0);
+    if (!strcmp(mode, "lender-timed"))
+        mode_lender(a, stop_ms, 0, 1);
     if (!strcmp(mode, "lender-killed"))
-        mode_lender(a, stop_ms, 1);
+        mode_lender(a, stop_ms, 1, 0);
     if (!strcmp(mode, "lender-timeout"))
         mode_lender_timeout(a, stop_ms);
     if (!strcmp(mode, "lender-async"))
