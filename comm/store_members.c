@@ -5,20 +5,18 @@
  *
  * Design notes
  * - AUTH checks the proof first (constant-time compare), then world and
- *   version (a mismatch poisons), then the rank's range (outside it
- *   poisons while some rank has not joined yet), then staleness, then a
- *   second MAIN for a rank (two processes with one rank: refused, and it
- *   poisons while some rank has not joined yet; but a stale store's, once
- *   its own rank has left).
- *   A key failure is counted; it poisons only while some rank has not
- *   joined yet, so a stranger cannot end a running job.
+ *   version, then the rank's range, then staleness, then a second MAIN
+ *   for a rank (two processes with one rank; but a stale store's, once
+ *   its own rank has left). Each failure refuses the process, and poisons
+ *   only while some rank has not joined yet (poison_joining): a process
+ *   that could never be one of the job cannot end a running one. A key
+ *   failure is counted and poisons likewise.
  * - Per rank: joined (a MAIN authenticated once), open (that MAIN is still
  *   connected) and state (alive, DEAD, LEFT). A rank changes state once:
  *   alive -> LEFT (LEAVE) or alive -> DEAD (its MAIN closed without LEAVE);
  *   each change appends one event, so there are at most world events.
- * - The poison text is set once, by the first world/version mismatch of an
- *   authenticated member or the first key failure before every rank has
- *   joined; it never clears. fr_store_members_blocked reports the poison
+ * - The poison text is set once, by the first such failure before every
+ *   rank has joined; it never clears. fr_store_members_blocked reports the poison
  *   first, then the first event.
  * - Only the server thread changes the record. The mutex guards `alive`
  *   (the count of other ranks whose MAIN is open and that have not left)
@@ -107,6 +105,16 @@ static void poison(fr_store_members *m, const char *msg)
         snprintf(m->poison, sizeof(m->poison), "%s", msg);
 }
 
+/* A process that cannot be one of the job ends it while it is still
+ * joining (the rank it should have been will never come, or the ranks
+ * disagree: every rank fails at once, with msg); once everyone has
+ * joined, the job runs on and the process is only refused. */
+static void poison_joining(fr_store_members *m, const char *msg)
+{
+    if (m->njoined < m->world)
+        poison(m, msg);
+}
+
 /* A MAIN for rank, whose MAIN is still connected. In a store whose own
  * rank has left (its shutdown, or its failed init) it is a previous run's
  * store, still closing: "not up yet" (FRPC_ESHUTDOWN). Otherwise two
@@ -121,13 +129,11 @@ static int claimed_twice(fr_store_members *m, int rank, char *msg, size_t n)
                  "job is ending (a store from an earlier run?)", rank);
         return FRPC_ESHUTDOWN;
     }
-    if (m->njoined < m->world) {
-        char why[FR_STORE_MAX_ERR + 1];
-        snprintf(why, sizeof(why), "rank %d was claimed twice: a second "
-                 "process started as rank %d was refused (the rank it was "
-                 "meant to be will never join)", rank, rank);
-        poison(m, why);
-    }
+    char why[FR_STORE_MAX_ERR + 1];
+    snprintf(why, sizeof(why), "rank %d was claimed twice: a second process "
+             "started as rank %d was refused (the rank it was meant to be "
+             "will never join)", rank, rank);
+    poison_joining(m, why);
     snprintf(msg, n, "rank %d is already held by a live member of this job "
              "(two processes were started as rank %d)", rank, rank);
     return FRPC_EEXIST;
@@ -137,28 +143,27 @@ static int claimed_twice(fr_store_members *m, int rank, char *msg, size_t n)
 static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
                  size_t n)
 {
+    /* Once everyone has joined, a mismatch too is only refused: it had
+     * poisoned every later barrier of a running job. */
     if (h->world != m->world) {
         snprintf(msg, n, "rank %d was started with world size %d, rank %d "
                  "with %d", (int)h->rank, (int)h->world, m->self, m->world);
-        poison(m, msg);
+        poison_joining(m, msg);
         return FRPC_EBOOTSTRAP;
     }
     if (h->version != m->version) {
         snprintf(msg, n, "rank %d speaks fabrpc protocol %u, rank %d speaks "
                  "%u", (int)h->rank, (unsigned)h->version, m->self,
                  (unsigned)m->version);
-        poison(m, msg);
+        poison_joining(m, msg);
         return FRPC_EBOOTSTRAP;
     }
     if (h->rank < 0 || h->rank >= m->world) {
         snprintf(msg, n, "rank %d is outside 0..%d (world size %d)",
                  (int)h->rank, m->world - 1, m->world);
         /* A member started with a rank its world cannot hold: the rank
-         * it should have been will never come, so while the job is
-         * still joining this ends it at once, as a world mismatch does
-         * (and, as for key failures, never once everyone has joined). */
-        if (m->njoined < m->world)
-            poison(m, msg);
+         * it should have been will never come. */
+        poison_joining(m, msg);
         return FRPC_ENORANK;
     }
     struct rank_rec *r = &m->ranks[h->rank];
@@ -189,8 +194,8 @@ static void key_failed(fr_store_members *m, int rank, const char *why)
     pthread_mutex_lock(&m->mu);
     m->key_failures++;
     pthread_mutex_unlock(&m->mu);
-    if (rank >= 0 && rank < m->world && m->njoined < m->world)
-        poison(m, why);
+    if (rank >= 0 && rank < m->world)
+        poison_joining(m, why);
 }
 
 int fr_store_members_hello(fr_store_members *m, const uint8_t *val,

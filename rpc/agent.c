@@ -872,21 +872,23 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
 /* Tells the store this rank leaves (so nobody takes it for dead). Rank 0
  * serves the store: after a graceful shutdown it stays until every other
  * rank has left it or is lost, or deadline, so that no rank loses the
- * store in the middle of its last barrier. */
-static void leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
+ * store in the middle of its last barrier. FRPC_ETIMEDOUT if the deadline
+ * came first (a rank stopped after the barrier), else 0. */
+static int leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
 {
     if (!a->store)
-        return;
+        return 0;
     pthread_mutex_lock(&a->store_lock);
     if (deadline != UINT64_MAX)
         fr_store_cap(a->store, (int64_t)(deadline / 1000000u));
     fr_store_leave(a->store);
     fr_store_cap(a->store, 0);
     pthread_mutex_unlock(&a->store_lock);
-    if (a->store_srv && wait_others)
-        fr_store_server_wait_gone(a->store_srv, deadline == UINT64_MAX
-                                                    ? INT32_MAX
-                                                    : left_ms(deadline));
+    if (!a->store_srv || !wait_others)
+        return 0;
+    return fr_store_server_wait_gone(a->store_srv, deadline == UINT64_MAX
+                                                       ? INT32_MAX
+                                                       : left_ms(deadline));
 }
 
 /* Waits until this rank's own calls have ended (they end by their own
@@ -984,7 +986,11 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         fr_fabric_flush(a->fab, deadline < fr_deadline_ms(1000)
                                     ? deadline
                                     : fr_deadline_ms(1000));
-    leave_store(a, how == FRPC_SHUTDOWN_GRACEFUL, deadline);
+    /* Graceful: the time ran out if rank 0's wait for the others to
+     * leave its store did (it returned 0 there). */
+    if (leave_store(a, how == FRPC_SHUTDOWN_GRACEFUL, deadline) &&
+        rc == 0)
+        rc = FRPC_ETIMEDOUT;
     destroy(a, deadline); /* immediate: in flight ends FRPC_ESHUTDOWN */
     return rc;
 }

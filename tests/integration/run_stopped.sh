@@ -52,6 +52,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one transfer 2 transfer
     run_case "$PROV: args lent to a stopped callee: an immediate shutdown takes them back at its timeout, unseen" \
         one lender 2 lender
+    run_case "$PROV: rank 0's graceful shutdown that runs out waiting for a stopped rank to leave its store: FRPC_ETIMEDOUT" \
+        one leave-stopped 2 leave-stopped
     run_case "$PROV: the same after the call's own timeout ran out: it ends FRPC_ETIMEDOUT, what ended it first" \
         one lender-timed 2 lender-timed
     run_case "$PROV: args lent to a stopped callee: the call ends at its timeout (shm; tcp once read), unseen" \

@@ -83,6 +83,12 @@
  *            Resumed, rank 1's handler never sees those bytes: over tcp
  *            its reads fail (the registration is closed), over shm (it
  *            copies from rank 0's memory itself) it throws its copy away.
+ *   leave-stopped  2 ranks, 4 rounds of init and graceful shutdown;
+ *            rank 1 is stopped (2.5 s) as its shutdown begins, rank 0
+ *            shuts down with 1500 ms: each time it takes its whole
+ *            timeout (waiting for rank 1 to leave the store it serves),
+ *            it returns FRPC_ETIMEDOUT (it returned 0); at least one
+ *            round must.
  *   lender-timed  As lender, but the call's timeout is 1000 ms and the
  *            shutdown begins 2.5 s in: the call ends FRPC_ETIMEDOUT (what
  *            ended it first; over tcp it was still waiting for rank 1 to
@@ -1246,6 +1252,49 @@ int main(int argc, char **argv)
                  a ? "ok" : "failed", took);
         if (a)
             frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+        printf("ok: rank %d\n", R);
+        return 0;
+    }
+
+    if (!strcmp(mode, "leave-stopped")) {
+        /* Rank 1 is stopped as its graceful shutdown begins, rank 0 being
+         * in its own already: the stop lands after the barrier, mostly
+         * before rank 1 left the store, and rank 0, which serves the
+         * store, waits for it to leave until its timeout: that is the
+         * time running out, FRPC_ETIMEDOUT (it returned 0 after the whole
+         * timeout: 5 of 5 probes on shm). The stop may land after the
+         * leave (rank 0 ends at once): LS_TRIES rounds, in at least one
+         * of which rank 0 took its whole timeout. */
+        enum { LS_TRIES = 4, LS_TIMEOUT = 1500, LS_STOP = 2500 };
+        int whole = 0;
+        for (int k = 0; k < LS_TRIES; k++) {
+            frpc_agent *b = start(0);
+            if (!b)
+                FAIL("frpc_init, round %d", k);
+            if (R == 1) {
+                msleep(300); /* rank 0 waits in the shutdown barrier */
+                stop_self(0, LS_STOP);
+                frpc_shutdown(b, FRPC_SHUTDOWN_GRACEFUL, LS_TIMEOUT);
+                msleep(LS_STOP); /* resumed, and past the stop's end */
+                continue;
+            }
+            long long t = now_ms();
+            int rc = frpc_shutdown(b, FRPC_SHUTDOWN_GRACEFUL, LS_TIMEOUT);
+            long long took = now_ms() - t;
+            SAY("round %d: graceful shutdown(%d) with rank 1 stopped as "
+                "it shut down: %s after %lld ms", k, LS_TIMEOUT,
+                frpc_strerror(rc), took);
+            if (took >= LS_TIMEOUT) {
+                whole++;
+                if (rc != FRPC_ETIMEDOUT)
+                    FAIL("round %d: the shutdown took its whole %d ms "
+                         "(%lld) and returned %s, want FRPC_ETIMEDOUT", k,
+                         LS_TIMEOUT, took, frpc_strerror(rc));
+            }
+        }
+        if (R == 0 && !whole)
+            FAIL("in none of %d rounds did rank 1's stop hold rank 0's "
+                 "shutdown", LS_TRIES);
         printf("ok: rank %d\n", R);
         return 0;
     }

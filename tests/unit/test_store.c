@@ -807,6 +807,15 @@ static void *park(void *arg)
     return NULL;
 }
 
+/* p->c's part in the 3-rank barrier p->key. */
+static void *barrier_one(void *arg)
+{
+    struct parked *p = arg;
+    p->rc = fr_store_barrier(p->c, p->key, 3, LONG_MS);
+    snprintf(p->err, sizeof(p->err), "%s", fr_store_last_error(p->c));
+    return NULL;
+}
+
 START_TEST(test_wrong_key_refused_and_poisons)
 {
     fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
@@ -1177,6 +1186,50 @@ START_TEST(test_rank_claimed_twice_refused_at_once)
 }
 END_TEST
 
+/* A process of another world size or protocol, or a rank outside the
+ * world, arriving once the job has fully joined: refused, and the job goes
+ * on (a world mismatch used to poison it: every later barrier of the
+ * other ranks failed FRPC_EBOOTSTRAP). */
+START_TEST(test_mismatch_after_joining_only_refused)
+{
+    fr_store_ident odd[3] = {job(3, 4, KEY, FR_STORE_ROLE_MAIN),
+                             job(1, 3, KEY, FR_STORE_ROLE_MAIN),
+                             job(7, 3, KEY, FR_STORE_ROLE_MAIN)};
+    odd[1].version = VERSION + 1;
+    const int code[3] = {FRPC_EBOOTSTRAP, FRPC_EBOOTSTRAP, FRPC_ENORANK};
+    const char *want[3] = {"rank 3 was started with world size 4",
+                           "speaks fabrpc protocol", "rank 7 is outside"};
+    for (int i = 0; i < 3; i++) {
+        fr_store_client *c = (fr_store_client *)1;
+        char err[256];
+        int rc = fr_store_connect(HOST, port, 2000, &odd[i], &c, err,
+                                  sizeof(err));
+        ck_assert_msg(rc == code[i], "odd process %d: %d, want %d (%s)", i,
+                      rc, code[i], err);
+        ck_assert_ptr_null(c);
+        ck_assert_msg(strstr(err, want[i]), "error text: %s", err);
+    }
+    /* Two barriers of all three ranks, as the agent's frpc_barrier. */
+    const char *rounds[2] = {"after0", "after1"};
+    for (int b = 0; b < 2; b++) {
+        struct parked p[2];
+        pthread_t th[2];
+        for (int r = 0; r < 2; r++) {
+            p[r] = (struct parked){.c = mains[r + 1], .key = rounds[b]};
+            th[r] = spawn(barrier_one, &p[r]);
+        }
+        int rc = fr_store_barrier(mains[0], rounds[b], 3, LONG_MS);
+        ck_assert_msg(rc == 0, "rank 0's barrier %d: %d (%s)", b, rc,
+                      fr_store_last_error(mains[0]));
+        for (int r = 0; r < 2; r++) {
+            pthread_join(th[r], NULL);
+            ck_assert_msg(p[r].rc == 0, "rank %d's barrier %d: %d (%s)",
+                          r + 1, b, p[r].rc, p[r].err);
+        }
+    }
+}
+END_TEST
+
 /* Ranks 0, 1, 1 of 3: rank 2 will never come, so the wait for it fails at
  * once, saying why (it waited for its whole timeout). */
 START_TEST(test_rank_claimed_twice_poisons_a_joining_job)
@@ -1293,6 +1346,8 @@ int main(void)
          test_stale_store_refused_after_retries, 30, &job3},
         {"a second process with a joined rank is refused at once",
          test_rank_claimed_twice_refused_at_once, 30, &job3},
+        {"a mismatch once the job has joined is only refused",
+         test_mismatch_after_joining_only_refused, 60, &job3},
         {"a second process with one rank poisons a job still joining",
          test_rank_claimed_twice_poisons_a_joining_job, 30},
         {"server stop ends a blocked watch with EBOOTSTRAP",
