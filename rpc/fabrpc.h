@@ -1432,7 +1432,11 @@ typedef struct frpc_fn_stats {
  * knows of, as frpc_get_stats): zeros for a name with none (never called
  * nor registered here, or past FRPC_FN_STATS_MAX). Errors: FRPC_EINVAL
  * (NULL argument, name empty or over 255 bytes, size smaller than the
- * first frpc_fn_stats). Never blocks. Since 1.4. */
+ * first frpc_fn_stats). Waits for no call, peer or lock: to read a
+ * name's figures as of one moment it may spin while an update is under
+ * way on another thread (a few hundred nanoseconds; if that thread lost
+ * its core, at most 100 ms, after which it gives the figures it read,
+ * made to hold together). Since 1.4. */
 #define frpc_get_fn_stats(agent, name, out)                                   \
     frpc_get_fn_stats_sized((agent), (name), (out), sizeof(*(out)))
 int frpc_get_fn_stats_sized(const frpc_agent *agent, const char *name,
