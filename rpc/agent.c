@@ -1032,8 +1032,10 @@ size_t frpc_backend_report(const frpc_agent *a, char *buf, size_t len)
     return n + (w > 0 ? (size_t)w : 0);
 }
 
-/* The first frpc_stats (ABI 1) ended with frames_coalesced. */
-#define FR_STATS_V1_SIZE (offsetof(frpc_stats, frames_coalesced) + 8)
+/* The first frpc_stats (ABI 1, tests/abi/1.0/fabrpc.h) ended with
+ * cq_errors_unmatched: 22 fields, 176 bytes (frames_coalesced, which this
+ * once named, left sizes 160-175 accepted). */
+#define FR_STATS_V1_SIZE (offsetof(frpc_stats, cq_errors_unmatched) + 8)
 
 int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
 {

@@ -463,10 +463,20 @@ START_TEST(stats_by_the_programs_size)
     ck_assert_int_eq(frpc_call(agent, 0, "echo", "ab", 2, 5000, &r), 0);
     frpc_result_clear(&r);
 
-    size_t older = offsetof(frpc_stats, frames_coalesced); /* too small */
+    /* The first frpc_stats (1.0) ended with cq_errors_unmatched: one
+     * byte less is refused, its size fills exactly that much. */
+    size_t first = offsetof(frpc_stats, cq_errors_unmatched) + 8;
     memset(buf, 0xee, sizeof(buf));
-    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf, older),
+    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf,
+                                          first - 1), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf,
+                                          offsetof(frpc_stats,
+                                                   frames_coalesced) + 8),
                      FRPC_EINVAL);
+    ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf, first), 0);
+    for (size_t i = first; i < sizeof(buf); i++)
+        ck_assert_uint_eq(buf[i], 0xee);
+    memset(buf, 0xee, sizeof(buf));
     ck_assert_int_eq(frpc_get_stats_sized(agent, (frpc_stats *)buf,
                                           sizeof(frpc_stats) + 16),
                      0);
