@@ -339,6 +339,14 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
  * announcement to the others, fr_liveness_say_goodbye_by); other
  * threads' still fail with FRPC_ESHUTDOWN. */
 void fr_call_shutdown_own(int on);
+/* 1 if name is one of fabrpc's own functions ("frpc." names and the
+ * goodbye's): frpc_register refuses them, and so does fr_call_check
+ * unless the calling thread is inside fr_call_own_names(1). */
+int fr_name_reserved(const char *name);
+/* Lets this thread's calls name fabrpc's own functions (on = 1) or not
+ * (0); returns the previous setting, to restore. For fabrpc's own calls
+ * made through the public entry points (notify, goodbyes, drops). */
+int fr_call_own_names(int on);
 /* Sends the request of the pending entry p: 0 when sent (or when a
  * transport error left it to fr_liveness_suspect: it stays in the table
  * and ends later); otherwise the error, and p has ended with it. With a

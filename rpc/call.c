@@ -39,6 +39,16 @@ static char *fmt(const char *f, const char *name, int dst)
  * fr_call_shutdown_own). */
 static _Thread_local int shutdown_own_calls;
 
+/* Set while fabrpc itself calls one of its own functions. */
+static _Thread_local int own_names;
+
+int fr_call_own_names(int on)
+{
+    int was = own_names;
+    own_names = on;
+    return was;
+}
+
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why)
 {
@@ -46,6 +56,13 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
     if (!a || nlen == 0 || nlen > FR_FUNC_NAME_MAX || (len && !args)) {
         *why = strdup("a call needs an agent, a name of 1..255 bytes, and "
                       "args when len > 0");
+        return FRPC_EINVAL;
+    }
+    if (!own_names && fr_name_reserved(name)) {
+        /* Its handler trusts its caller to be fabrpc: a goodbye would
+         * mark this live rank LEFT on the callee. */
+        *why = fmt("call to '%s' (rank %d): the name is fabrpc's own "
+                   "function, not the application's", name, dst);
         return FRPC_EINVAL;
     }
     if (dst < 0 || dst >= a->set.world) {

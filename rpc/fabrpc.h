@@ -597,7 +597,9 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
  * Names that begin with "frpc." are fabrpc's own (FRPC_EINVAL), and so
  * is "fabrpc.internal.bye" (FRPC_EEXIST: taken; its name is on the wire
- * since 1.0, so it stays).
+ * since 1.0, so it stays); the application may not call them either:
+ * frpc_call and frpc_call_async(_lent) refuse them with FRPC_EINVAL,
+ * before anything is sent.
  * name is copied. Any thread, also while calls arrive. Never blocks.
  * Errors: FRPC_EINVAL, FRPC_EEXIST (the name, or another name with the same
  * hash, is taken), FRPC_ENOMEM, FRPC_ESHUTDOWN.

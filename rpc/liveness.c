@@ -62,6 +62,13 @@
 /* Its announcement while the store still serves (see "goodbyes"); a
  * rank of 1.3 or older answers FRPC_ENOFUNC, and nothing changes. */
 #define FR_LEAVING_FN FR_RESERVED_PREFIX "leaving"
+
+int fr_name_reserved(const char *name)
+{
+    return strncmp(name, FR_RESERVED_PREFIX, strlen(FR_RESERVED_PREFIX)) ==
+               0 ||
+           strcmp(name, FR_BYE_FN) == 0;
+}
 /* A leaving rank's goodbye to each rank, at most (see
  * fr_liveness_say_goodbye_by). */
 #define FR_BYE_MS 500
@@ -404,11 +411,13 @@ void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
     if (!(f = calloc((size_t)world, sizeof(*f))))
         return;
     atomic_store(&a->live->bye_said, 1);
+    int was = fr_call_own_names(1);
     for (int r = 0; r < world; r++)
         if (r != a->set.rank &&
             !fr_agent_call_refused_why(a, (uint32_t)r, fn) &&
             frpc_call_async(a, r, fn, NULL, 0, ms, &f[n]) == 0)
             n++;
+    fr_call_own_names(was);
     frpc_wait_all(f, (size_t)n, ms);
     for (int i = 0; i < n; i++)
         frpc_future_free(f[i]);

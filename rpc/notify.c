@@ -156,7 +156,9 @@ int frpc_notify(frpc_agent *a, int dst, const void *msg, size_t len,
         return FRPC_EINVAL;
     frpc_result res;
     fr_agent_enter(a);
+    int was = fr_call_own_names(1);
     int rc = frpc_call(a, dst, FR_NOTIFY_NAME, msg, len, timeout_ms, &res);
+    fr_call_own_names(was);
     if (rc == 0)
         atomic_fetch_add(&a->notes_sent, 1);
     fr_agent_leave(a);

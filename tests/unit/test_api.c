@@ -542,6 +542,21 @@ START_TEST(null_and_bad_arguments)
     ck_assert_int_eq(frpc_on_peer_lost(NULL, NULL, NULL), FRPC_EINVAL);
     ck_assert_int_eq(frpc_barrier(NULL, 10), FRPC_EINVAL);
     ck_assert_int_eq(frpc_barrier(agent, 10), 0);
+    /* fabrpc's own functions are not the application's to call: a call
+     * to the goodbye used to mark the caller LEFT on its callee. */
+    const char *own[] = {"fabrpc.internal.bye", "frpc.notify", "frpc.x"};
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(frpc_call(agent, 0, own[i], NULL, 0, 1000, &r),
+                         FRPC_EINVAL);
+        ck_assert_msg(r.error && strstr(r.error, "fabrpc's own"), "%s",
+                      r.error ? r.error : "(none)");
+        frpc_result_clear(&r);
+        f = (frpc_future *)&r;
+        ck_assert_int_eq(frpc_call_async(agent, 0, own[i], NULL, 0, 1000,
+                                         &f), FRPC_EINVAL);
+        ck_assert_ptr_null(f);
+    }
+    ck_assert_int_eq(frpc_notify(agent, 0, "n", 1, 1000), 0);
     ck_assert_str_eq(frpc_provider(NULL), "");
     ck_assert_str_eq(frpc_provider_full(NULL), "");
     ck_assert_int_eq(frpc_has_backend(NULL, "shm"), 0);
