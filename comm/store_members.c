@@ -16,8 +16,8 @@
  *   alive -> LEFT (LEAVE) or alive -> DEAD (its MAIN closed without LEAVE);
  *   each change appends one event, so there are at most world events.
  * - The poison text is set once, by the first such failure before every
- *   rank has joined; it never clears. fr_store_members_blocked reports the poison
- *   first, then the first event.
+ *   rank has joined; it never clears. fr_store_members_blocked reports
+ *   the poison first, then the first event.
  * - Only the server thread changes the record. The mutex guards `alive`
  *   (the count of other ranks whose MAIN is open and that have not left)
  *   and key_failures, which other threads read; the

@@ -1145,7 +1145,6 @@ int frpc_register(frpc_agent *a, const char *name, frpc_handler_fn handler,
         return FRPC_EINVAL;
     if (strncmp(name, FR_RESERVED_PREFIX, strlen(FR_RESERVED_PREFIX)) == 0)
         return FRPC_EINVAL; /* fabrpc's own functions */
-    /* (the goodbye's name is registered already: FRPC_EEXIST below) */
     if (atomic_load(&a->shutting_down))
         return FRPC_ESHUTDOWN;
     uint64_t id = fr_func_id(name);

@@ -348,8 +348,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * once (not at the init timeout), with a message that names the rank and
  * both values, on every rank that has connected to the bootstrap store by
  * then (once every rank has joined, the job runs on, and such a process
- * only fails its own frpc_init). Rank 0's failure closes the store, once the ranks connected to
- * it have left (it waits up to 3 s, within its init timeout, so that they
+ * only fails its own frpc_init). Rank 0's failure closes the store, once
+ * the ranks connected to it have left (it waits up to 3 s, within its init timeout, so that they
  * fail with their own message, e.g. no common provider): a rank that
  * comes later finds nothing at the store's address and fails with
  * FRPC_EBOOTSTRAP ("cannot reach bootstrap store") only at its own init
