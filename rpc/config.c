@@ -27,9 +27,27 @@
 #define FR_DEFAULT_ZEROCOPY_MIN 65536
 #define FR_DEFAULT_SHM_SPLIT_MAX 65536 /* capped at 16 parts: 64768 B */
 
-/* The size of the first frpc_config (ABI 1): a smaller one was not made
- * by frpc_config_init. */
-#define FR_CONFIG_V1_SIZE (offsetof(frpc_config, errbuf_len) + sizeof(size_t))
+/* The struct's size once its last field of a release was field. */
+#define FR_CONFIG_SIZE_TO(field)                                              \
+    FR_ROUND_UP(offsetof(frpc_config, field) +                               \
+                    sizeof(((frpc_config *)0)->field),                        \
+                _Alignof(frpc_config))
+#define FR_ROUND_UP(n, a) (((n) + (a) - 1) / (a) * (a))
+
+/* The sizes frpc_config has had (1.0, 1.1, 1.2 and 1.3, 1.4): any other
+ * was not made by frpc_config_init, and would cut a field in two. */
+static int config_size_known(size_t size)
+{
+    static const size_t known[] = {
+        FR_CONFIG_SIZE_TO(errbuf_len), FR_CONFIG_SIZE_TO(notify_queue),
+        FR_CONFIG_SIZE_TO(rma), FR_CONFIG_SIZE_TO(fn_stats)};
+    _Static_assert(FR_CONFIG_SIZE_TO(fn_stats) == sizeof(frpc_config),
+                   "a release added a field: add its size here");
+    for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+        if (size == known[i])
+            return 1;
+    return 0;
+}
 
 static void set_unset(frpc_config *c)
 {
@@ -65,7 +83,7 @@ int fr_config_adopt(const frpc_config *cfg, frpc_config *full)
         full->size = sizeof(*full);
         return 0;
     }
-    if (cfg->size < FR_CONFIG_V1_SIZE || cfg->size > sizeof(*full))
+    if (!config_size_known(cfg->size))
         return FRPC_EINVAL; /* not from frpc_config_init, or from a newer
                                fabrpc's header than this library */
     memcpy(full, cfg, cfg->size); /* fields past it stay unset */

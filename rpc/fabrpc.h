@@ -366,7 +366,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * fails at once too (FRPC_EBOOTSTRAP, "rank 1 was claimed twice"); once
  * every rank has joined, it is only refused. cfg may be NULL
  * (every field unset); one not filled by frpc_config_init (its size field
- * is wrong) fails with FRPC_EINVAL before anything else, errbuf untouched.
+ * not a size frpc_config has had in a release up to this library's)
+ * fails with FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (out NULL, bad config or environment value, a
  * rank another live process of the job holds),
@@ -1320,13 +1321,18 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * announcements of its leaving).
  */
 typedef struct frpc_stats {
-    uint64_t calls_started;      /* calls sent (sync and async; see
-                                    above for what counts as one) */
+    uint64_t calls_started;      /* calls begun (sync and async; see
+                                    above for what counts as one): those
+                                    sent, and those that passed the
+                                    argument checks but ended before
+                                    sending (a destination already lost:
+                                    FRPC_EPEERLOST, counted in
+                                    calls_failed) */
     uint64_t calls_ok;
     uint64_t calls_remote_error; /* FRPC_EREMOTE */
     uint64_t calls_timed_out;
     uint64_t calls_cancelled;    /* cancelled, freed while in flight */
-    uint64_t calls_failed;       /* any other error after sending */
+    uint64_t calls_failed;       /* any other error of a call begun */
     uint64_t calls_in_flight;
     uint64_t answers_dropped;    /* late or unknown answers */
     uint64_t requests_received;  /* handed to handlers, and those

@@ -728,6 +728,8 @@ static int mode_rndv_death(void)
     double lat = au_now_ms() - kill_time_ms();
     printf("detection: %d calls of 64 MiB succeeded, then FRPC_EPEERLOST "
            "%.1f ms after the kill; slowest call %.1f ms\n", ok, lat, slowest);
+    frpc_stats before;
+    CHECK(frpc_get_stats(agent, &before) == 0, "frpc_get_stats");
     for (int async = 0; async < 2; async++) {
         frpc_result res;
         double c0 = au_now_ms();
@@ -744,6 +746,13 @@ static int mode_rndv_death(void)
     CHECK(rc == 0, "frpc_get_stats: %s", frpc_strerror(rc));
     CHECK(s.calls_in_flight == 0, "%llu calls in flight at the end",
           (unsigned long long)s.calls_in_flight);
+    /* The header: refused for a lost destination, a call is begun and
+     * failed. */
+    CHECK(s.calls_started - before.calls_started == 2 &&
+              s.calls_failed - before.calls_failed == 2,
+          "2 calls refused for a lost rank: started +%llu, failed +%llu",
+          (unsigned long long)(s.calls_started - before.calls_started),
+          (unsigned long long)(s.calls_failed - before.calls_failed));
     printf("ok: no call in flight (started %llu ok %llu failed %llu)\n",
            (unsigned long long)s.calls_started,
            (unsigned long long)s.calls_ok,

@@ -170,6 +170,45 @@ START_TEST(config_sizes_other_than_this_headers)
 }
 END_TEST
 
+/* The sizes frpc_config had in 1.0 (up to errbuf_len), 1.1
+ * (notify_queue) and 1.2 (rma; 1.4's fn_stats fits its padding) are
+ * taken, fields past them unset; a size
+ * between them cuts a field in two and is refused. */
+START_TEST(config_sizes_of_older_headers)
+{
+    /* 1.2's rma ends in the padding 1.4's fn_stats took: same size. */
+    const size_t taken[] = {offsetof(frpc_config, notify_queue),
+                            offsetof(frpc_config, zerocopy_min),
+                            sizeof(frpc_config)};
+    frpc_config full;
+    for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
+        frpc_config c;
+        frpc_config_init_sized(&c, taken[i]);
+        ck_assert_msg(fr_config_adopt(&c, &full) == 0, "size %zu refused",
+                      taken[i]);
+        ck_assert_int_eq(full.fn_stats, FRPC_UNSET);
+    }
+    frpc_config c;
+    frpc_config_init_sized(&c, offsetof(frpc_config, notify_queue));
+    c.timeout_ms = 1234;
+    ck_assert_int_eq(fr_config_adopt(&c, &full), 0);
+    ck_assert_int_eq(full.timeout_ms, 1234);
+    ck_assert_int_eq(full.notify_queue, FRPC_UNSET);
+    ck_assert_int_eq(full.zerocopy_min, FRPC_UNSET);
+    for (size_t size = offsetof(frpc_config, notify_queue) - 8;
+         size <= sizeof(frpc_config); size++) {
+        int known = 0;
+        for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++)
+            known |= size == taken[i];
+        if (known)
+            continue;
+        frpc_config_init_sized(&c, size);
+        ck_assert_msg(fr_config_adopt(&c, &full) == FRPC_EINVAL,
+                      "size %zu, no frpc_config's, taken", size);
+    }
+}
+END_TEST
+
 /* The settings the agent would run with, for cfg under the environment
  * as it is; returns frpc_init's code for the config part. */
 static int settle(const frpc_config *cfg, fr_settings *s, char *err,
@@ -1482,6 +1521,8 @@ int main(void)
         {"a config from a newer header is refused; nothing past its size "
          "written",
          config_sizes_other_than_this_headers},
+        {"config sizes of older headers taken, others refused",
+         config_sizes_of_older_headers},
         {"a set field wins over the environment, even at the default value",
          a_set_field_wins_over_the_environment},
         {"out-of-range config fields fail FRPC_EINVAL naming the field",
