@@ -3,6 +3,7 @@
 # mpirun, srun) find each other, and a store nobody serves or a rank that
 # never comes fails init with a clear error, in bounded time.
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/byhand.sh"
 need_var HELLO
 make_tmpdir
 unset FABRPC_RANK FABRPC_WORLD_SIZE FABRPC_STORE_ADDR RANK WORLD_SIZE \
@@ -10,17 +11,9 @@ unset FABRPC_RANK FABRPC_WORLD_SIZE FABRPC_STORE_ADDR RANK WORLD_SIZE \
     PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
 export FABRPC_PROVIDER=tcp
 
-# A port below the kernel's ephemeral range (ip_local_port_range, from
-# 32768 by default), where the connections of tests running at the same
-# time take theirs; a clash with another listener is still possible, so a
-# start that fails with "Address already in use" is retried on a new port.
-free_port() {
-    local lo
-    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-    [ "$lo" -gt 21000 ] 2>/dev/null || lo=32768
-    echo $((20000 + (RANDOM * 7 + $$) % (lo - 20001)))
-}
-
+# free_port (byhand.sh) checks its port by binding it, but another test's
+# store may take it before ours does: a start that fails with "Address
+# already in use" is retried on a new port.
 # Starts 2 ranks by hand; $1 is a function that prints rank r's variables.
 two_ranks() {
     local envfn=$1 r pids=() rc=0
