@@ -615,6 +615,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     uint64_t deadline = 0; /* of the whole of frpc_init (init_timeout_ms) */
     int rc;
 
+    fr_signals_default();
     if (out)
         *out = NULL;
     if (fr_config_adopt(cfg, &defaults))

@@ -215,6 +215,11 @@ static inline void fr_agent_leave(frpc_agent *a)
  * NULL while it is alive. One atomic load: it is on every call's path. */
 const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
 
+/* signals.c: puts SIGINT, SIGTERM, SIGABRT, SIGSEGV, SIGILL and SIGBUS
+ * back to their defaults where libinfinipath (under Debian's libfabric)
+ * took them; other handlers stay. Also run when the library loads. */
+void fr_signals_default(void);
+
 /* Marks rank lost with state (FRPC_PEER_DEAD or _LEFT) and why (copied),
  * once: the first mark wins, later ones are ignored. The winner tells the
  * fabric (sends to it fail, transfers with it end), ends every call to it

@@ -343,6 +343,15 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * seen take over 30 s on a loaded machine). On
  * success *out owns the agent until frpc_shutdown.
  *
+ * Signals: fabrpc installs no signal handler, and a rank that aborts,
+ * crashes or is sent SIGTERM or SIGINT dies by that signal. Some
+ * libfabric builds (Debian's among them) load libinfinipath, which takes
+ * SIGINT, SIGTERM, SIGABRT, SIGSEGV, SIGILL and SIGBUS when it loads
+ * (exit(1), a .btr file in the working directory, and a SIGTERM during
+ * frpc_init could hang the process); libfabrpc puts those back to their
+ * defaults when it loads and again in frpc_init. A handler the program
+ * set itself is left alone.
+ *
  * Every rank must have been started with the same world size, job key
  * and fabrpc protocol version: a rank that differs makes frpc_init fail at
  * once (not at the init timeout), with a message that names the rank and

@@ -126,6 +126,16 @@
  *                 FRPC_EDEADLK at once (pre-fix it waited for the report,
  *                 which waited for it, until the call's 10 s timeout); the
  *                 old function stays set, and a set from main works.
+ *   abort         2 ranks; rank 1 calls abort() after the first barrier:
+ *                 it must die by SIGABRT (the launcher reports 134), not
+ *                 by exit(1) from libinfinipath's handler, which Debian's
+ *                 libfabric loads (rpc/signals.c). Rank 0's barrier ends
+ *                 FRPC_EPEERLOST.
+ *   term-in-init  2 ranks; rank 1 sends itself SIGTERM PEERLOST_TERM_MS
+ *                 after it starts, during or after its frpc_init: it must
+ *                 die by SIGTERM at once (before the fix it could hang in
+ *                 libfabric's destructor until SIGKILL). Rank 0 ends by
+ *                 the loss or its init timeout.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -2638,6 +2648,60 @@ static int mode_init_only(void)
 }
 
 
+/* ---- abort, term-in-init ----------------------------------------------- */
+
+static int mode_abort(void)
+{
+    start_lost();
+    if (me == 1) {
+        fprintf(stderr, "rank 1: calling abort()\n");
+        fflush(NULL);
+        abort();
+    }
+    int rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+    CHECK(rc == FRPC_EPEERLOST, "barrier with rank 1 aborted: %s",
+          frpc_err_name(rc));
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+static void *term_later(void *arg)
+{
+    au_sleep_us(*(unsigned *)arg * 1000u);
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+static int mode_term_in_init(void)
+{
+    static unsigned term_ms;
+    const char *r = getenv("FABRPC_RANK"), *d = getenv("PEERLOST_TERM_MS");
+    me = r ? atoi(r) : -1;
+    if (me == 1) {
+        pthread_t t;
+        term_ms = d ? (unsigned)atoi(d) : 0;
+        CHECK(pthread_create(&t, NULL, term_later, &term_ms) == 0, "thread");
+    }
+    char err[1024];
+    frpc_config cfg;
+    config_with_errbuf(&cfg, err, sizeof(err));
+    int rc = frpc_init(&cfg, &agent);
+    if (me == 1)
+        for (;;)
+            pause(); /* only the SIGTERM ends this rank */
+    printf("init: %s %s\n", frpc_err_name(rc), err);
+    if (rc == 0) {
+        rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+        printf("barrier: %s\n", frpc_err_name(rc));
+        double ms;
+        timed_shutdown(SHUTDOWN_MS, &ms);
+    }
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- leave-answers ------------------------------------------------------ */
 
 #define LA_WINDOW 32
@@ -2792,6 +2856,8 @@ int main(int argc, char **argv)
                  {"first-call", mode_first_call},
                  {"default-timeout", mode_default_timeout},
                  {"init-only", mode_init_only},
+                 {"abort", mode_abort},
+                 {"term-in-init", mode_term_in_init},
                  {"vanish", mode_vanish},
                  {"max-inflight", mode_max_inflight},
                  {"inflight-race", mode_inflight_race},

@@ -368,6 +368,40 @@ inflight_race() {
     expect_grep "^\[0\] ok: 300 rounds of 4 threads: exactly 4 accepted" "$JOB/out"
 }
 
+# A rank's abort() and a SIGTERM during or after frpc_init end it by that
+# signal (rpc/signals.c). Debian's libfabric loads libinfinipath, whose
+# handlers made both exit(1) after writing a .btr file into the working
+# directory, and a SIGTERM inside fi_getinfo hang in libfabric's
+# destructor (3 of 3 at 300 ms before the fix). Not provider-specific:
+# shm only.
+signal_abort() {
+    local st=0 before after
+    before=$(find . -maxdepth 1 -name '*.btr' | wc -l)
+    job abort 2 30 abort || st=$?
+    show "$JOB"
+    expect_status $st 134
+    expect_grep "^fabrpc-run: rank 1 killed by signal SIGABRT" "$JOB/err"
+    expect_ok 0
+    after=$(find . -maxdepth 1 -name '*.btr' | wc -l)
+    [ "$after" -eq "$before" ] || fail "a .btr file appeared in $PWD"
+}
+
+signal_in_init() {
+    local ms st
+    for ms in 0 100 200 300 400; do
+        st=0
+        job "term$ms" 2 30 term-in-init PEERLOST_TERM_MS=$ms \
+            FABRPC_INIT_TIMEOUT_MS=5000 || st=$?
+        expect_status $st 143
+        expect_grep "^fabrpc-run: rank 1 killed by signal SIGTERM" "$JOB/err"
+        expect_ok 0
+    done
+}
+
+PROV=shm
+run_case "a rank's abort() ends it by SIGABRT (134), no .btr file" signal_abort
+run_case "SIGTERM 0-400 ms into a rank's start ends it by SIGTERM (143), no hang" signal_in_init
+
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
     run_case "$PROV: the same with 4 ranks started by hand: the survivors end by themselves" kill_by_hand

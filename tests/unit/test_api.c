@@ -8,9 +8,14 @@
  * FRPC_ETIMEDOUT, a future in flight FRPC_EINPROGRESS, cancelling a
  * completed future returns 1.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
 #include <check.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -115,6 +120,37 @@ static void agent_down(void)
 static const fr_fixture with_agent = {agent_up, agent_down};
 
 /* ---- config --------------------------------------------------------- */
+
+/* Debian's libfabric loads libinfinipath, whose constructor takes
+ * SIGINT, SIGTERM, SIGABRT, SIGSEGV, SIGILL and SIGBUS (exit(1) and a
+ * .btr file): by main they are back to SIG_DFL (rpc/signals.c), and a
+ * handler the program sets stays through frpc_init's check. */
+static void own_handler(int sig)
+{
+    (void)sig;
+}
+
+START_TEST(fatal_signals_keep_their_defaults)
+{
+    const int sigs[] = {SIGINT, SIGTERM, SIGABRT, SIGSEGV, SIGILL, SIGBUS};
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+        struct sigaction sa;
+        ck_assert_int_eq(sigaction(sigs[i], NULL, &sa), 0);
+        Dl_info info; /* Check's own runner takes SIGINT and SIGTERM */
+        ck_assert_msg(sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN ||
+                          !dladdr((void *)sa.sa_handler, &info) ||
+                          !info.dli_fname ||
+                          !strstr(info.dli_fname, "libinfinipath"),
+                      "signal %d: libinfinipath's handler at main", sigs[i]);
+    }
+    struct sigaction mine = {.sa_handler = own_handler}, back;
+    sigemptyset(&mine.sa_mask);
+    ck_assert_int_eq(sigaction(SIGTERM, &mine, NULL), 0);
+    fr_signals_default();
+    ck_assert_int_eq(sigaction(SIGTERM, NULL, &back), 0);
+    ck_assert_ptr_eq((void *)back.sa_handler, (void *)own_handler);
+}
+END_TEST
 
 START_TEST(config_init_unsets_every_field)
 {
@@ -1516,6 +1552,9 @@ END_TEST
 int main(void)
 {
     const fr_test_case tests[] = {
+        {"fatal signals keep their defaults (libinfinipath's handlers "
+         "undone); the program's stay",
+         fatal_signals_keep_their_defaults},
         {"frpc_config_init: every field unset, its size",
          config_init_unsets_every_field},
         {"a config from a newer header is refused; nothing past its size "
