@@ -69,17 +69,17 @@
  * readable, and satisfied waits still succeed (a shutdown barrier completes
  * before anyone leaves).
  *
- * Poisoning. An authenticated member whose world or version differs, and,
- * before every rank has joined (a MAIN of each rank authenticated), an
- * authenticated member whose rank is outside 0..world-1 or is held by
- * another (below), or a connection claiming a rank in 0..world-1 that
- * fails the key proof, poisons the
- * job: the failure text is kept and every unsatisfied GET/WAIT_GE, parked
- * or later, answers FRPC_EBOOTSTRAP with it, so init fails at once on every
- * rank, not only on the odd one. Poison wins over EPEERLOST. Once every rank
- * has joined, key failures (counted: fr_store_server_key_failures) and
- * ranks out of range are only refused: a stranger cannot end a running
- * job.
+ * Poisoning. Before every rank has joined (a MAIN of each rank
+ * authenticated), an authenticated member whose world or version
+ * differs, or whose rank is outside 0..world-1 or is held by another
+ * (below), poisons the job: the failure text is kept and every
+ * unsatisfied GET/WAIT_GE, parked or later, answers FRPC_EBOOTSTRAP with
+ * it, so init fails at once on every rank, not only on the odd one.
+ * Poison wins over EPEERLOST. Once every rank has joined, such a member
+ * is only refused. A key failure is only refused, always (counted:
+ * fr_store_server_key_failures): a process without the key cannot be
+ * told from a stranger, and a stranger cannot end a job, starting or
+ * running.
  *
  * Stale store. A MAIN HELLO for a rank that already died or left, or whose
  * MAIN is still connected while the store's own rank (rank 0) has left,
@@ -184,9 +184,11 @@ int fr_store_server_start(const char *host, uint16_t port,
 /* The port actually bound (0 for NULL). */
 uint16_t fr_store_server_port(const fr_store_server *s);
 
-/* How many connections failed the key proof so far (0 for NULL). Any
- * thread. */
-uint64_t fr_store_server_key_failures(fr_store_server *s);
+/* How many connections failed the key proof so far (0 for NULL); last,
+ * if not NULL, gets the last failure's text ("a process claiming rank 1
+ * failed the job key proof: ..."; "" if none). Any thread. */
+uint64_t fr_store_server_key_failures(fr_store_server *s, char *last,
+                                      size_t n);
 
 /* Stops serving, closes every connection (clients blocked in GET/WAIT/
  * WATCH get FRPC_EBOOTSTRAP), joins the thread and frees s. NULL is a

@@ -10,7 +10,11 @@
  *   its own rank has left). Each failure refuses the process, and poisons
  *   only while some rank has not joined yet (poison_joining): a process
  *   that could never be one of the job cannot end a running one. A key
- *   failure is counted and poisons likewise.
+ *   failure never poisons: it is counted, and its text kept for rank 0's
+ *   "never joined" error. A process without the key cannot be told from
+ *   a stranger, and a stranger must not end a job, even while it joins
+ *   (one keyless HELLO claiming a rank not joined yet had made every
+ *   rank's frpc_init fail).
  * - Per rank: joined (a MAIN authenticated once), open (that MAIN is still
  *   connected) and state (alive, DEAD, LEFT). A rank changes state once:
  *   alive -> LEFT (LEAVE) or alive -> DEAD (its MAIN closed without LEAVE);
@@ -51,6 +55,7 @@ struct fr_store_members {
     pthread_cond_t cv;
     int alive; /* under mu */
     uint64_t key_failures; /* under mu */
+    char key_failure[FR_STORE_MAX_ERR + 1]; /* the last one's text, mu */
 };
 
 fr_store_members *fr_store_members_new(const fr_store_ident *self)
@@ -193,9 +198,10 @@ static void key_failed(fr_store_members *m, int rank, const char *why)
 {
     pthread_mutex_lock(&m->mu);
     m->key_failures++;
+    snprintf(m->key_failure, sizeof(m->key_failure),
+             "a process claiming rank %d failed the job key proof: %s", rank,
+             why);
     pthread_mutex_unlock(&m->mu);
-    if (rank >= 0 && rank < m->world)
-        poison_joining(m, why);
 }
 
 int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
@@ -338,10 +344,13 @@ int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms)
     return rc;
 }
 
-uint64_t fr_store_members_key_failures(fr_store_members *m)
+uint64_t fr_store_members_key_failures(fr_store_members *m, char *last,
+                                       size_t n)
 {
     pthread_mutex_lock(&m->mu);
-    uint64_t n = m->key_failures;
+    uint64_t count = m->key_failures;
+    if (last && n)
+        snprintf(last, n, "%s", m->key_failure);
     pthread_mutex_unlock(&m->mu);
-    return n;
+    return count;
 }

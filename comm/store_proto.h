@@ -246,7 +246,8 @@ const fr_store_event *fr_store_members_events(const fr_store_members *m,
 /* See fr_store_server_wait_gone. Any thread. */
 int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms);
 
-/* How many connections failed the key proof. Any thread. */
-uint64_t fr_store_members_key_failures(fr_store_members *m);
+/* See fr_store_server_key_failures. Any thread. */
+uint64_t fr_store_members_key_failures(fr_store_members *m, char *last,
+                                       size_t n);
 
 #endif /* FR_COMM_STORE_PROTO_H */

@@ -660,9 +660,12 @@ uint16_t fr_store_server_port(const fr_store_server *s)
     return s ? s->port : 0;
 }
 
-uint64_t fr_store_server_key_failures(fr_store_server *s)
+uint64_t fr_store_server_key_failures(fr_store_server *s, char *last,
+                                      size_t n)
 {
-    return s ? fr_store_members_key_failures(s->members) : 0;
+    if (!s && last && n)
+        last[0] = '\0';
+    return s ? fr_store_members_key_failures(s->members, last, n) : 0;
 }
 
 int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms)

@@ -271,12 +271,22 @@ static int agree_provider(frpc_agent *a, uint64_t deadline,
         }
     }
     if (rc && missing >= 0) {
+        /* On the rank serving the store: a member started without the
+         * job's key fails at once itself, and is named here. */
+        char keyfail[320], refused[420] = "";
+        uint64_t nkey = fr_store_server_key_failures(a->store_srv, keyfail,
+                                                     sizeof(keyfail));
+        if (nkey)
+            snprintf(refused, sizeof(refused),
+                     "; the store refused %llu connection(s) without the job "
+                     "key, the last: %s", (unsigned long long)nkey, keyfail);
         say(err, errlen,
             "bootstrap: rank %d of %d never joined the store at %s:%u within "
-            "init_timeout_ms (%d ms)%s", missing, world, a->set.store_host,
+            "init_timeout_ms (%d ms)%s%s", missing, world, a->set.store_host,
             a->set.store_port, a->set.init_timeout_ms,
             missing + 1 < world ? "; ranks after it were not looked for"
-                                : "");
+                                : "",
+            refused);
     } else if (rc) {
         say(err, errlen,
             "bootstrap: rank %d did not get the other ranks' providers from "

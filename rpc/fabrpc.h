@@ -87,8 +87,11 @@
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
  * prove it holds the key to use the bootstrap store, and the key never
- * crosses the network. Without one, anyone who can reach the store's port
- * can join the job: use a key wherever others share the network. Frames
+ * crosses the network; a process that fails the proof is refused and
+ * changes nothing for the job, even while it is still starting (it
+ * cannot be told from a misconfigured member: see frpc_init). Without a
+ * key, anyone who can reach the store's port can join the job: use a key
+ * wherever others share the network. Frames
  * that carry another job's token are dropped and counted (frpc_stats), and
  * so are frames whose sender is not the member they claim to be, where
  * the provider reports senders (tcp, sockets; shm and udp do not, and
@@ -240,7 +243,9 @@ typedef enum frpc_rma_mode {
  *  job_key           FABRPC_JOB_KEY, else none. The job's secret
  *                    (any string of 1..255 bytes), the same on every rank:
  *                    see "Membership" above. A rank with another key, or
- *                    none when others have one, fails frpc_init.
+ *                    none when others have one, fails frpc_init at once
+ *                    (FRPC_EACCES); the others wait for that rank until
+ *                    their init timeout (see frpc_init).
  *  progress          a frpc_progress_mode; FABRPC_PROGRESS
  *                    (busy|adaptive|blocking), else adaptive.
  *  spin_us           0..10000000; FABRPC_SPIN_US, else 200. How long an
@@ -353,11 +358,19 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * set itself is left alone.
  *
  * Every rank must have been started with the same world size, job key
- * and fabrpc protocol version: a rank that differs makes frpc_init fail at
- * once (not at the init timeout), with a message that names the rank and
- * both values, on every rank that has connected to the bootstrap store by
- * then (once every rank has joined, the job runs on, and such a process
- * only fails its own frpc_init). Rank 0's failure closes the store, once
+ * and fabrpc protocol version. A rank whose world size or version
+ * differs makes frpc_init fail at once (not at the init timeout), with a
+ * message that names the rank and both values, on every rank that has
+ * connected to the bootstrap store by then (once every rank has joined,
+ * the job runs on, and such a process only fails its own frpc_init). A
+ * rank whose job key is not the job's fails its own frpc_init at once
+ * (FRPC_EACCES) and changes nothing else: a process without the key
+ * cannot be told from a stranger, who must not be able to stop a job
+ * from starting. The other ranks wait for the rank it should have been
+ * until their init timeout (under fabrpc-run, mpirun or srun the failed
+ * rank's exit ends the job first); rank 0's message then names the
+ * refusal ("the store refused 1 connection(s) without the job key, the
+ * last: a process claiming rank 1 failed the job key proof: ..."). Rank 0's failure closes the store, once
  * the ranks connected to it have left (it waits up to 3 s, within its init timeout, so that they
  * fail with their own message, e.g. no common provider): a rank that
  * comes later finds nothing at the store's address and fails with
@@ -382,10 +395,10 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * rank another live process of the job holds),
  * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
  * config.rma native where the provider cannot do RMA), FRPC_EBOOTSTRAP
- * (store unreachable, a rank did not join in time or was claimed twice,
- * the ranks disagree on world size or version, another rank's job key
- * is not the job's (that rank gets FRPC_EACCES), or a value in the store is garbled; the message
- * says which), FRPC_EACCES (this rank's job
+ * (store unreachable, a rank did not join in time (for instance because
+ * its job key was not the job's: that rank gets FRPC_EACCES) or was
+ * claimed twice, the ranks disagree on world size or version, or a value
+ * in the store is garbled; the message says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a
  * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message

@@ -4,7 +4,9 @@
 # job key, or where only one has a key, or where one was given a rank its
 # world size cannot hold. frpc_init must fail on both, within
 # 2 s (not at the init timeout), with a message that says why (fabrpc.h,
-# frpc_init and "Membership"). Uses peerlost's init-only mode, which
+# frpc_init and "Membership"); but a rank without the job's key fails at
+# once alone, and rank 0 at its init timeout, naming it: such a process
+# cannot be told from a stranger, who must not end a starting job. Uses peerlost's init-only mode, which
 # prints "init: rc=NAME ms=N err=TEXT". Init times are printed.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/byhand.sh"
@@ -28,7 +30,7 @@ pair() {
         (
             export FABRPC_RANK=${rank[i]} FABRPC_WORLD_SIZE=${ws[i]} \
                 FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
-                FABRPC_INIT_TIMEOUT_MS=20000
+                FABRPC_INIT_TIMEOUT_MS=${PAIR_INIT_MS:-20000}
             unset FABRPC_JOB_KEY
             [ "${key[i]}" = - ] || export FABRPC_JOB_KEY=${key[i]}
             exec "$PEERLOST" init-only
@@ -49,10 +51,11 @@ pair() {
     done
 }
 
-# within NAME MS: each rank's init failed in under MS ms.
+# within NAME MS [RANKS]: each rank's (of RANKS, default "0 1") init
+# failed in under MS ms.
 within() {
     local i ms
-    for i in 0 1; do
+    for i in ${3:-0 1}; do
         ms=$(sed -n 's/^init: rc=[A-Z_]* ms=\([0-9]*\) .*/\1/p' "$TMPD/$1.$i")
         [ -n "$ms" ] || fail "rank $i: no init line"
         [ "$ms" -lt "$2" ] || fail "rank $i: frpc_init failed after $ms ms, want < $2 ms"
@@ -72,8 +75,10 @@ says() {
 }
 
 # codes NAME RC0 RC1: the code each rank's frpc_init returned. On a key
-# mismatch the rank whose key is not the job's gets FRPC_EACCES, rank 0
-# (whose key is the job's) FRPC_EBOOTSTRAP (fabrpc.h, frpc_init's errors).
+# mismatch the rank whose key is not the job's gets FRPC_EACCES at once,
+# rank 0 (whose key is the job's) FRPC_EBOOTSTRAP at its init timeout
+# (fabrpc.h, frpc_init's errors): a process without the key cannot be told
+# from a stranger, who must not end a starting job.
 codes() {
     local name=$1 i rc
     shift
@@ -90,18 +95,48 @@ world_mismatch() {
     says ws 'world' '(^|[^0-9])2([^0-9]|$)' '(^|[^0-9])3([^0-9]|$)'
 }
 
+# The keyless or wrong-keyed rank fails at once; rank 0 at its 4 s init
+# timeout, naming the refusal.
 key_mismatch() {
-    pair key 2 2 "key-a-$$" "key-b-$$"
-    within key $BOUND
+    PAIR_INIT_MS=4000 pair key 2 2 "key-a-$$" "key-b-$$"
+    within key $BOUND 1
+    within key $((BOUND + 4000)) 0
     says key 'key'
+    grep -q "never joined.*claiming rank 1 failed the job key proof" \
+        "$TMPD/key.0" || fail "rank 0 does not name the refused rank 1"
     codes key FRPC_EBOOTSTRAP FRPC_EACCES
 }
 
 key_one_side() {
-    pair onekey 2 2 "key-a-$$" -
-    within onekey $BOUND
+    PAIR_INIT_MS=4000 pair onekey 2 2 "key-a-$$" -
+    within onekey $BOUND 1
+    within onekey $((BOUND + 4000)) 0
     says onekey 'key'
     codes onekey FRPC_EBOOTSTRAP FRPC_EACCES
+}
+
+# A stranger without the key claims rank 1 while rank 0 waits for it: it
+# is refused, and the real rank 1, started after, joins: the job starts
+# (one keyless process had made every rank's init fail).
+stranger_while_joining() {
+    local r0 r1 st
+    port=$(free_port)
+    start_keyed st0 0 2 30000 "key-$$"
+    r0=$!
+    sleep 1
+    start_keyed st1x 1 2 30000 -
+    wait_bounded 30 $! >/dev/null || true
+    sed "s/^/    stranger: /" "$TMPD/st1x"
+    grep -q 'rc=FRPC_EACCES' "$TMPD/st1x" ||
+        fail "the keyless process was not refused with FRPC_EACCES"
+    start_keyed st1 1 2 30000 "key-$$"
+    r1=$!
+    for r in "$r0" "$r1"; do
+        st=0
+        wait_bounded 60 "$r" || st=$?
+        [ $st -eq 3 ] || { cat "$TMPD/st0" "$TMPD/st1"; fail "a member's init failed (status $st; 3: it worked)"; }
+    done
+    sed "s/^/    rank 0: /" "$TMPD/st0"
 }
 
 # RANK=2 WORLD_SIZE=2 where rank 1 was meant: that rank fails at once
@@ -114,18 +149,23 @@ rank_outside() {
     codes outside FRPC_EBOOTSTRAP FRPC_EINVAL
 }
 
-# start_rank NAME RANK WS INIT_MS: init-only as RANK of WS on the store at
-# $port, in the background; output in $TMPD/NAME, pid in $!.
-start_rank() {
+# start_keyed NAME RANK WS INIT_MS KEY: init-only as RANK of WS on the store
+# at $port, FABRPC_JOB_KEY set to KEY ("-": none), in the background;
+# output in $TMPD/NAME, pid in $!.
+start_keyed() {
     (
         export FABRPC_RANK=$2 FABRPC_WORLD_SIZE=$3 \
             FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
             FABRPC_INIT_TIMEOUT_MS=$4
         unset FABRPC_JOB_KEY
+        [ "$5" = - ] || export FABRPC_JOB_KEY=$5
         exec "$PEERLOST" init-only
     ) >"$TMPD/$1" 2>&1 &
     echo $! >>"$TMPD/$1.pid"
 }
+
+# start_rank NAME RANK WS INIT_MS: start_keyed with no key.
+start_rank() { start_keyed "$1" "$2" "$3" "$4" -; }
 
 # stopped_member NAME: rank 1 of 3, started after rank 0, stopped once it
 # holds a connection to the store (it never leaves it); its pid in $held.
@@ -190,8 +230,9 @@ linger_deadline() {
 
 for PROV in shm tcp; do
     run_case "$PROV: world sizes 2 and 3: both ranks' init fails at once, naming both" world_mismatch
-    run_case "$PROV: different job keys: both ranks' init fails at once, about the key" key_mismatch
-    run_case "$PROV: a job key on one rank only: both ranks' init fails at once" key_one_side
+    run_case "$PROV: different job keys: rank 1's init fails at once, rank 0's at its timeout naming it" key_mismatch
+    run_case "$PROV: a job key on one rank only: the same" key_one_side
+    run_case "$PROV: a keyless stranger claiming rank 1 while the job joins is refused; the job starts" stranger_while_joining
     run_case "$PROV: rank 2 of world size 2: both ranks' init fails at once, naming it" rank_outside
     run_case "$PROV: rank 0's failed init keeps the store for a stopped rank 3 s at most" linger_cap
     run_case "$PROV: ... and never past its init deadline" linger_deadline
