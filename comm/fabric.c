@@ -1256,29 +1256,32 @@ typedef struct recheck_ctx {
     fr_fabric *f;
     int (*done)(void *);
     void *arg;
+    int waiter; /* counted in waiters: fr_fabric_wait_for's */
 } recheck_ctx;
 
-/* Before a doorbell sleep: > 0 means do not sleep. A waiter with a
- * predicate sleeps even while another thread polls: that thread rings our
- * bell if it completes our call (fr_fabric_wake_sleepers). */
+/* Before a doorbell sleep: > 0 means do not sleep. A waiter sleeps even
+ * while another thread polls: that thread rings our bell if it completes
+ * our call (fr_fabric_wake_sleepers). */
 static int recheck_cq(void *p)
 {
     recheck_ctx *c = p;
     int n = fr_fabric_progress(c->f);
-    if (c->done)
+    if (c->waiter)
         return n > 0 || c->done(c->arg);
-    return n == FRPC_EAGAIN ? 1 : n; /* another poller: do not sleep */
+    if (n > 0 || n == FRPC_EAGAIN) /* another poller: do not sleep */
+        return 1;
+    return c->done && c->done(c->arg);
 }
 
-void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
-                        int (*done)(void *), void *arg)
+static void wait_impl(fr_fabric *f, unsigned timeout_us,
+                      int (*done)(void *), void *arg, int waiter)
 {
     /* Counted before the last look at done: a completion after it sees
      * us and wakes us (fr_fabric_wake_sleepers). */
-    if (done)
+    if (waiter)
         atomic_fetch_add(&f->waiters, 1);
     if (f->wait_fd < 0 && f->bell) {
-        recheck_ctx c = {.f = f, .done = done, .arg = arg};
+        recheck_ctx c = {.f = f, .done = done, .arg = arg, .waiter = waiter};
         fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, &c);
     } else if (f->wait_fd >= 0) {
         struct fid *fids[1] = {&f->cq->fid};
@@ -1291,13 +1294,25 @@ void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
                               .tv_nsec = (long)(timeout_us % 1000000) * 1000};
         nanosleep(&ts, NULL);
     }
-    if (done)
+    if (waiter)
         atomic_fetch_sub(&f->waiters, 1);
+}
+
+void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
+                        int (*done)(void *), void *arg)
+{
+    wait_impl(f, timeout_us, done, arg, done != NULL);
 }
 
 void fr_fabric_wait(fr_fabric *f, unsigned timeout_us)
 {
-    fr_fabric_wait_for(f, timeout_us, NULL, NULL);
+    wait_impl(f, timeout_us, NULL, NULL, 0);
+}
+
+void fr_fabric_wait_unless(fr_fabric *f, unsigned timeout_us,
+                           int (*early)(void *), void *arg)
+{
+    wait_impl(f, timeout_us, early, arg, 0);
 }
 
 void fr_fabric_wake_all(fr_fabric *f)
@@ -1312,6 +1327,11 @@ void fr_fabric_end_waits(fr_fabric *f)
 {
     if (f)
         atomic_store(&f->waits_ended, 1);
+}
+
+void fr_fabric_wake_keeper(void *fab)
+{
+    fr_fabric_wake_all(fab);
 }
 
 void fr_fabric_wake_sleepers(void *fab)

@@ -435,11 +435,20 @@ void fr_fabric_wait(fr_fabric *f, unsigned timeout_us);
  */
 void fr_fabric_wait_for(fr_fabric *f, unsigned timeout_us,
                         int (*done)(void *), void *arg);
+/* fr_fabric_wait that also returns at once when early(arg) holds, looked
+ * at after the last poll and before the sleep, so that a thread that
+ * makes it true and then calls fr_fabric_wake_all is never slept
+ * through. Not a waiter: fr_fabric_wake_sleepers does not wake it. */
+void fr_fabric_wait_unless(fr_fabric *f, unsigned timeout_us,
+                           int (*early)(void *), void *arg);
 void fr_fabric_wake_sleepers(void *fab);
 /* Wakes the threads asleep in fr_fabric_wait(_for), whatever they wait for
  * (a progress thread told to stop: it would sleep out its timeout). Any
  * thread. */
 void fr_fabric_wake_all(fr_fabric *f);
+/* fr_fabric_wake_all for a void * (a fr_fabric): how the pending table
+ * wakes the thread napping in fr_fabric_wait_unless. */
+void fr_fabric_wake_keeper(void *fab);
 
 /* From now on a send that finds no room at the provider fails at once
  * with FRPC_ESHUTDOWN instead of waiting for it (the agent's end: an

@@ -401,6 +401,7 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     if (!rc) {
         a->pend.wake_ctx = a->fab;
         a->pend.wake = fr_fabric_wake_sleepers;
+        a->pend.wake_keeper = fr_fabric_wake_keeper;
         rc = fr_emu_choose(a, err, errlen); /* native or emulated RMA */
     }
     return rc;

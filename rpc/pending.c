@@ -30,6 +30,7 @@ int fr_pending_init(fr_pending_table *t)
     pthread_mutex_init(&t->lock, NULL);
     fr_cond_init_monotonic(&t->any_cond);
     atomic_init(&t->next_deadline, UINT64_MAX);
+    atomic_init(&t->keeper_wakes_at, 0);
     atomic_init(&t->next_id, 1);
     atomic_init(&t->incoming, NULL);
     atomic_init(&t->heap_room, 0);
@@ -163,6 +164,32 @@ static void lower_next_deadline(fr_pending_table *t, uint64_t deadline)
     while (deadline < cur &&
            !atomic_compare_exchange_weak(&t->next_deadline, &cur, deadline))
         ;
+    /* After the store (both sequentially consistent, against the
+     * keeper's publish then look in fr_pending_nap_cut): the keeper sees
+     * the new deadline before it sleeps, or we see its plan and wake it. */
+    if (deadline < cur && deadline < atomic_load(&t->keeper_wakes_at) &&
+        t->wake_keeper)
+        t->wake_keeper(t->wake_ctx);
+}
+
+uint64_t fr_pending_nap_plan(fr_pending_table *t, uint64_t now,
+                             uint64_t max_ns)
+{
+    uint64_t next = atomic_load(&t->next_deadline);
+    uint64_t at = next < now + max_ns ? next : now + max_ns;
+    atomic_store(&t->keeper_wakes_at, at);
+    return at;
+}
+
+int fr_pending_nap_cut(void *table)
+{
+    fr_pending_table *t = table;
+    return atomic_load(&t->next_deadline) < atomic_load(&t->keeper_wakes_at);
+}
+
+void fr_pending_nap_end(fr_pending_table *t)
+{
+    atomic_store(&t->keeper_wakes_at, 0);
 }
 
 /* ---- table ----------------------------------------------------------- */

@@ -98,9 +98,27 @@ typedef struct fr_pending_table {
      * again. Set once before use; NULL: none. */
     void (*wake)(void *ctx);
     void *wake_ctx;
+    /* While the thread that keeps deadlines (the progress thread) naps:
+     * the deadline it will wake for (fr_pending_nap_plan; 0 while it is
+     * awake). An adder whose deadline is earlier calls
+     * wake_keeper(wake_ctx) (set once before use; NULL: none), else a
+     * 10 ms timeout added during a 100 ms nap fired up to 90 ms late. */
+    atomic_uint_fast64_t keeper_wakes_at;
+    void (*wake_keeper)(void *ctx);
 } fr_pending_table;
 
 int fr_pending_init(fr_pending_table *t);
+
+/* The deadline keeper's nap: fr_pending_nap_plan returns the time (ns,
+ * CLOCK_MONOTONIC) to wake at, the earlier of now + max_ns and the next
+ * deadline, and publishes it; sleep until then (or less), passing
+ * fr_pending_nap_cut to the sleep as its early-return test (1 once an
+ * earlier deadline was added: its adder also called wake_keeper); then
+ * fr_pending_nap_end. One keeper thread. */
+uint64_t fr_pending_nap_plan(fr_pending_table *t, uint64_t now,
+                             uint64_t max_ns);
+int fr_pending_nap_cut(void *table);
+void fr_pending_nap_end(fr_pending_table *t);
 void fr_pending_destroy(fr_pending_table *t);
 
 /* 1 once fr_pending_close ran: the agent's end has failed every call. */

@@ -84,6 +84,19 @@ static unsigned sleep_budget_us(frpc_agent *a, unsigned max_us)
     return next <= now ? 0 : (unsigned)((next - now) / 1000) + 1;
 }
 
+/* The progress thread's idle nap on the CQ's fd or the doorbell: up to
+ * FR_IDLE_BLOCK_US, until the next deadline, or until a call is added
+ * whose deadline comes earlier (fr_pending_nap_plan). */
+static void nap(frpc_agent *a)
+{
+    uint64_t now = fr_now_ns();
+    uint64_t at = fr_pending_nap_plan(&a->pend, now,
+                                      (uint64_t)FR_IDLE_BLOCK_US * 1000);
+    unsigned us = at <= now ? 0 : (unsigned)((at - now) / 1000) + 1;
+    fr_fabric_wait_unless(a->fab, us, fr_pending_nap_cut, &a->pend);
+    fr_pending_nap_end(&a->pend);
+}
+
 /* Keep polling past the spin window while rendezvous transfers are under
  * way (a peer may need us to poll for its reads to progress), but only
  * while they make progress: a transfer a dead or lying peer never ends
@@ -189,9 +202,10 @@ static void *progress_main(void *arg)
         if (now - last < spin_ns || transfer_spin(a, last))
             continue;
         if (fr_fabric_can_block(a->fab)) {
-            /* the CQ's fd (tcp) or our doorbell (shm) wakes us */
-            ASLEEP_ENDING_LINGERS(a, fr_fabric_wait(a->fab,
-                                     sleep_budget_us(a, FR_IDLE_BLOCK_US)));
+            /* the CQ's fd (tcp) or our doorbell (shm) wakes us, and so
+             * does a call added with an earlier deadline than we plan
+             * to wake for */
+            ASLEEP_ENDING_LINGERS(a, nap(a));
         } else {
             ASLEEP_ENDING_LINGERS(a, sleep_us(sleep_budget_us(a, backoff)));
             if (backoff < FR_BACKOFF_MAX_US)

@@ -161,8 +161,10 @@ int bench_register(frpc_agent *a, int world);
  * printed). */
 int bench_run(frpc_agent *a, const bench_opts *o, double t_start_us);
 
-/* bench_timeouts.c: the timeouts mode's handler (every rank) and its
- * measurement (rank 0). */
+/* bench_timeouts.c: the timeouts mode's handler (every rank), which
+ * answers after BENCH_SLEEP_MS (so a timeout must be shorter to fire), and
+ * its measurement (rank 0). */
+#define BENCH_SLEEP_MS 100
 int bench_register_timeouts(frpc_agent *a);
 int bench_run_timeouts(frpc_agent *a, const bench_opts *o);
 

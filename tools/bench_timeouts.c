@@ -1,7 +1,7 @@
 /*
  * fabrpc-bench's timeouts mode: how late a call's timeout fires. Rank 0
  * calls rank 1's bench_sleep, a pool handler that answers only after
- * SLEEP_MS, with a timeout of --sizes ms (default 10): each call must end
+ * BENCH_SLEEP_MS, with a timeout of --sizes ms (default 10): each call must end
  * with FRPC_ETIMEDOUT, and its lateness is when it ended less when its
  * timeout was due. Rows: "timeout_sync" (one frpc_call after another) and
  * "timeout_async" (the calls started together, each future's end taken by
@@ -19,12 +19,10 @@
 
 #include "bench.h"
 
-#define SLEEP_MS 100
-
 static void sleeper(frpc_request *req, void *user)
 {
     (void)user;
-    usleep(SLEEP_MS * 1000);
+    usleep(BENCH_SLEEP_MS * 1000);
     frpc_respond(req, NULL, 0);
 }
 
@@ -47,18 +45,21 @@ static void on_end(frpc_future *f, void *user)
     (void)f;
 }
 
+/* The row of n calls; late[] holds the lateness of those that timed out
+ * (n - bad of them, first): an answered call has none. */
 static void emit(const char *provider, const char *metric, long tmo,
                  long n, long inflight, double *late, long bad)
 {
     bench_row r = bench_row_new("fabrpc", provider, metric);
-    double max = 0;
-    for (long i = 0; i < n; i++)
+    long m = n - bad;
+    double max = m ? late[0] : 0;
+    for (long i = 1; i < m; i++)
         max = fmax(max, late[i]);
     r.size = tmo;
     r.inflight = inflight;
     r.iters = n;
-    r.p50_us = bench_quantile(late, n, 0.5);
-    r.p99_us = bench_quantile(late, n, 0.99);
+    r.p50_us = m ? bench_quantile(late, m, 0.5) : 0;
+    r.p99_us = m ? bench_quantile(late, m, 0.99) : 0;
     r.max_us = max;
     r.not_timed_out = (double)bad;
     bench_emit(&r);
@@ -80,8 +81,10 @@ static int run_one(frpc_agent *a, const char *prov, long tmo, long n)
     for (long i = 0; i < n; i++) {
         double t0 = bench_now_us();
         int s = frpc_call(a, 1, "bench_sleep", NULL, 0, (int)tmo, NULL);
-        late[i] = bench_now_us() - (t0 + (double)tmo * 1000);
-        bad += s != FRPC_ETIMEDOUT;
+        if (s == FRPC_ETIMEDOUT)
+            late[i - bad] = bench_now_us() - (t0 + (double)tmo * 1000);
+        else
+            bad++;
     }
     emit(prov, "timeout_sync", tmo, n, 1, late, bad);
     bad = 0;
@@ -96,20 +99,21 @@ static int run_one(frpc_agent *a, const char *prov, long tmo, long n)
             break;
         }
     }
-    for (long i = 0; i < n; i++) {
+    for (long i = 0; i < n; i++)
         frpc_future_wait(f[i], FRPC_TIMEOUT_NONE);
-        bad += frpc_future_error(f[i], NULL, NULL) != FRPC_ETIMEDOUT;
-    }
     for (long i = 0; i < n; i++) {
         while (!atomic_load(&e[i].done)) /* its callback may still run */
             usleep(100);
-        late[i] = e[i].late_us;
+        if (frpc_future_error(f[i], NULL, NULL) == FRPC_ETIMEDOUT)
+            late[i - bad] = e[i].late_us;
+        else
+            bad++;
         frpc_future_free(f[i]);
     }
     if (!rc)
         emit(prov, "timeout_async", tmo, n, n, late, bad);
     /* Let rank 1's pool finish the sleeps before the next size. */
-    usleep((useconds_t)(SLEEP_MS * 1000 * (1 + n / 4)));
+    usleep((useconds_t)(BENCH_SLEEP_MS * 1000 * (1 + n / 4)));
 out:
     free(late);
     free(e);

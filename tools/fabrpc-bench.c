@@ -54,10 +54,12 @@ static const char usage_text[] =
     "             to the end of the first barrier, p50/p99 over ranks;\n"
     "             size = N; job_s = first rank's start (exec) to last rank\n"
     "             ready; rss_mb = largest VmRSS. Any N: fabrpc-run -n N, or\n"
-    "             --ranks N when fabrpc-bench starts its own ranks\n"
+    "             --ranks N (up to 1024) when fabrpc-bench starts its\n"
+    "             own ranks\n"
     "  timeouts   how late a call's timeout fires: --iters calls\n"
     "             (default 200) with a timeout of each --sizes value in ms\n"
-    "             (default 10) to a handler that answers after 100 ms,\n"
+    "             (default 10; below 100) to a handler that answers after\n"
+    "             100 ms,\n"
     "             one after another (timeout_sync) and all at once\n"
     "             (timeout_async): p50/p99/max_us of the lateness, and\n"
     "             not_timed_out (calls that did not end FRPC_ETIMEDOUT)\n"
@@ -282,8 +284,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             long n = strtol(val, &end, 10);
             if (errno || *end || n < (a[2] == 'w' ? 0 : 1))
                 return bad("bad number", val);
+            if (a[2] == 'r' && n > 1024)
+                return bad("--ranks above 1024 (fabrpc-run's limit)", val);
             if (a[2] == 'r')
-                o->ranks = (int)(n > 1024 ? 1024 : n);
+                o->ranks = (int)n;
             else
                 *(a[2] == 'i' ? &o->iters : &o->warmup) = n;
         } else if (!strcmp(a, "--seconds")) {
@@ -324,6 +328,14 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                    "rma mode", NULL);
     if (lend_set && o->mode != BENCH_BANDWIDTH)
         return bad("--lend goes with the bandwidth mode", NULL);
+    for (int i = 0; o->mode == BENCH_TIMEOUTS && i < o->nsizes; i++)
+        if (o->sizes[i] >= BENCH_SLEEP_MS) {
+            static char why[96]; /* a timeout that cannot fire */
+            snprintf(why, sizeof(why), "timeouts: --sizes are timeouts in "
+                     "ms below %d (the handler's answer time)",
+                     BENCH_SLEEP_MS);
+            return bad(why, sizes);
+        }
     return 0;
 }
 

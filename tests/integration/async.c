@@ -50,6 +50,14 @@
  *             theirs on this thread before frpc_future_cancel/free
  *             returns (FRPC_ECANCELED), none on the pool thread; let go,
  *             the pool runs the queued one; each ran exactly once.
+ *   nap-timeout 2 ranks. Rank 0 sits idle 300 ms (its progress thread
+ *             naps, up to 100 ms at a time), then makes an async call of
+ *             10 ms timeout to rank 1's "hold", never answered; only the
+ *             progress thread can end it (nobody waits on the future: a
+ *             callback notes the time). 5 times: the median lateness
+ *             must be under 50 ms (before the fix, a timeout added during
+ *             a nap fired when the nap ended: up to 90 ms late, 10 ms in
+ *             fabrpc-bench timeouts' rows).
  *   batch-bound 2 ranks. Rank 1 polls nothing for 12 s (nor does rank
  *             0's progress thread) while rank 0 pushes calls of 1500 ms
  *             timeout at it inside frpc_batch_begin/end until one finds
@@ -1116,6 +1124,61 @@ static int mode_stall(void)
     return 0;
 }
 
+/* ---- nap-timeout ------------------------------------------------------ */
+
+#define NAP_TRIALS 5
+static _Atomic double nap_fired_ms;
+
+static void nap_fired(frpc_future *f, void *user)
+{
+    (void)f;
+    (void)user;
+    atomic_store(&nap_fired_ms, au_now_ms());
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+static int mode_nap_timeout(void)
+{
+    au_start();
+    CHECK(nranks == 2, "nap-timeout needs 2 ranks");
+    au_register("hold", hold, NULL, 0);
+    au_barrier();
+    if (me == 0) {
+        double late[NAP_TRIALS];
+        for (int i = 0; i < NAP_TRIALS; i++) {
+            au_sleep_us(300 * 1000);
+            atomic_store(&nap_fired_ms, 0);
+            double due = au_now_ms() + 10;
+            frpc_future *f = au_async(1, "hold", (uint64_t)i, 16, 10);
+            CHECK(frpc_future_then(f, nap_fired, NULL) == 0, "then");
+            for (int k = 0; k < 5000 && atomic_load(&nap_fired_ms) == 0; k++)
+                au_sleep_us(1000);
+            double at = atomic_load(&nap_fired_ms);
+            CHECK(at > 0, "a 10 ms timeout had not fired after 5 s");
+            int rc = frpc_future_error(f, NULL, NULL);
+            CHECK(rc == FRPC_ETIMEDOUT, "trial %d: %s, want FRPC_ETIMEDOUT",
+                  i, frpc_err_name(rc));
+            late[i] = at - due;
+            frpc_future_free(f);
+        }
+        qsort(late, NAP_TRIALS, sizeof(late[0]), cmp_double);
+        printf("10 ms timeouts added while idle fired %.1f / %.1f / %.1f ms "
+               "late (min, median, max)\n", late[0], late[NAP_TRIALS / 2],
+               late[NAP_TRIALS - 1]);
+        CHECK(late[NAP_TRIALS / 2] < 50, "median lateness %.1f ms, want < 50",
+              late[NAP_TRIALS / 2]);
+        printf("ok: timeouts fire on time while the agent naps\n");
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* ---- batch-bound ------------------------------------------------------ */
 
 /* fabrpc.h, frpc_batch_end: it "waits as frpc_call_async does, only while
@@ -1568,7 +1631,8 @@ int main(int argc, char **argv)
                  {"futures", mode_futures}, {"linger", mode_linger},
                  {"stall", mode_stall}, {"then-full", mode_then_full},
                  {"then-order", mode_then_order},
-                 {"batch-bound", mode_batch_bound}};
+                 {"batch-bound", mode_batch_bound},
+                 {"nap-timeout", mode_nap_timeout}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)
