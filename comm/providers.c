@@ -5,9 +5,13 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
@@ -125,6 +129,56 @@ static void came_up(const struct fi_info *all, char *buf, size_t len)
     }
 }
 
+/*
+ * fi_getinfo with the asynchronous signals held off on this thread. The
+ * first call loads every provider (a noticeable part of a second) under
+ * libfabric's init lock, and libfabric's destructor takes that lock too.
+ * A handler that calls exit() (what many programs do on SIGTERM or
+ * SIGINT) ran that destructor on the thread that held the lock: the rank
+ * hung until SIGKILL. Held off, the signal arrives when fi_getinfo
+ * returns. Faults, traps and abort stay deliverable: they are the
+ * thread's own.
+ *
+ * A process-directed signal then goes to another thread, whose exit()
+ * would run the destructor while this one is inside libfabric: the exit
+ * handler below waits (bounded) for it to come out, and it stops there
+ * for good instead of going back into a library being torn down.
+ */
+static atomic_int getinfo_inside, getinfo_exiting;
+static pthread_once_t getinfo_once = PTHREAD_ONCE_INIT;
+
+static void getinfo_at_exit(void)
+{
+    atomic_store(&getinfo_exiting, 1);
+    for (int i = 0; i < 2000 && atomic_load(&getinfo_inside) > 0; i++)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+}
+
+static void getinfo_register_exit(void)
+{
+    atexit(getinfo_at_exit);
+}
+
+static int getinfo_held(struct fi_info *hints, struct fi_info **all)
+{
+    static const int own[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+                              SIGTRAP, SIGSYS, SIGABRT, SIGPIPE};
+    sigset_t hold, old;
+    sigfillset(&hold);
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        sigdelset(&hold, own[i]);
+    pthread_once(&getinfo_once, getinfo_register_exit);
+    int masked = pthread_sigmask(SIG_BLOCK, &hold, &old) == 0;
+    atomic_fetch_add(&getinfo_inside, 1);
+    int ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, all);
+    atomic_fetch_sub(&getinfo_inside, 1);
+    while (atomic_load(&getinfo_exiting))
+        pause(); /* the exiting thread ends the process */
+    if (masked)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return ret;
+}
+
 /* One fi_getinfo for all providers: each call rescans them all, which
  * costs a noticeable part of a second. */
 /* FI_PROVIDER's value when it hides name from libfabric's answers (a
@@ -219,7 +273,7 @@ static void explain_no_rma(fr_backends *bs)
         ;
     if (i == bs->n || !(hints = make_hints(0)))
         return;
-    if (fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &all))
+    if (getinfo_held(hints, &all))
         all = NULL;
     fi_freeinfo(hints);
     for (i = 0; i < bs->n; i++) {
@@ -284,7 +338,7 @@ int fr_backends_discover(fr_backends *bs, const char *list)
     bs->n = n;
     if (!(hints = make_hints(1)))
         return FRPC_ENOMEM;
-    ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &all);
+    ret = getinfo_held(hints, &all);
     fi_freeinfo(hints);
     match_all(bs, ret ? NULL : all, ret);
     if (all)

@@ -355,7 +355,14 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * (exit(1), a .btr file in the working directory, and a SIGTERM during
  * frpc_init could hang the process); libfabrpc puts those back to their
  * defaults when it loads and again in frpc_init. A handler the program
- * set itself is left alone.
+ * set itself is left alone. While frpc_init asks libfabric for its
+ * providers (its first call loads them all, a few hundred ms, under a
+ * lock that libfabric's exit code takes too), the calling thread holds
+ * off asynchronous signals (not faults, traps or SIGABRT); one that
+ * arrives then is delivered as that step ends, so a handler that calls
+ * exit() ends the process instead of hanging it. If the program exits
+ * from another thread meanwhile, the thread in frpc_init never returns
+ * and the process ends.
  *
  * Every rank must have been started with the same world size, job key
  * and fabrpc protocol version. A rank whose world size or version

@@ -135,7 +135,12 @@
  *                 after it starts, during or after its frpc_init: it must
  *                 die by SIGTERM at once (before the fix it could hang in
  *                 libfabric's destructor until SIGKILL). Rank 0 ends by
- *                 the loss or its init timeout.
+ *                 the loss or its init timeout. PEERLOST_TERM_EXIT=process
+ *                 or =main: rank 1 has a SIGTERM handler that calls
+ *                 exit(7), and the signal goes to the process or to the
+ *                 thread in frpc_init: it must exit 7 (before the fix it
+ *                 hung in libfabric's destructor when the signal came
+ *                 during the first fi_getinfo).
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -2667,11 +2672,24 @@ static int mode_abort(void)
     return 0;
 }
 
+static pthread_t term_main;
+static int term_at_main;
+
 static void *term_later(void *arg)
 {
     au_sleep_us(*(unsigned *)arg * 1000u);
-    kill(getpid(), SIGTERM);
+    if (term_at_main)
+        pthread_kill(term_main, SIGTERM);
+    else
+        kill(getpid(), SIGTERM);
     return NULL;
+}
+
+/* What many programs do on SIGTERM (not async-signal-safe, but common). */
+static void term_exit_7(int sig)
+{
+    (void)sig;
+    exit(7);
 }
 
 static int mode_term_in_init(void)
@@ -2681,6 +2699,12 @@ static int mode_term_in_init(void)
     me = r ? atoi(r) : -1;
     if (me == 1) {
         pthread_t t;
+        const char *how = getenv("PEERLOST_TERM_EXIT");
+        if (how) { /* "process" or "main": where the SIGTERM is aimed */
+            signal(SIGTERM, term_exit_7);
+            term_at_main = strcmp(how, "main") == 0;
+        }
+        term_main = pthread_self();
         term_ms = d ? (unsigned)atoi(d) : 0;
         CHECK(pthread_create(&t, NULL, term_later, &term_ms) == 0, "thread");
     }

@@ -398,9 +398,27 @@ signal_in_init() {
     done
 }
 
+# A program's own SIGTERM handler that calls exit(): before the fix a
+# signal in the first 0-100 ms of frpc_init (inside libfabric's first
+# fi_getinfo) hung the rank in libfabric's destructor (6 of 10 tries).
+signal_exit_in_init() {
+    local ms st how
+    for how in process main; do
+        for ms in 0 25 50 75 100 200; do
+            st=0
+            job "texit$how$ms" 2 30 term-in-init PEERLOST_TERM_MS=$ms \
+                PEERLOST_TERM_EXIT=$how FABRPC_INIT_TIMEOUT_MS=5000 || st=$?
+            expect_status $st 7
+            expect_grep "^fabrpc-run: rank 1 exited with status 7" "$JOB/err"
+            expect_ok 0
+        done
+    done
+}
+
 PROV=shm
 run_case "a rank's abort() ends it by SIGABRT (134), no .btr file" signal_abort
 run_case "SIGTERM 0-400 ms into a rank's start ends it by SIGTERM (143), no hang" signal_in_init
+run_case "SIGTERM 0-200 ms into a rank's start, its handler calls exit(7): exit 7, no hang" signal_exit_in_init
 
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
