@@ -74,14 +74,21 @@ static int poll_once(frpc_agent *a, uint64_t *now)
     return n;
 }
 
+/* Microseconds from now to at, rounded up so a sleep ends past it. */
+static unsigned us_until(uint64_t at, uint64_t now)
+{
+    return at <= now ? 0 : (unsigned)((at - now) / 1000) + 1;
+}
+
 /* Microseconds the progress thread may sleep: up to max_us, but not past
  * the next call deadline. */
+
 static unsigned sleep_budget_us(frpc_agent *a, unsigned max_us)
 {
     uint64_t next = atomic_load(&a->pend.next_deadline), now = fr_now_ns();
     if (next == UINT64_MAX || next >= now + (uint64_t)max_us * 1000)
         return max_us;
-    return next <= now ? 0 : (unsigned)((next - now) / 1000) + 1;
+    return us_until(next, now);
 }
 
 /* The progress thread's idle nap on the CQ's fd or the doorbell: up to
@@ -92,8 +99,8 @@ static void nap(frpc_agent *a)
     uint64_t now = fr_now_ns();
     uint64_t at = fr_pending_nap_plan(&a->pend, now,
                                       (uint64_t)FR_IDLE_BLOCK_US * 1000);
-    unsigned us = at <= now ? 0 : (unsigned)((at - now) / 1000) + 1;
-    fr_fabric_wait_unless(a->fab, us, fr_pending_nap_cut, &a->pend);
+    fr_fabric_wait_unless(a->fab, us_until(at, now), fr_pending_nap_cut,
+                          &a->pend);
     fr_pending_nap_end(&a->pend);
 }
 
