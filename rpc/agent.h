@@ -168,6 +168,8 @@ struct frpc_agent {
     /* Callbacks running now, and those of them begun before the last
      * frpc_on_notify (it waits for these: notify.c). */
     unsigned notify_running, notify_stale;
+    /* Waits in a call (fr_progress_begin_wait) by running callbacks. */
+    unsigned notify_waits;
     uint64_t notify_gen;
     pthread_cond_t notify_done;
     atomic_uint_fast64_t notes_sent, notes_received, notes_refused;
@@ -292,6 +294,9 @@ void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
  * not wait for the report (frpc_on_peer_lost: FRPC_EDEADLK). Elsewhere
  * a no-op. */
 void fr_liveness_report_waits(frpc_agent *a, int delta);
+/* The same for a notification callback running on this thread
+ * (notify.c): frpc_on_notify from a handler then fails FRPC_EDEADLK. */
+void fr_notify_callback_waits(frpc_agent *a, int delta);
 /* Stops the liveness threads (reports still queued are dropped). */
 void fr_liveness_stop(frpc_agent *a);
 /* Once the liveness threads stopped, at an agent's end: marks lost the

@@ -1324,9 +1324,13 @@ int frpc_notify_wait(frpc_agent *agent, int *src, void *buf, size_t cap,
  * previous fn is not running and is not called again (but for a call
  * from inside fn itself, whose own run goes on), so what its user points
  * to may be freed: it waits for a run on another thread to return, which
- * is short. Errors: FRPC_EINVAL (NULL agent). Any thread, including fn.
- * Since 1.1 (frpc_on_notify and frpc_notify_fn); waits for a running fn
- * since 1.4.
+ * is short. Called from a thread that runs this agent's handlers (a pool
+ * handler, an FRPC_INLINE handler or a callback) while a run of fn on
+ * another thread waits in a call, it does not wait: that call may need
+ * this very handler's answer; it returns FRPC_EDEADLK, says so on
+ * stderr, and the previous fn stays set. Errors: FRPC_EINVAL (NULL
+ * agent), FRPC_EDEADLK (above). Any thread, including fn. Since 1.1
+ * (frpc_on_notify and frpc_notify_fn); waits for a running fn since 1.4.
  */
 typedef void (*frpc_notify_fn)(frpc_agent *agent, int src, const void *msg,
                                size_t len, void *user);

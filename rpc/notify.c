@@ -22,6 +22,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,16 @@ static unsigned runs_on_this_thread(const frpc_agent *a)
     for (const cb_run *r = runs_here; r; r = r->outer)
         n += r->a == a;
     return n;
+}
+
+void fr_notify_callback_waits(frpc_agent *a, int delta)
+{
+    if (!runs_here || !runs_on_this_thread(a))
+        return;
+    pthread_mutex_lock(&a->notify_lock);
+    a->notify_waits += (unsigned)delta;
+    pthread_cond_broadcast(&a->notify_done); /* a setter may give up */
+    pthread_mutex_unlock(&a->notify_lock);
 }
 
 /* Runs the callback, entered and left with notify_lock held; counts the
@@ -252,17 +263,41 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
 {
     if (!a)
         return FRPC_EINVAL;
+    int rc = 0;
     pthread_mutex_lock(&a->notify_lock);
+    frpc_notify_fn old_fn = a->notify_fn;
+    void *old_user = a->notify_user;
+    unsigned old_stale = a->notify_stale;
     a->notify_fn = fn;
     a->notify_user = fn ? user : NULL;
     /* Every run now going began with the old callback: wait for them,
      * but for this thread's own (called from inside the callback, maybe
      * nested in another of its runs): those cannot end before this does. */
-    a->notify_gen++;
+    uint64_t gen = ++a->notify_gen;
     a->notify_stale = a->notify_running;
     unsigned mine = runs_on_this_thread(a);
-    while (a->notify_stale > mine)
+    while (a->notify_stale > mine) {
+        /* A run waiting in a call may wait for this very handler (it
+         * called this rank): give up, and put the old callback back
+         * unless another thread has set one since. */
+        if (a->notify_waits > 0 && (fr_fabric_polling_here(a->fab) ||
+                                    fr_pool_is_worker(a->pool))) {
+            if (a->notify_gen == gen) {
+                a->notify_fn = old_fn;
+                a->notify_user = old_user;
+                a->notify_stale = old_stale;
+                a->notify_gen--;
+            }
+            rc = FRPC_EDEADLK;
+            break;
+        }
         pthread_cond_wait(&a->notify_done, &a->notify_lock);
+    }
     pthread_mutex_unlock(&a->notify_lock);
-    return 0;
+    if (rc)
+        fprintf(stderr, "fabrpc: rank %d: frpc_on_notify from a handler or "
+                "callback while a notification callback waits in a call: "
+                "FRPC_EDEADLK (the callback may wait for this very "
+                "handler; set it from another thread)\n", a->set.rank);
+    return rc;
 }

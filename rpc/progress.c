@@ -274,17 +274,20 @@ int fr_progress_begin_wait(frpc_agent *a)
         if (a->inline_depth >= FRPC_MAX_INLINE_DEPTH)
             return FRPC_EDEADLK;
         a->inline_depth++;
+        fr_notify_callback_waits(a, 1);
         return 0;
     }
     if (fr_pool_block(a->pool))
         return FRPC_EDEADLK;
     fr_liveness_report_waits(a, 1);
+    fr_notify_callback_waits(a, 1);
     return 0;
 }
 
 void fr_progress_end_wait(frpc_agent *a)
 {
     fr_liveness_report_waits(a, -1);
+    fr_notify_callback_waits(a, -1);
     if (fr_fabric_polling_here(a->fab))
         a->inline_depth--;
     else if (fr_pool_is_worker(a->pool))

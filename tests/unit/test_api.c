@@ -1154,6 +1154,50 @@ START_TEST(a_callback_turns_itself_off_from_a_nested_run)
 }
 END_TEST
 
+/* A callback may make calls; one to this rank whose (pool) handler turns
+ * the callback off must not wait for the callback, which waits for the
+ * handler's answer: FRPC_EDEADLK at once, the callback stays (pre-fix
+ * both waited until the call's timeout; without one, for ever). */
+static _Atomic int off_runs;
+static _Atomic int off_call_rc = 1, off_handler_rc = 1;
+
+static void off_handler(frpc_request *req, void *user)
+{
+    (void)user;
+    off_handler_rc = frpc_on_notify(agent, NULL, NULL);
+    frpc_respond(req, NULL, 0);
+}
+
+static void off_note(frpc_agent *a, int src, const void *msg, size_t len,
+                     void *user)
+{
+    (void)src, (void)msg, (void)len, (void)user;
+    if (atomic_fetch_add(&off_runs, 1) == 0) {
+        frpc_result r;
+        off_call_rc = frpc_call(a, 0, "notify_off", NULL, 0, 20000, &r);
+        frpc_result_clear(&r);
+    }
+}
+
+START_TEST(a_handler_the_callback_waits_for_cannot_turn_it_off)
+{
+    ck_assert_int_eq(frpc_register(agent, "notify_off", off_handler, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_on_notify(agent, off_note, NULL), 0);
+    uint64_t t0 = fr_now_ns();
+    ck_assert_int_eq(frpc_notify(agent, 0, "n", 1, 20000), 0);
+    uint64_t ms = (fr_now_ns() - t0) / 1000000;
+    ck_assert_int_eq(off_call_rc, 0);
+    ck_assert_int_eq(off_handler_rc, FRPC_EDEADLK);
+    ck_assert_msg(ms < 10000, "the notification took %llu ms",
+                  (unsigned long long)ms);
+    /* The callback stayed set: it takes the next one too. */
+    ck_assert_int_eq(frpc_notify(agent, 0, "m", 1, 20000), 0);
+    ck_assert_int_eq(off_runs, 2);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+}
+END_TEST
+
 /* ---- the one meaning of each code ----------------------------------- */
 
 START_TEST(waits_that_run_out_are_etimedout)
@@ -1610,6 +1654,10 @@ int main(void)
          "another of its runs",
          a_callback_turns_itself_off_from_a_nested_run,
          .fixture = &with_agent, .timeout_s = 30},
+        {"a pool handler that a notification callback's call waits for "
+         "cannot turn the callback off: FRPC_EDEADLK, no wait",
+         a_handler_the_callback_waits_for_cannot_turn_it_off,
+         .fixture = &with_agent, .timeout_s = 60},
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
          waits_that_run_out_are_etimedout, .fixture = &with_agent},
