@@ -516,9 +516,9 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
         }
     }
     pthread_mutex_unlock(&t->lock);
-    run_hooks(hooks);
-    if (completed || late)
-        wake_sleepers(t);
+    /* ans is not read past this point: a hook may run a future's callback
+     * on this polling thread, and a call it makes polls, whose answers
+     * fill the caller's array again (request.c). */
     if (completed < n) { /* dropped answers: taken ones are NULL now */
         atomic_fetch_add(&t->st.dropped, n - completed);
         for (size_t i = 0; i < n; i++) {
@@ -527,6 +527,9 @@ size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
             free(ans[i].err);
         }
     }
+    run_hooks(hooks);
+    if (completed || late)
+        wake_sleepers(t);
     return completed + late;
 }
 

@@ -189,7 +189,8 @@ typedef struct fr_answer {
  * else to a malloc'ed copy (FRPC_ENOMEM for the call if that fails).
  * taken: when the answers were taken (fr_now_ns clock, never ahead of
  * it; 0: read it here), for the deadlines and the calls' figures.
- * Returns how many completed a call. */
+ * ans is read only until the completed calls' hooks run (they may poll
+ * and refill it). Returns how many completed a call. */
 size_t fr_pending_complete_many(fr_pending_table *t, fr_answer *ans,
                                 size_t n, uint64_t taken);
 

@@ -144,11 +144,14 @@ static void run_handler(void *arg)
 
 static void complete_answers(frpc_agent *a)
 {
-    if (a->nanswers) {
-        /* A callback run here (run_callback) sets fr_taken_ns to 0. */
-        fr_pending_complete_many(&a->pend, a->answers, a->nanswers,
-                                 fr_taken_ns);
+    unsigned n = a->nanswers;
+    if (n) {
+        /* Emptied first: a future's callback run here (the pool's queue
+         * full) may make a call, whose poll sets answers aside again;
+         * fr_pending_complete_many is done with these before it runs
+         * one. A callback run here (run_callback) sets fr_taken_ns to 0. */
         a->nanswers = 0;
+        fr_pending_complete_many(&a->pend, a->answers, n, fr_taken_ns);
     }
 }
 

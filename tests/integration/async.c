@@ -67,6 +67,15 @@
  *             status), and a wait on the future returns while the
  *             callback still runs (it waits for that); frpc_shutdown
  *             returns only after a callback that naps 500 ms.
+ *   then-calls 2 ranks, config.threads 1 and queue_len 1. Rank 0 starts
+ *             THEN_CALLS (default 3000) async calls back to back; each
+ *             callback (most run on the completing, polling thread: the
+ *             queue is full) makes a sync call to rank 1, checks its
+ *             answer (or FRPC_EDEADLK at the nesting limit) and frees its
+ *             future. Every callback runs once, every call ends, no
+ *             answer is dropped. Before the fix the nested poll's answers
+ *             overran the agent's array of answers being completed: 7 of
+ *             8 runs died (SIGSEGV, SIGABRT), the others lost calls.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1536,6 +1545,70 @@ static int mode_then_full(void)
     return 0;
 }
 
+/* ---- then-calls ------------------------------------------------------ */
+
+static atomic_int tc_runs, tc_ok, tc_deadlk;
+
+static void tc_cb(frpc_future *f, void *user)
+{
+    uintptr_t k = (uintptr_t)user;
+    au_check_echo(f, au_mix(0x7c000000u + k), 8, "then-calls' async call");
+    frpc_result res;
+    uint64_t seed = au_mix(0x7d000000u + k);
+    int rc = au_call(1, "echo", seed, 16, CALL_TIMEOUT_MS, &res);
+    if (rc == 0) {
+        CHECK(au_reply_ok(res.data, res.len, seed, 16),
+              "the callback's call %lu: wrong reply", (unsigned long)k);
+        atomic_fetch_add(&tc_ok, 1);
+    } else {
+        CHECK(rc == FRPC_EDEADLK, "the callback's call %lu: %s",
+              (unsigned long)k, au_why(rc, res.error));
+        atomic_fetch_add(&tc_deadlk, 1);
+    }
+    frpc_result_clear(&res);
+    frpc_future_free(f);
+    atomic_fetch_add(&tc_runs, 1);
+}
+
+static int mode_then_calls(void)
+{
+    const char *e = getenv("THEN_CALLS");
+    int n = e ? atoi(e) : 3000;
+    tf_start();
+    CHECK(nranks == 2, "then-calls needs 2 ranks");
+    au_register("echo", echo, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 0) {
+        frpc_stats s0 = au_quiet_stats();
+        for (int k = 0; k < n; k++) {
+            frpc_future *f = au_async(1, "echo", au_mix(0x7c000000u + k), 8,
+                                      CALL_TIMEOUT_MS);
+            CHECK(frpc_future_then(f, tc_cb, (void *)(uintptr_t)k) == 0,
+                  "then %d", k);
+        }
+        double t0 = au_now_ms();
+        while (atomic_load(&tc_runs) < n && au_now_ms() - t0 < 60000)
+            au_sleep_us(1000);
+        CHECK(atomic_load(&tc_runs) == n, "%d of %d callbacks ran in 60 s",
+              atomic_load(&tc_runs), n);
+        frpc_stats s1 = au_quiet_stats();
+        CHECK(s1.answers_dropped == s0.answers_dropped,
+              "%llu answers dropped",
+              (unsigned long long)(s1.answers_dropped - s0.answers_dropped));
+        CHECK(s1.calls_ok - s0.calls_ok == (uint64_t)(n + tc_ok),
+              "%llu calls ok, want %d async + %d from callbacks",
+              (unsigned long long)(s1.calls_ok - s0.calls_ok), n,
+              atomic_load(&tc_ok));
+        printf("ok: %d callbacks making calls on the completing thread ran "
+               "once each (%d calls answered, %d at the nesting limit), no "
+               "answer dropped, none in flight\n",
+               n, atomic_load(&tc_ok), atomic_load(&tc_deadlk));
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* ---- then-order ----------------------------------------------------- */
 
 /* fabrpc.h, frpc_future_then: "f completes before fn runs: a wait on f
@@ -1632,7 +1705,8 @@ int main(int argc, char **argv)
                  {"stall", mode_stall}, {"then-full", mode_then_full},
                  {"then-order", mode_then_order},
                  {"batch-bound", mode_batch_bound},
-                 {"nap-timeout", mode_nap_timeout}};
+                 {"nap-timeout", mode_nap_timeout},
+                 {"then-calls", mode_then_calls}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

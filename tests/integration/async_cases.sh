@@ -63,6 +63,8 @@ for m in adaptive busy blocking; do
 done
 run_case "$PROV: $STALL_N calls at a rank that polls nothing for 3 s, none failed early" stall_2
 run_case "$PROV: pool queue full (threads 1, queue_len 1): callbacks on the completing, cancelling or freeing thread, each once" run_async 2 60 then-full
+then_calls_2() { THEN_CALLS=$(scaled 3000) run_async 2 120 then-calls; }
+run_case "$PROV: pool queue full: callbacks on the polling thread make calls (nested polls), each once, nothing lost" then_calls_2
 run_case "$PROV: a future completes before its callback runs; shutdown waits for the callback" run_async 2 60 then-order
 run_case "$PROV: frpc_batch_end to a rank that stopped reading returns by its calls' timeouts" run_async 2 90 batch-bound
 run_case "$PROV: a 10 ms timeout added while the agent naps fires on time" run_async 2 60 nap-timeout
