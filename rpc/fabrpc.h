@@ -921,7 +921,11 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
  * at once on this thread if f has completed already. When the pool's
  * queue is full (config.queue_len), it runs instead on the thread that
  * completes f: a polling thread, or one that cancels or frees f, which
- * then runs fn before it returns. Once frpc_shutdown has stopped the
+ * then runs fn before it returns. On a polling thread fn is as an
+ * FRPC_INLINE handler: a call it makes polls, which may run other
+ * futures' callbacks inside it, so such calls nest and past the nesting
+ * limit end FRPC_EDEADLK (a config.queue_len above the number of futures
+ * in flight keeps callbacks on the pool). Once frpc_shutdown has stopped the
  * pool, it runs on the thread that completes f: a lent future
  * (frpc_call_async_lent) done only at the end, on the one calling
  * frpc_shutdown, before it returns. f completes before fn runs: a wait
