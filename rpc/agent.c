@@ -642,8 +642,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         return FRPC_EINVAL;
     }
     a = calloc(1, sizeof(*a));
-    if (!a)
+    if (!a) {
+        say(err, errlen, "frpc_init: out of memory for the agent");
         return FRPC_ENOMEM;
+    }
     pthread_mutex_init(&a->store_lock, NULL);
     pthread_mutex_init(&a->req_lock, NULL);
     pthread_mutex_init(&a->mem_lock, NULL);
@@ -662,6 +664,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     }
     a->pend.limit = a->set.max_inflight;
     deadline = fr_deadline_ms(a->set.init_timeout_ms);
+    fr_fd_limit_for_world(a->set.world, a->set.rank);
     if (a->set.alone_by_default) /* started by hand, perhaps by mistake */
         fprintf(stderr, "fabrpc: no rank set (config, FABRPC_RANK, RANK, "
                 "OMPI_COMM_WORLD_RANK, PMI_RANK, SLURM_PROCID): running as "
@@ -676,7 +679,11 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     rc = fr_backends_discover(&a->backends,
                               a->set.providers[0] ? a->set.providers : NULL);
     if (rc) {
-        say(err, errlen, "malformed provider list \"%s\"", a->set.providers);
+        if (rc == FRPC_ENOMEM)
+            say(err, errlen, "out of memory listing libfabric's providers");
+        else
+            say(err, errlen, "malformed provider list \"%s\"",
+                a->set.providers);
         goto fail;
     }
     for (int i = 0; i < a->backends.n; i++)
@@ -705,7 +712,10 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     if ((rc = bootstrap(a, deadline, peers, err, errlen)))
         goto fail;
     fr_liveness_set_peers(a, peers);
-    if ((rc = fr_progress_start(a)))
+    /* Everything a rank may fail to get is got before the barrier, so
+     * that no rank returns 0 while another then fails. */
+    if ((rc = fr_liveness_connect(a, peers, deadline, err, errlen)) ||
+        (rc = fr_progress_start(a)))
         goto fail;
     if (a->set.world > 1 && (rc = barrier(a, left_ms(deadline)))) {
         say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
@@ -716,8 +726,12 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         goto fail;
     }
     if ((rc = connect_doorbells(a, deadline, err, errlen)) ||
-        (rc = fr_liveness_start_by(a, peers, deadline, err, errlen)))
+        (rc = fr_liveness_start(a))) {
+        if (rc == FRPC_ENOMEM && !err[0])
+            say(err, errlen, "rank %d: cannot start the liveness threads",
+                a->set.rank);
         goto fail;
+    }
     free(peers);
     fr_store_cap(a->store, 0);
     *out = a;
@@ -727,6 +741,9 @@ fail:
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;
+    if (!err[0]) /* every failure says something (out of memory, mostly) */
+        say(err, errlen, "rank %d: frpc_init failed: %s", a->set.rank,
+            frpc_strerror(rc));
     /* The others learn that this rank gave up, not that it died. */
     if (a->store) {
         /* well within a second, also while rank 0 is stopped (it may not

@@ -222,6 +222,11 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank);
  * took them; other handlers stay. Also run when the library loads. */
 void fr_signals_default(void);
 
+/* fdlimit.c: raises the soft limit of open files (RLIMIT_NOFILE), up to
+ * the hard one, to what a rank of a world of world ranks may need; says
+ * so on stderr if even the hard one is short. */
+void fr_fd_limit_for_world(int world, int rank);
+
 /* Marks rank lost with state (FRPC_PEER_DEAD or _LEFT) and why (copied),
  * once: the first mark wins, later ones are ignored. The winner tells the
  * fabric (sends to it fail, transfers with it end), ends every call to it
@@ -269,12 +274,15 @@ int fr_liveness_create(frpc_agent *a);
 /* Takes note of which peers share this host, before any thread but the
  * caller may mark a rank lost (before the progress thread starts). */
 void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
-/* Starts watching: the pids of same-host peers (peers[rank]) and, with
- * more than one rank, the store's events through a second connection,
- * connected by deadline (frpc_init's). peers is copied. 0, or
- * FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
-int fr_liveness_start_by(frpc_agent *a, const fr_peer_info *peers,
-                         uint64_t deadline, char *err, size_t errlen);
+/* Opens what liveness watches: the pids of same-host peers (peers[rank])
+ * and, with more than one rank, a second store connection for its
+ * events, connected by deadline (frpc_init's). Before the init barrier:
+ * a rank that cannot get them fails with the others, not after they
+ * returned. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
+int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
+                        uint64_t deadline, char *err, size_t errlen);
+/* Starts the threads that watch them: 0 or FRPC_ENOMEM. */
+int fr_liveness_start(frpc_agent *a);
 /* Registers the handler of other ranks' goodbyes (at init). */
 int fr_liveness_register(frpc_agent *a);
 /* When rank 0 (and the store's LEAVE) is gone: tells every other rank

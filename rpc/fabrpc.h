@@ -364,6 +364,15 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * from another thread meanwhile, the thread in frpc_init never returns
  * and the process ends.
  *
+ * Open files: rank 0 serves two store connections per rank, and every
+ * rank holds a handle on each same-host peer's process and, over tcp, a
+ * socket per peer. Where the world needs more than the process's soft
+ * limit (RLIMIT_NOFILE) allows, frpc_init raises it, up to the hard
+ * limit; where the hard limit is short too, it says so on stderr. Every
+ * step a rank may fail at comes before the ranks' last meeting in
+ * frpc_init, so that one rank's frpc_init does not return 0 while
+ * another's fails.
+ *
  * Every rank must have been started with the same world size, job key
  * and fabrpc protocol version. A rank whose world size or version
  * differs makes frpc_init fail at once (not at the init timeout), with a

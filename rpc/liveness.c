@@ -834,25 +834,29 @@ static int open_pidfd(int pid)
 #endif
 }
 
-int fr_liveness_start_by(frpc_agent *a, const fr_peer_info *peers,
-                         uint64_t deadline, char *err, size_t errlen)
+int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
+                        uint64_t deadline, char *err, size_t errlen)
 {
     fr_liveness *l = a->live;
     uint64_t now = fr_now_ns();
-    int rc;
 
     for (uint32_t r = 0; r < l->world; r++)
         if (r != (uint32_t)a->set.rank && peers[r].same_host &&
             peers[r].pid > 0)
             l->pidfd[r] = open_pidfd(peers[r].pid); /* -1: store only */
-    if (l->world > 1) {
-        fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);
-        /* By frpc_init's deadline (at least 1 ms: a try). */
-        int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
-        rc = fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
-                              &l->watch, err, errlen);
-        if (rc)
-            return rc;
+    if (l->world == 1)
+        return 0;
+    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);
+    /* By frpc_init's deadline (at least 1 ms: a try). */
+    int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
+    return fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
+                            &l->watch, err, errlen);
+}
+
+int fr_liveness_start(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    if (l->watch) {
         if (pthread_create(&l->watcher, NULL, watcher_main, a))
             return FRPC_ENOMEM;
         l->watcher_started = 1;

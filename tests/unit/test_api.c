@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -149,6 +150,39 @@ START_TEST(fatal_signals_keep_their_defaults)
     fr_signals_default();
     ck_assert_int_eq(sigaction(SIGTERM, NULL, &back), 0);
     ck_assert_ptr_eq((void *)back.sa_handler, (void *)own_handler);
+}
+END_TEST
+
+/* Rank 0 of a large world needs more open files than the usual soft
+ * limit (fdlimit.c): raised toward the hard limit, never lowered. */
+START_TEST(open_files_limit_follows_the_world)
+{
+    struct rlimit rl, now;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1000)
+        return; /* a hard limit too low to tell */
+    rl.rlim_cur = 100;
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    fr_fd_limit_for_world(8, 0); /* 64 + 4 x 8 fit */
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+    ck_assert_uint_eq(now.rlim_cur, 100);
+    fr_fd_limit_for_world(200, 1); /* 64 + 2 x 200 */
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+    ck_assert_uint_eq(now.rlim_cur, 464);
+    fr_fd_limit_for_world(200, 0); /* rank 0: 64 + 4 x 200 */
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+    ck_assert_uint_eq(now.rlim_cur, 864);
+    fr_fd_limit_for_world(2, 0); /* never lowered */
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+    ck_assert_uint_eq(now.rlim_cur, 864);
+    const char *fork = getenv("CK_FORK");
+    if (fork && strcmp(fork, "no") == 0)
+        return; /* the hard limit lowered below would stay for the rest */
+    rl.rlim_cur = rl.rlim_max = 900; /* short: up to the hard limit */
+    ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    fr_fd_limit_for_world(1000, 0);
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &now), 0);
+    ck_assert_uint_eq(now.rlim_cur, 900);
 }
 END_TEST
 
@@ -1599,6 +1633,9 @@ int main(void)
         {"fatal signals keep their defaults (libinfinipath's handlers "
          "undone); the program's stay",
          fatal_signals_keep_their_defaults},
+        {"the open files' soft limit is raised to what the world needs, "
+         "up to the hard limit, never lowered",
+         open_files_limit_follows_the_world},
         {"frpc_config_init: every field unset, its size",
          config_init_unsets_every_field},
         {"a config from a newer header is refused; nothing past its size "
