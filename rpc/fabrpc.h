@@ -1532,8 +1532,10 @@ typedef struct frpc_mp_view {
  * FRPC_EINVAL (NULL view or buf with len > 0), FRPC_EPROTO (malformed,
  * truncated, empty, trailing bytes, or arrays/maps nested deeper than 64),
  * FRPC_ENOMEM. On error the view is left empty and needs no freeing
- * (freeing it is harmless). Memory used is bounded by a small multiple of
- * len, whatever sizes the bytes claim, so untrusted input is safe. view's
+ * (freeing it is harmless). Memory used is at most 24 bytes per byte of
+ * len (a msgpack_object per element: 16 MiB of one-byte elements takes
+ * about 400 MB), whatever sizes the bytes claim, so untrusted input
+ * cannot ask for more; bound len where that is too much. view's
  * old contents are not looked at (it may be uninitialised): free a view
  * that holds a parse before parsing into it again, or its zone leaks. */
 int frpc_mp_parse(const void *buf, size_t len, frpc_mp_view *view);

@@ -9,6 +9,7 @@
 
 #include <check.h>
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -273,6 +274,51 @@ START_TEST(reserved_byte_is_rejected)
 }
 END_TEST
 
+/* The header's bound: at most 24 bytes per input byte, for the shapes
+ * that cost the most (one-byte elements, pairs, nested arrays). */
+static size_t heap_in_use(void)
+{
+    struct mallinfo2 m = mallinfo2(); /* 0 under sanitizers: no check */
+    return m.uordblks + m.hblkhd;
+}
+
+static void check_parse_memory(const uint8_t *elem, size_t elen, int map)
+{
+    size_t n = (1u << 20) / elen, len = 5 + n * elen;
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    uint32_t count = (uint32_t)n; /* elements, or pairs of a map */
+    buf[0] = map ? 0xdf : 0xdd;
+    buf[1] = (uint8_t)(count >> 24);
+    buf[2] = (uint8_t)(count >> 16);
+    buf[3] = (uint8_t)(count >> 8);
+    buf[4] = (uint8_t)count;
+    for (size_t i = 0; i < n; i++)
+        memcpy(buf + 5 + i * elen, elem, elen);
+    frpc_mp_view v;
+    size_t before = heap_in_use();
+    ck_assert_int_eq(frpc_mp_parse(buf, len, &v), 0);
+    size_t after = heap_in_use();
+    if (after) { /* sanitizers' allocators tell mallinfo2 nothing */
+        size_t used = after - before;
+        ck_assert_msg(used > 0 && used <= 24 * len + 4096,
+                      "%zu B of input took %zu B", len, used);
+    }
+    frpc_mp_view_free(&v);
+    free(buf);
+}
+
+START_TEST(parse_memory_is_at_most_24_bytes_per_input_byte)
+{
+    static const uint8_t nil[] = {0xc0}, empty[] = {0x90},
+                         nested[] = {0x91, 0xc0}, pair[] = {0xc0, 0xc0};
+    check_parse_memory(nil, 1, 0);
+    check_parse_memory(empty, 1, 0);
+    check_parse_memory(nested, 2, 0);
+    check_parse_memory(pair, 2, 1); /* a map of n pairs */
+}
+END_TEST
+
 START_TEST(null_arguments_are_invalid)
 {
     frpc_mp_view v;
@@ -380,6 +426,8 @@ int main(void)
         { "huge claimed sizes are rejected without allocating",
           huge_claimed_sizes_are_rejected_without_allocating },
         { "reserved byte 0xc1 is rejected", reserved_byte_is_rejected },
+        { "parse memory: at most 24 bytes per input byte",
+          parse_memory_is_at_most_24_bytes_per_input_byte },
         { "null arguments are invalid", null_arguments_are_invalid },
         { "free and destroy twice are harmless",
           free_and_destroy_twice_are_harmless },
