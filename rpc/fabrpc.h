@@ -82,7 +82,13 @@
  * long: calls to it end by their own timeouts, and it works on when it
  * resumes; it then finds lost the ranks that ended meanwhile, those that
  * shut down LEFT (rank 0 included, see frpc_shutdown). See
- * frpc_peer_state and frpc_on_peer_lost.
+ * frpc_peer_state and frpc_on_peer_lost. One exception, over shm: a
+ * process stopped in the middle of copying this rank's memory (reading
+ * a large call's args or a put's bytes from it, or its own get or put on
+ * this rank's region) holds a lock in this rank's shared memory that
+ * libfabric 1.17's shm provider holds for the whole copy and takes on
+ * every poll: this rank's polls, and so its waits and timeouts, stall
+ * until that process resumes or dies (a death is repaired).
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
@@ -1109,8 +1115,10 @@ enum {
  * registered with the provider: fabrpc copies.) *out is the caller's,
  * freed by frpc_mem_deregister; on an error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
- * bits), FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider
- * refused, e.g. past the locked-memory limit).
+ * bits, FRPC_MEM_REMOTE_WRITE on memory this process may not write: a
+ * peer's put would kill it), FRPC_ESHUTDOWN, FRPC_ENOMEM,
+ * FRPC_ETRANSPORT (the provider refused, e.g. past the locked-memory
+ * limit).
  * May block briefly (the provider pins pages); any thread. Since 1.1.
  */
 int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
@@ -1409,7 +1417,10 @@ typedef struct frpc_stats {
                                     each op of a batch that moves bytes
                                     (since 1.1) */
     uint64_t transfers_put;      /* puts posted, likewise (since 1.1) */
-    uint64_t transfer_bytes;     /* bytes of the transfers that completed
+    uint64_t transfer_bytes;     /* bytes moved by transfers that ended
+                                    without a transport error, also one
+                                    cancelled or timed out (its future's
+                                    status) after its bytes moved
                                     (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
                                     or slice, access not granted (not

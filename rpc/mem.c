@@ -48,6 +48,9 @@ int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
     if (!a || !buf || !out || len == 0 ||
         (access & ~(FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE)))
         return FRPC_EINVAL;
+    /* A peer's put into pages this process cannot write would kill it. */
+    if ((access & FRPC_MEM_REMOTE_WRITE) && !fr_range_writable(buf, len))
+        return FRPC_EINVAL;
     /* Counted inside, the check after: a shutdown on another thread ends
      * the regions (fr_mem_end_all) and closes the domain only once this
      * left, so a region registered meanwhile is among those it ends. */

@@ -27,6 +27,10 @@ uint64_t fr_mem_key(const frpc_mem *m);
 
 /* fr_memdesc_decode under a's token and world, through a small cache per
  * thread of the descriptors that passed (the same codes). */
+/* writable.c: 1 if this process may write every byte of buf[0..len)
+ * (or cannot tell: no /proc), else 0. */
+int fr_range_writable(const void *buf, size_t len);
+
 int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
                   fr_memdesc *d);
 

@@ -16,6 +16,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -767,6 +768,46 @@ START_TEST(null_and_bad_arguments)
     frpc_mp_view_free(NULL);
     ck_assert_int_eq(frpc_mp_parse(NULL, 3, &v), FRPC_EINVAL);
     ck_assert_int_eq(frpc_mp_parse("x", 1, NULL), FRPC_EINVAL);
+}
+END_TEST
+
+/* Remote write access to pages this process may not write: a peer's put
+ * killed the owner (SIGSEGV: tcp's receive, or the emulation's copy).
+ * Refused at registration; read access to them is fine. */
+START_TEST(remote_write_to_read_only_pages_is_refused)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    uint8_t *p = mmap(NULL, 3 * (size_t)pg, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(p, MAP_FAILED);
+    ck_assert_int_eq(mprotect(p + pg, (size_t)pg, PROT_READ), 0);
+    ck_assert_int_eq(munmap(p + 2 * pg, (size_t)pg), 0); /* a hole after */
+    frpc_mem *m = NULL;
+    /* Read-only, alone or after writable pages, and a range into the hole. */
+    ck_assert_int_eq(frpc_mem_register(agent, p + pg, (size_t)pg,
+                                       FRPC_MEM_REMOTE_WRITE, &m),
+                     FRPC_EINVAL);
+    ck_assert_ptr_null(m);
+    ck_assert_int_eq(frpc_mem_register(agent, p + 10, (size_t)pg,
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &m),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(mprotect(p + pg, (size_t)pg, PROT_READ | PROT_WRITE), 0);
+    ck_assert_int_eq(frpc_mem_register(agent, p + pg, (size_t)pg + 1,
+                                       FRPC_MEM_REMOTE_WRITE, &m),
+                     FRPC_EINVAL);
+    /* Writable pages, and read access to read-only ones: registered. */
+    ck_assert_int_eq(frpc_mem_register(agent, p + 10, 2 * (size_t)pg - 10,
+                                       FRPC_MEM_REMOTE_WRITE, &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+    ck_assert_int_eq(mprotect(p + pg, (size_t)pg, PROT_READ), 0);
+    ck_assert_int_eq(frpc_mem_register(agent, p + pg, (size_t)pg,
+                                       FRPC_MEM_REMOTE_READ, &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+    munmap(p, 2 * (size_t)pg);
 }
 END_TEST
 
@@ -1633,6 +1674,9 @@ int main(void)
         {"fatal signals keep their defaults (libinfinipath's handlers "
          "undone); the program's stay",
          fatal_signals_keep_their_defaults},
+        {"remote write access to read-only pages is refused at "
+         "registration",
+         remote_write_to_read_only_pages_is_refused, .fixture = &with_agent},
         {"the open files' soft limit is raised to what the world needs, "
          "up to the hard limit, never lowered",
          open_files_limit_follows_the_world},
