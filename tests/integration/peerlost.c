@@ -2707,6 +2707,7 @@ static int mode_term_in_init(void)
         term_main = pthread_self();
         term_ms = d ? (unsigned)atoi(d) : 0;
         CHECK(pthread_create(&t, NULL, term_later, &term_ms) == 0, "thread");
+        pthread_detach(t); /* the process ends before it could be joined */
     }
     char err[1024];
     frpc_config cfg;
