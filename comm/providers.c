@@ -145,18 +145,26 @@ static void came_up(const struct fi_info *all, char *buf, size_t len)
  * for good instead of going back into a library being torn down.
  */
 static atomic_int getinfo_inside, getinfo_exiting;
-static pthread_once_t getinfo_once = PTHREAD_ONCE_INIT;
 
+/* Bounded: fi_getinfo ends (seconds at worst, under sanitizers). */
 static void getinfo_at_exit(void)
 {
     atomic_store(&getinfo_exiting, 1);
-    for (int i = 0; i < 2000 && atomic_load(&getinfo_inside) > 0; i++)
+    for (int i = 0; i < 10000 && atomic_load(&getinfo_inside) > 0; i++)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
-static void getinfo_register_exit(void)
+/* At load: an exit that begins before the first frpc_init is seen too. */
+__attribute__((constructor)) static void getinfo_register_exit(void)
 {
     atexit(getinfo_at_exit);
+}
+
+/* Stops this thread for good once the process exits (see above). */
+static void stop_if_exiting(void)
+{
+    while (atomic_load(&getinfo_exiting))
+        pause(); /* the exiting thread ends the process */
 }
 
 static int getinfo_held(struct fi_info *hints, struct fi_info **all)
@@ -167,13 +175,17 @@ static int getinfo_held(struct fi_info *hints, struct fi_info **all)
     sigfillset(&hold);
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
         sigdelset(&hold, own[i]);
-    pthread_once(&getinfo_once, getinfo_register_exit);
     int masked = pthread_sigmask(SIG_BLOCK, &hold, &old) == 0;
+    /* Counted in, then the flag read (the exit handler sets the flag,
+     * then reads the count): one of the two sees the other. */
     atomic_fetch_add(&getinfo_inside, 1);
+    if (atomic_load(&getinfo_exiting)) {
+        atomic_fetch_sub(&getinfo_inside, 1);
+        stop_if_exiting();
+    }
     int ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, all);
     atomic_fetch_sub(&getinfo_inside, 1);
-    while (atomic_load(&getinfo_exiting))
-        pause(); /* the exiting thread ends the process */
+    stop_if_exiting();
     if (masked)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     return ret;
