@@ -405,6 +405,7 @@ static int start_batch(frpc_agent *a, const fr_pending *p, void *arg)
     batch_args *b = arg;
     fr_batch *ctx = b->ctx;
     if (!b->nsegs) { /* nothing to move: the notification alone */
+        atomic_fetch_add(&a->xfer_batches, 1); /* posted all the same */
         if (b->notify_len)
             fr_notify_send_for(a, p->dst, p->id, p->deadline, b->notify,
                                b->notify_len);

@@ -272,8 +272,15 @@ static void refused(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
            FRPC_EINVAL, "an async batch without out");
     /* A batch that moves nothing completes at once. */
     ops[0].len = 0;
+    frpc_stats before, after;
+    frpc_get_stats(agent, &before);
     expect(frpc_transfer(ops, 1, NULL, 0, TIMEOUT_MS), 0,
            "a batch of one op of 0 bytes");
+    frpc_get_stats(agent, &after);
+    CHECK(after.transfer_batches == before.transfer_batches + 1,
+          "a batch of 0 bytes is counted as posted: %llu -> %llu",
+          (unsigned long long)before.transfer_batches,
+          (unsigned long long)after.transfer_batches);
 }
 
 int mode_batch(void)
