@@ -1070,7 +1070,7 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
 {
     fr_fabric_stats fs = {0};
     frpc_stats all, *o = &all;
-    if (!a || !out || size < FR_STATS_V1_SIZE)
+    if (!a || !out || size < FR_STATS_V1_SIZE || size > FR_SIZED_MAX)
         return FRPC_EINVAL;
     frpc_agent *m = (frpc_agent *)a;
     memset(o, 0, sizeof(*o));
@@ -1118,13 +1118,15 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
 
 /* The size of the first frpc_fn_stats (1.4). */
 #define FR_FN_STATS_V1_SIZE (offsetof(frpc_fn_stats, handle_ns_p99) + 8)
+_Static_assert(sizeof(frpc_stats) <= FR_SIZED_MAX, "room to grow");
+_Static_assert(sizeof(frpc_fn_stats) <= FR_SIZED_MAX, "room to grow");
 
 int frpc_get_fn_stats_sized(const frpc_agent *a, const char *name,
                             frpc_fn_stats *out, size_t size)
 {
     size_t nlen = name ? strlen(name) : 0;
     if (!a || !out || nlen == 0 || nlen > FR_FUNC_NAME_MAX ||
-        size < FR_FN_STATS_V1_SIZE)
+        size < FR_FN_STATS_V1_SIZE || size > FR_SIZED_MAX)
         return FRPC_EINVAL;
     frpc_fn_stats all;
     fr_fnstats_fill(fr_fnstats_find(&a->fnstats, name), &all);

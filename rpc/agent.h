@@ -400,6 +400,12 @@ int fr_request_refuse(frpc_request *req, int code, const char *message);
  * carries a batch's notification once its data landed: with id (its
  * entry's, which the answer completes), time left to deadline. On an
  * error the entry id is completed with it. */
+/* No struct the program passes with its size (frpc_stats, frpc_fn_stats,
+ * frpc_xfer) will be this large: a larger size is not one the macro
+ * passed but garbage, and writing or stepping by it would go far outside
+ * the caller's memory. */
+#define FR_SIZED_MAX 1024
+
 #define FR_RESERVED_PREFIX "frpc." /* frpc_register refuses these names */
 #define FR_NOTIFY_NAME FR_RESERVED_PREFIX "notify"
 int fr_notify_register(frpc_agent *a);

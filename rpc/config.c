@@ -63,8 +63,8 @@ static void set_unset(frpc_config *c)
 void frpc_config_init_sized(frpc_config *cfg, size_t size)
 {
     frpc_config full;
-    if (!cfg || size < sizeof(size_t))
-        return;
+    if (!cfg || size < sizeof(size_t) || size > FR_SIZED_MAX)
+        return; /* not a size the macro passes: touch nothing */
     memset(&full, 0, sizeof(full));
     set_unset(&full);
     full.size = size < sizeof(full) ? size : sizeof(full);

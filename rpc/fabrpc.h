@@ -137,7 +137,10 @@ typedef struct frpc_request frpc_request;
  * compiled, taken by a macro (frpc_config_init, frpc_get_stats). New
  * fields only ever go at the end; the library reads and writes no byte
  * past the size it was given, and treats a config field the program did
- * not know of as unset. frpc_xfer (since 1.1) grows the same way: the
+ * not know of as unset. A size that is not one a release's struct had
+ * (frpc_config) or is over 1024 bytes (frpc_stats, frpc_fn_stats: none
+ * will be that large) is refused with FRPC_EINVAL before any byte is
+ * read or written. frpc_xfer (since 1.1) grows the same way: the
  * frpc_transfer macros pass its size (op_size), the ops are read
  * op_size bytes apart, no byte of an op past op_size is read, a field
  * the program did not know of counts as unset, and an op_size smaller
@@ -335,7 +338,9 @@ typedef struct frpc_config {
 } frpc_config;
 
 /* Fills *cfg with the unset values above and its size. A macro, so that
- * the size is the program's: call it as a function. NULL is a no-op. */
+ * the size is the program's: call it as a function. NULL, or a size no
+ * frpc_config will have (under sizeof(size_t), over 1024 bytes), is a
+ * no-op. */
 #define frpc_config_init(cfg) frpc_config_init_sized((cfg), sizeof(*(cfg)))
 void frpc_config_init_sized(frpc_config *cfg, size_t size);
 
@@ -1115,8 +1120,10 @@ enum {
  * registered with the provider: fabrpc copies.) *out is the caller's,
  * freed by frpc_mem_deregister; on an error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
- * bits, FRPC_MEM_REMOTE_WRITE on memory this process may not write: a
- * peer's put would kill it), FRPC_ESHUTDOWN, FRPC_ENOMEM,
+ * bits; buf[0..len) not wholly memory this process may read: unmapped
+ * bytes, unreadable pages, a range wrapping the address space; and
+ * FRPC_MEM_REMOTE_WRITE on memory this process may not write: a peer's
+ * put would kill it), FRPC_ESHUTDOWN, FRPC_ENOMEM,
  * FRPC_ETRANSPORT (the provider refused, e.g. past the locked-memory
  * limit).
  * May block briefly (the provider pins pages); any thread. Since 1.1.
@@ -1163,7 +1170,8 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * posted, but its arguments are checked all the same (a bad descriptor
  * or slice is refused whatever len). Errors:
  * FRPC_EINVAL (NULL local or desc, local slice outside local, remote
- * slice outside the descriptor's), FRPC_EPROTO (desc is not a
+ * slice outside the descriptor's; for a get, local on memory this
+ * process could not write when it was registered), FRPC_EPROTO (desc is not a
  * descriptor: wrong size or format), FRPC_EACCES (its check value does
  * not match: tampered, or another job's; no remote read granted; or the
  * owner (its provider, or emulated its fabrpc) refused the access, as for
@@ -1446,7 +1454,8 @@ typedef struct frpc_stats {
 
 /* Fills *out: the fields the program knows of (its sizeof(frpc_stats),
  * taken by the macro; see "Version and ABI"). FRPC_EINVAL for NULL
- * arguments or a size smaller than the first frpc_stats. Never blocks. */
+ * arguments, a size smaller than the first frpc_stats or over 1024 bytes.
+ * Never blocks. */
 #define frpc_get_stats(agent, out)                                            \
     frpc_get_stats_sized((agent), (out), sizeof(*(out)))
 int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
@@ -1497,7 +1506,7 @@ typedef struct frpc_fn_stats {
  * knows of, as frpc_get_stats): zeros for a name with none (never called
  * nor registered here, or past FRPC_FN_STATS_MAX). Errors: FRPC_EINVAL
  * (NULL argument, name empty or over 255 bytes, size smaller than the
- * first frpc_fn_stats). Waits for no call, peer or lock: to read a
+ * first frpc_fn_stats or over 1024 bytes). Waits for no call, peer or lock: to read a
  * name's figures as of one moment it may spin while an update is under
  * way on another thread (a few hundred nanoseconds; if that thread lost
  * its core, at most 100 ms, after which it gives the figures it read,

@@ -48,8 +48,12 @@ int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
     if (!a || !buf || !out || len == 0 ||
         (access & ~(FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE)))
         return FRPC_EINVAL;
-    /* A peer's put into pages this process cannot write would kill it. */
-    if ((access & FRPC_MEM_REMOTE_WRITE) && !fr_range_writable(buf, len))
+    /* Every transfer reads or writes the region in this process: memory it
+     * may not read (or not memory at all) would kill it, and so would a
+     * peer's put into pages it may not write. */
+    unsigned perms = fr_range_perms(buf, len);
+    if (!(perms & FR_RANGE_READ) ||
+        ((access & FRPC_MEM_REMOTE_WRITE) && !(perms & FR_RANGE_WRITE)))
         return FRPC_EINVAL;
     /* Counted inside, the check after: a shutdown on another thread ends
      * the regions (fr_mem_end_all) and closes the domain only once this
@@ -57,6 +61,8 @@ int frpc_mem_register(frpc_agent *a, void *buf, size_t len, int access,
     fr_agent_enter(a);
     int rc = reg(a, buf, len, access, out);
     fr_agent_leave(a);
+    if (rc == 0)
+        (*out)->writable = (perms & FR_RANGE_WRITE) != 0;
     return rc;
 }
 

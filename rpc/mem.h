@@ -14,6 +14,7 @@ struct frpc_mem {
     uint8_t *buf;
     size_t len;
     unsigned access; /* FRPC_MEM_REMOTE_* */
+    int writable;    /* this process may write it (a get's destination) */
     atomic_int busy;
     uint64_t id;         /* never reused in the agent's life */
     atomic_int serving;  /* peers' emulated requests using it now */
@@ -27,9 +28,12 @@ uint64_t fr_mem_key(const frpc_mem *m);
 
 /* fr_memdesc_decode under a's token and world, through a small cache per
  * thread of the descriptors that passed (the same codes). */
-/* writable.c: 1 if this process may write every byte of buf[0..len)
- * (or cannot tell: no /proc), else 0. */
-int fr_range_writable(const void *buf, size_t len);
+/* mapped.c: what this process may do with every byte of buf[0..len):
+ * FR_RANGE_READ and/or FR_RANGE_WRITE, 0 where a byte is not mapped or
+ * the range wraps (both when it cannot tell: no /proc). */
+#define FR_RANGE_READ 1u
+#define FR_RANGE_WRITE 2u
+unsigned fr_range_perms(const void *buf, size_t len);
 
 int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
                   fr_memdesc *d);

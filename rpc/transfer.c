@@ -93,7 +93,8 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
     char *why = NULL;
     int rc;
 
-    if (!desc || loff > local->len || len > local->len - loff)
+    if (!desc || loff > local->len || len > local->len - loff ||
+        (!write && !local->writable)) /* a get into read-only memory */
         return FRPC_EINVAL;
     if ((rc = fr_mem_decode(a, desc, dlen, d)))
         return rc;
@@ -292,11 +293,7 @@ int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
 
 /* The first frpc_xfer a program can have been built with. */
 #define FR_XFER_V1_SIZE (offsetof(frpc_xfer, len) + sizeof(size_t))
-/* No frpc_xfer will be this large: a larger op_size is not a size the
- * macro passed but garbage, and stepping by it would read far outside
- * the caller's array. */
-#define FR_XFER_MAX_SIZE 1024
-_Static_assert(sizeof(frpc_xfer) <= FR_XFER_MAX_SIZE, "room to grow");
+_Static_assert(sizeof(frpc_xfer) <= FR_SIZED_MAX, "room to grow");
 
 /* A batch checked and laid out, before it starts. */
 typedef struct batch_args {
@@ -339,7 +336,7 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
 
     memset(b, 0, sizeof(*b));
     if (!ops || n == 0 || op_size < FR_XFER_V1_SIZE ||
-        op_size > FR_XFER_MAX_SIZE ||
+        op_size > FR_SIZED_MAX ||
         notify_len > FRPC_NOTIFY_MAX || (notify_len && !notify))
         return FRPC_EINVAL;
     if (!(b->segs = calloc(n, sizeof(*b->segs))) ||

@@ -600,6 +600,21 @@ START_TEST(stats_by_the_programs_size)
     frpc_stats plain;
     ck_assert_int_eq(frpc_get_stats(agent, &plain), 0);
     ck_assert_uint_eq(plain.calls_ok, s->calls_ok);
+    /* A size no struct will have is garbage, not the program's: refused
+     * with nothing written (before: a memset of SIZE_MAX bytes). */
+    memset(buf, 0xee, sizeof(buf));
+    size_t garbage[] = {1025, (size_t)1 << 40, SIZE_MAX};
+    frpc_fn_stats *fs = (frpc_fn_stats *)buf;
+    for (size_t g = 0; g < sizeof(garbage) / sizeof(*garbage); g++) {
+        ck_assert_int_eq(frpc_get_stats_sized(agent, s, garbage[g]),
+                         FRPC_EINVAL);
+        ck_assert_int_eq(frpc_get_fn_stats_sized(agent, "echo", fs,
+                                                 garbage[g]),
+                         FRPC_EINVAL);
+        frpc_config_init_sized((frpc_config *)buf, garbage[g]); /* no-op */
+    }
+    for (size_t i = 0; i < sizeof(buf); i++)
+        ck_assert_uint_eq(buf[i], 0xee);
 }
 END_TEST
 
@@ -806,7 +821,39 @@ START_TEST(remote_write_to_read_only_pages_is_refused)
     ck_assert_int_eq(frpc_mem_register(agent, p + pg, (size_t)pg,
                                        FRPC_MEM_REMOTE_READ, &m),
                      0);
+    /* A get into it (this process may not write it) is refused before
+     * anything moves; a put from it goes. */
+    frpc_mem *w = NULL;
+    uint8_t d[FRPC_MEM_DESC_SIZE];
+    ck_assert_int_eq(frpc_mem_register(agent, p, (size_t)pg,
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &w),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(w, 0, 64, d), 0);
+    ck_assert_int_eq(frpc_get(m, 0, d, sizeof(d), 0, 64, 5000), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_put(m, 0, d, sizeof(d), 0, 64, 5000), 0);
+    ck_assert_int_eq(frpc_mem_deregister(w, 5000), 0);
     ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+    /* Not memory this process may read, with any access: unreadable
+     * pages, a range into the hole, one wrapping the address space. */
+    ck_assert_int_eq(mprotect(p + pg, (size_t)pg, PROT_NONE), 0);
+    int accesses[] = {0, FRPC_MEM_REMOTE_READ, FRPC_MEM_REMOTE_WRITE};
+    for (size_t i = 0; i < sizeof(accesses) / sizeof(*accesses); i++) {
+        ck_assert_int_eq(frpc_mem_register(agent, p + pg, 16, accesses[i],
+                                           &m),
+                         FRPC_EINVAL);
+        ck_assert_int_eq(frpc_mem_register(agent, p, 2 * (size_t)pg + 1,
+                                           accesses[i], &m),
+                         FRPC_EINVAL);
+        ck_assert_int_eq(frpc_mem_register(agent, p, SIZE_MAX, accesses[i],
+                                           &m),
+                         FRPC_EINVAL);
+        ck_assert_int_eq(frpc_mem_register(agent, p, (size_t)1 << 40,
+                                           accesses[i], &m),
+                         FRPC_EINVAL);
+        ck_assert_ptr_null(m);
+    }
     munmap(p, 2 * (size_t)pg);
 }
 END_TEST
