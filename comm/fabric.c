@@ -1590,6 +1590,23 @@ int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)
     return 0;
 }
 
+/* 1 while the provider holds a one-sided operation to a lost rank. Over
+ * tcp (rxm), such a read to a host that vanished stays posted (its
+ * connection is neither up nor reset), and closing the endpoint then
+ * crashed inside libfabric 1.17 (rxm's flush of the cancelled operations:
+ * SIGSEGV in fi_close, every survivor's shutdown after a 16 MiB get or
+ * rendezvous to a vanished host). A rank killed resets its connections:
+ * its operations come back with errors and the close is safe. */
+static int provider_holds_lost_ops(fr_fabric *f)
+{
+    if (atomic_load(&f->rma_ops_out) == 0)
+        return 0;
+    for (uint32_t r = 0; r < f->world; r++)
+        if (atomic_load(&f->rma_ops_to[r]) > 0 && fr__lost(f, r))
+            return 1;
+    return 0;
+}
+
 void fr_fabric_close(fr_fabric *f)
 {
     if (!f)
@@ -1597,38 +1614,47 @@ void fr_fabric_close(fr_fabric *f)
     /* Before the payloads offered to be read go (loans returned, blocks
      * freed): a same-host reader copying them now throws its copy away. */
     fr_doorbell_end(f->bell);
-    if (f->ep)
+    /* Then the provider's objects are left open, and the memory its
+     * posted operations name (their contexts, receive buffers, send
+     * slots, read targets) is not freed: nothing polls them again. A
+     * bounded leak, once per such shutdown, instead of a crash. */
+    int keep = provider_holds_lost_ops(f);
+    if (f->ep && !keep)
         fi_close(&f->ep->fid);
-    fr__rndv_free_all(f);
-    fr__rma_free_all(f);
-    fr__rma_close_regions(f); /* before the domain */
+    fr__rndv_free_all(f, keep);
+    fr__rma_free_all(f, keep);
+    if (!keep) {
+        fr__rma_close_regions(f); /* before the domain */
+        if (f->av)
+            fi_close(&f->av->fid);
+        if (f->cq)
+            fi_close(&f->cq->fid);
+        if (f->domain)
+            fi_close(&f->domain->fid);
+        if (f->fabric)
+            fi_close(&f->fabric->fid);
+    }
     fr__block_cache_destroy(&f->out_cache);
     fr__block_cache_destroy(&f->in_cache);
-    if (f->av)
-        fi_close(&f->av->fid);
-    if (f->cq)
-        fi_close(&f->cq->fid);
-    if (f->domain)
-        fi_close(&f->domain->fid);
-    if (f->fabric)
-        fi_close(&f->fabric->fid);
-    if (f->recv)
+    if (f->recv && !keep)
         for (unsigned i = 0; i < f->opts.recv_count; i++)
             free(f->recv[i].buf);
-    if (f->sink)
+    if (f->sink && !keep)
         munmap(f->sink, FR_SINK_BYTES);
     fr_parts_free(f->parts);
-    free(f->recv);
+    if (!keep)
+        free(f->recv);
     while (f->held_head) { /* only if its poll owner never came back */
         fr_held *h = f->held_head;
         f->held_head = h->next;
         free(h);
     }
-    for (unsigned i = 0; i < f->nslots; i++) {
+    for (unsigned i = 0; i < f->nslots && !keep; i++) {
         free(f->all_slots[i]->buf);
         free(f->all_slots[i]);
     }
-    free(f->all_slots);
+    if (!keep)
+        free(f->all_slots);
     fr__batch_free(f);
     free(f->peer);
     free((void *)f->lost);

@@ -412,7 +412,10 @@ void fr__rndv_on_done(fr_fabric *f, uint32_t src, uint64_t cookie);
  * (or, lent, gives it back) rather than holding it till either leaves. */
 void fr__rndv_refused(fr_fabric *f, const fr_env *env, const uint8_t *desc);
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err);
-void fr__rndv_free_all(fr_fabric *f);
+/* Frees every rendezvous transfer at close; with keep_posted, incoming
+ * ones (their reads may still be posted) are left to the provider that
+ * was not closed (fr_fabric_close). */
+void fr__rndv_free_all(fr_fabric *f, int keep_posted);
 /* The poll owner ends the incoming transfers whose peer was marked lost
  * or whose deadline passed: returns how many it ended (each delivered or
  * answered). */
@@ -425,7 +428,10 @@ void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err);
 /* The poll owner ends the one-sided transfers whose peer was marked lost:
  * returns how many. */
 int fr__rma_end_lost(fr_fabric *f);
-void fr__rma_free_all(fr_fabric *f);
+/* Ends every one-sided transfer at close (each reported once) and frees
+ * them, but with keep_posted (the endpoint was not closed) not their
+ * memory, which chunks posted name as their contexts. */
+void fr__rma_free_all(fr_fabric *f, int keep_posted);
 /* After the endpoint closed: closes the regions chunks still held. */
 void fr__rma_close_regions(fr_fabric *f);
 

@@ -499,7 +499,7 @@ int fr__rma_end_lost(fr_fabric *f)
     return n;
 }
 
-void fr__rma_free_all(fr_fabric *f)
+void fr__rma_free_all(fr_fabric *f, int keep_posted)
 {
     /* A transfer not ended yet (fr_fabric_quiesce ran out of time: its
      * owner stopped, or slow) ends now, once, as fr_fabric_rma promises:
@@ -513,6 +513,8 @@ void fr__rma_free_all(fr_fabric *f)
         }
         report(x);
     }
+    if (keep_posted)
+        return;
     fr_rma_xfer **lists[2] = {&f->rma_active, &f->rma_abandoned};
     for (int i = 0; i < 2; i++)
         while (*lists[i]) {

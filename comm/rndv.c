@@ -637,13 +637,15 @@ int fr__rndv_end_lost(fr_fabric *f)
     return n;
 }
 
-void fr__rndv_free_all(fr_fabric *f)
+void fr__rndv_free_all(fr_fabric *f, int keep_posted)
 {
     while (f->rndv_out) {
         fr_rndv_out *o = f->rndv_out;
         f->rndv_out = o->next;
         release_out(f, o);
     }
+    if (keep_posted)
+        return;
     fr_rndv_in **lists[2] = {&f->rndv_in, &f->rndv_abandoned};
     for (int i = 0; i < 2; i++)
         while (*lists[i]) {
