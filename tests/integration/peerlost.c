@@ -1240,6 +1240,39 @@ static void say_ready(void)
     fclose(f);
 }
 
+/* PEERLOST_VANISH_BULK: while the link goes down, each rank also loops
+ * 16 MiB gets from the other's region and 16 MiB calls (rendezvous) to
+ * its sink, with no timeout: they must end FRPC_EPEERLOST, and the
+ * shutdown after must not crash (it did, in libfabric's fi_close of the
+ * endpoint, while the provider still held a read to the vanished host). */
+#define VANISH_BULK (16u << 20)
+static uint8_t *vanish_buf;
+static frpc_mem *vanish_mem;
+static uint8_t vanish_peer_desc[FRPC_MEM_DESC_SIZE];
+
+static void *vanish_bulk_main(void *arg)
+{
+    int gets = arg != NULL, rc, n = 0;
+    uint8_t *args = gets ? NULL : calloc(1, VANISH_BULK);
+    CHECK(gets || args, "malloc");
+    do {
+        frpc_result res = {0};
+        rc = gets ? frpc_get(vanish_mem, 0, vanish_peer_desc,
+                             sizeof(vanish_peer_desc), 0, VANISH_BULK,
+                             FRPC_TIMEOUT_NONE)
+                  : frpc_call(agent, 1 - me, "sink", args, VANISH_BULK,
+                              FRPC_TIMEOUT_NONE, &res);
+        frpc_result_clear(&res);
+        n += rc == 0;
+    } while (rc == 0);
+    CHECK(rc == FRPC_EPEERLOST, "16 MiB %s to the vanished rank: %s",
+          gets ? "get" : "call", frpc_err_name(rc));
+    printf("vanish: %d 16 MiB %s, then FRPC_EPEERLOST\n", n,
+           gets ? "gets" : "calls");
+    free(args);
+    return NULL;
+}
+
 /* Two ranks on two hosts (network namespaces, run_host_vanish.sh) call
  * each other's "hold" with no timeout; the script then takes the link
  * down, silently (no reset), and writes the time as killtime. Each call
@@ -1250,7 +1283,32 @@ static int mode_vanish(void)
     au_start();
     CHECK(nranks == 2, "vanish needs 2 ranks");
     au_register("hold", hold_forever, NULL, 0);
+    int bulk = getenv("PEERLOST_VANISH_BULK") != NULL;
+    pthread_t bulk_t[2];
+    if (bulk) {
+        CHECK((vanish_buf = calloc(1, VANISH_BULK)), "malloc");
+        CHECK(frpc_mem_register(agent, vanish_buf, VANISH_BULK,
+                                FRPC_MEM_REMOTE_READ, &vanish_mem) == 0,
+              "frpc_mem_register");
+        CHECK(frpc_mem_describe(vanish_mem, 0, VANISH_BULK, rma_desc) == 0,
+              "describe");
+        au_register("desc", give_desc, NULL, 0);
+        au_register("sink", sink, NULL, 0);
+    }
     au_barrier();
+    if (bulk) {
+        frpc_result res;
+        int rc = frpc_call(agent, 1 - me, "desc", NULL, 0, 30000, &res);
+        CHECK(rc == 0 && res.len == FRPC_MEM_DESC_SIZE, "desc: %s",
+              frpc_err_name(rc));
+        memcpy(vanish_peer_desc, res.data, sizeof(vanish_peer_desc));
+        frpc_result_clear(&res);
+        au_barrier(); /* both hold the other's descriptor */
+        CHECK(pthread_create(&bulk_t[0], NULL, vanish_bulk_main, "gets") == 0,
+              "thread");
+        CHECK(pthread_create(&bulk_t[1], NULL, vanish_bulk_main, NULL) == 0,
+              "thread");
+    }
     say_ready();
     frpc_result res;
     int rc = frpc_call(agent, 1 - me, "hold", NULL, 0, FRPC_TIMEOUT_NONE,
@@ -1264,6 +1322,13 @@ static int mode_vanish(void)
     CHECK(lat < BOUND_MS, "noticed after %.0f ms", lat);
     CHECK(frpc_peer_state(agent, 1 - me) == FRPC_PEER_DEAD,
           "rank %d not DEAD", 1 - me);
+    if (bulk) {
+        for (int i = 0; i < 2; i++)
+            pthread_join(bulk_t[i], NULL);
+        /* Transfers to a lost rank are not waited for. */
+        CHECK(frpc_mem_deregister(vanish_mem, 5000) == 0, "deregister");
+        free(vanish_buf);
+    }
     double ms;
     rc = timed_shutdown(SHUTDOWN_MS, &ms);
     printf("ok: rank %d saw rank %d vanish; shutdown %s in %.0f ms\n", me,
