@@ -296,8 +296,10 @@ static int recv_all(int fd, void *buf, size_t len, int64_t deadline)
         ssize_t n = recv(fd, (uint8_t *)buf + got, len - got, MSG_DONTWAIT);
         if (n > 0)
             got += (size_t)n;
-        else if (n == 0 || (errno != EINTR && errno != EAGAIN &&
-                            errno != EWOULDBLOCK))
+        else if (n == 0) {
+            errno = 0; /* closed by the other side (broken: says so) */
+            return -1;
+        } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK)
             return -1;
     }
     fr_tsan_received();
@@ -460,6 +462,14 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
     *vlen = rlen;
     return 0;
 broken:
+    /* A keepalive that went unanswered (the store's host down, or the
+     * network cut) is not the store's process closing: say which. */
+    if (errno == ETIMEDOUT || errno == EHOSTUNREACH) {
+        int e = errno;
+        lost(c);
+        return fail(c, FRPC_EBOOTSTRAP, "the connection to the bootstrap "
+                    "store was lost: %s", strerror(e));
+    }
     lost(c);
     return fail(c, FRPC_EBOOTSTRAP,
                 "the connection to the bootstrap store was lost");

@@ -77,7 +77,13 @@
  * the bootstrap store that barriers meet in). A process that dies is
  * noticed at once (its connection to the bootstrap store closes; on one
  * host its pid ends); a host that vanishes without closing connections,
- * within config.peer_timeout_ms (5 s; TCP keepalive). A process that is
+ * within config.peer_timeout_ms (5 s; TCP keepalive). That verdict comes
+ * from the store's connections, so it is rank 0's view: when the network
+ * splits, the ranks that still reach rank 0's host find the others lost,
+ * and a rank cut off from it finds rank 0 lost ("unreachable") but no
+ * other rank: its calls to them end only by their own timeouts, also
+ * once the network is back (the others marked it lost and drop what it
+ * sends). Give calls between hosts a timeout. A process that is
  * stopped (SIGSTOP, a debugger) or starved of CPU is not lost, however
  * long: calls to it end by their own timeouts, and it works on when it
  * resumes; it then finds lost the ranks that ended meanwhile, those that

@@ -635,7 +635,8 @@ static void exited(frpc_agent *a, uint32_t r)
     if (r == 0 || !l->watcher_started || store_silent(a)) {
         deliver_goodbyes(a);
         fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
-                           "died (its process ended without frpc_shutdown)");
+                           "died (its process ended, and no word of its "
+                           "leaving reached this rank)");
         return;
     }
     l->exit_due[r] = fr_now_ns() + (uint64_t)FR_EXIT_GRACE_MS * 1000000u;
@@ -762,8 +763,14 @@ static void *watcher_main(void *arg)
             }
             if (!atomic_load(&l->stop) && a->set.rank != 0)
                 fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
-                                   "died (the bootstrap store it served "
-                                   "closed)");
+                                   strstr(fr_store_last_error(l->watch),
+                                          strerror(ETIMEDOUT))
+                                       ? "unreachable: the connection to "
+                                         "the bootstrap store it served "
+                                         "timed out (its host down, or "
+                                         "the network to it cut?)"
+                                       : "died (the bootstrap store it "
+                                         "served closed)");
             break;
         }
         /* ev holds the first n of total events: the new ones are those

@@ -77,7 +77,10 @@ vanish() {
         sed "s/^/    rank $r: /" "$TMPD/out.$r"
         [ $st = 0 ] || fail "rank $r ended with status $st"
     done
-    grep -q "ended FRPC_EPEERLOST" "$TMPD/out.0" "$TMPD/out.1"
+    grep -q "ended FRPC_EPEERLOST" "$TMPD/out.0" "$TMPD/out.1" || return 1
+    # Rank 0's process did not die: its host became unreachable.
+    grep -q "rank 0 unreachable: the connection to the bootstrap store" \
+        "$TMPD/out.1" || { echo "rank 1's message does not say unreachable"; return 1; }
 }
 run_case "tcp: a host that vanishes silently is lost within peer_timeout_ms" vanish
 vanish_bulk() { PEERLOST_VANISH_BULK=1 vanish; }
