@@ -844,6 +844,28 @@ static void on_part(fr_fabric *f, const fr_env *env, const uint8_t *payload,
     free(whole);
 }
 
+/* A member we marked lost still sends us requests (it was cut off from
+ * rank 0's host, which told us, and the network is back): nothing it
+ * sends is taken, so say so, once per request, or its calls to us wait
+ * for ever. One inject, past the lost mark, no wait for room: lost if
+ * there is none, like the request's answer would have been. */
+#define FR_SEVERED_TEXT "it marked this rank lost and drops what this rank sends"
+
+static void tell_severed(fr_fabric *f, uint32_t dst, uint64_t req_id)
+{
+    /* The header alone (tcp's inject size is 64 bytes): the receiver
+     * says why itself (FR_SEVERED_TEXT). */
+    uint8_t buf[FR_ENV_HDR_SIZE];
+    fr_env e = {.kind = FR_ENV_ERROR, .flags = FR_ENV_F_SEVERED,
+                .req_id = req_id, .src_rank = f->rank, .token = f->token,
+                .status = FRPC_EPEERLOST};
+    if (fr_env_encode(&e, buf, sizeof(buf)) || f->inject_max < sizeof(buf))
+        return;
+    fr_tsan_sent();
+    if (fi_inject(f->ep, buf, sizeof(buf), f->peer[dst]) == 0)
+        atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
+}
+
 static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
                          fi_addr_t src)
 {
@@ -870,6 +892,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
     }
     if (fr__lost(f, env.src_rank)) {
         atomic_fetch_add(&f->st.dropped_lost, 1);
+        if (env.kind == FR_ENV_REQUEST && !self && env.token == f->token)
+            tell_severed(f, env.src_rank, env.req_id);
         return;
     }
     if (!self && env.token != f->token) {
@@ -909,7 +933,18 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
     } else {
         fr_fabric_msg m = {.env = env, .payload = payload,
                            .len = env.payload_len, .owned = NULL};
+        int severed = (env.flags & FR_ENV_F_SEVERED) && !self;
+        if (severed) {
+            m.payload = (const uint8_t *)FR_SEVERED_TEXT;
+            m.len = m.env.payload_len = sizeof(FR_SEVERED_TEXT) - 1;
+        }
         fr__fabric_deliver(f, &m);
+        /* After its call ended with the sender's words: the rest of our
+         * calls to it can never end otherwise (tell_severed). */
+        if (severed && f->opts.cb.on_peer_unreachable &&
+            !fr__lost(f, env.src_rank))
+            f->opts.cb.on_peer_unreachable(f->opts.cb.ctx, env.src_rank,
+                                           FR_SEVERED_TEXT);
     }
 }
 

@@ -81,9 +81,13 @@
  * from the store's connections, so it is rank 0's view: when the network
  * splits, the ranks that still reach rank 0's host find the others lost,
  * and a rank cut off from it finds rank 0 lost ("unreachable") but no
- * other rank: its calls to them end only by their own timeouts, also
- * once the network is back (the others marked it lost and drop what it
- * sends). Give calls between hosts a timeout. A process that is
+ * other rank: while the network is cut, its calls to them end only by
+ * their own timeouts. Once it is back, a rank that marked it lost
+ * answers its next request FRPC_EPEERLOST ("marked this rank lost"), and
+ * it marks that rank lost in turn, ending its other calls there; a call
+ * whose request that rank had taken before the cut, with nothing sent
+ * since, still ends only by its timeout. Give calls between hosts a
+ * timeout. A process that is
  * stopped (SIGSTOP, a debugger) or starved of CPU is not lost, however
  * long: calls to it end by their own timeouts, and it works on when it
  * resumes; it then finds lost the ranks that ended meanwhile, those that

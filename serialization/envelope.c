@@ -89,6 +89,9 @@ static int env_check(const fr_env *e, uint64_t max_payload)
         return FRPC_EPROTO;
     if (e->req_id == 0)
         return FRPC_EPROTO;
+    if ((e->flags & FR_ENV_F_SEVERED) &&
+        (e->kind != FR_ENV_ERROR || (e->flags & FR_ENV_F_REMOTE)))
+        return FRPC_EPROTO;
 
     int rndv = (e->flags & FR_ENV_F_RNDV) != 0;
     int remote = (e->flags & FR_ENV_F_REMOTE) != 0;

@@ -34,10 +34,11 @@
 #include "serialization/fabrpc_errors.h"
 
 #define FR_ENV_MAGIC 0x43505246u /* "FRPC" read as little-endian u32 */
-#define FR_ENV_VERSION 4u /* 2: FR_ENV_F_MORE (several frames a message);
+#define FR_ENV_VERSION 5u /* 2: FR_ENV_F_MORE (several frames a message);
                             3: a request's status is its time left;
                             4: FR_ENV_PART (a rank that would drop parts
-                               must not join: the store compares it) */
+                               must not join: the store compares it);
+                            5: FR_ENV_F_SEVERED */
 #define FR_ENV_HDR_SIZE 48u
 
 enum fr_env_kind {
@@ -60,7 +61,13 @@ enum fr_env_kind {
 #define FR_ENV_F_RNDV 0x0001u   /* payload is an fr_rndv_desc, not the data */
 #define FR_ENV_F_REMOTE 0x0002u /* FR_ENV_ERROR raised by a handler */
 #define FR_ENV_F_MORE 0x0004u   /* another frame follows in this message */
-#define FR_ENV_F_KNOWN (FR_ENV_F_RNDV | FR_ENV_F_REMOTE | FR_ENV_F_MORE)
+/* FR_ENV_ERROR (FRPC_EPEERLOST) to a rank whose request came after the
+ * sender marked it lost: the sender drops what it sends, so its calls to
+ * the sender could never end otherwise (a host cut off from rank 0, then
+ * back); the receiver marks the sender lost in turn. */
+#define FR_ENV_F_SEVERED 0x0008u
+#define FR_ENV_F_KNOWN                                                        \
+    (FR_ENV_F_RNDV | FR_ENV_F_REMOTE | FR_ENV_F_MORE | FR_ENV_F_SEVERED)
 
 /* Longest error message carried by FR_ENV_ERROR. */
 #define FR_ENV_MAX_ERRMSG 1024u

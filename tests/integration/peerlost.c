@@ -1336,6 +1336,75 @@ static int mode_vanish(void)
     return 0;
 }
 
+/* ---- cutoff ------------------------------------------------------------- */
+
+/* 1 once $PEERLOST_DIR/name exists; waits up to BOUND_MS for it. */
+static void wait_file(const char *name)
+{
+    char path[600];
+    snprintf(path, sizeof(path), "%s", kill_path());
+    char *slash = strrchr(path, '/');
+    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "%s",
+             name);
+    double t0 = au_now_ms();
+    while (access(path, F_OK) != 0) {
+        CHECK(au_now_ms() - t0 < 3 * BOUND_MS, "no %s after %.0f ms", name,
+              3 * BOUND_MS);
+        au_sleep_us(10000);
+    }
+}
+
+/* Three ranks on three hosts (run_host_cutoff.sh): rank 2's host is cut
+ * off (silently), so ranks 0 and 1 mark it lost through the store, but
+ * rank 2 learns only of rank 0 (its store connection times out). Once
+ * the network is back, rank 2's call to rank 1, with no timeout, must
+ * end FRPC_EPEERLOST (rank 1 tells it that it drops what it sends), and
+ * rank 2 then see rank 1 lost. Before: the call waited until rank 1's
+ * process ended. */
+static int mode_cutoff(void)
+{
+    au_start();
+    CHECK(nranks == 3, "cutoff needs 3 ranks");
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    au_barrier();
+    say_ready();
+    if (me != 2) {
+        wait_dead(2);
+        wait_file("done");
+    } else {
+        wait_dead(0);
+        CHECK(frpc_peer_state(agent, 1) == FRPC_PEER_ALIVE,
+              "rank 1 already lost before the network is back");
+        wait_file("healed");
+        double t0 = au_now_ms();
+        frpc_result res;
+        int rc = frpc_call(agent, 1, "ready", NULL, 0, FRPC_TIMEOUT_NONE,
+                           &res);
+        double ms = au_now_ms() - t0;
+        printf("cutoff: the call to rank 1 after the network came back: %s "
+               "in %.0f ms (%s)\n", frpc_err_name(rc), ms,
+               au_why(rc, res.error));
+        CHECK(rc == FRPC_EPEERLOST, "call to rank 1: %s",
+              frpc_err_name(rc));
+        CHECK(res.error && strstr(res.error, "marked this rank lost"),
+              "its error does not say why: %s", au_why(rc, res.error));
+        frpc_result_clear(&res);
+        CHECK(ms < BOUND_MS, "it took %.0f ms", ms);
+        printf("cutoff: rank 1 DEAD here %.0f ms later\n", wait_dead(1));
+        char path[600];
+        snprintf(path, sizeof(path), "%s", kill_path());
+        snprintf(strrchr(path, '/') + 1, 16, "done");
+        FILE *f = fopen(path, "w");
+        CHECK(f != NULL, "cannot write %s", path);
+        fclose(f);
+    }
+    double ms;
+    int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d: shutdown %s in %.0f ms\n", me, frpc_err_name(rc),
+           ms);
+    return 0;
+}
+
 /* ---- late-callback ------------------------------------------------------ */
 
 /* frpc_on_peer_lost's promises about when it is set: a loss found before
@@ -2949,6 +3018,7 @@ int main(int argc, char **argv)
                  {"abort", mode_abort},
                  {"term-in-init", mode_term_in_init},
                  {"vanish", mode_vanish},
+                 {"cutoff", mode_cutoff},
                  {"max-inflight", mode_max_inflight},
                  {"inflight-race", mode_inflight_race},
                  {"late-callback", mode_late_callback},

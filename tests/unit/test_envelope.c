@@ -88,6 +88,7 @@ static const struct { uint8_t kind; uint16_t flags; } valid_combos[] = {
     { FR_ENV_REQUEST, 0 }, { FR_ENV_REQUEST, FR_ENV_F_RNDV },
     { FR_ENV_RESPONSE, 0 }, { FR_ENV_RESPONSE, FR_ENV_F_RNDV },
     { FR_ENV_ERROR, 0 }, { FR_ENV_ERROR, FR_ENV_F_REMOTE },
+    { FR_ENV_ERROR, FR_ENV_F_SEVERED },
     { FR_ENV_RNDV_DONE, 0 }, { FR_ENV_PART, 0 },
 };
 #define NCOMBOS (sizeof valid_combos / sizeof valid_combos[0])

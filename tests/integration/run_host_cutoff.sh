@@ -1,0 +1,88 @@
+#!/bin/bash
+# A host cut off from rank 0's, then back: three ranks on three "hosts" —
+# network namespaces this test makes, joined by a bridge in a fourth,
+# addresses only inside them — over tcp. Rank 2's port on the bridge goes
+# down silently: ranks 0 and 1 mark rank 2 lost (the store's keepalive),
+# rank 2 marks rank 0 lost but cannot learn of rank 1. The port comes
+# back; rank 2's call to rank 1 with no timeout must then end
+# FRPC_EPEERLOST (rank 1 says it drops what rank 2 sends), where it
+# waited until rank 1's process ended. Needs root (ip netns); skipped
+# otherwise. Cleans up its namespaces.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/byhand.sh"
+need_var PEERLOST
+make_tmpdir
+command -v ip >/dev/null || skip "no ip(8)"
+
+SW=frcoS_$$ NS=(frco0_$$ frco1_$$ frco2_$$)
+cleanup_ns() {
+    local ns
+    for ns in "${NS[@]}" "$SW"; do
+        ip netns pids "$ns" 2>/dev/null | xargs -r kill -9 2>/dev/null
+        ip netns del "$ns" 2>/dev/null
+    done
+}
+trap 'cleanup_ns; _cleanup_tmpdir' EXIT
+ip netns add "$SW" 2>/dev/null || skip "cannot make network namespaces (not root?)"
+ip -n "$SW" link add br0 type bridge || skip "no bridge support"
+ip -n "$SW" link set br0 up
+for r in 0 1 2; do
+    ip netns add "${NS[r]}" || fail "ip netns add"
+    ip -n "${NS[r]}" link set lo up
+    ip link add "frcv$r" netns "${NS[r]}" type veth peer name "frcb$r" \
+        netns "$SW" || fail "cannot make a veth pair"
+    ip -n "${NS[r]}" addr add "10.78.0.$((r + 1))/24" dev "frcv$r"
+    ip -n "${NS[r]}" link set "frcv$r" up
+    ip -n "$SW" link set "frcb$r" master br0
+    ip -n "$SW" link set "frcb$r" up
+done
+carrier() {
+    local r
+    for r in 0 1 2; do
+        ip -n "${NS[r]}" link show "frcv$r" | grep -q LOWER_UP || return 1
+    done
+}
+for _ in $(seq 100); do carrier && break; sleep 0.05; done
+carrier || fail "the veth pairs have no carrier after 5 s"
+
+cutoff() {
+    local port pids=() r st
+    export PEERLOST_DIR=$TMPD
+    port=$(free_port)
+    for r in 0 1 2; do
+        ip netns exec "${NS[r]}" env FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 \
+            FABRPC_STORE_ADDR=10.78.0.1:$port FABRPC_PROVIDER=tcp \
+            FI_TCP_IFACE=frcv$r FABRPC_PEER_TIMEOUT_MS=4000 \
+            FABRPC_JOB_KEY=cutoff-$$ FABRPC_PROGRESS=adaptive \
+            "$PEERLOST" cutoff >"$TMPD/out.$r" 2>&1 &
+        pids[r]=$!
+    done
+    local t0=$SECONDS
+    until [ -e "$TMPD/ready.0" ] && [ -e "$TMPD/ready.1" ] &&
+        [ -e "$TMPD/ready.2" ]; do
+        [ $((SECONDS - t0)) -lt 60 ] || { cat "$TMPD"/out.*; return 1; }
+        for r in 0 1 2; do
+            pid_alive "${pids[r]}" || { cat "$TMPD"/out.*; return 1; }
+        done
+        sleep 0.1
+    done
+    date +%s%N >"$TMPD/killtime"
+    # Silently: the bridge's port, so no end sees its link go down.
+    ip -n "$SW" link set frcb2 down
+    # Both sides have had their verdicts once rank 2 sees rank 0 lost
+    # (peer_timeout_ms 4 s, plus a margin).
+    sleep 9
+    ip -n "$SW" link set frcb2 up
+    sleep 1
+    touch "$TMPD/healed"
+    local bad=0
+    for r in 0 1 2; do
+        st=0
+        wait_bounded 90 "${pids[r]}" || st=$?
+        sed "s/^/    rank $r: /" "$TMPD/out.$r"
+        [ $st = 0 ] || { echo "rank $r ended with status $st"; bad=1; }
+    done
+    [ $bad = 0 ] && grep -q "cutoff: the call to rank 1 .*FRPC_EPEERLOST" "$TMPD/out.2"
+}
+run_case "tcp: a rank cut off from rank 0's host, then back: its calls to the others end" cutoff
+finish_cases
