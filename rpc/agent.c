@@ -394,6 +394,12 @@ static int open_transport(frpc_agent *a, char *err, size_t errlen)
     }
     snprintf(a->provider_full, sizeof(a->provider_full), "%s",
              b->info->fabric_attr->prov_name);
+    /* udp's ofi_rxd delivered a request twice (dedup.h). */
+    if (strcmp(a->provider, "udp") == 0 && !a->dedup_on) {
+        if (fr_dedup_init(&a->dedup, (uint32_t)a->set.world))
+            return FRPC_ENOMEM;
+        a->dedup_on = 1;
+    }
     rc = fr_fabric_open(b->info, &o, &a->fab, err, errlen);
     if (!rc)
         rc = fr_fabric_set_identity(a->fab, (uint32_t)a->set.rank,
@@ -604,6 +610,8 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_registry_destroy(&a->reg);
     fr_pending_destroy(&a->pend);
     fr_fnstats_destroy(&a->fnstats);
+    if (a->dedup_on)
+        fr_dedup_destroy(&a->dedup);
     fr_liveness_destroy(a);
     fr_progress_free(a); /* after wait_users: no caller signals it now */
     pthread_mutex_destroy(&a->store_lock);
@@ -1109,6 +1117,7 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->notifications_received = atomic_load(&m->notes_received);
     o->notifications_refused = atomic_load(&m->notes_refused);
     o->zerocopy_sent = fs.rndv_lent;
+    o->requests_duplicate = atomic_load(&m->requests_duplicate);
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);

@@ -15,6 +15,7 @@
 #include "comm/providers.h"
 #include "comm/store.h"
 #include "rpc/fabrpc.h"
+#include "rpc/dedup.h"
 #include "rpc/fnstats.h"
 #include "rpc/pending.h"
 #include "rpc/pool.h"
@@ -144,6 +145,10 @@ struct frpc_agent {
 
     atomic_uint_fast64_t requests_received, requests_answered;
     fr_fnstats fnstats; /* frpc_get_fn_stats */
+    /* Over udp only (dedup.h): request ids taken, per source. */
+    int dedup_on;
+    fr_dedup dedup;
+    atomic_uint_fast64_t requests_duplicate;
 
     fr_liveness *live; /* liveness.c */
 

@@ -1459,6 +1459,9 @@ typedef struct frpc_stats {
     uint64_t zerocopy_sent;      /* args and replies that went without a
                                     copy (see config.zerocopy_min); since
                                     1.2 */
+    uint64_t requests_duplicate; /* dropped: a request the provider
+                                    delivered again (udp; its handler ran
+                                    once); since 1.4 */
     /* new fields go here, and only here */
 } frpc_stats;
 

@@ -166,6 +166,11 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     frpc_request *r;
 
     complete_answers(a); /* the handler may wait for one of them */
+    if (a->dedup_on &&
+        fr_dedup_seen(&a->dedup, m->env.src_rank, m->env.req_id)) {
+        atomic_fetch_add(&a->requests_duplicate, 1); /* at most once */
+        return;
+    }
 
     if (!fn) {
         char msg[96];
