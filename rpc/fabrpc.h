@@ -496,7 +496,11 @@ enum {
  * calls in flight have ended), so that they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,
  * before it takes the store's end or a process's end for a death. A
- * rank that ends without a shutdown says none. It cannot bound what an
+ * rank that ends without a shutdown says none. It cannot bound a
+ * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
+ * was seen looping inside fi_recv for good after bursts from several
+ * ranks, and the shutdown then waits for the polling thread for ever
+ * (README, "udp"); nor what an
  * application's handler does: handlers already running, and those queued
  * to the thread pool, run to their end before shutdown returns, whatever
  * timeout_ms and how (immediate fails this rank's calls in flight at once,
