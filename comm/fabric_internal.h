@@ -269,6 +269,7 @@ struct fr_fabric {
     fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
     fr_rma_xfer *rma_active;    /* one-sided transfers not ended */
     fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
+    struct fr_fabric *parked_next; /* fr_fabric_close left it open */
     struct fr_fabric_mr *mrs;   /* every region not yet closed (rma.c),
                                    under rndv_lock */
     uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
