@@ -959,6 +959,24 @@ static int store_lost(frpc_agent *a, uint64_t deadline)
     return FRPC_EPEERLOST;
 }
 
+/* Before a graceful shutdown's goodbye, which ends the others' calls to
+ * this rank at once (no store is left to carry a LEAVE after the last
+ * answers): new requests are refused (the caller's call ends
+ * FRPC_EPEERLOST), and the handlers running finish first, at most until
+ * deadline and half a second, so that their answers, posted before the
+ * goodbye on the same path, arrive before it. An answer a handler
+ * deferred to another thread can still come after it. */
+static void quiet_before_goodbye(frpc_agent *a, uint64_t deadline)
+{
+    uint64_t until = fr_deadline_ms(500);
+    until = deadline < until ? deadline : until;
+    atomic_store(&a->refusing, 1);
+    while (atomic_load(&a->handling) > 0 && fr_now_ns() < until) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 /* An immediate shutdown holds no barrier that would tell whether every
  * rank heard of its leaving: one stopped meanwhile may resume once the
  * store, and the LEAVE it held, are gone, so the leaving is announced
@@ -985,7 +1003,6 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         fr_pool_is_worker(a->pool))
         return FRPC_EDEADLK;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    fr_liveness_say_goodbye_by(a, deadline, 0);
     atomic_store(&a->shutting_down, how + 1);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
@@ -1006,6 +1023,8 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
              * the others take our end for a death. Only this thread's
              * calls pass the shutdown's refusal meanwhile. */
             fr_call_shutdown_own(1);
+            if (a->set.rank != 0 && fr_agent_peer_lost_why(a, 0))
+                quiet_before_goodbye(a, deadline);
             fr_liveness_say_goodbye_by(a, deadline, b != 0);
             fr_call_shutdown_own(0);
         }

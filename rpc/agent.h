@@ -139,6 +139,12 @@ struct frpc_agent {
     int progress_started;
     atomic_int stop;
     atomic_int shutting_down; /* 0, FRPC_SHUTDOWN_GRACEFUL+1, or ..._IMMEDIATE+1 */
+    /* A graceful shutdown about to say goodbye itself (rank 0 lost): new
+     * requests are refused, and the goodbye waits until no handler runs
+     * (handling), so that no answer is sent after it: the goodbye ends
+     * the others' calls to this rank (fr_agent_quiet_before_goodbye). */
+    atomic_int refusing;
+    atomic_int handling; /* requests taken whose handler has not returned */
     /* Application threads inside a call that may wait on this agent
      * (fr_agent_enter): frpc_shutdown frees nothing before they left. */
     atomic_int users;

@@ -493,7 +493,12 @@ enum {
  * store that would have told it is gone), tells the others itself (a
  * call to each, waited for at most half a second and never past
  * timeout_ms, but sent even once that has passed; immediate: after its
- * calls in flight have ended), so that they see it LEFT rather than
+ * calls in flight have ended; graceful, rank 0 lost: once it has stopped
+ * taking requests, whose calls then end FRPC_EPEERLOST, and the handlers
+ * running have returned, waited for at most another half second, so that
+ * their answers arrive before the goodbye ends the calls; an answer
+ * deferred past that may find its call ended FRPC_EPEERLOST), so that
+ * they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,
  * before it takes the store's end or a process's end for a death. A
  * rank that ends without a shutdown says none. It cannot bound a

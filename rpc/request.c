@@ -116,7 +116,7 @@ void fr_agent_free_spare_requests(frpc_agent *a)
 
 /* After r's handler returned: free it if it was answered, else keep it
  * on the list until it is (see the notes at the top). */
-static void handler_returned(frpc_agent *a, frpc_request *r)
+static void keep_or_free(frpc_agent *a, frpc_request *r)
 {
     if (atomic_load(&r->state) == FR_REQ_ANSWERED_IN_HANDLER) {
         free_request(r);
@@ -132,6 +132,14 @@ static void handler_returned(frpc_agent *a, frpc_request *r)
     untrack_locked(a, r); /* answered meanwhile, from another thread */
     pthread_mutex_unlock(&a->req_lock);
     free_request(r);
+}
+
+/* r's handler returned (or never ran): no answer comes from it any more
+ * but a deferred one. */
+static void handler_returned(frpc_agent *a, frpc_request *r)
+{
+    keep_or_free(a, r);
+    atomic_fetch_sub(&a->handling, 1);
 }
 
 static void run_handler(void *arg)
@@ -179,14 +187,22 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         fr_fabric_refuse(a->fab, &m->env, FRPC_ENOFUNC, msg);
         return;
     }
-    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1) {
+    /* Counted before refusing is read: a shutdown that sets refusing and
+     * then finds handling 0 knows no handler of this request will answer
+     * after its goodbye. */
+    atomic_fetch_add(&a->handling, 1);
+    if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
+        atomic_load(&a->refusing)) {
+        atomic_fetch_sub(&a->handling, 1);
         fr_fabric_refuse(a->fab, &m->env, FRPC_ESHUTDOWN,
                    "callee is shutting down");
         return;
     }
     size_t copy = m->owned ? 0 : m->len;
-    if (!(r = new_request(a, copy)))
+    if (!(r = new_request(a, copy))) {
+        atomic_fetch_sub(&a->handling, 1);
         goto nomem;
+    }
     r->agent = a;
     r->func = fn;
     r->req_id = m->env.req_id;

@@ -11,7 +11,7 @@
 # (lent.c: answers, callbacks, cancel, a timeout while the callee cannot
 # read, futures freed early).
 #
-# STRESS_CALLS (calls per thread in the stress mode) defaults to 25000,
+# STRESS_CALLS (calls per thread in the stress mode) defaults to 10000,
 # STALL_CALLS to 20000; FABRPC_TEST_SCALE (a percentage, default 100)
 # shrinks both, e.g. for sanitizer builds.
 . "$(dirname "$0")/lib.sh"
@@ -23,7 +23,7 @@ scaled() {
     local n=$(($1 * ${FABRPC_TEST_SCALE:-100} / 100))
     echo $((n > 0 ? n : 1))
 }
-STRESS_N=$(scaled "${STRESS_CALLS:-25000}")
+STRESS_N=$(scaled "${STRESS_CALLS:-10000}")
 STALL_N=$(scaled "${STALL_CALLS:-20000}")
 
 # run_async RANKS SECS MODE: MODE on RANKS ranks, all stopped after SECS.

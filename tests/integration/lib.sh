@@ -12,7 +12,7 @@
 #   make_tmpdir             set TMPD to a new directory, removed at exit;
 #                           the pids in any TMPD/*.pid file are killed then
 #   run_case NAME FUNC ARGS...  run FUNC ARGS in a subshell (so fail ends only that
-#                           case), print "PASS: NAME" or "FAIL: NAME"
+#                           case), print "PASS: NAME (S s)" or "FAIL: NAME (S s)"
 #   finish_cases            print "N passed, M failed"; exit 1 if M > 0
 #   once_more_on PROVS CMD...  run CMD; if it fails and $PROV is one of the
 #                           space-separated PROVS, say so and run it once
@@ -87,15 +87,25 @@ CASES_PASSED=0
 CASES_FAILED=0
 
 run_case() {
-    local name=$1 fn=$2
+    local name=$1 fn=$2 t0 took
     shift 2
+    t0=$(date +%s%N)
     if ( "$fn" "$@" ); then
-        echo "PASS: $name"
+        took=$(case_seconds "$t0")
+        echo "PASS: $name ($took s)"
         CASES_PASSED=$((CASES_PASSED + 1))
     else
-        echo "FAIL: $name"
+        took=$(case_seconds "$t0")
+        echo "FAIL: $name ($took s)"
         CASES_FAILED=$((CASES_FAILED + 1))
     fi
+}
+
+# case_seconds T0: seconds since T0 (date +%s%N), one decimal: every case
+# says what it cost, so the suite's time can be read from its logs.
+case_seconds() {
+    local ms=$((($(date +%s%N) - $1) / 1000000))
+    echo "$((ms / 1000)).$((ms % 1000 / 100))"
 }
 
 once_more_on() {

@@ -70,6 +70,11 @@
  *                 frpc_shutdown(IMMEDIATE, 50): its goodbye to rank 2
  *                 goes unanswered, and shutdown still returns within
  *                 450 ms.
+ *   answers-before-bye 3 ranks. Rank 0 dies; rank 2 starts its graceful
+ *                 shutdown while a pool handler of its own naps 200 ms
+ *                 before answering rank 1's call: the answer comes before
+ *                 rank 2's goodbye (which ends calls to it), so the call
+ *                 ends 0; a call after the goodbye ends FRPC_EPEERLOST.
  *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
  *                 frpc_on_peer_lost only afterwards: the two reports come
  *                 in the order found, 3 then 2.
@@ -1643,6 +1648,18 @@ static int mode_left_in_shutdown(void)
 
 /* ---- bye-bound ----------------------------------------------------------- */
 
+/* A barrier, then rank 0 (the store) dies; the others return once they
+ * see it DEAD. */
+static void store_dies_after_barrier(void)
+{
+    au_barrier();
+    if (me == 0) {
+        au_sleep_us(500000); /* the others have left the barrier it serves */
+        die_now();
+    }
+    wait_dead(0);
+}
+
 static void nap(frpc_request *req, void *user)
 {
     au_sleep_us(2000000);
@@ -1654,12 +1671,7 @@ static int mode_bye_bound(void)
     au_start();
     CHECK(nranks == 3, "bye-bound needs 3 ranks");
     au_register("nap", nap, NULL, FRPC_INLINE);
-    au_barrier();
-    if (me == 0) {
-        au_sleep_us(500000); /* the others have left the barrier it serves */
-        die_now();
-    }
-    wait_dead(0);
+    store_dies_after_barrier();
     if (me == 1) {
         frpc_future *f = NULL;
         int rc = frpc_call_async(agent, 2, "nap", NULL, 0, 10000, &f);
@@ -1680,6 +1692,59 @@ static int mode_bye_bound(void)
         double ms;
         timed_shutdown(SHUTDOWN_MS, &ms);
     }
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* ---- answers-before-bye --------------------------------------------------- */
+
+static atomic_int slow_started;
+
+static void slow_answer(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&slow_started, 1);
+    au_sleep_us(200000);
+    frpc_respond(req, NULL, 0);
+}
+
+static int mode_answers_before_bye(void)
+{
+    au_start();
+    CHECK(nranks == 3, "answers-before-bye needs 3 ranks");
+    au_register("slow", slow_answer, NULL, 0); /* on the pool */
+    store_dies_after_barrier();
+    if (me == 1) {
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = frpc_call(agent, 2, "slow", NULL, 0, CALL_TIMEOUT_MS, &res);
+        CHECK(rc == 0, "the call rank 2 answered in its shutdown: %s, "
+              "want 0 (its goodbye overtook its answer?)",
+              au_why(rc, res.error));
+        frpc_result_clear(&res);
+        printf("ok: rank 2 answered in its shutdown, before its goodbye "
+               "(%.0f ms)\n", au_now_ms() - t0);
+        /* A new call once it said goodbye: refused, or it is lost. */
+        t0 = au_now_ms();
+        while (frpc_peer_state(agent, 2) == FRPC_PEER_ALIVE) {
+            CHECK(au_now_ms() - t0 < BOUND_MS, "rank 2 still ALIVE");
+            au_sleep_us(1000);
+        }
+        rc = frpc_call(agent, 2, "slow", NULL, 0, CALL_TIMEOUT_MS, &res);
+        CHECK(rc == FRPC_EPEERLOST, "a call after rank 2's goodbye: %s",
+              au_why(rc, res.error));
+        frpc_result_clear(&res);
+        printf("ok: a call after its goodbye ends FRPC_EPEERLOST\n");
+    } else {
+        double t0 = au_now_ms();
+        while (!atomic_load(&slow_started)) {
+            CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1's call never came");
+            au_sleep_us(1000);
+        }
+        /* Its handler naps 200 ms: shutdown starts while it runs. */
+    }
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
     printf("ok: rank %d done\n", me);
     return 0;
 }
@@ -3024,6 +3089,7 @@ int main(int argc, char **argv)
                  {"late-callback", mode_late_callback},
                  {"left-in-shutdown", mode_left_in_shutdown},
                  {"bye-bound", mode_bye_bound},
+                 {"answers-before-bye", mode_answers_before_bye},
                  {"replay-order", mode_replay_order},
                  {"drain", mode_drain},
                  {"own-threads", mode_own_threads},

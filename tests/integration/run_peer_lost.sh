@@ -306,6 +306,7 @@ left_in_shutdown() {
 }
 
 bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
+answers_before_bye() { killed abye 3 60 answers-before-bye 0 "1 2"; }
 fn_in_shutdown() {
     clean fnsd-$1 3 60 fn-in-shutdown "1 2" PEERLOST_HOW=$1
     expect_grep "^\[0\] ok: rank 0: $1 shutdown ended the report's call" "$JOB/out"
@@ -391,7 +392,7 @@ signal_in_init() {
     for ms in 0 100 200 300 400; do
         st=0
         job "term$ms" 2 30 term-in-init PEERLOST_TERM_MS=$ms \
-            FABRPC_INIT_TIMEOUT_MS=5000 || st=$?
+            FABRPC_INIT_TIMEOUT_MS=2500 || st=$?
         expect_status $st 143
         expect_grep "^fabrpc-run: rank 1 killed by signal SIGTERM" "$JOB/err"
         expect_ok 0
@@ -411,7 +412,7 @@ signal_exit_in_init() {
             # exit() in a handler is what is tried: TSan would report it,
             # and LSan's check at exit needs the allocator's lock
             job "texit$how$ms" 2 30 term-in-init PEERLOST_TERM_MS=$ms \
-                PEERLOST_TERM_EXIT=$how FABRPC_INIT_TIMEOUT_MS=5000 \
+                PEERLOST_TERM_EXIT=$how FABRPC_INIT_TIMEOUT_MS=2500 \
                 "TSAN_OPTIONS=${TSAN_OPTIONS:-} report_signal_unsafe=0" \
                 "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0" || st=$?
             expect_status $st 7
@@ -456,6 +457,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
+    run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running before its goodbye" answers_before_bye
     run_case "$PROV: immediate shutdown while the peer-lost function waits in a call: the call ends, the shutdown returns" fn_in_shutdown immediate
     run_case "$PROV: the same, graceful" fn_in_shutdown graceful
 done
