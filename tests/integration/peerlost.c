@@ -156,6 +156,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -179,12 +180,37 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* buf = "$PEERLOST_DIR/" followed by fmt's text: the files through which
+ * the ranks and the script meet. */
+__attribute__((format(printf, 3, 4))) static void dir_path(char *buf,
+                                                           size_t len,
+                                                           const char *fmt,
+                                                           ...)
+{
+    const char *dir = getenv("PEERLOST_DIR");
+    CHECK(dir && *dir, "PEERLOST_DIR is not set");
+    int n = snprintf(buf, len, "%s/", dir);
+    CHECK(n > 0 && (size_t)n < len, "PEERLOST_DIR is too long");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + n, len - (size_t)n, fmt, ap);
+    va_end(ap);
+}
+
+/* Creates "$PEERLOST_DIR/name" (empty). */
+static void touch_dir_file(const char *name)
+{
+    char path[600];
+    dir_path(path, sizeof(path), "%s", name);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    fclose(f);
+}
+
 static const char *kill_path(void)
 {
     static char path[512];
-    const char *dir = getenv("PEERLOST_DIR");
-    CHECK(dir && *dir, "PEERLOST_DIR is not set");
-    snprintf(path, sizeof(path), "%s/killtime", dir);
+    dir_path(path, sizeof(path), "killtime");
     return path;
 }
 
@@ -1235,14 +1261,9 @@ static int mode_first_call(void)
  * ranks wrote theirs. */
 static void say_ready(void)
 {
-    char path[600];
-    snprintf(path, sizeof(path), "%s", kill_path());
-    char *slash = strrchr(path, '/');
-    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path),
-             "ready.%d", me);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL, "cannot write %s", path);
-    fclose(f);
+    char name[32];
+    snprintf(name, sizeof(name), "ready.%d", me);
+    touch_dir_file(name);
 }
 
 /* PEERLOST_VANISH_BULK: while the link goes down, each rank also loops
@@ -1347,10 +1368,7 @@ static int mode_vanish(void)
 static void wait_file(const char *name)
 {
     char path[600];
-    snprintf(path, sizeof(path), "%s", kill_path());
-    char *slash = strrchr(path, '/');
-    snprintf(slash + 1, sizeof(path) - (size_t)(slash + 1 - path), "%s",
-             name);
+    dir_path(path, sizeof(path), "%s", name);
     double t0 = au_now_ms();
     while (access(path, F_OK) != 0) {
         CHECK(au_now_ms() - t0 < 3 * BOUND_MS, "no %s after %.0f ms", name,
@@ -1396,12 +1414,7 @@ static int mode_cutoff(void)
         frpc_result_clear(&res);
         CHECK(ms < BOUND_MS, "it took %.0f ms", ms);
         printf("cutoff: rank 1 DEAD here %.0f ms later\n", wait_dead(1));
-        char path[600];
-        snprintf(path, sizeof(path), "%s", kill_path());
-        snprintf(strrchr(path, '/') + 1, 16, "done");
-        FILE *f = fopen(path, "w");
-        CHECK(f != NULL, "cannot write %s", path);
-        fclose(f);
+        touch_dir_file("done");
     }
     double ms;
     int rc = timed_shutdown(SHUTDOWN_MS, &ms);
@@ -2960,9 +2973,7 @@ static void la_seq(frpc_request *req, void *user)
 
 static void la_path(char *buf, size_t len, int rank, const char *suffix)
 {
-    const char *dir = getenv("PEERLOST_DIR");
-    CHECK(dir && *dir, "PEERLOST_DIR is not set");
-    snprintf(buf, len, "%s/answered.%d%s", dir, rank, suffix);
+    dir_path(buf, len, "answered.%d%s", rank, suffix);
 }
 
 static int mode_leave_answers(void)
