@@ -189,10 +189,13 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
     }
     /* Counted before refusing is read: a shutdown that sets refusing and
      * then finds handling 0 knows no handler of this request will answer
-     * after its goodbye. */
+     * after its goodbye. fabrpc's own functions are still taken: a peer's
+     * goodbye refused here left that peer DEAD, not LEFT, once its
+     * process ended (run_peer_lost, survivors_not_dead after the store's
+     * death). */
     atomic_fetch_add(&a->handling, 1);
     if (atomic_load(&a->shutting_down) == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
-        atomic_load(&a->refusing)) {
+        (atomic_load(&a->refusing) && !fr_name_reserved(fn->name))) {
         atomic_fetch_sub(&a->handling, 1);
         fr_fabric_refuse(a->fab, &m->env, FRPC_ESHUTDOWN,
                    "callee is shutting down");
