@@ -142,7 +142,7 @@ struct frpc_agent {
     /* A graceful shutdown about to say goodbye itself (rank 0 lost): new
      * requests are refused, and the goodbye waits until no handler runs
      * (handling), so that no answer is sent after it: the goodbye ends
-     * the others' calls to this rank (fr_agent_quiet_before_goodbye). */
+     * the others' calls to this rank (agent.c, quiet_before_goodbye). */
     atomic_int refusing;
     atomic_int handling; /* requests taken whose handler has not returned */
     /* Application threads inside a call that may wait on this agent

@@ -87,16 +87,14 @@ CASES_PASSED=0
 CASES_FAILED=0
 
 run_case() {
-    local name=$1 fn=$2 t0 took
+    local name=$1 fn=$2 t0 verdict=PASS
     shift 2
     t0=$(date +%s%N)
-    if ( "$fn" "$@" ); then
-        took=$(case_seconds "$t0")
-        echo "PASS: $name ($took s)"
+    ( "$fn" "$@" ) || verdict=FAIL
+    echo "$verdict: $name ($(case_seconds "$t0") s)"
+    if [ $verdict = PASS ]; then
         CASES_PASSED=$((CASES_PASSED + 1))
     else
-        took=$(case_seconds "$t0")
-        echo "FAIL: $name ($took s)"
         CASES_FAILED=$((CASES_FAILED + 1))
     fi
 }
