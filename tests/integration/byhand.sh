@@ -6,6 +6,13 @@
 #   wait_bounded SECS PID  waits for PID, a child of this shell, at most
 #                          SECS seconds, SIGKILLs it past that; returns its
 #                          status (124 when it had to be killed)
+#   on_host NS CMD...      runs CMD as on another host: in network
+#                          namespace NS and a pid namespace of its own, so
+#                          that ranks do not see each other's processes
+#                          (a rank watches the pids of ranks on its host:
+#                          one that saw its peer's process end called it
+#                          dead, not unreachable, run_host_vanish in CI)
+#   need_on_host           skips the test where on_host cannot work
 #
 # Start each rank itself in the background (not under timeout) and write
 # its pid to a $TMPD/*.pid file, so that make_tmpdir's cleanup ends it.
@@ -45,4 +52,17 @@ wait_bounded() {
         n=$((n + 1))
     done
     wait "$pid"
+}
+
+on_host() {
+    local ns=$1
+    shift
+    ip netns exec "$ns" unshare --pid --fork --kill-child "$@"
+}
+
+need_on_host() {
+    command -v ip >/dev/null || skip "no ip(8)"
+    command -v unshare >/dev/null || skip "no unshare(1)"
+    unshare --pid --fork --kill-child true 2>/dev/null ||
+        skip "cannot make pid namespaces (not root?)"
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # A host cut off from rank 0's, then back: three ranks on three "hosts" —
-# network namespaces this test makes, joined by a bridge in a fourth,
+# network and pid namespaces this test makes, joined by a bridge in a fourth,
 # addresses only inside them — over tcp. Rank 2's port on the bridge goes
 # down silently: ranks 0 and 1 mark rank 2 lost (the store's keepalive),
 # rank 2 marks rank 0 lost but cannot learn of rank 1. The port comes
@@ -12,7 +12,7 @@
 . "$(dirname "$0")/byhand.sh"
 need_var PEERLOST
 make_tmpdir
-command -v ip >/dev/null || skip "no ip(8)"
+need_on_host
 
 SW=frcoS_$$ NS=(frco0_$$ frco1_$$ frco2_$$)
 cleanup_ns() {
@@ -50,7 +50,7 @@ cutoff() {
     export PEERLOST_DIR=$TMPD
     port=$(free_port)
     for r in 0 1 2; do
-        ip netns exec "${NS[r]}" env FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 \
+        on_host "${NS[r]}" env FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 \
             FABRPC_STORE_ADDR=10.78.0.1:$port FABRPC_PROVIDER=tcp \
             FI_TCP_IFACE=frcv$r FABRPC_PEER_TIMEOUT_MS=4000 \
             FABRPC_JOB_KEY=cutoff-$$ FABRPC_PROGRESS=adaptive \

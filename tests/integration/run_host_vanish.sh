@@ -1,7 +1,7 @@
 #!/bin/bash
 # A host that vanishes without closing anything (power, a cut cable): two
-# ranks on two "hosts" — network namespaces this test makes, joined by a
-# veth pair, addresses only inside them — call each other with no
+# ranks on two "hosts" — network and pid namespaces this test makes,
+# joined by a veth pair, addresses only inside them — call each other with no
 # timeout; then the link goes down silently (no reset reaches anyone).
 # Each call must end FRPC_EPEERLOST within config.peer_timeout_ms plus a
 # margin (FABRPC_PEER_TIMEOUT_MS=4000 here; the figure is printed), over
@@ -11,7 +11,7 @@
 . "$(dirname "$0")/byhand.sh"
 need_var PEERLOST
 make_tmpdir
-command -v ip >/dev/null || skip "no ip(8)"
+need_on_host
 
 NS0=frhv0_$$ NS1=frhv1_$$ V0=frv0_$$ V1=frv1_$$
 cleanup_ns() {
@@ -53,7 +53,7 @@ vanish() {
     for r in 0 1; do
         local ns=$NS0 dev=$V0
         [ $r = 1 ] && ns=$NS1 dev=$V1
-        ip netns exec "$ns" env FABRPC_RANK=$r FABRPC_WORLD_SIZE=2 \
+        on_host "$ns" env FABRPC_RANK=$r FABRPC_WORLD_SIZE=2 \
             FABRPC_STORE_ADDR=10.77.0.1:$port FABRPC_PROVIDER=tcp \
             FI_TCP_IFACE=$dev FABRPC_PEER_TIMEOUT_MS=4000 \
             FABRPC_JOB_KEY=vanish-$$ FABRPC_PROGRESS=adaptive \
