@@ -962,16 +962,20 @@ static int store_lost(frpc_agent *a, uint64_t deadline)
 /* Before a graceful shutdown's goodbye, which ends the others' calls to
  * this rank at once (no store is left to carry a LEAVE after the last
  * answers): new requests are refused (the caller's call ends
- * FRPC_EPEERLOST), and the handlers running finish first, at most until
- * deadline and half a second, so that their answers, posted before the
- * goodbye on the same path, arrive before it. An answer a handler
+ * FRPC_EPEERLOST), and the handlers running finish first, and the
+ * callers read the answers sent by rendezvous (read from this rank after
+ * the handler returned: a goodbye first ended the call, run_peer_lost's
+ * 1 MiB answers over sockets and udp), at most until deadline and half a
+ * second, so that their answers arrive before it. An answer a handler
  * deferred to another thread can still come after it. */
 static void quiet_before_goodbye(frpc_agent *a, uint64_t deadline)
 {
     uint64_t until = fr_deadline_ms(500);
     until = deadline < until ? deadline : until;
     atomic_store(&a->refusing, 1);
-    while (atomic_load(&a->handling) > 0 && fr_now_ns() < until) {
+    while ((atomic_load(&a->handling) > 0 ||
+            fr_fabric_payloads_unread(a->fab) > 0) &&
+           fr_now_ns() < until) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }

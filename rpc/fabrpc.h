@@ -495,8 +495,9 @@ enum {
  * timeout_ms, but sent even once that has passed; immediate: after its
  * calls in flight have ended; graceful, rank 0 lost: once it has stopped
  * taking requests, whose calls then end FRPC_EPEERLOST, and the handlers
- * running have returned, waited for at most another half second, so that
- * their answers arrive before the goodbye ends the calls; an answer
+ * running have returned and their callers have read the answers (a large
+ * one is read from this rank), waited for at most another half second,
+ * so that their answers arrive before the goodbye ends the calls; an answer
  * deferred past that may find its call ended FRPC_EPEERLOST), so that
  * they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,

@@ -74,7 +74,9 @@
  *                 shutdown while a pool handler of its own naps 200 ms
  *                 before answering rank 1's call: the answer comes before
  *                 rank 2's goodbye (which ends calls to it), so the call
- *                 ends 0; a call after the goodbye ends FRPC_EPEERLOST.
+ *                 ends 0, its answer whole (PEERLOST_ABYE_BYTES long,
+ *                 0 by default: 1 MiB goes by rendezvous); a call after
+ *                 the goodbye ends FRPC_EPEERLOST.
  *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
  *                 frpc_on_peer_lost only afterwards: the two reports come
  *                 in the order found, 3 then 2.
@@ -1724,12 +1726,39 @@ static int mode_bye_bound(void)
 
 static atomic_int slow_started;
 
+/* The answer's size: PEERLOST_ABYE_BYTES (0 by default; 1 MiB goes by
+ * rendezvous, read by the caller after the handler returned). */
+static size_t abye_bytes(void)
+{
+    const char *s = getenv("PEERLOST_ABYE_BYTES");
+    return s ? (size_t)strtoull(s, NULL, 10) : 0;
+}
+
+static uint8_t abye_byte(size_t i) { return (uint8_t)(i * 7 + 3); }
+
 static void slow_answer(frpc_request *req, void *user)
 {
     (void)user;
+    size_t n = abye_bytes();
+    uint8_t *b = n ? malloc(n) : NULL;
+    for (size_t i = 0; b && i < n; i++)
+        b[i] = abye_byte(i);
     atomic_store(&slow_started, 1);
     au_sleep_us(200000);
-    frpc_respond(req, NULL, 0);
+    frpc_respond(req, b, b ? n : 0);
+    free(b);
+}
+
+/* 1 if res holds the answer slow_answer sends. */
+static int abye_answer_whole(const frpc_result *res)
+{
+    size_t n = abye_bytes();
+    if (res->len != n)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (((const uint8_t *)res->data)[i] != abye_byte(i))
+            return 0;
+    return 1;
 }
 
 static int mode_answers_before_bye(void)
@@ -1745,9 +1774,11 @@ static int mode_answers_before_bye(void)
         CHECK(rc == 0, "the call rank 2 answered in its shutdown: %s, "
               "want 0 (its goodbye overtook its answer?)",
               au_why(rc, res.error));
+        CHECK(abye_answer_whole(&res), "the answer: %zu bytes, want %zu "
+              "as sent", res.len, abye_bytes());
         frpc_result_clear(&res);
         printf("ok: rank 2 answered in its shutdown, before its goodbye "
-               "(%.0f ms)\n", au_now_ms() - t0);
+               "(%zu bytes, %.0f ms)\n", abye_bytes(), au_now_ms() - t0);
         /* A new call once it said goodbye: refused, or it is lost. */
         t0 = au_now_ms();
         while (frpc_peer_state(agent, 2) == FRPC_PEER_ALIVE) {
