@@ -75,8 +75,14 @@
  *                 before answering rank 1's call: the answer comes before
  *                 rank 2's goodbye (which ends calls to it), so the call
  *                 ends 0, its answer whole (PEERLOST_ABYE_BYTES long,
- *                 0 by default: 1 MiB goes by rendezvous); a call after
- *                 the goodbye ends FRPC_EPEERLOST.
+ *                 0 by default: 1 MiB goes by rendezvous); calls made
+ *                 while it runs are answered, then refused (they end
+ *                 FRPC_EPEERLOST, the slow call's answer still to come);
+ *                 a call after the goodbye ends FRPC_EPEERLOST. With
+ *                 PEERLOST_ABYE_NAP_MS past 1500 (the nap, 200 by
+ *                 default), the goodbye goes after half a second: the
+ *                 slow call ends FRPC_EPEERLOST 500 ms before the nap's
+ *                 end or sooner.
  *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
  *                 frpc_on_peer_lost only afterwards: the two reports come
  *                 in the order found, 3 then 2.
@@ -1736,6 +1742,20 @@ static size_t abye_bytes(void)
 
 static uint8_t abye_byte(size_t i) { return (uint8_t)(i * 7 + 3); }
 
+/* How long slow_answer naps: PEERLOST_ABYE_NAP_MS, 200 by default (within
+ * the shutdown's half second for its handlers). */
+static long abye_nap_ms(void)
+{
+    const char *s = getenv("PEERLOST_ABYE_NAP_MS");
+    return s ? atol(s) : 200;
+}
+
+static void quick_answer(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_respond(req, NULL, 0);
+}
+
 static void slow_answer(frpc_request *req, void *user)
 {
     (void)user;
@@ -1744,7 +1764,7 @@ static void slow_answer(frpc_request *req, void *user)
     for (size_t i = 0; b && i < n; i++)
         b[i] = abye_byte(i);
     atomic_store(&slow_started, 1);
-    au_sleep_us(200000);
+    au_sleep_us(abye_nap_ms() * 1000);
     frpc_respond(req, b, b ? n : 0);
     free(b);
 }
@@ -1766,19 +1786,64 @@ static int mode_answers_before_bye(void)
     au_start();
     CHECK(nranks == 3, "answers-before-bye needs 3 ranks");
     au_register("slow", slow_answer, NULL, 0); /* on the pool */
+    au_register("quick", quick_answer, NULL, FRPC_INLINE);
     store_dies_after_barrier();
     if (me == 1) {
         frpc_result res;
+        frpc_future *slow = NULL;
         double t0 = au_now_ms();
-        int rc = frpc_call(agent, 2, "slow", NULL, 0, CALL_TIMEOUT_MS, &res);
-        CHECK(rc == 0, "the call rank 2 answered in its shutdown: %s, "
-              "want 0 (its goodbye overtook its answer?)",
-              au_why(rc, res.error));
-        CHECK(abye_answer_whole(&res), "the answer: %zu bytes, want %zu "
-              "as sent", res.len, abye_bytes());
-        frpc_result_clear(&res);
-        printf("ok: rank 2 answered in its shutdown, before its goodbye "
-               "(%zu bytes, %.0f ms)\n", abye_bytes(), au_now_ms() - t0);
+        int rc = frpc_call_async(agent, 2, "slow", NULL, 0, CALL_TIMEOUT_MS,
+                                 &slow);
+        CHECK(rc == 0, "slow: %s", frpc_err_name(rc));
+        /* Calls made while its handler runs: answered until rank 2's
+         * shutdown refuses them, then FRPC_EPEERLOST, its answer to slow
+         * still to come. */
+        int answered = 0, refused_ms = -1;
+        while (!frpc_future_test(slow)) {
+            rc = frpc_call(agent, 2, "quick", NULL, 0, CALL_TIMEOUT_MS, &res);
+            if (rc == FRPC_EPEERLOST && !frpc_future_test(slow) &&
+                strstr(res.error, "is shutting down")) {
+                refused_ms = (int)(au_now_ms() - t0);
+                frpc_result_clear(&res);
+                break;
+            }
+            CHECK(rc == 0 || frpc_future_test(slow), "quick, while slow "
+                  "runs: %s, want 0 or a refusal", au_why(rc, res.error));
+            answered += rc == 0;
+            frpc_result_clear(&res);
+            au_sleep_us(2000);
+        }
+        long nap = abye_nap_ms();
+        rc = frpc_future_wait(slow, CALL_TIMEOUT_MS);
+        CHECK(frpc_future_take(slow, &res) == rc, "future_take");
+        frpc_future_free(slow);
+        double took = au_now_ms() - t0;
+        if (nap > 1500) {
+            /* Past the half second its goodbye goes: the call ends well
+             * before the handler's nap. */
+            CHECK(rc == FRPC_EPEERLOST && took < nap - 500,
+                  "slow, its handler napping %ld ms: %s after %.0f ms, "
+                  "want FRPC_EPEERLOST by its goodbye, at most %ld ms",
+                  nap, au_why(rc, res.error), took, nap - 500);
+            frpc_result_clear(&res);
+            printf("ok: a handler napping %ld ms: its goodbye ended the "
+                   "call after %.0f ms (refused from %d ms on)\n", nap, took,
+                   refused_ms);
+        } else {
+            CHECK(rc == 0, "the call rank 2 answered in its shutdown: %s, "
+                  "want 0 (its goodbye overtook its answer?)",
+                  au_why(rc, res.error));
+            CHECK(abye_answer_whole(&res), "the answer: %zu bytes, want %zu "
+                  "as sent", res.len, abye_bytes());
+            frpc_result_clear(&res);
+            printf("ok: rank 2 answered in its shutdown, before its goodbye "
+                   "(%zu bytes, %.0f ms)\n", abye_bytes(), took);
+        }
+        CHECK(refused_ms >= 0, "no call was refused while slow ran "
+              "(%d answered)", answered);
+        printf("ok: a call while its handler ran ended FRPC_EPEERLOST "
+               "(refused, %d ms in; %d answered before)\n", refused_ms,
+               answered);
         /* A new call once it said goodbye: refused, or it is lost. */
         t0 = au_now_ms();
         while (frpc_peer_state(agent, 2) == FRPC_PEER_ALIVE) {
@@ -1796,7 +1861,7 @@ static int mode_answers_before_bye(void)
             CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1's call never came");
             au_sleep_us(1000);
         }
-        /* Its handler naps 200 ms: shutdown starts while it runs. */
+        /* Its handler naps (abye_nap_ms): shutdown starts while it runs. */
     }
     double ms;
     timed_shutdown(SHUTDOWN_MS, &ms);

@@ -312,6 +312,11 @@ bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
 answers_before_bye() {
     killed abye 3 60 answers-before-bye 0 "1 2" PEERLOST_ABYE_BYTES=1048576
 }
+# A handler that naps 3 s: the goodbye goes after half a second anyway.
+bye_after_half_second() {
+    killed abye-nap 3 60 answers-before-bye 0 "1 2" PEERLOST_ABYE_NAP_MS=3000
+    expect_grep "^\[1\] ok: a handler napping 3000 ms: its goodbye ended the call" "$JOB/out"
+}
 fn_in_shutdown() {
     clean fnsd-$1 3 60 fn-in-shutdown "1 2" PEERLOST_HOW=$1
     expect_grep "^\[0\] ok: rank 0: $1 shutdown ended the report's call" "$JOB/out"
@@ -471,6 +476,7 @@ done
 for PROV in ${PEERLOST_ABYE_EXTRA-sockets}; do
     run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running (1 MiB answers) before its goodbye" answers_before_bye
 done
+PROV=tcp run_case "tcp: rank 0 lost: a graceful shutdown's goodbye waits at most half a second for a handler that naps 3 s" bye_after_half_second
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on" kill_run
 done
