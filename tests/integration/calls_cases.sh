@@ -41,7 +41,13 @@ if [ -z "${ZC_MAX:-}" ]; then
         ZC_MAX=$((128 << 20))
     fi
 fi
-zc() { FABRPC_MAX_MSG=$((ZC_MAX + 1)) ZC_MAX=$ZC_MAX run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 "$ITEST" zerocopy; }
+# sockets (libfabric's older TCP provider) stalled here once in make
+# check -j2 (2026-11-28): rank 1 stopped in its own calls of up to 128
+# MiB, and rank 0's first call to it, of 0 B, got no answer in 120 s: the
+# provider's stall under load that the README describes ("Prefer tcp to
+# sockets"). Over sockets only, a failed run is run once more, and the
+# first run's output stays in the log.
+zc() { FABRPC_MAX_MSG=$((ZC_MAX + 1)) ZC_MAX=$ZC_MAX once_more_on sockets run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 "$ITEST" zerocopy; }
 zc_all() { FABRPC_ZEROCOPY_MIN=1 ZC_EXPECT_MIN=1 zc; }
 zc_default() { ZC_EXPECT_MIN=65536 zc; }
 zc_off() { FABRPC_ZEROCOPY_MIN=0 ZC_EXPECT_MIN=0 zc; }

@@ -77,6 +77,15 @@ t_prefix_and_env() {
         fail "ranks got different store addresses"
     [ "$(grep -o 'job=[^ ]*' "$TMPD/out" | sort -u | wc -l)" -eq 1 ] ||
         fail "ranks got different job ids"
+    # Below the kernel's ephemeral range, where no outgoing connection can
+    # take it before rank 0 listens (tools/fabrpc-run.c, pick_port).
+    local port lo
+    port=$(grep -o 'store=127\.0\.0\.1:[0-9]*' "$TMPD/out" | head -1 | sed 's/.*://')
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
+    if [ "$lo" -gt 21000 ]; then
+        [ "$port" -ge 20000 ] && [ "$port" -lt "$lo" ] ||
+            fail "store port $port: not in 20000..$((lo - 1))"
+    fi
 }
 
 t_provider_port_iface() {
