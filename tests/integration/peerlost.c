@@ -71,15 +71,15 @@
  *                 goes unanswered, and shutdown still returns within
  *                 450 ms (2 s under a sanitizer: BYE_BOUND_MS).
  *   answers-before-bye 3 ranks. Rank 0 dies; rank 2 starts its graceful
- *                 shutdown while a pool handler of its own naps 200 ms
+ *                 shutdown while a pool handler of its own naps 300 ms
  *                 before answering rank 1's call: the answer comes before
  *                 rank 2's goodbye (which ends calls to it), so the call
  *                 ends 0, its answer whole (PEERLOST_ABYE_BYTES long,
- *                 0 by default: 1 MiB goes by rendezvous); calls made
+ *                 0 by default: 256 KiB goes by rendezvous); calls made
  *                 while it runs are answered, then refused (they end
  *                 FRPC_EPEERLOST, the slow call's answer still to come);
  *                 a call after the goodbye ends FRPC_EPEERLOST. With
- *                 PEERLOST_ABYE_NAP_MS past 1500 (the nap, 200 by
+ *                 PEERLOST_ABYE_NAP_MS past 1500 (the nap, 300 by
  *                 default), the goodbye goes after half a second: the
  *                 slow call ends FRPC_EPEERLOST 500 ms before the nap's
  *                 end or sooner.
@@ -1732,7 +1732,7 @@ static int mode_bye_bound(void)
 
 static atomic_int slow_started;
 
-/* The answer's size: PEERLOST_ABYE_BYTES (0 by default; 1 MiB goes by
+/* The answer's size: PEERLOST_ABYE_BYTES (0 by default; 256 KiB goes by
  * rendezvous, read by the caller after the handler returned). */
 static size_t abye_bytes(void)
 {
@@ -1742,12 +1742,13 @@ static size_t abye_bytes(void)
 
 static uint8_t abye_byte(size_t i) { return (uint8_t)(i * 7 + 3); }
 
-/* How long slow_answer naps: PEERLOST_ABYE_NAP_MS, 200 by default (within
- * the shutdown's half second for its handlers). */
+/* How long slow_answer naps: PEERLOST_ABYE_NAP_MS, 300 by default: the
+ * shutdown must begin refusing within it (40-100 ms in under TSan, idle),
+ * and the nap's end plus the answer's read fit its half second. */
 static long abye_nap_ms(void)
 {
     const char *s = getenv("PEERLOST_ABYE_NAP_MS");
-    return s ? atol(s) : 200;
+    return s ? atol(s) : 300;
 }
 
 static void quick_answer(frpc_request *req, void *user)

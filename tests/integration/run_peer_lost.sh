@@ -307,10 +307,12 @@ left_in_shutdown() {
 }
 
 bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
-# The answer is 1 MiB: it goes by rendezvous, and the caller reads it
-# after the handler returned (and after the goodbye, if nothing waited).
+# The answer is 256 KiB: it goes by rendezvous, and the caller reads it
+# after the handler returned (and after the goodbye, if nothing waited:
+# sockets 3 of 3, udp 2 of 3; short, so that the read fits the half
+# second with room under TSan and load).
 answers_before_bye() {
-    killed abye 3 60 answers-before-bye 0 "1 2" PEERLOST_ABYE_BYTES=1048576
+    killed abye 3 60 answers-before-bye 0 "1 2" PEERLOST_ABYE_BYTES=262144
 }
 # A handler that naps 3 s: the goodbye goes after half a second anyway.
 bye_after_half_second() {
@@ -467,14 +469,14 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
-    run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running (1 MiB answers) before its goodbye" answers_before_bye
+    run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running (256 KiB answers) before its goodbye" answers_before_bye
     run_case "$PROV: immediate shutdown while the peer-lost function waits in a call: the call ends, the shutdown returns" fn_in_shutdown immediate
     run_case "$PROV: the same, graceful" fn_in_shutdown graceful
 done
 # sockets: where, without the wait for the reads, the goodbye overtook the
 # answer every time (3 of 3; shm 1 of 3, tcp 0 of 3).
 for PROV in ${PEERLOST_ABYE_EXTRA-sockets}; do
-    run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running (1 MiB answers) before its goodbye" answers_before_bye
+    run_case "$PROV: rank 0 lost: a rank's graceful shutdown answers the calls its handlers are running (256 KiB answers) before its goodbye" answers_before_bye
 done
 PROV=tcp run_case "tcp: rank 0 lost: a graceful shutdown's goodbye waits at most half a second for a handler that naps 3 s" bye_after_half_second
 for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
