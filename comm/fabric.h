@@ -464,12 +464,12 @@ void fr_fabric_end_waits(fr_fabric *f);
  * finishes after that. Without a doorbell there it does nothing. Returns
  * the loans ended. Any thread. */
 int fr_fabric_revoke_loans(fr_fabric *f);
-/* How many payloads this rank sent by rendezvous its readers have not yet
- * read: no RNDV_DONE from the reader, which is not lost. frpc_shutdown
- * waits for none before a goodbye that would end the reader's call (an
- * answer read after it was lost). 0 for NULL. Any thread; never blocks
- * beyond the rendezvous lock. */
-unsigned fr_fabric_payloads_unread(fr_fabric *f);
+/* 1 while a payload this rank sent by rendezvous is still to be read: no
+ * RNDV_DONE from its reader, which is not lost. frpc_shutdown waits for
+ * none before a goodbye that would end the reader's call (an answer read
+ * after it was lost). 0 for NULL. Any thread; never blocks beyond the
+ * rendezvous lock. */
+int fr_fabric_payloads_unread(fr_fabric *f);
 
 /* Ends loan now if a reader that copies straight from this process's
  * memory must still read it (shm's fast path: the doorbell's loan slot,

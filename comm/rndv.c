@@ -251,16 +251,14 @@ int fr_fabric_revoke_loans(fr_fabric *f)
     return end_outs(f, ANY_PEER, 1);
 }
 
-unsigned fr_fabric_payloads_unread(fr_fabric *f)
+int fr_fabric_payloads_unread(fr_fabric *f)
 {
-    unsigned n = 0;
     if (!f)
         return 0;
     pthread_mutex_lock(&f->rndv_lock);
-    for (const fr_rndv_out *o = f->rndv_out; o; o = o->next)
-        n++;
+    int any = f->rndv_out != NULL;
     pthread_mutex_unlock(&f->rndv_lock);
-    return n;
+    return any;
 }
 
 /* Takes the first outgoing payload that matches off the list: the one

@@ -965,7 +965,7 @@ static int store_lost(frpc_agent *a, uint64_t deadline)
  * FRPC_EPEERLOST), and the handlers running finish first, and the
  * callers read the answers sent by rendezvous (read from this rank after
  * the handler returned: a goodbye first ended the call, run_peer_lost's
- * 1 MiB answers over sockets and udp), at most until deadline and half a
+ * large answers over sockets and udp), at most until deadline and half a
  * second, so that their answers arrive before it. An answer a handler
  * deferred to another thread can still come after it. */
 static void quiet_before_goodbye(frpc_agent *a, uint64_t deadline)
@@ -974,7 +974,7 @@ static void quiet_before_goodbye(frpc_agent *a, uint64_t deadline)
     until = deadline < until ? deadline : until;
     atomic_store(&a->refusing, 1);
     while ((atomic_load(&a->handling) > 0 ||
-            fr_fabric_payloads_unread(a->fab) > 0) &&
+            fr_fabric_payloads_unread(a->fab)) &&
            fr_now_ns() < until) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);

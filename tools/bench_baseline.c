@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "free_port.h"
 
 #define PINGPONG "fi_pingpong"
 #define RUN_LIMIT_US 120e6    /* one size, server and client */
@@ -45,21 +46,6 @@ static int in_path(const char *prog)
         path += n + (path[n] == ':');
     }
     return 0;
-}
-
-/* A TCP port on 127.0.0.1 that was free a moment ago, or -1. */
-static int free_port(void)
-{
-    struct sockaddr_in sa = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sa);
-    int port = -1, fd = socket(AF_INET, SOCK_STREAM, 0);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-        port = ntohs(sa.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
 }
 
 /* Starts argv with stdout and stderr to out_fd (or /dev/null when -1).
@@ -146,7 +132,7 @@ static double parse_round_trip(const char *out)
 static double pingpong(const char *fi_provider, size_t size, long iters)
 {
     char port[16], sz[32], it[32], out[8192] = "";
-    int portnum = free_port();
+    int portnum = fr_tool_free_port();
     double deadline = bench_now_us() + RUN_LIMIT_US, rt = NAN;
     snprintf(port, sizeof(port), "%d", portnum);
     snprintf(sz, sizeof(sz), "%zu", size);

@@ -45,6 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "free_port.h"
 #include "run_output.h"
 
 #define MAX_RANKS 1024
@@ -165,60 +166,6 @@ static int parse_int(const char *s, long lo, long hi, long *out)
         return -1;
     *out = v;
     return 0;
-}
-
-/* 1 if 127.0.0.1:port can be bound now (port 0: any; *got says which). */
-static int bindable(int port, int *got)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port)};
-    socklen_t len = sizeof a;
-    int ok = 0, fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return 0;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0) {
-        *got = ntohs(a.sin_port);
-        ok = 1;
-    }
-    close(fd);
-    return ok;
-}
-
-/* The lowest port the kernel hands out for outgoing connections. */
-static int ephemeral_low(void)
-{
-    int lo = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%d", &lo) != 1)
-            lo = 32768;
-        fclose(f);
-    }
-    return lo;
-}
-
-/* A port that was free a moment ago, below the kernel's ephemeral range
- * where it can: a port from that range (bind to :0) was taken, between
- * this check and rank 0's listen, by some process's outgoing connection
- * ("Address already in use", run_rma_tcp in make check -j2). Only an
- * explicit bind can take one below it. --port avoids the race. */
-static int pick_port(void)
-{
-    int lo = ephemeral_low(), got = -1;
-    if (lo > 21000) {
-        unsigned seed = 0;
-        if (getrandom(&seed, sizeof seed, GRND_NONBLOCK) != sizeof seed)
-            seed = (unsigned)getpid() * 2654435761u;
-        for (int i = 0; i < 100; i++) {
-            seed = seed * 1103515245u + 12345u;
-            int p = 20000 + (int)((seed >> 8) % (unsigned)(lo - 20000));
-            if (bindable(p, &got))
-                return got;
-        }
-    }
-    return bindable(0, &got) ? got : -1;
 }
 
 static void stream_close(struct run_stream *s)
@@ -617,7 +564,7 @@ int main(int argc, char **argv)
         return usage_error("-n N is required");
     if (optind >= argc)
         return usage_error("no program given");
-    if (port == 0 && (port = pick_port()) < 0) {
+    if (port == 0 && (port = fr_tool_free_port()) < 0) {
         perror("fabrpc-run: cannot find a free port");
         return 1;
     }
