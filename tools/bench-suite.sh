@@ -3,7 +3,8 @@
 # targets, RUNS times (default 3), one JSON-lines file per run:
 #   OUTDIR/run-N.jsonl
 # Then prints the median over the runs of each target figure (issues 4
-# and 15: coalescing off against Mercury, 1 and 16 MiB calls, tcp p99).
+# and 15: coalescing off against Mercury, 1 and 16 MiB calls, tcp p99),
+# and an 8 B call to a handler on the pool against an inline one.
 #
 # usage: tools/bench-suite.sh BUILDDIR OUTDIR [RUNS]
 # BUILDDIR: a built tree (it has tools/fabrpc-bench and tools/fabrpc-run).
@@ -31,6 +32,7 @@ one_run() {
     : >"$f"
     for p in shm tcp; do
         "$bench" latency --baseline --json --provider $p --sizes 8,64
+        "$bench" latency --json --provider $p --sizes 8 --handler pool
         "$bench" rate --json --provider $p --inflight 1,16,64,256
         "$bench" rate --json --provider $p --inflight 1,16,64,256 \
             --coalesce off
@@ -69,6 +71,17 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
     if (sys == "tcp_pingpong" && size == 8) tcp_blk[FILENAME, cur] = field("p50_us")
     if (sys == "tcp_pingpong_busy" && size == 8) tcp_busy[FILENAME, cur] = field("p50_us")
     if (sys != "fabrpc") next
+    # Handlers on the pool (frpc_register flags 0) against inline ones,
+    # the row above (no target: what a user who keeps the default gets).
+    if (field("handler") == "pool") {
+        if (met == "latency" && size == 8 && (FILENAME, prov) in awake) {
+            add("latency " prov " handler pool: p50 us", field("p50_us"))
+            add("latency " prov " handler pool: p99 us", field("p99_us"))
+            add("latency " prov " handler pool: p50 / inline p50",
+                sprintf("%.2f", field("p50_us") / awake[FILENAME, prov]))
+        }
+        next
+    }
     if (met == "latency" && size == 8 && field("ratio_to_tcp_pingpong") != "") {
         cur = prov
         add("blocking " prov ": ratio to tcp_pingpong (target 1.2)",

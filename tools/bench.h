@@ -56,6 +56,10 @@ typedef struct bench_opts {
     /* --lend: 1 on, 0 off; bandwidth's calls use frpc_call_async_lent
      * when on (the default) */
     int lend;
+    /* --handler: 1 when rank 1's bench_echo and bench_sink run in the
+     * agent's pool (flags 0, what frpc_register users get by default),
+     * 0 when FRPC_INLINE (the default: the fast path) */
+    int handler_pool;
 } bench_opts;
 
 /*
@@ -86,6 +90,9 @@ typedef struct bench_row {
     /* bandwidth: whether args were lent (frpc_call_async_lent, 1) or
      * copied (frpc_call_async, 0); -1 for other rows (not printed) */
     int lent;
+    /* fabrpc's rows of latency, rate and bandwidth: where the callee ran
+     * the handler, "inline" or "pool"; NULL for other rows (not printed) */
+    const char *handler;
     /* latency, rate, bandwidth, fabrpc's rma W 1: whether the row's own
      * spread says the machine was disturbed (bench_spread.c): 0 or 1,
      * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */
@@ -153,7 +160,7 @@ long bench_iters(const bench_opts *o, size_t size);
 
 /* Registers the handlers every mode uses. Every rank, before the first
  * barrier. */
-int bench_register(frpc_agent *a, int world);
+int bench_register(frpc_agent *a, int world, const bench_opts *o);
 
 /* Runs o->mode on this rank (rank 0 measures, the others serve) and ends
  * with a barrier that has no time limit. t_start_us: bench_now_us() taken

@@ -103,14 +103,21 @@ static void report(frpc_request *req, void *user)
     frpc_respond(req, NULL, 0);
 }
 
-int bench_register(frpc_agent *a, int world)
+/* The handler of fabrpc's latency, rate and bandwidth rows. */
+static const char *handler_name(const bench_opts *o)
+{
+    return o->handler_pool ? "pool" : "inline";
+}
+
+int bench_register(frpc_agent *a, int world, const bench_opts *o)
 {
     int rc;
+    unsigned flags = o->handler_pool ? 0 : FRPC_INLINE;
     reports.world = world;
     if (!(reports.r = calloc((size_t)world, sizeof(*reports.r))))
         return FRPC_ENOMEM;
-    if ((rc = frpc_register(a, "bench_echo", echo, NULL, FRPC_INLINE)) ||
-        (rc = frpc_register(a, "bench_sink", sink, NULL, FRPC_INLINE)) ||
+    if ((rc = frpc_register(a, "bench_echo", echo, NULL, flags)) ||
+        (rc = frpc_register(a, "bench_sink", sink, NULL, flags)) ||
         (rc = frpc_register(a, "bench_report", report, NULL, FRPC_INLINE)) ||
         (rc = bench_register_timeouts(a)) || (rc = bench_register_rma(a)))
         return rc;
@@ -192,6 +199,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.calls_per_s = (double)iters / (sum / 1e6);
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
     r.coalesce = o->coalesce;
+    r.handler = handler_name(o);
     bench_judge_tail(&r);
     bench_emit(&r);
     return 0;
@@ -373,6 +381,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.inflight = w;
     r.iters = iters;
     r.coalesce = o->coalesce;
+    r.handler = handler_name(o);
     if (o->mode == BENCH_BANDWIDTH)
         r.lent = lend;
     r.calls_per_s = (double)iters / secs;

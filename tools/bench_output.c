@@ -77,6 +77,15 @@ static void put_bool(const char *key, int v, int col, int w)
         printf(" %s=%s", key, v ? "yes" : "no");
 }
 
+/* An extra string key, printed only when set. */
+static void put_str(const char *key, const char *v)
+{
+    if (v && out.json)
+        printf(",\"%s\":\"%s\"", key, v);
+    else if (v)
+        printf(" %s=%s", key, v);
+}
+
 static void print_row(const bench_row *r)
 {
     if (out.json)
@@ -112,6 +121,7 @@ static void print_row(const bench_row *r)
     put_extra("max_us", r->max_us, 1);
     put_extra("not_timed_out", r->not_timed_out, 0);
     put_bool("lent", r->lent, 0, 0);
+    put_str("handler", r->handler);
     put_bool("disturbed", r->disturbed, 0, 0);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);

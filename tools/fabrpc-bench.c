@@ -95,6 +95,12 @@ static const char usage_text[] =
     "                   or copied before each call leaves\n"
     "                   (frpc_call_async). Default on. Rows say which: key\n"
     "                   lent\n"
+    "  --handler inline|pool\n"
+    "                   latency, rate, bandwidth: the callee runs its\n"
+    "                   handlers on its polling thread (inline, registered\n"
+    "                   FRPC_INLINE: the default) or in its pool (pool:\n"
+    "                   flags 0, frpc_register's default, which a handler\n"
+    "                   that may block needs). Rows say which: key handler\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
@@ -241,7 +247,7 @@ static int bad(const char *what, const char *arg)
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
     const char *sizes = NULL, *inflight = NULL;
-    int lend_set = 0;
+    int lend_set = 0, handler_set = 0;
     unsigned long long v[BENCH_MAX_LIST];
     size_t m = 0;
 
@@ -305,6 +311,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             if (parse_on_off(val, &o->lend))
                 return bad("bad --lend (on or off)", val);
             lend_set = 1;
+        } else if (!strcmp(a, "--handler")) {
+            if (strcmp(val, "inline") && strcmp(val, "pool"))
+                return bad("bad --handler (inline or pool)", val);
+            o->handler_pool = !strcmp(val, "pool");
+            handler_set = 1;
         } else
             return bad("unknown option", a);
     }
@@ -328,6 +339,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                    "rma mode", NULL);
     if (lend_set && o->mode != BENCH_BANDWIDTH)
         return bad("--lend goes with the bandwidth mode", NULL);
+    if (handler_set && o->mode != BENCH_LATENCY && o->mode != BENCH_RATE &&
+        o->mode != BENCH_BANDWIDTH)
+        return bad("--handler goes with the latency, rate or bandwidth mode",
+                   NULL);
     for (int i = 0; o->mode == BENCH_TIMEOUTS && i < o->nsizes; i++)
         if (o->sizes[i] >= BENCH_SLEEP_MS) {
             static char why[96]; /* a timeout that cannot fire */
@@ -495,7 +510,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int rank = frpc_rank(a);
-    if ((rc = bench_register(a, frpc_world_size(a)))) {
+    if ((rc = bench_register(a, frpc_world_size(a), &o))) {
         fprintf(stderr, "fabrpc-bench: register: %s\n", frpc_strerror(rc));
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 1;

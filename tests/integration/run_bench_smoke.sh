@@ -94,7 +94,24 @@ mode_latency() {
     bench lat-$1 latency --provider $1 --sizes 8,4k --iters 20 --json &&
         check_json "$TMPD/lat-$1.out" latency 2 &&
         expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out" &&
-        every_row "$JUDGED" "$TMPD/lat-$1.out"
+        every_row "$JUDGED" "$TMPD/lat-$1.out" &&
+        every_row '"handler":"inline"[,}]' "$TMPD/lat-$1.out"
+}
+# --handler pool: the callee's handlers registered with flags 0, and the
+# rows say so (latency, rate and bandwidth).
+mode_handler_pool() {
+    bench hpool-$1 latency --provider $1 --sizes 8 --iters 20 --json \
+        --handler pool &&
+        check_json "$TMPD/hpool-$1.out" latency 1 &&
+        every_row '"handler":"pool"[,}]' "$TMPD/hpool-$1.out" &&
+        bench hpoolr-$1 rate --provider $1 --inflight 4 --iters 50 --json \
+            --handler pool &&
+        check_json "$TMPD/hpoolr-$1.out" rate 1 &&
+        every_row '"handler":"pool"[,}]' "$TMPD/hpoolr-$1.out" &&
+        bench hpoolb-$1 bandwidth --provider $1 --sizes 4k --inflight 1 \
+            --iters 20 --json --handler pool &&
+        check_json "$TMPD/hpoolb-$1.out" bandwidth 1 &&
+        every_row '"handler":"pool"[,}]' "$TMPD/hpoolb-$1.out"
 }
 # Rate and bandwidth rows say whether coalescing was on (fabrpc's
 # default: on), the p50 and p99 of each call's latency, and whether the
@@ -245,7 +262,7 @@ help_lists_all() {
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
     for w in latency rate bandwidth rma idle init timeouts --provider --sizes --inflight \
         --iters --warmup --progress --seconds --ranks --json --baseline \
-        --batch --coalesce --lend; do
+        --batch --coalesce --lend --handler; do
         expect_grep "^ +$w " "$TMPD/help.out"
     done
     # rma's batch rows are named with the mode (they were not: "metrics
@@ -253,10 +270,15 @@ help_lists_all() {
     expect_grep 'metrics$' "$TMPD/help.out" &&
         expect_grep 'get_batch, put_batch' "$TMPD/help.out"
 }
+# usage_error ERE ARGS...: fabrpc-bench ARGS exits 2 with ERE on stderr.
+usage_error() {
+    local want=$1 st=0
+    shift
+    "$FABRPC_BENCH" "$@" >/dev/null 2>"$TMPD/usage.err" || st=$?
+    [ $st = 2 ] && expect_grep "$want" "$TMPD/usage.err"
+}
 bad_usage() {
-    local st=0
-    "$FABRPC_BENCH" nosuchmode >/dev/null 2>"$TMPD/bad.err" || st=$?
-    [ $st = 2 ] && expect_grep 'unknown mode' "$TMPD/bad.err"
+    usage_error 'unknown mode' nosuchmode
 }
 # fault-figures.sh with no built tree (or --help): usage and exit 2 at
 # once. It used to run its 2 x 10 rounds of every fault against missing
@@ -275,20 +297,19 @@ fault_figures_usage() {
         fi
     done
 }
+bad_handler() {
+    usage_error 'bad --handler' latency --handler worker &&
+        usage_error 'handler goes with' idle --handler pool
+}
 bad_coalesce() {
-    local st=0
-    "$FABRPC_BENCH" rate --coalesce yes >/dev/null 2>"$TMPD/badc.err" ||
-        st=$?
-    [ $st = 2 ] && expect_grep 'bad --coalesce' "$TMPD/badc.err" || return 1
-    st=0
-    "$FABRPC_BENCH" idle --coalesce off >/dev/null 2>"$TMPD/badc.err" ||
-        st=$?
-    [ $st = 2 ] && expect_grep 'coalesce goes with' "$TMPD/badc.err"
+    usage_error 'bad --coalesce' rate --coalesce yes &&
+        usage_error 'coalesce goes with' idle --coalesce off
 }
 
 for prov in shm tcp; do
     run_case "latency, $prov: JSON rows" mode_latency $prov
     run_case "rate, $prov: JSON rows" mode_rate $prov
+    run_case "--handler pool, $prov: rows say so" mode_handler_pool $prov
     run_case "rate with --batch, $prov: JSON rows" mode_rate_batched $prov
     run_case "rate with --coalesce off, $prov: one frame a message, raw baseline" \
         mode_rate_uncoalesced $prov
@@ -304,5 +325,6 @@ run_case "table output has the header and rows" table
 run_case "--help names every mode and option" help_lists_all
 run_case "unknown mode is a usage error" bad_usage
 run_case "a bad --coalesce is a usage error" bad_coalesce
+run_case "a bad --handler is a usage error" bad_handler
 run_case "fault-figures.sh without a built tree is a usage error" fault_figures_usage
 finish_cases
