@@ -1194,6 +1194,10 @@ static int poll_cq(fr_fabric *f, int read)
         if (ended > 0)
             held += ended;
     }
+    if (n > 0 || held > 0)
+        atomic_fetch_add_explicit(&f->handled,
+                                  (uint64_t)(n > 0 ? n : 0) + (uint64_t)held,
+                                  memory_order_relaxed);
     if ((n > 0 || held > 0) && f->opts.cb.on_poll_end)
         f->opts.cb.on_poll_end(f->opts.cb.ctx);
     if (f->unreach_any)
@@ -1223,22 +1227,42 @@ static int poll_as_owner(fr_fabric *f, int read)
  * caller's call FRPC_EPEERLOST). */
 #define FR_SETTLE_QUIET_NS (20u * 1000000u)
 
+/* The quiet spell is counted from the last completion any poller handled,
+ * not only this thread's: while another thread held the poll, settle used
+ * to see only FRPC_EAGAIN, so its spell ran from its own start, and its
+ * first poll of its own past 20 ms ended it, however recent the other
+ * poller's deliveries were. A rank resumed from SIGSTOP under TSan had
+ * its progress thread deliver the goodbyes that waited in its sockets
+ * 2-54 ms into the settle, one pass taking 14 ms (the first answer after
+ * the stop, to the first goodbye's sender, took 10-14 ms before the next
+ * goodbye was handled), with the settle ending 1-3 ms after the last
+ * goodbye: in CI, once, before it (its sender found DEAD). */
 void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns)
 {
     if (!f || fr_fabric_polling_here(f))
         return;
-    uint64_t start = atomic_load(&f->pass);
+    uint64_t mark = atomic_load(&f->pass);
+    uint64_t seen = atomic_load(&f->handled);
     uint64_t quiet_from = fr_now_ns();
     while (fr_now_ns() < deadline_ns) {
         int n = fr_fabric_progress(f);
         if (n == FRPC_ETRANSPORT)
             return;
-        if (n > 0) {
+        uint64_t h = atomic_load(&f->handled);
+        if (n > 0 || h != seen) {
+            /* Handled by this thread or another: the spell starts again,
+             * and other pollers' passes count from here. */
+            seen = h;
+            mark = atomic_load(&f->pass);
             quiet_from = fr_now_ns();
             continue;
         }
+        /* This thread's own empty poll, or two more passes of another
+         * poller (the second begun after the first ended, so one read
+         * the CQ past the last completion handled), both with nothing
+         * handled for the whole spell. */
         if (fr_now_ns() - quiet_from >= FR_SETTLE_QUIET_NS &&
-            (n == 0 || atomic_load(&f->pass) >= start + 2))
+            (n == 0 || atomic_load(&f->pass) >= mark + 2))
             return;
         if (n == 0) {
             struct timespec ts = {0, 200000};

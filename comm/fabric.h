@@ -518,11 +518,12 @@ void fr_fabric_end_lingers(fr_fabric *f);
 int fr_fabric_polling_here(fr_fabric *f);
 
 /*
- * Delivers what has already arrived: polls until polls have found
- * nothing for 20 ms (a provider may need several passes to complete a
- * message already in its socket), or, while another thread holds the
- * poll, until it has finished two more (so one read the CQ after this
- * call began) and 20 ms passed, or deadline_ns. For
+ * Delivers what has already arrived: polls until no poller, this thread
+ * or another, has handled anything for 20 ms (a provider may need
+ * several passes to complete a message already in its socket), the spell
+ * ending with an empty poll of this thread's own or, while another
+ * thread holds the poll, two more passes of it (so one read the CQ after
+ * the last completion handled), or until deadline_ns. For
  * a peer that leaves: what it answered before it left is taken before
  * it is marked lost (after which its frames are dropped). Not from a
  * polling thread (it returns at once there). Blocks at most until
