@@ -14,7 +14,8 @@
 #   run_case NAME FUNC ARGS...  run FUNC ARGS in a subshell (so fail ends only that
 #                           case), print "PASS: NAME (S s)" or "FAIL: NAME (S s)"
 #                           (FABRPC_CASES=REGEX, by hand: only the matching cases)
-#   finish_cases            print "N passed, M failed"; exit 1 if M > 0
+#   finish_cases            print each failed case's last lines again, then
+#                           "N passed, M failed"; exit 1 if M > 0
 #   once_more_on PROVS CMD...  run CMD; if it fails and $PROV is one of the
 #                           space-separated PROVS, say so and run it once
 #                           more (for a provider's own known stall: the
@@ -86,22 +87,34 @@ _cleanup_tmpdir() {
 
 CASES_PASSED=0
 CASES_FAILED=0
+CASES_RECAP=""
+RECAP_LINES=20
 
 run_case() {
-    local name=$1 fn=$2 t0 verdict=PASS
+    local name=$1 fn=$2 t0 out verdict=PASS
     shift 2
     # FABRPC_CASES=REGEX (by hand): only the cases whose name matches.
     if [ -n "${FABRPC_CASES:-}" ] && ! grep -qE -- "$FABRPC_CASES" <<<"$name"; then
         return 0
     fi
     t0=$(date +%s%N)
-    ( "$fn" "$@" ) || verdict=FAIL
+    # The case's output goes to a file, then to the log: a failed case's
+    # last lines are told again by finish_cases, so a log cut short in the
+    # middle (CI shows its head and tail) still says what failed and why.
+    # A file, not a pipe: a process a case leaves behind would hold a pipe
+    # open and stall the script.
+    out=$(mktemp "${TMPDIR:-/tmp}/fabrpc-case.XXXXXX") || fail "mktemp failed"
+    ( "$fn" "$@" ) > "$out" 2>&1 || verdict=FAIL
+    cat "$out"
     echo "$verdict: $name ($(case_seconds "$t0") s)"
     if [ $verdict = PASS ]; then
         CASES_PASSED=$((CASES_PASSED + 1))
     else
         CASES_FAILED=$((CASES_FAILED + 1))
+        CASES_RECAP+="FAIL: $name, its last $RECAP_LINES lines:"$'\n'
+        CASES_RECAP+=$(tail -n "$RECAP_LINES" "$out")$'\n'
     fi
+    rm -f "$out"
 }
 
 # case_seconds T0: seconds since T0 (date +%s%N), one decimal: every case
@@ -121,6 +134,11 @@ once_more_on() {
 }
 
 finish_cases() {
+    if [ "$CASES_FAILED" -gt 0 ]; then
+        echo "---- the failed cases again ----"
+        printf '%s' "$CASES_RECAP"
+        echo "--------------------------------"
+    fi
     echo "$CASES_PASSED passed, $CASES_FAILED failed"
     [ "$CASES_FAILED" -eq 0 ]
     exit $?
