@@ -279,6 +279,11 @@ void fr_fabric_end_lingers(fr_fabric *f)
         fr__batch_flush(f);
 }
 
+void fr_fabric_send_batched(fr_fabric *f)
+{
+    fr__batch_flush(f);
+}
+
 void fr_fabric_poller_leave(fr_fabric *f)
 {
     if (atomic_fetch_sub(&f->pollers, 1) == 1)

@@ -495,6 +495,11 @@ int fr_fabric_has_fd(const fr_fabric *f);
  */
 void fr_fabric_poller_enter(fr_fabric *f);
 void fr_fabric_poller_leave(fr_fabric *f);
+/* Sends the frames that wait in the shared batches now, as every poll
+ * does first: for a thread inside the bracket that runs handlers between
+ * its polls (rpc/standin.h), whose answers would otherwise wait for its
+ * next poll. Any thread; never blocks but to send. */
+void fr_fabric_send_batched(fr_fabric *f);
 
 /*
  * A linger: the calling thread, whose wait just ended, will likely issue

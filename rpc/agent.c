@@ -588,6 +588,10 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_liveness_stop(a);
     fr_progress_stop(a);
     wait_users(a, deadline);
+    /* The progress thread, if it was stopped in pool handlers (standin.h):
+     * waited for as the pool's handlers are, while the pool still runs
+     * what they may wait for. */
+    fr_progress_join(a);
     fr_pool_destroy(a->pool); /* runs what is queued: handlers, callbacks */
     /* A loan still out (a lent async call its callee never read) comes
      * back at fr_fabric_close, and its future's callback then runs on
@@ -1003,8 +1007,7 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         return FRPC_EINVAL;
     /* A thread of the agent's own (a handler, a callback), or one inside
      * a call on it, would wait for itself to end. */
-    if (fr_agent_inside || fr_fabric_polling_here(a->fab) ||
-        fr_pool_is_worker(a->pool))
+    if (fr_agent_inside || fr_agent_runs_handlers(a))
         return FRPC_EDEADLK;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     atomic_store(&a->shutting_down, how + 1);
@@ -1141,6 +1144,8 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->notifications_refused = atomic_load(&m->notes_refused);
     o->zerocopy_sent = fs.rndv_lent;
     o->requests_duplicate = atomic_load(&m->requests_duplicate);
+    o->handlers_on_progress = atomic_load(&m->handlers_on_progress);
+    o->progress_stand_ins = atomic_load(&m->progress_stand_ins);
     /* The program's struct may be older (smaller) or newer (the bytes we
      * do not know of: zero). */
     memset(out, 0, size);

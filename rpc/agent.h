@@ -20,6 +20,7 @@
 #include "rpc/pending.h"
 #include "rpc/pool.h"
 #include "rpc/registry.h"
+#include "rpc/standin.h"
 
 /* Answers set aside in one poll before one lock completes them. */
 #define FR_ANSWERS_PER_LOCK 32
@@ -101,6 +102,9 @@ struct frpc_agent {
     fr_registry reg;
     fr_pending_table pend;
     fr_pool *pool;
+    fr_standin *standin; /* standin.h: pool handlers on the progress thread */
+    atomic_int progress_state; /* FR_PROGRESS_POLLING, _IN_HANDLERS, _ENDED */
+    int progress_join_due;     /* stopped in handlers: joined later */
     int inline_depth; /* nested waits on the polling thread (only it
                          touches this) */
 
@@ -150,6 +154,8 @@ struct frpc_agent {
     atomic_int users;
 
     atomic_uint_fast64_t requests_received, requests_answered;
+    /* frpc_stats' (standin.c) */
+    atomic_uint_fast64_t handlers_on_progress, progress_stand_ins;
     fr_fnstats fnstats; /* frpc_get_fn_stats */
     /* Over udp only (dedup.h): request ids taken, per source. */
     int dedup_on;
@@ -185,6 +191,15 @@ struct frpc_agent {
     pthread_cond_t notify_done;
     atomic_uint_fast64_t notes_sent, notes_received, notes_refused;
 };
+
+/* 1 if the calling thread is one the agent runs handlers on: the one
+ * polling (inline handlers), a pool worker, or the progress thread while
+ * it runs a pool handler (standin.h). */
+static inline int fr_agent_runs_handlers(frpc_agent *a)
+{
+    return fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool) ||
+           fr_standin_here(a);
+}
 
 /* ---- timeouts (see "Timeouts" in fabrpc.h) -------------------------- */
 
@@ -405,6 +420,10 @@ void fr_future_drop_unsent(frpc_future *f);
 /* request.c: answers req (from fabrpc's own handlers) with fabrpc's code
  * (< 0), which the caller gets as is, not as FRPC_EREMOTE. */
 int fr_request_refuse(frpc_request *req, int code, const char *message);
+/* request.c: runs req's handler on this thread, as the pool would; hands
+ * req to the pool (refused FRPC_ESHUTDOWN once the pool is closing). */
+void fr_request_run(frpc_request *req);
+void fr_request_to_pool(frpc_agent *a, frpc_request *req);
 
 /* notify.c: the internal function that takes notifications (registered
  * at init), what frees those never taken (destroy), and the request that
@@ -436,9 +455,19 @@ int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
 void fr_mem_end_all(frpc_agent *a);
 
 /* progress.c */
+enum { FR_PROGRESS_POLLING, FR_PROGRESS_IN_HANDLERS, FR_PROGRESS_ENDED };
 int fr_progress_start(frpc_agent *a);
-/* Ends the progress thread. Callers still waiting poll for themselves. */
+/* Ends the progress thread's polling and the stand-in thread. Callers
+ * still waiting poll for themselves. A progress thread running pool
+ * handlers (standin.h) is not waited for: it ends when they return, and
+ * fr_progress_join joins it. */
 void fr_progress_stop(frpc_agent *a);
+/* After fr_progress_stop: waits for the progress thread to end (the
+ * handlers it runs to return, as the pool's are waited for). */
+void fr_progress_join(frpc_agent *a);
+/* The stand-in (standin.c): polls as the progress thread would while
+ * busy(arg) is true and a->stop is not set. */
+void fr_progress_stand_in(frpc_agent *a, int (*busy)(void *), void *arg);
 /* After fr_progress_stop, once no thread is inside the agent (a caller
  * that stops spinning signals the progress thread's condition). */
 void fr_progress_free(frpc_agent *a);

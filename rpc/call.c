@@ -81,7 +81,7 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
     int closing = atomic_load(&a->shutting_down);
     if (closing && !shutdown_own_calls &&
         (closing == FRPC_SHUTDOWN_IMMEDIATE + 1 ||
-         (!fr_fabric_polling_here(a->fab) && !fr_pool_is_worker(a->pool)))) {
+         !fr_agent_runs_handlers(a))) {
         *why = fmt("call to '%s' on rank %d: the agent is shutting down", name,
                    dst);
         return FRPC_ESHUTDOWN;

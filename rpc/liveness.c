@@ -289,7 +289,7 @@ void fr_liveness_report_waits(frpc_agent *a, int delta)
 static int waiting_could_deadlock(frpc_agent *a, const fr_liveness *l)
 {
     return l->report_waits > 0 &&
-           (fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool));
+           fr_agent_runs_handlers(a);
 }
 
 int frpc_on_peer_lost(frpc_agent *a, frpc_peer_fn fn, void *user)

@@ -280,8 +280,7 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
         /* A run waiting in a call may wait for this very handler (it
          * called this rank): give up, and put the old callback back
          * unless another thread has set one since. */
-        if (a->notify_waits > 0 && (fr_fabric_polling_here(a->fab) ||
-                                    fr_pool_is_worker(a->pool))) {
+        if (a->notify_waits > 0 && fr_agent_runs_handlers(a)) {
             if (a->notify_gen == gen) {
                 a->notify_fn = old_fn;
                 a->notify_user = old_user;

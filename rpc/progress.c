@@ -182,6 +182,7 @@ static void *progress_main(void *arg)
     uint64_t last = fr_now_ns();
     unsigned backoff = FR_BACKOFF_MIN_US;
 
+    fr_standin_enter_progress(a);
     fr_fabric_poller_enter(a->fab);
     while (!atomic_load(&a->stop)) {
         if (atomic_load(&a->spinning_callers) > 0) {
@@ -191,6 +192,13 @@ static void *progress_main(void *arg)
         }
         uint64_t now;
         int n = poll_once(a, &now);
+        if (fr_standin_has_taken(a)) {
+            /* Pool handlers this poll took (standin.h), still inside the
+             * bracket: their answers share messages as inline ones do. */
+            atomic_store(&a->progress_state, FR_PROGRESS_IN_HANDLERS);
+            fr_standin_run(a);
+            atomic_store(&a->progress_state, FR_PROGRESS_POLLING);
+        }
         if (n > 0) {
             last = now;
             backoff = FR_BACKOFF_MIN_US;
@@ -221,6 +229,7 @@ static void *progress_main(void *arg)
     }
     fr_fabric_end_lingers(a->fab);
     fr_fabric_poller_leave(a->fab);
+    atomic_store(&a->progress_state, FR_PROGRESS_ENDED);
     return NULL;
 }
 
@@ -229,7 +238,12 @@ int fr_progress_start(frpc_agent *a)
     fr_cond_init_monotonic(&a->aside_cond);
     pthread_mutex_init(&a->aside_lock, NULL);
     atomic_store(&a->stop, 0);
-    if (pthread_create(&a->progress_thread, NULL, progress_main, a)) {
+    atomic_store(&a->progress_state, FR_PROGRESS_POLLING);
+    if (fr_standin_start(a) ||
+        pthread_create(&a->progress_thread, NULL, progress_main, a)) {
+        atomic_store(&a->stop, 1);
+        fr_standin_stop(a);
+        fr_standin_free(a);
         pthread_cond_destroy(&a->aside_cond);
         pthread_mutex_destroy(&a->aside_lock);
         return FRPC_ENOMEM;
@@ -251,10 +265,59 @@ void fr_progress_stop(frpc_agent *a)
      * (FR_IDLE_BLOCK_US): shutdown(GRACEFUL, 1000) with a late peer took
      * 1103 ms on shm. */
     fr_fabric_wake_all(a->fab);
-    pthread_join(a->progress_thread, NULL);
+    fr_standin_stop(a);
+    /* Its polling ends at once; a pool handler it runs may wait for what
+     * the shutdown ends next (a call in flight): not waited for here
+     * (fr_progress_join). */
+    int st;
+    while ((st = atomic_load(&a->progress_state)) == FR_PROGRESS_POLLING)
+        sleep_us(FR_BACKOFF_MIN_US);
     a->progress_started = 0;
+    a->progress_join_due = 1;
+    if (st == FR_PROGRESS_ENDED)
+        fr_progress_join(a);
     /* Not the condition yet: a caller that an immediate shutdown found
      * waiting signals it when it stops spinning (fr_progress_free). */
+}
+
+void fr_progress_join(frpc_agent *a)
+{
+    if (!a->progress_join_due)
+        return;
+    pthread_join(a->progress_thread, NULL);
+    a->progress_join_due = 0;
+    fr_standin_free(a);
+}
+
+/* ---- the stand-in (standin.h) -------------------------------------- */
+
+void fr_progress_stand_in(frpc_agent *a, int (*busy)(void *), void *arg)
+{
+    uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
+    uint64_t last = fr_now_ns();
+
+    fr_fabric_poller_enter(a->fab);
+    while (busy(arg) && !atomic_load(&a->stop)) {
+        uint64_t now;
+        int n = poll_once(a, &now);
+        if (n > 0) {
+            last = now;
+            continue;
+        }
+        if (n == FRPC_EAGAIN) { /* a caller polls meanwhile */
+            ASLEEP(a, sleep_us(FR_BACKOFF_MIN_US));
+            continue;
+        }
+        if (now - last < spin_ns && a->set.progress != FRPC_PROGRESS_BLOCKING)
+            continue;
+        /* Bounded: the stuck handler's return is seen within it. */
+        if (fr_fabric_can_block(a->fab))
+            ASLEEP_ENDING_LINGERS(a, fr_fabric_wait(a->fab,
+                                                    FR_BACKOFF_MAX_US));
+        else
+            ASLEEP_ENDING_LINGERS(a, sleep_us(FR_BACKOFF_MAX_US));
+    }
+    fr_fabric_poller_leave(a->fab);
 }
 
 void fr_progress_free(frpc_agent *a)
@@ -348,7 +411,7 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
  * sure to end lingers before it sleeps, else we see it gone and end ours. */
 static void linger(frpc_agent *a, uint64_t now)
 {
-    if (fr_fabric_polling_here(a->fab) || fr_pool_is_worker(a->pool))
+    if (fr_agent_runs_handlers(a))
         return;
     fr_fabric_linger_begin(a->fab);
     if (!atomic_load(&a->aside))

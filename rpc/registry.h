@@ -26,6 +26,9 @@ typedef struct fr_func {
     frpc_handler_fn handler;
     void *user;
     unsigned flags;
+    /* Its handler once ran long on the progress thread (standin.h): its
+     * requests go to the pool from then on. Set once, never cleared. */
+    atomic_int slow;
     char name[]; /* NUL-terminated */
 } fr_func;
 

@@ -142,6 +142,24 @@ static void handler_returned(frpc_agent *a, frpc_request *r)
     atomic_fetch_sub(&a->handling, 1);
 }
 
+static void run_handler(void *arg);
+
+void fr_request_run(frpc_request *r)
+{
+    run_handler(r);
+}
+
+void fr_request_to_pool(frpc_agent *a, frpc_request *r)
+{
+    if (fr_pool_submit(a->pool, run_handler, r) < 0) {
+        /* fabrpc's refusal, not the handler's: the caller gets
+         * FRPC_ESHUTDOWN, as from a refusal in on_request, not
+         * FRPC_EREMOTE. */
+        fr_request_refuse(r, FRPC_ESHUTDOWN, "callee is shutting down");
+        handler_returned(a, r);
+    }
+}
+
 static void run_handler(void *arg)
 {
     frpc_request *r = arg;
@@ -234,12 +252,8 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
         run_handler(r);
         return;
     }
-    if (fr_pool_submit(a->pool, run_handler, r) < 0) {
-        /* fabrpc's refusal, not the handler's: the caller gets
-         * FRPC_ESHUTDOWN, as from the refusal above, not FRPC_EREMOTE. */
-        fr_request_refuse(r, FRPC_ESHUTDOWN, "callee is shutting down");
-        handler_returned(a, r);
-    }
+    if (!fr_standin_take(a, r))
+        fr_request_to_pool(a, r);
     return;
 nomem:
     fr_fabric_refuse(a->fab, &m->env, FRPC_ENOMEM,

@@ -1,0 +1,74 @@
+/*
+ * Pool handlers on the progress thread, and the thread that stands in for
+ * it while one runs long.
+ *
+ * Why: a request for a handler on the pool (frpc_register's default) was
+ * handed to a sleeping worker, and that worker's wake-up was most of the
+ * call: 8 B round trip 12-14 us on shm against 2.4 us for an FRPC_INLINE
+ * handler, 33-45 us against 23 us on tcp, and 71-96 k calls/s at 64 in
+ * flight against 1.5-2.2 M (docs/PERFORMANCE.md). So while the pool is
+ * idle (nothing queued) and has two threads or more, the progress thread
+ * takes the requests of its poll and runs their handlers itself right
+ * after it (holding no lock; answers may still share messages).
+ *
+ * What keeps the pool's promise (a handler may block, wait in calls,
+ * take as long as it likes): the stand-in thread. While the progress
+ * thread runs handlers it looks every FR_STANDIN_TICK_NS; a handler it
+ * finds running on two looks in a row has run a tick or more: the
+ * requests taken after it go to the pool, its function is marked slow
+ * (its later requests go to the pool at once), and the stand-in polls in
+ * the progress thread's place until that handler returns. So a handler
+ * that blocks until another request arrives still sees that request
+ * handled, a tick or two late the first time.
+ *
+ * Shutdown: fr_progress_stop does not wait for a handler the progress
+ * thread runs (it may wait for what the shutdown ends next: a call in
+ * flight); the thread is joined by fr_progress_join, before the pool is
+ * destroyed, as a pool handler would be waited for there.
+ */
+#ifndef FR_RPC_STANDIN_H
+#define FR_RPC_STANDIN_H
+
+#include <stdint.h>
+
+typedef struct frpc_agent frpc_agent;
+typedef struct frpc_request frpc_request;
+typedef struct fr_standin fr_standin;
+
+#define FR_STANDIN_TICK_NS 1000000ull    /* how often the stand-in looks */
+#define FR_STANDIN_IDLE_NS 100000000ull  /* no run this long: stop looking */
+
+/* Starts the stand-in thread (it sleeps until the first run). 0 or
+ * FRPC_ENOMEM. Called by fr_progress_start before the progress thread. */
+int fr_standin_start(frpc_agent *a);
+
+/* Stops and joins the stand-in thread. a->stop must be set (a stand-in
+ * polling in the progress thread's place then returns). The requests
+ * still taken are run by the progress thread. NULL stand-in: a no-op. */
+void fr_standin_stop(frpc_agent *a);
+
+/* Frees the stand-in, once the progress thread has been joined. */
+void fr_standin_free(frpc_agent *a);
+
+/* Called by the progress thread when it begins its loop: it may take. */
+void fr_standin_enter_progress(frpc_agent *a);
+
+/* From on_request, on the thread that polls: 1 if r was taken, to run on
+ * the progress thread after this poll (fr_standin_run); 0 if it must go
+ * to the pool as before (not the progress thread, or inside a handler
+ * there, the pool busy or of one thread, the function slow, a shutdown
+ * begun, the list full). Never blocks. */
+int fr_standin_take(frpc_agent *a, frpc_request *r);
+
+/* 1 if requests are taken and not yet run. The progress thread only. */
+int fr_standin_has_taken(const frpc_agent *a);
+
+/* The progress thread, after its poll: runs the taken handlers in order,
+ * but those the stand-in has handed to the pool. */
+void fr_standin_run(frpc_agent *a);
+
+/* 1 if this thread is the progress thread running a handler of a's (it
+ * counts as one of the agent's handler threads, like a pool worker). */
+int fr_standin_here(const frpc_agent *a);
+
+#endif /* FR_RPC_STANDIN_H */

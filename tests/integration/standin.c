@@ -1,0 +1,252 @@
+/*
+ * standin: pool handlers the progress thread runs itself (FRPC_INLINE's
+ * note in fabrpc.h, since 1.5), run by run_standin.sh on 2 ranks.
+ * Written against rpc/fabrpc.h alone. Usage: standin MODE
+ *
+ *   block     rank 1's pool handler "wait_go" blocks until rank 0's next
+ *             call, "go", has run there; with the pool idle the progress
+ *             thread runs wait_go itself, so only the thread standing in
+ *             for it can take "go" from the wire. 3 rounds, each with 6
+ *             echo calls (pool handlers) sent behind wait_go: every call
+ *             ends 0 with its answer; rank 1's frpc_stats count handlers
+ *             on the progress thread and at least one stand-in.
+ *   shutdown  rank 1's pool handler "nest" waits in a call to rank 0's
+ *             "hold" (never answered, no timeout) when rank 1's main
+ *             thread calls frpc_shutdown(PEERLOST_HOW, 2000) (immediate or
+ *             graceful; STANDIN_HOW): it returns within its bound plus
+ *             slack, and the nested call ended with an error. (A graceful
+ *             shutdown stops the progress thread before it ends the calls
+ *             in flight: waiting there for the handler would never end.)
+ */
+/* Not every helper is used here. */
+#pragma GCC diagnostic ignored "-Wunused-function"
+#pragma GCC diagnostic ignored "-Wunused-variable"
+#include "async_util.h"
+
+static atomic_int gone;         /* "go" calls run on rank 1 */
+static atomic_int finished;     /* rank 0 said the test is over */
+
+/* wait_go(k): blocks until "go" ran k times (30 s at most); answers
+ * int32 1 if it did, 0 if the time ran out. */
+static void wait_go(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const int32_t *k = frpc_request_args(req, &len);
+    int32_t want = len == sizeof(*k) ? *k : 1 << 30, got = 0;
+    for (int i = 0; i < 30000; i++) {
+        if (atomic_load(&gone) >= want) {
+            got = 1;
+            break;
+        }
+        au_sleep_us(1000);
+    }
+    frpc_respond(req, &got, sizeof(got));
+}
+
+static void go(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_fetch_add(&gone, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+static void finish(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&finished, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Rank 1 waits without calling into the agent, so that only its progress
+ * thread polls (a waiting caller would poll for it). */
+static void wait_finished(void)
+{
+    for (int i = 0; i < 120000 && !atomic_load(&finished); i++)
+        au_sleep_us(1000);
+    CHECK(atomic_load(&finished), "rank 0 never said the test is over");
+}
+
+static int mode_block(void)
+{
+    au_start();
+    CHECK(nranks == 2, "block needs 2 ranks");
+    au_register("wait_go", wait_go, NULL, 0);
+    au_register("go", go, NULL, 0);
+    au_register("echo", echo, NULL, 0);
+    au_register("finish", finish, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 1) {
+        wait_finished();
+        frpc_stats st;
+        CHECK(frpc_get_stats(agent, &st) == 0, "stats");
+        printf("rank 1: %llu pool handlers on the progress thread, %llu "
+               "stand-ins\n", (unsigned long long)st.handlers_on_progress,
+               (unsigned long long)st.progress_stand_ins);
+        CHECK(st.handlers_on_progress >= 1 && st.progress_stand_ins >= 1,
+              "wait_go did not run on the progress thread, or nobody stood "
+              "in for it");
+        printf("ok: rank 1 served 3 rounds\n");
+        au_barrier();
+        au_finish();
+        return 0;
+    }
+    for (int32_t k = 1; k <= 3; k++) {
+        frpc_future *w, *e[6];
+        CHECK(frpc_call_async(agent, 1, "wait_go", &k, sizeof(k), 40000,
+                              &w) == 0, "wait_go");
+        for (int i = 0; i < 6; i++)
+            e[i] = au_async(1, "echo", au_mix(0x5701 + k * 10 + i), 64,
+                            40000);
+        au_sleep_us(5000); /* wait_go is running there by now */
+        double t0 = au_now_ms();
+        int rc = frpc_call(agent, 1, "go", NULL, 0, 20000, NULL);
+        CHECK(rc == 0, "round %d: go: %s", k, frpc_err_name(rc));
+        printf("round %d: go answered in %.2f ms\n", k, au_now_ms() - t0);
+        CHECK(frpc_future_wait(w, 40000) == 0, "wait_go's wait");
+        size_t len = 0;
+        rc = frpc_future_error(w, NULL, NULL);
+        const void *data = frpc_future_data(w, &len);
+        CHECK(rc == 0 && len == sizeof(int32_t), "wait_go: %s",
+              frpc_err_name(rc));
+        int32_t got;
+        memcpy(&got, data, sizeof(got));
+        CHECK(got == 1, "round %d: wait_go never saw go", k);
+        frpc_future_free(w);
+        for (int i = 0; i < 6; i++) {
+            CHECK(frpc_future_wait(e[i], 40000) == 0, "echo's wait");
+            au_check_echo(e[i], au_mix(0x5701 + k * 10 + i), 64, "echo");
+            frpc_future_free(e[i]);
+        }
+    }
+    CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
+          "finish");
+    printf("ok: rank 0: 3 rounds of wait_go, go and 6 echoes\n");
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+/* shutdown_here: answers with what frpc_shutdown gave on the handler's
+ * own thread: FRPC_EDEADLK (it would wait for itself). */
+static void shutdown_here(frpc_request *req, void *user)
+{
+    (void)user;
+    int32_t v = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    frpc_respond(req, &v, sizeof(v));
+}
+
+static int mode_own(void)
+{
+    au_start();
+    CHECK(nranks == 2, "own needs 2 ranks");
+    au_register("shutdown_here", shutdown_here, NULL, 0);
+    au_register("finish", finish, NULL, FRPC_INLINE);
+    au_register("echo", echo, NULL, 0);
+    au_barrier();
+    if (me == 1) {
+        wait_finished();
+        frpc_stats st;
+        CHECK(frpc_get_stats(agent, &st) == 0, "stats");
+        CHECK(st.handlers_on_progress >= 1,
+              "no handler ran on the progress thread");
+        printf("ok: rank 1: %llu pool handlers on the progress thread\n",
+               (unsigned long long)st.handlers_on_progress);
+        au_barrier();
+        au_finish();
+        return 0;
+    }
+    for (int i = 0; i < 20; i++) {
+        frpc_result res;
+        int rc = frpc_call(agent, 1, "shutdown_here", NULL, 0, 20000, &res);
+        CHECK(rc == 0 && res.len == sizeof(int32_t), "shutdown_here: %s",
+              frpc_err_name(rc));
+        int32_t got;
+        memcpy(&got, res.data, sizeof(got));
+        frpc_result_clear(&res);
+        CHECK(got == FRPC_EDEADLK, "frpc_shutdown in a pool handler: %s, "
+              "want FRPC_EDEADLK", frpc_err_name(got));
+        au_sleep_us(2000); /* rank 1's pool idle, its caller gone */
+    }
+    frpc_future *f = au_async(1, "echo", au_mix(0x0e), 100, 20000);
+    CHECK(frpc_future_wait(f, 20000) == 0, "echo after");
+    au_check_echo(f, au_mix(0x0e), 100, "echo after");
+    frpc_future_free(f);
+    CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
+          "finish");
+    printf("ok: rank 0: frpc_shutdown in rank 1's pool handler: "
+           "FRPC_EDEADLK 20 times\n");
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+static atomic_int nesting, nest_rc = 1;
+
+/* nest: waits in a call to rank 0's "hold", which never answers. */
+static void nest(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&nesting, 1);
+    int rc = frpc_call(agent, 0, "hold", NULL, 0, FRPC_TIMEOUT_NONE, NULL);
+    atomic_store(&nest_rc, rc);
+    frpc_respond(req, NULL, 0);
+}
+
+static int mode_shutdown(void)
+{
+    const char *how_s = getenv("STANDIN_HOW");
+    int graceful = how_s && strcmp(how_s, "graceful") == 0;
+    au_start();
+    CHECK(nranks == 2, "shutdown needs 2 ranks");
+    au_register("hold", hold, NULL, FRPC_INLINE);
+    au_register("nest", nest, NULL, 0);
+    au_barrier();
+    if (me == 0) {
+        frpc_future *f;
+        CHECK(frpc_call_async(agent, 1, "nest", NULL, 0, FRPC_TIMEOUT_NONE,
+                              &f) == 0, "nest");
+        /* Rank 1's shutdown ends it: answered (a graceful one lets the
+         * handler answer once its nested call ended), or rank 1 gone. */
+        int rc = frpc_future_wait(f, 60000);
+        CHECK(rc == 0 || rc == FRPC_ESHUTDOWN || rc == FRPC_EPEERLOST,
+              "nest's wait: %s (rank 1's shutdown hung?)", frpc_err_name(rc));
+        printf("nest ended: %s\n", frpc_err_name(rc));
+        frpc_future_free(f);
+        rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 5000);
+        CHECK(rc == 0 || rc == FRPC_EPEERLOST, "shutdown: %s",
+              frpc_err_name(rc));
+        printf("ok: rank 0 done\n");
+        return 0;
+    }
+    for (int i = 0; i < 30000 && !atomic_load(&nesting); i++)
+        au_sleep_us(1000);
+    CHECK(atomic_load(&nesting), "nest never ran");
+    au_sleep_us(20000); /* inside its call; a tick or more */
+    double t0 = au_now_ms();
+    int rc = frpc_shutdown(agent, graceful ? FRPC_SHUTDOWN_GRACEFUL
+                                           : FRPC_SHUTDOWN_IMMEDIATE,
+                           2000);
+    double ms = au_now_ms() - t0;
+    printf("rank 1: %s shutdown: %s in %.0f ms; the nested call: %s\n",
+           graceful ? "graceful" : "immediate", frpc_err_name(rc), ms,
+           frpc_err_name(atomic_load(&nest_rc)));
+    CHECK(ms < 2000 + 3000, "shutdown took %.0f ms", ms);
+    CHECK(atomic_load(&nest_rc) < 0, "the nested call did not end with an "
+          "error: %d", atomic_load(&nest_rc));
+    printf("ok: rank 1 shut down with its handler waiting\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 2 && strcmp(argv[1], "block") == 0)
+        return mode_block();
+    if (argc == 2 && strcmp(argv[1], "shutdown") == 0)
+        return mode_shutdown();
+    if (argc == 2 && strcmp(argv[1], "own") == 0)
+        return mode_own();
+    fprintf(stderr, "usage: standin block|shutdown|own\n");
+    return 2;
+}
