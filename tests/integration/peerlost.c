@@ -1730,7 +1730,7 @@ static int mode_bye_bound(void)
 
 /* ---- answers-before-bye --------------------------------------------------- */
 
-static atomic_int slow_started;
+static atomic_int slow_started, abye_shutting;
 
 /* The answer's size: PEERLOST_ABYE_BYTES (0 by default; 256 KiB goes by
  * rendezvous, read by the caller after the handler returned). */
@@ -1742,9 +1742,13 @@ static size_t abye_bytes(void)
 
 static uint8_t abye_byte(size_t i) { return (uint8_t)(i * 7 + 3); }
 
-/* How long slow_answer naps: PEERLOST_ABYE_NAP_MS, 300 by default: the
- * shutdown must begin refusing within it (40-100 ms in under TSan, idle),
- * and the nap's end plus the answer's read fit its half second. */
+/* How long slow_answer naps once rank 2's shutdown has begun:
+ * PEERLOST_ABYE_NAP_MS, 300 by default: the shutdown must begin refusing
+ * within it (40-100 ms in under TSan, idle), and the nap's end plus the
+ * answer's read fit its half second. Counted from the shutdown's start,
+ * not the handler's: rank 2 begins it once it has seen rank 0 dead, which
+ * under a loaded ASan build can take most of 300 ms longer than on rank
+ * 1 (CI: slow's answer came after 314 ms, before any refusal). */
 static long abye_nap_ms(void)
 {
     const char *s = getenv("PEERLOST_ABYE_NAP_MS");
@@ -1765,6 +1769,9 @@ static void slow_answer(frpc_request *req, void *user)
     for (size_t i = 0; b && i < n; i++)
         b[i] = abye_byte(i);
     atomic_store(&slow_started, 1);
+    double t0 = au_now_ms();
+    while (!atomic_load(&abye_shutting) && au_now_ms() - t0 < BOUND_MS)
+        au_sleep_us(1000);
     au_sleep_us(abye_nap_ms() * 1000);
     frpc_respond(req, b, b ? n : 0);
     free(b);
@@ -1862,7 +1869,9 @@ static int mode_answers_before_bye(void)
             CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1's call never came");
             au_sleep_us(1000);
         }
-        /* Its handler naps (abye_nap_ms): shutdown starts while it runs. */
+        /* Its handler naps (abye_nap_ms) from now: shutdown starts while
+         * it runs. */
+        atomic_store(&abye_shutting, 1);
     }
     double ms;
     timed_shutdown(SHUTDOWN_MS, &ms);
