@@ -662,9 +662,10 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * answer too.
  *
  * Since 1.5, while the pool is idle (nothing queued) and has two threads
- * or more (config.threads), the progress thread runs a pool handler
- * itself, right after the poll that found its request and holding no
- * lock: a hand-off to a sleeping pool thread cost most of a call (8 B
+ * or more (config.threads), the progress thread runs the pool handlers of
+ * the requests its own polls find (a waiting caller's polls hand theirs
+ * to the pool) itself, right after the poll and holding no lock: a
+ * hand-off to a sleeping pool thread cost most of a call (8 B
  * round trip on shm 12-14 us against 2.4 us, README "Handlers"). Such a
  * handler may still block, wait in calls, or run long: once it has run
  * about a millisecond (a tick or two of a watching thread), another
@@ -674,8 +675,9 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * .progress_stand_ins). What a handler can tell: the thread it runs on
  * may be the progress thread rather than a pool thread; and a request
  * that arrives while such a handler blocks waits a millisecond or two,
- * the first time. A pool of one thread keeps every pool handler on it
- * (its nesting guard: frpc_barrier there fails FRPC_EDEADLK). */
+ * the first time. With config.threads 1 pool handlers stay on the pool
+ * (or, its queue full, on the polling thread, as above), and its nesting
+ * guard holds: frpc_barrier there fails FRPC_EDEADLK. */
 #define FRPC_INLINE 0x1u
 
 /*
