@@ -660,11 +660,17 @@ static int mode_nested(void)
             au_sync_echo(RANK_A, "inl_self", 500 + i, 64);
         }
         printf("ok: inline handler calls its own rank (on B and on A)\n");
+        /* threads-1 pool threads may wait; one link more when the
+         * progress thread ran one (since 1.5, while the pool was idle:
+         * it holds no pool thread), as when a slow machine's caller
+         * stopped spinning and the progress thread polled for it. */
         int d = chain("deep", 1);
-        CHECK(d == threads - 1, "pool chain ended at depth %d, want %d", d,
-              threads - 1);
+        CHECK(d == threads - 1 || (threads > 1 && d == threads),
+              "pool chain ended at depth %d, want %d (or %d)", d,
+              threads - 1, threads);
         d = chain_naming("deep_err", 2, "every pool thread");
-        CHECK(d == threads - 1, "pool chain (errors) ended at depth %d", d);
+        CHECK(d == threads - 1 || (threads > 1 && d == threads),
+              "pool chain (errors) ended at depth %d", d);
         printf("ok: pool chain on one rank ends with FRPC_EDEADLK at depth %d "
                "(%d threads), as status and as remote error\n", d, threads);
         d = chain("ideep", 3);
