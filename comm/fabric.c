@@ -1194,10 +1194,6 @@ static int poll_cq(fr_fabric *f, int read)
         if (ended > 0)
             held += ended;
     }
-    if (n > 0 || held > 0)
-        atomic_fetch_add_explicit(&f->handled,
-                                  (uint64_t)(n > 0 ? n : 0) + (uint64_t)held,
-                                  memory_order_relaxed);
     if ((n > 0 || held > 0) && f->opts.cb.on_poll_end)
         f->opts.cb.on_poll_end(f->opts.cb.ctx);
     if (f->unreach_any)
@@ -1220,49 +1216,51 @@ static int poll_as_owner(fr_fabric *f, int read)
     return rc;
 }
 
-/* How long settle's polls must find nothing before it returns: one empty
- * poll is not "nothing has arrived" where the provider takes several
- * progress passes to complete a message already in the kernel's socket
- * buffer (sockets: an answer sent before its sender left ended the
- * caller's call FRPC_EPEERLOST). */
+/* How long settle waits after the last delivery that matters: one pass
+ * finding nothing is not "nothing more has arrived" where the provider
+ * takes several progress passes to complete a message already in the
+ * kernel's socket buffer (sockets: an answer sent before its sender left
+ * ended the caller's call FRPC_EPEERLOST). */
 #define FR_SETTLE_QUIET_NS (20u * 1000000u)
+/* ... and how many passes, by any poller, must begin after it: the spell
+ * counts other pollers' passes, since while another thread holds the
+ * poll settle's own polls only see FRPC_EAGAIN (a rank resumed from
+ * SIGSTOP under TSan had its progress thread deliver the goodbyes that
+ * waited in its sockets 2-54 ms into the settle, one pass taking 14 ms;
+ * a settle that counted only its own polls ended before the last one). */
+#define FR_SETTLE_PASSES 3
 
-/* The quiet spell is counted from the last completion any poller handled,
- * not only this thread's: while another thread held the poll, settle used
- * to see only FRPC_EAGAIN, so its spell ran from its own start, and its
- * first poll of its own past 20 ms ended it, however recent the other
- * poller's deliveries were. A rank resumed from SIGSTOP under TSan had
- * its progress thread deliver the goodbyes that waited in its sockets
- * 2-54 ms into the settle, one pass taking 14 ms (the first answer after
- * the stop, to the first goodbye's sender, took 10-14 ms before the next
- * goodbye was handled), with the settle ending 1-3 ms after the last
- * goodbye: in CI, once, before it (its sender found DEAD). */
-void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns)
+/* Only deliveries that matter restart the spell (probe's count moving):
+ * while unrelated traffic flows, a spell that any completion restarted
+ * never ended before the deadline (a death verdict waited the whole
+ * 500 ms of FR_BYE_MS under a peer's calls every 3 ms: run_peer_lost's
+ * answers-before-bye case, own CI). */
+void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns,
+                      fr_settle_probe probe, void *ctx)
 {
     if (!f || fr_fabric_polling_here(f))
         return;
-    uint64_t mark = atomic_load(&f->pass);
-    uint64_t seen = atomic_load(&f->handled);
+    uint64_t mark = atomic_load(&f->pass), probed = mark;
+    uint64_t seen = probe(ctx);
     uint64_t quiet_from = fr_now_ns();
     while (fr_now_ns() < deadline_ns) {
         int n = fr_fabric_progress(f);
         if (n == FRPC_ETRANSPORT)
             return;
-        uint64_t h = atomic_load(&f->handled);
-        if (n > 0 || h != seen) {
-            /* Handled by this thread or another: the spell starts again,
-             * and other pollers' passes count from here. */
-            seen = h;
-            mark = atomic_load(&f->pass);
-            quiet_from = fr_now_ns();
-            continue;
+        /* The probe may take a lock the pollers need: once per pass. */
+        uint64_t pass = atomic_load(&f->pass);
+        if (pass != probed) {
+            uint64_t now = probe(ctx);
+            probed = pass;
+            if (now != seen) {
+                seen = now;
+                mark = pass;
+                quiet_from = fr_now_ns();
+                continue;
+            }
         }
-        /* This thread's own empty poll, or two more passes of another
-         * poller (the second begun after the first ended, so one read
-         * the CQ past the last completion handled), both with nothing
-         * handled for the whole spell. */
         if (fr_now_ns() - quiet_from >= FR_SETTLE_QUIET_NS &&
-            (n == 0 || atomic_load(&f->pass) >= mark + 2))
+            pass >= mark + FR_SETTLE_PASSES)
             return;
         if (n == 0) {
             struct timespec ts = {0, 200000};

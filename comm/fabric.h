@@ -523,18 +523,20 @@ void fr_fabric_end_lingers(fr_fabric *f);
 int fr_fabric_polling_here(fr_fabric *f);
 
 /*
- * Delivers what has already arrived: polls until no poller, this thread
- * or another, has handled anything for 20 ms (a provider may need
- * several passes to complete a message already in its socket), the spell
- * ending with an empty poll of this thread's own or, while another
- * thread holds the poll, two more passes of it (so one read the CQ after
- * the last completion handled), or until deadline_ns. For
- * a peer that leaves: what it answered before it left is taken before
- * it is marked lost (after which its frames are dropped). Not from a
- * polling thread (it returns at once there). Blocks at most until
- * deadline_ns.
+ * Delivers what has already arrived of what the caller waits for:
+ * polls until probe(ctx), a count of the deliveries that matter (answers
+ * from a peer that leaves, goodbyes), has not moved for 20 ms and three
+ * passes by any poller, this thread or another, have begun since it last
+ * moved (a provider may need several passes to complete a message
+ * already in its socket), or until deadline_ns. Other traffic does not
+ * extend the wait. For a peer that leaves: what it answered before it
+ * left is taken before it is marked lost (after which its frames are
+ * dropped). Not from a polling thread (it returns at once there). Blocks
+ * at most until deadline_ns; probe is called from this thread only.
  */
-void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns);
+typedef uint64_t (*fr_settle_probe)(void *ctx);
+void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns,
+                      fr_settle_probe probe, void *ctx);
 
 /* 1 while rendezvous transfers are under way in either direction: the
  * provider may need this rank to poll for a peer's reads to progress, so

@@ -307,9 +307,6 @@ struct fr_fabric {
     fr_batches own;
     atomic_int pollers;  /* threads between poller_enter and _leave */
     atomic_uint_fast64_t pass;       /* polls so far */
-    /* Completions handled so far, by any poller, counted as each poll
-     * ends (fr_fabric_settle: a quiet spell is one without them). */
-    atomic_uint_fast64_t handled;
     /* A thread's linger (fr_fabric_linger_begin) holds while its epoch is
      * this; fr_fabric_end_lingers bumps it. Starts at the clock so that a
      * fabric at a freed one's address never matches a stale linger. */

@@ -130,6 +130,7 @@ struct fr_liveness {
     unsigned char *same_host; /* per rank, from fr_liveness_set_peers */
     int *pid;                 /* per rank, from fr_liveness_set_peers */
     atomic_uchar *said_bye;   /* per rank: its goodbye call came in */
+    atomic_uint_fast64_t byes_heard; /* goodbyes and announcements so far */
     fr_store_client *watch;
     pthread_t thread, watcher;
     int thread_started, watcher_started;
@@ -165,6 +166,19 @@ const char *fr_agent_peer_lost_why(const frpc_agent *a, uint32_t rank)
  * its frames. */
 #define FR_LEFT_SETTLE_MS 200
 
+/* What a settle for a leaving rank waits for: its answers to our calls,
+ * each one taking a call out of the table. */
+typedef struct {
+    frpc_agent *a;
+    uint32_t rank;
+} fr_calls_to;
+
+static uint64_t calls_to_left(void *ctx)
+{
+    fr_calls_to *c = ctx;
+    return fr_pending_ids_to(&c->a->pend, c->rank, NULL, 0);
+}
+
 /* Tells the fabric and ends the calls to x's rank, once. */
 static void end_calls(frpc_agent *a, fr_loss *x)
 {
@@ -174,8 +188,10 @@ static void end_calls(frpc_agent *a, fr_loss *x)
      * ranks that leave one by one would each cost it). */
     if (a->fab && x->state == FRPC_PEER_LEFT &&
         fr_pending_ids_to(&a->pend, x->rank, NULL, 0) > 0) {
+        fr_calls_to c = {a, x->rank};
         fr_fabric_peer_departing(a->fab, x->rank);
-        fr_fabric_settle(a->fab, fr_deadline_ms(FR_LEFT_SETTLE_MS));
+        fr_fabric_settle(a->fab, fr_deadline_ms(FR_LEFT_SETTLE_MS),
+                         calls_to_left, &c);
     }
     if (a->fab)
         fr_fabric_peer_lost(a->fab, x->rank);
@@ -360,6 +376,7 @@ static uint32_t note_leaving(frpc_agent *a, frpc_request *req)
     uint32_t src = (uint32_t)frpc_request_source(req);
     if (src < a->live->world)
         atomic_store(&a->live->said_bye[src], 1);
+    atomic_fetch_add(&a->live->byes_heard, 1);
     frpc_respond(req, NULL, 0);
     return src;
 }
@@ -621,10 +638,17 @@ static int store_silent(frpc_agent *a)
  * came before it (this rank was stopped, say, while the others left and
  * the store closed) are delivered first, so that a rank that left is
  * LEFT (mark turns DEAD into LEFT after a goodbye). A moment's polling. */
+static uint64_t byes_heard(void *ctx)
+{
+    fr_liveness *l = ctx;
+    return atomic_load(&l->byes_heard);
+}
+
 static void deliver_goodbyes(frpc_agent *a)
 {
     if (!atomic_load(&a->live->stop) && a->fab)
-        fr_fabric_settle(a->fab, fr_deadline_ms(FR_BYE_MS));
+        fr_fabric_settle(a->fab, fr_deadline_ms(FR_BYE_MS), byes_heard,
+                         a->live);
 }
 
 /* r's process ended (its pidfd): dead at once when no store can say

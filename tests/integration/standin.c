@@ -7,9 +7,16 @@
  *             call, "go", has run there; with the pool idle the progress
  *             thread runs wait_go itself, so only the thread standing in
  *             for it can take "go" from the wire. 3 rounds, each with 6
- *             echo calls (pool handlers) sent behind wait_go: every call
- *             ends 0 with its answer; rank 1's frpc_stats count handlers
- *             on the progress thread and at least one stand-in.
+ *             echo calls (pool handlers) sent behind wait_go, answered
+ *             before "go" is sent (the requests taken behind a handler
+ *             that runs long go to the pool; later ones are polled for by
+ *             the stand-in): every call ends 0 with its answer. Round 1's
+ *             wait_go ran on the progress thread (the thread that runs
+ *             the FRPC_INLINE "where" when rank 1 is idle), rounds 2 and
+ *             3's did not (a function found running long is slow: its
+ *             later requests go to the pool at once); rank 1's
+ *             frpc_stats count handlers on the progress thread and at
+ *             least one stand-in.
  *   shutdown  rank 1's pool handler "nest" waits in a call to rank 0's
  *             "hold" (never answered, no timeout) when rank 1's main
  *             thread calls frpc_shutdown(PEERLOST_HOW, 2000) (immediate or
@@ -25,6 +32,10 @@
 
 static atomic_int gone;         /* "go" calls run on rank 1 */
 static atomic_int finished;     /* rank 0 said the test is over */
+/* Atomic: written by rank 1's handlers, read by its main thread (the
+ * order between them runs through rank 0). */
+static _Atomic pthread_t progress_thread; /* where "where" ran */
+static _Atomic pthread_t wait_go_ran_on[4]; /* round k's wait_go */
 
 /* wait_go(k): blocks until "go" ran k times (30 s at most); answers
  * int32 1 if it did, 0 if the time ran out. */
@@ -34,6 +45,8 @@ static void wait_go(frpc_request *req, void *user)
     size_t len;
     const int32_t *k = frpc_request_args(req, &len);
     int32_t want = len == sizeof(*k) ? *k : 1 << 30, got = 0;
+    if (want >= 1 && want <= 3)
+        wait_go_ran_on[want] = pthread_self();
     for (int i = 0; i < 30000; i++) {
         if (atomic_load(&gone) >= want) {
             got = 1;
@@ -48,6 +61,15 @@ static void go(frpc_request *req, void *user)
 {
     (void)user;
     atomic_fetch_add(&gone, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* An FRPC_INLINE handler: runs on the thread that polls, the progress
+ * thread while rank 1's main thread waits outside the agent. */
+static void where(frpc_request *req, void *user)
+{
+    (void)user;
+    progress_thread = pthread_self();
     frpc_respond(req, NULL, 0);
 }
 
@@ -75,9 +97,17 @@ static int mode_block(void)
     au_register("go", go, NULL, 0);
     au_register("echo", echo, NULL, 0);
     au_register("finish", finish, NULL, FRPC_INLINE);
+    au_register("where", where, NULL, FRPC_INLINE);
     au_barrier();
     if (me == 1) {
         wait_finished();
+        CHECK(pthread_equal(wait_go_ran_on[1], progress_thread),
+              "round 1's wait_go did not run on the progress thread (the "
+              "pool idle)");
+        for (int k = 2; k <= 3; k++)
+            CHECK(!pthread_equal(wait_go_ran_on[k], progress_thread),
+                  "round %d's wait_go ran on the progress thread: a "
+                  "function found running long was not taken for slow", k);
         frpc_stats st;
         CHECK(frpc_get_stats(agent, &st) == 0, "stats");
         printf("rank 1: %llu pool handlers on the progress thread, %llu "
@@ -91,6 +121,7 @@ static int mode_block(void)
         au_finish();
         return 0;
     }
+    CHECK(frpc_call(agent, 1, "where", NULL, 0, 20000, NULL) == 0, "where");
     for (int32_t k = 1; k <= 3; k++) {
         frpc_future *w, *e[6];
         CHECK(frpc_call_async(agent, 1, "wait_go", &k, sizeof(k), 40000,
@@ -98,11 +129,21 @@ static int mode_block(void)
         for (int i = 0; i < 6; i++)
             e[i] = au_async(1, "echo", au_mix(0x5701 + k * 10 + i), 64,
                             40000);
-        au_sleep_us(5000); /* wait_go is running there by now */
+        /* The echoes are answered while wait_go still runs: it cannot
+         * end before "go", sent only after them. */
+        for (int i = 0; i < 6; i++) {
+            CHECK(frpc_future_wait(e[i], 40000) == 0,
+                  "round %d: echo %d behind the running wait_go was not "
+                  "answered", k, i);
+            au_check_echo(e[i], au_mix(0x5701 + k * 10 + i), 64, "echo");
+            frpc_future_free(e[i]);
+        }
+        CHECK(!frpc_future_test(w), "round %d: wait_go ended before go", k);
         double t0 = au_now_ms();
         int rc = frpc_call(agent, 1, "go", NULL, 0, 20000, NULL);
         CHECK(rc == 0, "round %d: go: %s", k, frpc_err_name(rc));
-        printf("round %d: go answered in %.2f ms\n", k, au_now_ms() - t0);
+        printf("round %d: 6 echoes answered behind wait_go; go answered "
+               "in %.2f ms\n", k, au_now_ms() - t0);
         CHECK(frpc_future_wait(w, 40000) == 0, "wait_go's wait");
         size_t len = 0;
         rc = frpc_future_error(w, NULL, NULL);
@@ -113,11 +154,6 @@ static int mode_block(void)
         memcpy(&got, data, sizeof(got));
         CHECK(got == 1, "round %d: wait_go never saw go", k);
         frpc_future_free(w);
-        for (int i = 0; i < 6; i++) {
-            CHECK(frpc_future_wait(e[i], 40000) == 0, "echo's wait");
-            au_check_echo(e[i], au_mix(0x5701 + k * 10 + i), 64, "echo");
-            frpc_future_free(e[i]);
-        }
     }
     CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
           "finish");
