@@ -153,12 +153,17 @@ static void *standin_main(void *arg)
         }
         /* Answers the handlers gave to a peer that had one this pass
          * wait in the shared batches for the next poll: a handler that
-         * runs on must not hold them past a tick. */
-        if (now_run)
-            fr_fabric_send_batched(a->fab);
+         * runs on must not hold them past a tick. Without the lock: a
+         * send may wait for room, and the progress thread takes the lock
+         * between its handlers. */
         seen = now_run;
-        if (!now_run &&
-            fr_coarse_now_ns() - s->last_run_ns > FR_STANDIN_IDLE_NS)
+        if (now_run) {
+            pthread_mutex_unlock(&s->lock);
+            fr_fabric_send_batched(a->fab);
+            pthread_mutex_lock(&s->lock);
+            continue;
+        }
+        if (fr_coarse_now_ns() - s->last_run_ns > FR_STANDIN_IDLE_NS)
             s->armed = 0;
     }
     pthread_mutex_unlock(&s->lock);
