@@ -43,6 +43,8 @@ static int config_size_known(size_t size)
         FR_CONFIG_SIZE_TO(rma), FR_CONFIG_SIZE_TO(fn_stats)};
     _Static_assert(FR_CONFIG_SIZE_TO(fn_stats) == sizeof(frpc_config),
                    "a release added a field: add its size here");
+    /* 1.4's fn_stats took 1.2's padding on LP64: two releases, one size
+     * (fabrpc.h). The next release's fields must make the size new. */
     for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
         if (size == known[i])
             return 1;

@@ -147,7 +147,13 @@ typedef struct frpc_request frpc_request;
  * compiled, taken by a macro (frpc_config_init, frpc_get_stats). New
  * fields only ever go at the end; the library reads and writes no byte
  * past the size it was given, and treats a config field the program did
- * not know of as unset. A size that is not one a release's struct had
+ * not know of as unset (the 1.2-1.3 and 1.4 structs have one size on
+ * LP64, fn_stats taking what was padding: frpc_config_init of any
+ * release sets it unset there, so a 1.2-1.3 program that fills its
+ * config as said above runs unchanged; one that copies a config by
+ * assignment or fills it without frpc_config_init may pass fn_stats
+ * set, and later releases' fields make the struct larger). A size that
+ * is not one a release's struct had
  * (frpc_config) or is over 1024 bytes (frpc_stats, frpc_fn_stats: none
  * will be that large) is refused with FRPC_EINVAL before any byte is
  * read or written. frpc_xfer (since 1.1) grows the same way: the
@@ -346,7 +352,8 @@ typedef struct frpc_config {
     long long zerocopy_min; /* since 1.2 */
     int rma;           /* since 1.2 */
     int fn_stats;      /* since 1.4 */
-    /* new fields go here, and only here */
+    /* new fields go here, and only here, making the struct larger (see
+     * "How the structs grow") */
 } frpc_config;
 
 /* Fills *cfg with the unset values above and its size. A macro, so that
@@ -672,7 +679,10 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * thread polls in the progress thread's place until it returns, the
  * requests that poll took after it go to the pool, and its function's
  * requests go to the pool from then on (frpc_stats.handlers_on_progress,
- * .progress_stand_ins). What a handler can tell: the thread it runs on
+ * .progress_stand_ins). Handlers that each return sooner but together
+ * run a few milliseconds (the coarse clock's step, up to 4 ms) leave the
+ * rest of their poll's requests to the pool, which runs them in
+ * parallel. What a handler can tell: the thread it runs on
  * may be the progress thread rather than a pool thread; and a request
  * that arrives while such a handler blocks waits a millisecond or two,
  * the first time. With config.threads 1 pool handlers stay on the pool
@@ -1072,9 +1082,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * (natively; see "Native or emulated" below).
  *
  * Trust: a descriptor is checked before anything is posted. Its check
- * value is keyed with the job's token: random or truncated bytes
- * (FRPC_EPROTO), and tampered bytes or another job's descriptors
- * (FRPC_EACCES: the check value does not match) are refused, as are a
+ * value is keyed with the job's token: random or truncated bytes, or
+ * bytes whose fixed fields (format mark, version, flag and reserved bits)
+ * are not a descriptor's, whoever altered them (FRPC_EPROTO), and any
+ * other byte altered or another job's descriptors (FRPC_EACCES: the
+ * check value does not match) are refused, as are a
  * rank outside the job (FRPC_ENORANK), a slice outside the described one
  * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
  * descriptor of a region since deregistered is refused by the owner: the
@@ -1214,8 +1226,9 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * FRPC_EINVAL (NULL local or desc, local slice outside local, remote
  * slice outside the descriptor's; for a get, local on memory this
  * process could not write when it was registered), FRPC_EPROTO (desc is not a
- * descriptor: wrong size or format), FRPC_EACCES (its check value does
- * not match: tampered, or another job's; no remote read granted; or the
+ * descriptor: wrong size or format, its fixed fields included), FRPC_EACCES
+ * (its check value does not match: another byte tampered with, or another
+ * job's; no remote read granted; or the
  * owner (its provider, or emulated its fabrpc) refused the access, as for
  * a deregistered region), FRPC_ENORANK, FRPC_EPEERLOST, FRPC_ETIMEDOUT,
  * FRPC_ETRANSPORT (also a deregistered region's, natively over tcp: see

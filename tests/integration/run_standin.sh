@@ -2,7 +2,8 @@
 # Pool handlers the progress thread runs itself (since 1.5; standin.c for
 # what each mode checks), over shm and tcp: a handler there that blocks
 # until another request has run (only the thread standing in for the
-# progress thread can take it from the wire), and a shutdown, immediate
+# progress thread can take it from the wire), handlers of 300 us that
+# together run 10 ms (some go to the pool), and a shutdown, immediate
 # and graceful, while such a handler waits in a call that only the
 # shutdown ends. Each job is bounded (fabrpc-run --timeout); rounds' and
 # shutdowns' times are printed.
@@ -23,7 +24,7 @@ job() {
         run_bounded $((secs + 20)) "$FABRPC_RUN" -n 2 --provider "$PROV" \
             --timeout "$secs" "$STANDIN" "$mode" >"$out.out" 2>"$out.err"
     ) || st=$?
-    grep -hE 'round|shutdown|stand-ins|ended' "$out.out" | sed 's/^/    /'
+    grep -hE 'round|shutdown|stand-ins|ended|progress thread' "$out.out" | sed 's/^/    /'
     if [ $st -ne 0 ] || ! grep -q '^\[0\] ok: ' "$out.out" ||
         ! grep -q '^\[1\] ok: ' "$out.out"; then
         echo "--- stdout:"; cat "$out.out"; echo "--- stderr:"; cat "$out.err"
@@ -35,6 +36,8 @@ for PROV in shm tcp; do
     run_case "$PROV: a pool handler the progress thread runs blocks until the next request ran: a stand-in takes it, 3 rounds" \
         job block 90 block
     run_case "$PROV: the same with 2 pool threads" job block2 90 block FABRPC_THREADS=2
+    run_case "$PROV: 32 handlers of 300 us at once: not all one after the other on the progress thread" \
+        job spread 60 spread
     run_case "$PROV: immediate shutdown while such a handler waits in a call: returns within its bound" \
         job shut-imm 60 shutdown STANDIN_HOW=immediate
     run_case "$PROV: graceful shutdown, the same" job shut-grace 60 shutdown STANDIN_HOW=graceful

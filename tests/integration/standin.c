@@ -17,6 +17,12 @@
  *             later requests go to the pool at once); rank 1's
  *             frpc_stats count handlers on the progress thread and at
  *             least one stand-in.
+ *   spread    rank 1's pool handler "work" runs 300 us on the CPU, under
+ *             the millisecond that makes a handler slow; rank 0 sends 32
+ *             at once. Together they run about 10 ms: some must run off
+ *             the progress thread (the rest of a poll's requests go to
+ *             the pool once its handlers have run a few ms), and every
+ *             call ends 0.
  *   shutdown  rank 1's pool handler "nest" waits in a call to rank 0's
  *             "hold" (never answered, no timeout) when rank 1's main
  *             thread calls frpc_shutdown(PEERLOST_HOW, 2000) (immediate or
@@ -163,6 +169,64 @@ static int mode_block(void)
     return 0;
 }
 
+#define SPREAD_CALLS 32
+static _Atomic pthread_t work_ran_on[SPREAD_CALLS];
+static atomic_int works;
+
+/* work: 300 us of the CPU, then echo's answer. */
+static void work(frpc_request *req, void *user)
+{
+    (void)user;
+    int i = atomic_fetch_add(&works, 1);
+    if (i < SPREAD_CALLS)
+        work_ran_on[i] = pthread_self();
+    double t0 = au_now_ms();
+    while (au_now_ms() - t0 < 0.3)
+        ;
+    echo(req, user);
+}
+
+static int mode_spread(void)
+{
+    au_start();
+    CHECK(nranks == 2, "spread needs 2 ranks");
+    au_register("work", work, NULL, 0);
+    au_register("where", where, NULL, FRPC_INLINE);
+    au_register("finish", finish, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 1) {
+        wait_finished();
+        int n = atomic_load(&works), off = 0;
+        CHECK(n == SPREAD_CALLS, "work ran %d times, want %d", n,
+              SPREAD_CALLS);
+        for (int i = 0; i < n; i++)
+            off += !pthread_equal(work_ran_on[i], progress_thread);
+        printf("rank 1: %d of %d work handlers ran off the progress "
+               "thread\n", off, n);
+        CHECK(off > 0, "all %d work handlers (300 us each) ran one after "
+              "the other on the progress thread", n);
+        printf("ok: rank 1: work spread\n");
+        au_barrier();
+        au_finish();
+        return 0;
+    }
+    CHECK(frpc_call(agent, 1, "where", NULL, 0, 20000, NULL) == 0, "where");
+    frpc_future *f[SPREAD_CALLS];
+    for (int i = 0; i < SPREAD_CALLS; i++)
+        f[i] = au_async(1, "work", au_mix(0x5e00 + i), 32, 40000);
+    for (int i = 0; i < SPREAD_CALLS; i++) {
+        CHECK(frpc_future_wait(f[i], 40000) == 0, "work %d's wait", i);
+        au_check_echo(f[i], au_mix(0x5e00 + i), 32, "work");
+        frpc_future_free(f[i]);
+    }
+    CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
+          "finish");
+    printf("ok: rank 0: %d work calls answered\n", SPREAD_CALLS);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* shutdown_here: answers with what frpc_shutdown gave on the handler's
  * own thread: FRPC_EDEADLK (it would wait for itself). */
 static void shutdown_here(frpc_request *req, void *user)
@@ -283,6 +347,8 @@ int main(int argc, char **argv)
         return mode_shutdown();
     if (argc == 2 && strcmp(argv[1], "own") == 0)
         return mode_own();
-    fprintf(stderr, "usage: standin block|shutdown|own\n");
+    if (argc == 2 && strcmp(argv[1], "spread") == 0)
+        return mode_spread();
+    fprintf(stderr, "usage: standin block|spread|shutdown|own\n");
     return 2;
 }
