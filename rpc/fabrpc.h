@@ -679,10 +679,12 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * thread polls in the progress thread's place until it returns, the
  * requests that poll took after it go to the pool, and its function's
  * requests go to the pool from then on (frpc_stats.handlers_on_progress,
- * .progress_stand_ins). Handlers that each return sooner but together
- * run a few milliseconds (the coarse clock's step, up to 4 ms) leave the
- * rest of their poll's requests to the pool, which runs them in
- * parallel. What a handler can tell: the thread it runs on
+ * .progress_stand_ins). So that handlers that return sooner but are not
+ * quick still run in parallel on the pool: a function whose handler took
+ * 100 us or more three times in a row there (some of its runs are timed)
+ * is treated the same, and once the handlers of one poll have run a
+ * millisecond in all, the rest of that poll's requests go to the pool.
+ * What a handler can tell: the thread it runs on
  * may be the progress thread rather than a pool thread; and a request
  * that arrives while such a handler blocks waits a millisecond or two,
  * the first time. With config.threads 1 pool handlers stay on the pool

@@ -29,6 +29,10 @@ typedef struct fr_func {
     /* Its handler once ran long on the progress thread (standin.h): its
      * requests go to the pool from then on. Set once, never cleared. */
     atomic_int slow;
+    /* The progress thread's own tally (standin.c; no other thread
+     * touches them): runs there, and timed runs in a row that took
+     * FR_STANDIN_HEAVY_NS or more. */
+    unsigned p_runs, p_heavy;
     char name[]; /* NUL-terminated */
 } fr_func;
 

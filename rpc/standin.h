@@ -19,7 +19,12 @@
  * (its later requests go to the pool at once), and the stand-in polls in
  * the progress thread's place until that handler returns. So a handler
  * that blocks until another request arrives still sees that request
- * handled, a tick or two late the first time.
+ * handled, a tick or two late the first time. Handlers that return
+ * sooner but are not quick go to the pool too, so that they run in
+ * parallel as before: a function whose runs here took 100 us or more
+ * three times in a row (its runs 4 to 11 are timed, then one in 8) is
+ * slow; and once one poll's handlers have run a tick in all, the rest
+ * of them go to the pool.
  *
  * Shutdown: fr_progress_stop does not wait for a handler the progress
  * thread runs (it may wait for what the shutdown ends next: a call in
@@ -36,6 +41,11 @@ typedef struct frpc_request frpc_request;
 typedef struct fr_standin fr_standin;
 
 #define FR_STANDIN_TICK_NS 1000000ull    /* how often the stand-in looks */
+/* A handler this long gains more from the pool's parallel threads than
+ * the hand-off costs it (about 10 us): FR_STANDIN_HEAVY_RUNS timed runs
+ * in a row this long make its function slow. */
+#define FR_STANDIN_HEAVY_NS 100000ull
+#define FR_STANDIN_HEAVY_RUNS 3
 #define FR_STANDIN_IDLE_NS 100000000ull  /* no run this long: stop looking */
 
 /* Starts the stand-in thread (it sleeps until the first run). 0 or
