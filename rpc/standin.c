@@ -68,6 +68,30 @@ int fr_standin_take(frpc_agent *a, frpc_request *r)
     return took;
 }
 
+/* Under s->lock: what was taken and not run yet goes to the pool. */
+static void rest_to_pool(frpc_agent *a, fr_standin *s)
+{
+    frpc_request *rest[FR_TAKEN_MAX];
+    unsigned nrest = 0;
+    while (s->head < s->n)
+        rest[nrest++] = s->taken[s->head++];
+    pthread_mutex_unlock(&s->lock);
+    for (unsigned i = 0; i < nrest; i++)
+        fr_request_to_pool(a, rest[i]);
+    pthread_mutex_lock(&s->lock);
+}
+
+void fr_standin_release(frpc_agent *a)
+{
+    fr_standin *s = a->standin;
+    if (!s || progress_of != a || running_for || s->head == s->n)
+        return;
+    pthread_mutex_lock(&s->lock);
+    rest_to_pool(a, s);
+    s->head = s->n = 0;
+    pthread_mutex_unlock(&s->lock);
+}
+
 int fr_standin_has_taken(const frpc_agent *a)
 {
     const fr_standin *s = a->standin;
@@ -95,18 +119,6 @@ static void run_timed(frpc_request *r)
         atomic_store(&fn->slow, 1);
 }
 
-/* Under s->lock: what was taken and not run yet goes to the pool. */
-static void rest_to_pool(frpc_agent *a, fr_standin *s)
-{
-    frpc_request *rest[FR_TAKEN_MAX];
-    unsigned nrest = 0;
-    while (s->head < s->n)
-        rest[nrest++] = s->taken[s->head++];
-    pthread_mutex_unlock(&s->lock);
-    for (unsigned i = 0; i < nrest; i++)
-        fr_request_to_pool(a, rest[i]);
-    pthread_mutex_lock(&s->lock);
-}
 
 void fr_standin_run(frpc_agent *a)
 {

@@ -70,6 +70,15 @@ void fr_standin_enter_progress(frpc_agent *a);
  * begun, the list full). Never blocks. */
 int fr_standin_take(frpc_agent *a, frpc_request *r);
 
+/* The progress thread, about to wait inside a handler it runs during its
+ * poll (an inline handler's nested call): the requests its poll took go
+ * to the pool now, since they would run only after that poll, and the
+ * wait may be for one of them (test_api: an inline handler waiting for a
+ * pool handler's answer, all three requests read by one poll under load,
+ * waited to its 5 s timeout). A no-op on any other thread, or inside a
+ * taken handler (the stand-in drains those). */
+void fr_standin_release(frpc_agent *a);
+
 /* 1 if requests are taken and not yet run. The progress thread only. */
 int fr_standin_has_taken(const frpc_agent *a);
 
