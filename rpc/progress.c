@@ -449,8 +449,7 @@ static int wait_for(frpc_agent *a, waiter *w, uint64_t until)
 {
     unsigned backoff = FR_BACKOFF_MIN_US;
 
-    if (fr_fabric_polling_here(a->fab))
-        fr_standin_release(a);
+    fr_standin_release(a);
 
     for (;;) {
         caller_starts_spinning(a);

@@ -127,7 +127,7 @@ int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
     f->user = user;
     f->flags = flags;
     atomic_init(&f->slow, 0);
-    f->p_runs = f->p_heavy = 0;
+    f->p_heavy = 0;
     memcpy(f->name, name, len + 1);
     pthread_mutex_lock(&r->lock);
     fr_func_table *t = atomic_load(&r->table);

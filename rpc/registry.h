@@ -30,9 +30,9 @@ typedef struct fr_func {
      * requests go to the pool from then on. Set once, never cleared. */
     atomic_int slow;
     /* The progress thread's own tally (standin.c; no other thread
-     * touches them): runs there, and timed runs in a row that took
+     * touches it): its timed runs in a row there that took
      * FR_STANDIN_HEAVY_NS or more. */
-    unsigned p_runs, p_heavy;
+    unsigned p_heavy;
     char name[]; /* NUL-terminated */
 } fr_func;
 

@@ -84,6 +84,8 @@ static void rest_to_pool(frpc_agent *a, fr_standin *s)
 void fr_standin_release(frpc_agent *a)
 {
     fr_standin *s = a->standin;
+    /* Taken and not run, on the progress thread outside a taken run: it
+     * is inside the poll that took them. */
     if (!s || progress_of != a || running_for || s->head == s->n)
         return;
     pthread_mutex_lock(&s->lock);
@@ -98,16 +100,16 @@ int fr_standin_has_taken(const frpc_agent *a)
     return s && s->n > 0; /* only this thread appends */
 }
 
-/* Runs r's handler, timing its runs here 4 to 11 and then one in 8 (two
- * clock reads each; the first runs of a rank just started may wait for
- * the core its peers start on): FR_STANDIN_HEAVY_RUNS long ones in a row
- * make its function slow. r is freed by the run: its function is read
- * first. */
-static void run_timed(frpc_request *r)
+/* Runs r's handler (serial: its run's number here), timing one run in 8
+ * and every run of a function whose last timed run was long (two clock
+ * reads each): FR_STANDIN_HEAVY_RUNS long ones in a row make its function
+ * slow. Only timed runs write the function's tally: other threads read
+ * the entry on every request. r is freed by the run: its function is
+ * read first. */
+static void run_timed(frpc_request *r, uint64_t serial)
 {
     fr_func *fn = (fr_func *)r->func;
-    unsigned n = fn->p_runs++;
-    if (n < 3 || (n >= 11 && (n & 7) != 0)) {
+    if ((serial & 7) != 0 && fn->p_heavy == 0) {
         fr_request_run(r);
         return;
     }
@@ -118,7 +120,6 @@ static void run_timed(frpc_request *r)
     else if (++fn->p_heavy >= FR_STANDIN_HEAVY_RUNS)
         atomic_store(&fn->slow, 1);
 }
-
 
 void fr_standin_run(frpc_agent *a)
 {
@@ -141,7 +142,8 @@ void fr_standin_run(frpc_agent *a)
             break;
         }
         frpc_request *r = s->taken[s->head++];
-        atomic_store(&s->running, ++s->serial);
+        uint64_t serial = ++s->serial;
+        atomic_store(&s->running, serial);
         s->running_fn = r->func;
         s->last_run_ns = fr_coarse_now_ns();
         if (!s->armed) {
@@ -151,7 +153,7 @@ void fr_standin_run(frpc_agent *a)
         pthread_mutex_unlock(&s->lock);
         atomic_fetch_add_explicit(&a->handlers_on_progress, 1,
                                   memory_order_relaxed);
-        run_timed(r);
+        run_timed(r, serial);
         pthread_mutex_lock(&s->lock);
     }
     s->head = s->n = 0;

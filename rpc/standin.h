@@ -22,8 +22,8 @@
  * handled, a tick or two late the first time. Handlers that return
  * sooner but are not quick go to the pool too, so that they run in
  * parallel as before: a function whose runs here took 100 us or more
- * three times in a row (its runs 4 to 11 are timed, then one in 8) is
- * slow; and once one poll's handlers have run a tick in all, the rest
+ * three times in a row (one run in 8 is timed, and each run after a long
+ * one) is slow; and once one poll's handlers have run a tick in all, the rest
  * of them go to the pool.
  *
  * Shutdown: fr_progress_stop does not wait for a handler the progress
