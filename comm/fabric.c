@@ -948,24 +948,52 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
     }
 }
 
-/* One received message: one frame, or several back to back. A frame that
- * does not fit drops the rest of the message; each frame is checked alone
- * by handle_frame. */
+/* Handles the frames of the message under way not handled yet, in order,
+ * wherever a handler's nested poll left off (the cursor is in f, as for
+ * CQ entries: an inline handler run for one frame may wait for an answer
+ * in a later frame of the same message; with the cursor on this stack it
+ * waited to its timeout, 5 s in test_api under load, the request and the
+ * answer to self coalesced): the number handled. A frame that does not
+ * fit drops the rest of the message; each frame is checked alone by
+ * handle_frame. The buffer stays valid until the outermost call returns:
+ * it is reposted or freed only then, and a nested poll's own messages
+ * leave the cursor at their end. */
+static int handle_frames_left(fr_fabric *f)
+{
+    int handled = 0;
+    size_t n;
+    while (f->msg_pos < f->msg_len) {
+        const uint8_t *frame = f->msg_buf + f->msg_pos;
+        if (fr_env_frame_len(frame, f->msg_len - f->msg_pos, &n)) {
+            atomic_fetch_add(&f->st.dropped_malformed, 1);
+            f->msg_pos = f->msg_len;
+            break;
+        }
+        f->msg_pos += n;
+        handle_frame(f, frame, n, f->msg_src);
+        handled++;
+    }
+    return handled;
+}
+
+/* One received message: one frame, or several back to back. Only when
+ * the last one's frames are all handled (a nested poll drains them first:
+ * poll_cq). */
 static void handle_message(fr_fabric *f, const uint8_t *buf, size_t len,
                            fi_addr_t src)
 {
-    size_t pos = 0, n;
     /* From an address no rank inserted (FI_ADDR_NOTAVAIL): each frame is
      * a stranger's (handle_frame) unless it is this rank's own. */
     fr_tsan_received();
-    do {
-        if (fr_env_frame_len(buf + pos, len - pos, &n)) {
-            atomic_fetch_add(&f->st.dropped_malformed, 1);
-            return;
-        }
-        handle_frame(f, buf + pos, n, src);
-        pos += n;
-    } while (pos < len);
+    if (len == 0) { /* no frame at all */
+        atomic_fetch_add(&f->st.dropped_malformed, 1);
+        return;
+    }
+    f->msg_buf = buf;
+    f->msg_len = len;
+    f->msg_pos = 0;
+    f->msg_src = src;
+    handle_frames_left(f);
 }
 
 /* Ends the calls of the frames in buf[0..len) sent to dst: the message
@@ -1186,8 +1214,11 @@ static int poll_cq(fr_fabric *f, int read)
     atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
     if (f->unposted)
         repost_unposted(f);
+    /* First what an outer poll of this thread left: the rest of the
+     * message it was handling comes before anything read after it. */
+    int rest = handle_frames_left(f);
     int n = read ? read_cq(f) : 0;
-    int held = handle_held(f);
+    int held = handle_held(f) + rest;
     if (atomic_load_explicit(&f->lost_work, memory_order_relaxed) ||
         atomic_load_explicit(&f->transfers, memory_order_relaxed)) {
         int ended = fr__rndv_end_lost(f);

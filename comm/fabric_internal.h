@@ -261,6 +261,12 @@ struct fr_fabric {
     struct fi_cq_msg_entry cq_ent[FR_CQ_BATCH];
     fi_addr_t cq_src[FR_CQ_BATCH];
     unsigned cq_n, cq_next;
+    /* Likewise the frames of the message being handled that come after
+     * the one being handled: a request and the answer its inline handler
+     * waits for may share one coalesced message (handle_message). */
+    const uint8_t *msg_buf;
+    size_t msg_len, msg_pos;
+    fi_addr_t msg_src;
 
     fr_block_cache out_cache, in_cache;
     pthread_mutex_t rndv_lock;
