@@ -1239,6 +1239,71 @@ START_TEST(a_nested_wait_sees_an_answer_read_with_its_request)
 }
 END_TEST
 
+/* The same when the answer rides in the request's own message, after it
+ * (coalesced: one rank's request and answer to this rank, sent in one
+ * batch): the frames after the running one are the fabric's to hand a
+ * nested poll (with them on handle_message's stack the wait ran to its
+ * timeout). Made here by a thread inside the poller bracket, whose frames
+ * to one peer after the first of a pass share a batch until it leaves;
+ * tried again if a poll came between them. */
+static frpc_future *held_call;
+
+static void wait_for_held(frpc_request *req, void *user)
+{
+    (void)user;
+    int rc = frpc_future_wait(held_call, 3000);
+    frpc_respond(req, &rc, sizeof(rc));
+}
+
+START_TEST(a_nested_wait_sees_an_answer_later_in_its_message)
+{
+    ck_assert_int_eq(frpc_register(agent, "wait_for_held", wait_for_held,
+                                   NULL, FRPC_INLINE),
+                     0);
+    int together = 0;
+    for (int attempt = 0; attempt < 20 && !together; attempt++) {
+        frpc_future *waiter;
+        ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 20000,
+                                         &held_call),
+                         0);
+        for (int i = 0; i < 5000 && !held; i++) {
+            struct timespec ts = {0, 1000000L};
+            nanosleep(&ts, NULL);
+        }
+        ck_assert_msg(held != NULL, "hold never ran");
+        uint64_t before = atomic_load(&agent->fab->st.coalesced);
+        fr_fabric_poller_enter(agent->fab);
+        /* The first frame to a peer in a poll's pass goes at once; those
+         * after it in the same pass share a batch (batch.c). */
+        frpc_future *first;
+        ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "x", 1, 20000,
+                                         &first),
+                         0);
+        ck_assert_int_eq(frpc_call_async(agent, 0, "wait_for_held", NULL, 0,
+                                         20000, &waiter),
+                         0);
+        release_held(); /* its answer: the next frame of the batch */
+        together = atomic_load(&agent->fab->st.coalesced) > before;
+        fr_fabric_poller_leave(agent->fab);
+        uint64_t t0 = fr_now_ns();
+        ck_assert_int_eq(frpc_future_wait(waiter, 20000), 0);
+        size_t len = 0;
+        const int *rc = frpc_future_data(waiter, &len);
+        ck_assert_uint_eq(len, sizeof(int));
+        ck_assert_msg(*rc == 0, "the nested wait for the answer after its "
+                      "request in one message (%s): %s after %llu ms",
+                      together ? "coalesced" : "apart", frpc_err_name(*rc),
+                      (unsigned long long)((fr_now_ns() - t0) / 1000000));
+        frpc_future_free(waiter);
+        frpc_future_free(held_call);
+        ck_assert_int_eq(frpc_future_wait(first, 20000), 0);
+        frpc_future_free(first);
+    }
+    ck_assert_msg(together, "the request and the answer never shared a "
+                  "message in 20 tries");
+}
+END_TEST
+
 /* "Any thread, including fn": a callback may nest a wait, as an inline
  * handler may, and the poll in it run the callback again on the same
  * thread. Turning it off from the inner run must not wait for the outer
@@ -1778,6 +1843,10 @@ int main(void)
          "request",
          a_nested_wait_sees_an_answer_read_with_its_request,
          .fixture = &with_agent},
+        {"a nested wait in an inline handler sees an answer later in its "
+         "request's message",
+         a_nested_wait_sees_an_answer_later_in_its_message,
+         .fixture = &with_agent, .timeout_s = 120},
         {"a notification callback turns itself off from a run nested in "
          "another of its runs",
          a_callback_turns_itself_off_from_a_nested_run,
