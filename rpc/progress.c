@@ -182,7 +182,6 @@ static void *progress_main(void *arg)
     uint64_t last = fr_now_ns();
     unsigned backoff = FR_BACKOFF_MIN_US;
 
-    fr_standin_enter_progress(a);
     fr_fabric_poller_enter(a->fab);
     while (!atomic_load(&a->stop)) {
         if (atomic_load(&a->spinning_callers) > 0) {
@@ -191,7 +190,9 @@ static void *progress_main(void *arg)
             continue;
         }
         uint64_t now;
+        fr_standin_poll_begin(a);
         int n = poll_once(a, &now);
+        fr_standin_poll_end();
         if (fr_standin_has_taken(a)) {
             /* Pool handlers this poll took (standin.h), still inside the
              * bracket: their answers share messages as inline ones do. */

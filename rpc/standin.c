@@ -35,14 +35,23 @@ struct fr_standin {
     int armed, stop;
 };
 
-/* The agent whose progress thread this is; the agent whose taken handler
- * this thread runs now. */
-static _Thread_local frpc_agent *progress_of;
+/* The agent whose progress thread this is, while it is in the poll of
+ * its loop that fr_standin_run follows (only that poll takes: a poll
+ * anywhere else on that thread, such as the recheck before its nap, may
+ * be followed by standing aside while a caller spins, and a caller's
+ * call to itself then waited out its timeout with its request taken and
+ * not run); the agent whose taken handler this thread runs now. */
+static _Thread_local frpc_agent *taking_for;
 static _Thread_local const frpc_agent *running_for;
 
-void fr_standin_enter_progress(frpc_agent *a)
+void fr_standin_poll_begin(frpc_agent *a)
 {
-    progress_of = a;
+    taking_for = a;
+}
+
+void fr_standin_poll_end(void)
+{
+    taking_for = NULL;
 }
 
 int fr_standin_here(const frpc_agent *a)
@@ -53,7 +62,7 @@ int fr_standin_here(const frpc_agent *a)
 int fr_standin_take(frpc_agent *a, frpc_request *r)
 {
     fr_standin *s = a->standin;
-    if (!s || progress_of != a || running_for || a->inline_depth ||
+    if (!s || taking_for != a || running_for || a->inline_depth ||
         fr_pool_size(a->pool) < 2 || fr_pool_queued(a->pool) ||
         atomic_load_explicit(&r->func->slow, memory_order_relaxed) ||
         atomic_load(&a->shutting_down))
@@ -86,7 +95,7 @@ void fr_standin_release(frpc_agent *a)
     fr_standin *s = a->standin;
     /* Taken and not run, on the progress thread outside a taken run: it
      * is inside the poll that took them. */
-    if (!s || progress_of != a || running_for || s->head == s->n)
+    if (!s || taking_for != a || running_for || s->head == s->n)
         return;
     pthread_mutex_lock(&s->lock);
     rest_to_pool(a, s);

@@ -60,8 +60,13 @@ void fr_standin_stop(frpc_agent *a);
 /* Frees the stand-in, once the progress thread has been joined. */
 void fr_standin_free(frpc_agent *a);
 
-/* Called by the progress thread when it begins its loop: it may take. */
-void fr_standin_enter_progress(frpc_agent *a);
+/* Called by the progress thread around the poll of its loop that
+ * fr_standin_run follows at once: only inside it may it take (a request
+ * taken by a poll elsewhere, before a nap or while standing aside, would
+ * wait for that thread's next turn, and a caller's call to itself could
+ * wait out its timeout). */
+void fr_standin_poll_begin(frpc_agent *a);
+void fr_standin_poll_end(void);
 
 /* From on_request, on the thread that polls: 1 if r was taken, to run on
  * the progress thread after this poll (fr_standin_run); 0 if it must go

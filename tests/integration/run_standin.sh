@@ -12,7 +12,8 @@ need_var FABRPC_RUN STANDIN
 make_tmpdir
 export FABRPC_PROGRESS=adaptive
 
-# job NAME SECS MODE [VAR=VALUE...]: MODE on 2 ranks of $PROV; output in
+# job NAME SECS MODE [VAR=VALUE...]: MODE on $RANKS ranks (2 unless set)
+# of $PROV; output in
 # $TMPD/$PROV-NAME.{out,err}, shown with the figures; fails unless every
 # rank exited 0 and said "ok".
 job() {
@@ -21,10 +22,10 @@ job() {
     local out=$TMPD/$PROV-$name
     (
         [ $# -gt 0 ] && export "$@"
-        run_bounded $((secs + 20)) "$FABRPC_RUN" -n 2 --provider "$PROV" \
+        run_bounded $((secs + 20)) "$FABRPC_RUN" -n "${RANKS:-2}" --provider "$PROV" \
             --timeout "$secs" "$STANDIN" "$mode" >"$out.out" 2>"$out.err"
     ) || st=$?
-    grep -hE 'round|shutdown|stand-ins|ended|progress thread' "$out.out" | sed 's/^/    /'
+    grep -hE 'round|shutdown|stand-ins|ended|progress thread|longest' "$out.out" | sed 's/^/    /'
     if [ $st -ne 0 ] || ! grep -q '^\[0\] ok: ' "$out.out" ||
         ! grep -q '^\[1\] ok: ' "$out.out"; then
         echo "--- stdout:"; cat "$out.out"; echo "--- stderr:"; cat "$out.err"
@@ -42,5 +43,9 @@ for PROV in shm tcp; do
         job shut-imm 60 shutdown STANDIN_HOW=immediate
     run_case "$PROV: graceful shutdown, the same" job shut-grace 60 shutdown STANDIN_HOW=graceful
     run_case "$PROV: frpc_shutdown in a pool handler the progress thread runs: FRPC_EDEADLK" job own 60 own
+    # Scaled down under sanitizers (FABRPC_TEST_SCALE): each call is slower.
+    run_case "$PROV: 4 ranks call each other and themselves with pauses, blocking progress: none waits out its timeout" \
+        job paced 240 paced RANKS=4 FABRPC_PROGRESS=blocking \
+        STANDIN_CALLS=$((5000 * ${FABRPC_TEST_SCALE:-100} / 100))
 done
 finish_cases

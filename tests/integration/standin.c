@@ -23,6 +23,14 @@
  *             the progress thread (the rest of a poll's requests go to
  *             the pool once its handlers have run a few ms), and every
  *             call ends 0.
+ *   paced     every rank (4 in run_standin.sh) calls rank (me + i) % n's
+ *             pool handler "echo", itself every n-th call, STANDIN_CALLS
+ *             times, pausing 0-3 ms after every third so that its progress
+ *             thread naps between them: no call may wait out its 3 s
+ *             timeout. A request the progress thread took in the poll
+ *             before its nap stayed there while the caller spun, a call
+ *             to itself never answered (once in about 60,000 calls in
+ *             blocking progress).
  *   shutdown  rank 1's pool handler "nest" waits in a call to rank 0's
  *             "hold" (never answered, no timeout) when rank 1's main
  *             thread calls frpc_shutdown(PEERLOST_HOW, 2000) (immediate or
@@ -227,6 +235,40 @@ static int mode_spread(void)
     return 0;
 }
 
+static int mode_paced(void)
+{
+    const char *calls_s = getenv("STANDIN_CALLS");
+    int calls = calls_s ? atoi(calls_s) : 5000, late = 0;
+    double worst = 0;
+    au_start();
+    au_register("echo", echo, NULL, 0);
+    au_barrier();
+    uint64_t r = au_mix(0x9ace + (uint64_t)me);
+    for (int i = 0; i < calls; i++) {
+        int dst = (me + i) % nranks;
+        frpc_result res;
+        double t0 = au_now_ms();
+        int rc = au_call(dst, "echo", au_mix(0x9a00 + (uint64_t)i), 16, 3000,
+                         &res);
+        double ms = au_now_ms() - t0;
+        CHECK(rc == 0, "call %d to rank %d%s: %s (%.0f ms)", i, dst,
+              dst == me ? " (itself)" : "", au_why(rc, res.error), ms);
+        CHECK(au_reply_ok(res.data, res.len, au_mix(0x9a00 + (uint64_t)i),
+                          16), "call %d: wrong reply", i);
+        frpc_result_clear(&res);
+        worst = ms > worst ? ms : worst;
+        late += ms > 100;
+        if (i % 3 == 0)
+            au_sleep_us((unsigned)(au_rand(&r) % 3000));
+    }
+    printf("rank %d: %d calls, %d over 100 ms, the longest %.1f ms\n", me,
+           calls, late, worst);
+    printf("ok: rank %d: every paced call answered\n", me);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* shutdown_here: answers with what frpc_shutdown gave on the handler's
  * own thread: FRPC_EDEADLK (it would wait for itself). */
 static void shutdown_here(frpc_request *req, void *user)
@@ -349,6 +391,8 @@ int main(int argc, char **argv)
         return mode_own();
     if (argc == 2 && strcmp(argv[1], "spread") == 0)
         return mode_spread();
-    fprintf(stderr, "usage: standin block|spread|shutdown|own\n");
+    if (argc == 2 && strcmp(argv[1], "paced") == 0)
+        return mode_paced();
+    fprintf(stderr, "usage: standin block|spread|paced|shutdown|own\n");
     return 2;
 }
