@@ -77,6 +77,15 @@ static void hold(frpc_request *req, void *user)
     pthread_mutex_unlock(&held_lock);
 }
 
+/* Whether "hold" holds a request now. */
+static int holding(void)
+{
+    pthread_mutex_lock(&held_lock);
+    int r = held != NULL;
+    pthread_mutex_unlock(&held_lock);
+    return r;
+}
+
 /* Answers the held request, if any (its caller has given up). */
 static void release_held(void)
 {
@@ -1266,11 +1275,11 @@ START_TEST(a_nested_wait_sees_an_answer_later_in_its_message)
         ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 20000,
                                          &held_call),
                          0);
-        for (int i = 0; i < 5000 && !held; i++) {
+        for (int i = 0; i < 5000 && !holding(); i++) {
             struct timespec ts = {0, 1000000L};
             nanosleep(&ts, NULL);
         }
-        ck_assert_msg(held != NULL, "hold never ran");
+        ck_assert_msg(holding(), "hold never ran");
         uint64_t before = atomic_load(&agent->fab->st.coalesced);
         fr_fabric_poller_enter(agent->fab);
         /* The first frame to a peer in a poll's pass goes at once; those
