@@ -11,8 +11,10 @@
  *            while they get random slices of every rank's; rank 0 checks
  *            every slice after a barrier.
  *   bad      descriptors that must be refused before anything is posted
- *            (random bytes, truncated, tampered, another job's, read-only
- *            for a put, slices outside either side), a deregistered
+ *            (random bytes, truncated, tampered, each byte altered
+ *            alone: FRPC_EPROTO in fixed fields, else FRPC_EACCES;
+ *            another job's, read-only for a put, slices outside either
+ *            side), a deregistered
  *            region's (refused by the provider, or timed out: never 0;
  *            FRPC_EACCES where transfers are emulated; shm natively
  *            checks no key),
@@ -539,6 +541,24 @@ static int mode_bad(void)
         expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
                FRPC_EACCES, "another job's descriptor");
     }
+    /* Each byte altered alone, for a get and a put: a fixed field (format
+     * mark, version, access and flag bits, reserved bytes) is not a
+     * descriptor (FRPC_EPROTO), any other byte fails the check value
+     * (FRPC_EACCES): the header's promise, byte by byte. */
+    for (int i = 0; i < FRPC_MEM_DESC_SIZE; i++) {
+        int fixed = i < 8 || (i >= 12 && i < 16) || (i >= 48 && i < 56);
+        int want = fixed ? FRPC_EPROTO : FRPC_EACCES;
+        memcpy(bad, desc, FRPC_MEM_DESC_SIZE);
+        bad[i] ^= 0x80;
+        int rg = frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000);
+        int rp = frpc_put(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000);
+        CHECK(rg == want && rp == want, "byte %d of a descriptor altered: "
+              "get %s, put %s, want %s", i, frpc_err_name(rg),
+              frpc_err_name(rp), frpc_err_name(want));
+    }
+    printf("ok: each of the %d bytes of a descriptor altered: FRPC_EPROTO "
+           "in the fixed fields, FRPC_EACCES elsewhere, for get and put\n",
+           FRPC_MEM_DESC_SIZE);
     good_get(local, lbuf, desc, peer);
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, (1u << 20) - 4, 8,
                     5000),
@@ -557,11 +577,13 @@ static int mode_bad(void)
            FRPC_EINVAL, "async with no future pointer");
     CHECK(frpc_get_stats(agent, &st1) == 0, "stats");
     /* Refused before posting: random (len 8 and 0), short, long, key,
-     * length, job, remote slice, local slice, wrap (NULLs are not
-     * transfers). */
-    CHECK(st1.transfers_refused - st0.transfers_refused == 10,
-          "transfers_refused went up by %llu, want 10",
-          (unsigned long long)(st1.transfers_refused - st0.transfers_refused));
+     * length, job, each byte (a get and a put), remote slice, local
+     * slice, wrap (NULLs are not transfers). */
+    unsigned long long want_refused = 10 + 2 * FRPC_MEM_DESC_SIZE;
+    CHECK(st1.transfers_refused - st0.transfers_refused == want_refused,
+          "transfers_refused went up by %llu, want %llu",
+          (unsigned long long)(st1.transfers_refused - st0.transfers_refused),
+          want_refused);
     printf("ok: refusals counted\n");
 
     /* A read-only slice: no put. */
