@@ -684,6 +684,10 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * 100 us or more three times in a row there (some of its runs are timed)
  * is treated the same, and once the handlers of one poll have run a
  * millisecond in all, the rest of that poll's requests go to the pool.
+ * Such a function comes back to the progress thread after 64 runs in a
+ * row on the pool under 100 us each (a first run that only set things
+ * up, say); 128 the next time it goes to the pool, and so on, doubling
+ * up to 4096.
  * What a handler can tell: the thread it runs on
  * may be the progress thread rather than a pool thread; and a request
  * that arrives while such a handler blocks waits a millisecond or two,

@@ -175,6 +175,19 @@ static void caller_stops_spinning(frpc_agent *a, int needs_progress)
         ASLEEP(a, call);                       \
     } while (0)
 
+/* After polls that may take pool handlers' requests (begun with
+ * fr_standin_poll_begin): runs what they took (standin.h), inside the
+ * poller bracket: their answers share messages as inline ones do. */
+static void run_taken(frpc_agent *a)
+{
+    fr_standin_poll_end();
+    if (fr_standin_has_taken(a)) {
+        atomic_store(&a->progress_state, FR_PROGRESS_IN_HANDLERS);
+        fr_standin_run(a);
+        atomic_store(&a->progress_state, FR_PROGRESS_POLLING);
+    }
+}
+
 static void *progress_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -192,14 +205,7 @@ static void *progress_main(void *arg)
         uint64_t now;
         fr_standin_poll_begin(a);
         int n = poll_once(a, &now);
-        fr_standin_poll_end();
-        if (fr_standin_has_taken(a)) {
-            /* Pool handlers this poll took (standin.h), still inside the
-             * bracket: their answers share messages as inline ones do. */
-            atomic_store(&a->progress_state, FR_PROGRESS_IN_HANDLERS);
-            fr_standin_run(a);
-            atomic_store(&a->progress_state, FR_PROGRESS_POLLING);
-        }
+        run_taken(a);
         if (n > 0) {
             last = now;
             backoff = FR_BACKOFF_MIN_US;
@@ -220,8 +226,11 @@ static void *progress_main(void *arg)
         if (fr_fabric_can_block(a->fab)) {
             /* the CQ's fd (tcp) or our doorbell (shm) wakes us, and so
              * does a call added with an earlier deadline than we plan
-             * to wake for */
+             * to wake for. The doorbell's last look before the sleep is
+             * a poll: what it takes runs right after the nap. */
+            fr_standin_poll_begin(a);
             ASLEEP_ENDING_LINGERS(a, nap(a));
+            run_taken(a);
         } else {
             ASLEEP_ENDING_LINGERS(a, sleep_us(sleep_budget_us(a, backoff)));
             if (backoff < FR_BACKOFF_MAX_US)

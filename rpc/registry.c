@@ -127,6 +127,8 @@ int fr_registry_add(fr_registry *r, uint64_t id, const char *name,
     f->user = user;
     f->flags = flags;
     atomic_init(&f->slow, 0);
+    atomic_init(&f->slow_marks, 0);
+    atomic_init(&f->pool_quick, 0);
     f->p_heavy = 0;
     memcpy(f->name, name, len + 1);
     pthread_mutex_lock(&r->lock);

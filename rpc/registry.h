@@ -26,9 +26,13 @@ typedef struct fr_func {
     frpc_handler_fn handler;
     void *user;
     unsigned flags;
-    /* Its handler once ran long on the progress thread (standin.h): its
-     * requests go to the pool from then on. Set once, never cleared. */
+    /* Its handler ran long on the progress thread (standin.h): its
+     * requests go to the pool, until enough quick runs there clear it
+     * (fr_standin_pool_ran). */
     atomic_int slow;
+    /* How many times it went slow; its quick runs on the pool in a row
+     * since (standin.c; pool threads write them, only while slow). */
+    atomic_uint slow_marks, pool_quick;
     /* The progress thread's own tally (standin.c; no other thread
      * touches it): its timed runs in a row there that took
      * FR_STANDIN_HEAVY_NS or more. */

@@ -35,12 +35,13 @@ struct fr_standin {
     int armed, stop;
 };
 
-/* The agent whose progress thread this is, while it is in the poll of
- * its loop that fr_standin_run follows (only that poll takes: a poll
- * anywhere else on that thread, such as the recheck before its nap, may
- * be followed by standing aside while a caller spins, and a caller's
- * call to itself then waited out its timeout with its request taken and
- * not run); the agent whose taken handler this thread runs now. */
+/* The agent whose progress thread this is, while it is in polls that
+ * fr_standin_run follows at once (only those take: a poll anywhere else
+ * on that thread, such as a send's wait for room as it leaves the poller
+ * bracket, may be followed by standing aside while a caller spins, and a
+ * caller's call to itself then waited out its timeout with its request
+ * taken and not run); the agent whose taken handler this thread runs
+ * now. */
 static _Thread_local frpc_agent *taking_for;
 static _Thread_local const frpc_agent *running_for;
 
@@ -109,6 +110,33 @@ int fr_standin_has_taken(const frpc_agent *a)
     return s && s->n > 0; /* only this thread appends */
 }
 
+/* fn's requests go to the pool (standin.h), counting quick runs there
+ * from zero. */
+static void mark_slow(fr_func *fn)
+{
+    if (atomic_exchange(&fn->slow, 1) == 0) {
+        atomic_store_explicit(&fn->pool_quick, 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&fn->slow_marks, 1, memory_order_relaxed);
+    }
+}
+
+void fr_standin_pool_ran(fr_func *fn, uint64_t ns)
+{
+    if (ns >= FR_STANDIN_HEAVY_NS) {
+        atomic_store_explicit(&fn->pool_quick, 0, memory_order_relaxed);
+        return;
+    }
+    unsigned marks = atomic_load_explicit(&fn->slow_marks,
+                                          memory_order_relaxed);
+    unsigned shift = marks > 1 ? marks - 1 : 0;
+    if (shift > FR_STANDIN_QUICK_MAX)
+        shift = FR_STANDIN_QUICK_MAX;
+    if (atomic_fetch_add_explicit(&fn->pool_quick, 1,
+                                  memory_order_relaxed) + 1 >=
+        FR_STANDIN_QUICK_RUNS << shift)
+        atomic_store(&fn->slow, 0);
+}
+
 /* Runs r's handler (serial: its run's number here), timing one run in 8
  * and every run of a function whose last timed run was long (two clock
  * reads each): FR_STANDIN_HEAVY_RUNS long ones in a row make its function
@@ -127,7 +155,7 @@ static void run_timed(frpc_request *r, uint64_t serial)
     if (fr_now_ns() - t0 < FR_STANDIN_HEAVY_NS)
         fn->p_heavy = 0;
     else if (++fn->p_heavy >= FR_STANDIN_HEAVY_RUNS)
-        atomic_store(&fn->slow, 1);
+        mark_slow(fn);
 }
 
 void fr_standin_run(frpc_agent *a)
@@ -184,7 +212,7 @@ static void stand_in(frpc_agent *a, fr_standin *s)
 {
     uint64_t stuck = atomic_load(&s->running);
 
-    atomic_store(&((fr_func *)s->running_fn)->slow, 1);
+    mark_slow((fr_func *)s->running_fn);
     atomic_fetch_add(&a->progress_stand_ins, 1);
     rest_to_pool(a, s);
     pthread_mutex_unlock(&s->lock);

@@ -47,6 +47,13 @@ typedef struct fr_standin fr_standin;
 #define FR_STANDIN_HEAVY_NS 100000ull
 #define FR_STANDIN_HEAVY_RUNS 3
 #define FR_STANDIN_IDLE_NS 100000000ull  /* no run this long: stop looking */
+/* A slow function's runs on the pool in a row under FR_STANDIN_HEAVY_NS
+ * that make it quick again: this many the first time, doubled each time
+ * it goes slow again, up to FR_STANDIN_QUICK_RUNS << FR_STANDIN_QUICK_MAX
+ * (a handler that blocks now and then costs a stand-in's millisecond or
+ * two each time it comes back, less and less often). */
+#define FR_STANDIN_QUICK_RUNS 64u
+#define FR_STANDIN_QUICK_MAX 6u
 
 /* Starts the stand-in thread (it sleeps until the first run). 0 or
  * FRPC_ENOMEM. Called by fr_progress_start before the progress thread. */
@@ -60,11 +67,12 @@ void fr_standin_stop(frpc_agent *a);
 /* Frees the stand-in, once the progress thread has been joined. */
 void fr_standin_free(frpc_agent *a);
 
-/* Called by the progress thread around the poll of its loop that
- * fr_standin_run follows at once: only inside it may it take (a request
- * taken by a poll elsewhere, before a nap or while standing aside, would
- * wait for that thread's next turn, and a caller's call to itself could
- * wait out its timeout). */
+/* Called by the progress thread around polls that fr_standin_run follows
+ * at once (its loop's poll; its nap, whose last look is a poll): only
+ * inside them may it take (a request taken by a poll elsewhere, then
+ * left while that thread stood aside for a spinning caller, waited for
+ * the caller to stop, and a call to one's own rank waited out its
+ * timeout). */
 void fr_standin_poll_begin(frpc_agent *a);
 void fr_standin_poll_end(void);
 
@@ -74,6 +82,12 @@ void fr_standin_poll_end(void);
  * there, the pool busy or of one thread, the function slow, a shutdown
  * begun, the list full). Never blocks. */
 int fr_standin_take(frpc_agent *a, frpc_request *r);
+
+/* A pool thread ran a handler of fn, a slow function, in ns: a quick
+ * run counts towards clearing fn's mark (FR_STANDIN_QUICK_RUNS), a long
+ * one starts the count again. Never blocks. */
+typedef struct fr_func fr_func;
+void fr_standin_pool_ran(fr_func *fn, uint64_t ns);
 
 /* The progress thread, about to wait inside a handler it runs during its
  * poll (an inline handler's nested call): the requests its poll took go

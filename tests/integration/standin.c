@@ -23,6 +23,12 @@
  *             the progress thread (the rest of a poll's requests go to
  *             the pool once its handlers have run a few ms), and every
  *             call ends 0.
+ *   recover   rank 1's pool handler "lazy" sleeps 30 ms on its first run
+ *             (setting things up, say), on the progress thread: that
+ *             function goes to the pool. Rank 0 then calls it one call at
+ *             a time; each run is quick, and after 64 in a row on the pool
+ *             it runs on the progress thread again: rank 0 stops at the
+ *             first such run after the second call, or fails after 3000.
  *   paced     every rank (4 in run_standin.sh) calls rank (me + i) % n's
  *             pool handler "echo", itself every n-th call, STANDIN_CALLS
  *             times, pausing 0-3 ms after every third so that its progress
@@ -235,6 +241,73 @@ static int mode_spread(void)
     return 0;
 }
 
+static atomic_int lazy_runs, lazy_back_at; /* run number, or 0 */
+
+/* lazy: 30 ms on its first run, quick afterwards; answers whether it
+ * ran on the progress thread (int32 1 or 0). */
+static void lazy(frpc_request *req, void *user)
+{
+    (void)user;
+    int n = atomic_fetch_add(&lazy_runs, 1) + 1;
+    if (n == 1)
+        au_sleep_us(30000);
+    int32_t here = pthread_equal(pthread_self(), progress_thread);
+    if (here && n > 1 && atomic_load(&lazy_back_at) == 0)
+        atomic_store(&lazy_back_at, n);
+    frpc_respond(req, &here, sizeof(here));
+}
+
+static int mode_recover(void)
+{
+    au_start();
+    CHECK(nranks == 2, "recover needs 2 ranks");
+    au_register("lazy", lazy, NULL, 0);
+    au_register("where", where, NULL, FRPC_INLINE);
+    au_register("finish", finish, NULL, FRPC_INLINE);
+    au_barrier();
+    if (me == 1) {
+        wait_finished();
+        frpc_stats st;
+        CHECK(frpc_get_stats(agent, &st) == 0, "stats");
+        printf("rank 1: lazy back on the progress thread at run %d; %llu "
+               "stand-ins\n", atomic_load(&lazy_back_at),
+               (unsigned long long)st.progress_stand_ins);
+        CHECK(st.progress_stand_ins >= 1, "nobody stood in for lazy's "
+              "first run");
+        printf("ok: rank 1: lazy came back\n");
+        au_barrier();
+        au_finish();
+        return 0;
+    }
+    CHECK(frpc_call(agent, 1, "where", NULL, 0, 20000, NULL) == 0, "where");
+    int back_at = 0;
+    for (int i = 1; i <= 3000 && !back_at; i++) {
+        frpc_result res;
+        int rc = frpc_call(agent, 1, "lazy", NULL, 0, 20000, &res);
+        CHECK(rc == 0 && res.len == sizeof(int32_t), "lazy %d: %s", i,
+              au_why(rc, res.error));
+        int32_t here;
+        memcpy(&here, res.data, sizeof(here));
+        frpc_result_clear(&res);
+        CHECK(i != 1 || here, "lazy's first run was not on the progress "
+              "thread (rank 1 idle, its pool too)");
+        CHECK(i != 2 || !here, "lazy's second run was on the progress "
+              "thread: its first (30 ms there) did not send it to the "
+              "pool");
+        if (here && i > 2)
+            back_at = i;
+    }
+    CHECK(back_at > 64, "lazy never came back to the progress thread in "
+          "3000 quick runs (or too soon: %d)", back_at);
+    CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
+          "finish");
+    printf("ok: rank 0: lazy back on rank 1's progress thread at call %d\n",
+           back_at);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 static int mode_paced(void)
 {
     const char *calls_s = getenv("STANDIN_CALLS");
@@ -393,6 +466,9 @@ int main(int argc, char **argv)
         return mode_spread();
     if (argc == 2 && strcmp(argv[1], "paced") == 0)
         return mode_paced();
-    fprintf(stderr, "usage: standin block|spread|paced|shutdown|own\n");
+    if (argc == 2 && strcmp(argv[1], "recover") == 0)
+        return mode_recover();
+    fprintf(stderr, "usage: standin block|spread|recover|paced|shutdown|"
+            "own\n");
     return 2;
 }
