@@ -691,7 +691,7 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * What a handler can tell: the thread it runs on
  * may be the progress thread rather than a pool thread; and a request
  * that arrives while such a handler blocks waits a millisecond or two,
- * the first time. With config.threads 1 pool handlers stay on the pool
+ * the first time (and the first time after each return). With config.threads 1 pool handlers stay on the pool
  * (or, its queue full, on the polling thread, as above), and its nesting
  * guard holds: frpc_barrier there fails FRPC_EDEADLK. */
 #define FRPC_INLINE 0x1u
