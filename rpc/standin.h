@@ -24,7 +24,8 @@
  * parallel as before: a function whose runs here took 100 us or more
  * three times in a row (one run in 8 is timed, and each run after a long
  * one) is slow; and once one poll's handlers have run a tick in all, the rest
- * of them go to the pool.
+ * of them go to the pool. A slow function's runs on the pool are timed:
+ * FR_STANDIN_QUICK_RUNS quick ones in a row bring it back.
  *
  * Shutdown: fr_progress_stop does not wait for a handler the progress
  * thread runs (it may wait for what the shutdown ends next: a call in
