@@ -45,7 +45,7 @@ for PROV in shm tcp; do
     run_case "$PROV: frpc_shutdown in a pool handler the progress thread runs: FRPC_EDEADLK" job own 60 own
     run_case "$PROV: a function sent to the pool comes back to the progress thread after quick runs there" \
         job recover 120 recover \
-        STANDIN_CALLS=$((3000 * 100 / ${FABRPC_TEST_SCALE:-100}))
+        STANDIN_CALLS=$((5000 * 100 / ${FABRPC_TEST_SCALE:-100}))
     # Scaled down under sanitizers (FABRPC_TEST_SCALE): each call is slower.
     run_case "$PROV: 4 ranks call each other and themselves with pauses, blocking progress: none waits out its timeout" \
         job paced 240 paced RANKS=4 FABRPC_PROGRESS=blocking \

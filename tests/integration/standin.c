@@ -29,8 +29,9 @@
  *             a time; each run is quick, and after 64 in a row on the pool
  *             it runs on the progress thread again: rank 0 stops at the
  *             first such run after the second call, or fails after
- *             STANDIN_CALLS (3000; a run over 100 us starts the count
- *             again, and sanitizers make many).
+ *             STANDIN_CALLS (3000 unless set; run_standin.sh sets 5000,
+ *             more under sanitizers: a run over 100 us starts the count
+ *             again, and they make many).
  *   paced     every rank (4 in run_standin.sh) calls rank (me + i) % n's
  *             pool handler "echo", itself every n-th call, STANDIN_CALLS
  *             times, pausing 0-3 ms after every third so that its progress
