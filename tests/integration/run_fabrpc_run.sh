@@ -120,7 +120,9 @@ EOF
     expect_status "$rc" 3
     expect_grep '^fabrpc-run: rank 2 exited with status 3$' "$TMPD/err"
     grep -q SIGKILL "$TMPD/err" && fail "SIGTERM was not enough: $(cat "$TMPD/err")"
-    [ $(($(now_ms) - t0)) -lt 2500 ] || fail "the other ranks took too long to stop"
+    # SIGTERM, not the SIGKILL after its 3 s grace, is checked above; a
+    # rank never stopped runs into frun's 30 s.
+    [ $(($(now_ms) - t0)) -lt 10000 ] || fail "the other ranks took too long to stop"
     expect_gone "$TMPD"/rank.[013].pid "$TMPD"/child.[01].pid
 }
 
