@@ -407,7 +407,9 @@ START_TEST(close_leaves_no_entry_behind)
             fr_pending_release(&e->p);
         }
     ck_assert_uint_eq(refused + completed, (size_t)ADDERS * N);
-    ck_assert_uint_gt(refused, 0); /* the last adds came after the close */
+    /* Usually the last adds came after the close (refused > 0), but a
+     * descheduled main thread may close only after every add: refusal
+     * after a close is checked below by "late", whatever happened here. */
     ck_assert_uint_eq(atomic_load(&t.inflight), 0);
     ck_assert_uint_eq(atomic_load(&t.st.failed), completed);
     ck_assert_uint_eq(fr_pending_started(&t), completed);
