@@ -173,11 +173,13 @@ int mode_modes(void)
     return 0;
 }
 
-/* Holds the polling thread of the rank it runs on (FRPC_INLINE). */
+/* Holds the polling thread of the rank it runs on (FRPC_INLINE) for 6 s:
+ * far longer than what stalled_owner does meanwhile, even on a loaded
+ * machine (it was 1.5 s). */
 static void h_stall(frpc_request *req, void *user)
 {
     (void)user;
-    struct timespec ts = {1, 500000000};
+    struct timespec ts = {6, 0};
     nanosleep(&ts, NULL);
     frpc_respond(req, NULL, 0);
 }
@@ -190,8 +192,9 @@ static double now_ms(void)
 }
 
 /* Rank 1 serves emulated transfers only when it polls: while its polling
- * thread is held for 1.5 s, a get with a 300 ms timeout ends
- * FRPC_ETIMEDOUT at its time, a cancelled one FRPC_ECANCELED at once, and
+ * thread is held for 6 s, a get with a 300 ms timeout ends
+ * FRPC_ETIMEDOUT at its time (3 s allows for a loaded machine and still
+ * tells it from the stall's end), a cancelled one FRPC_ECANCELED at once, and
  * deregistering the local region waits for the cancelled one's piece
  * (FRPC_ETIMEDOUT with 1 ms to wait), then succeeds once it came back. */
 static void stalled_owner(frpc_mem *local, const uint8_t *desc)
@@ -199,12 +202,12 @@ static void stalled_owner(frpc_mem *local, const uint8_t *desc)
     frpc_future *stall, *g;
     int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
     CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
-    struct timespec ts = {0, 100000000};
+    struct timespec ts = {0, 500000000};
     nanosleep(&ts, NULL); /* it holds rank 1's poll now */
     double t0 = now_ms();
     rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 300);
     double ms = now_ms() - t0;
-    CHECK(rc == FRPC_ETIMEDOUT && ms < 1200, "a get from a stalled owner: "
+    CHECK(rc == FRPC_ETIMEDOUT && ms < 3000, "a get from a stalled owner: "
           "%s after %.0f ms", frpc_err_name(rc), ms);
     printf("ok: a get from a stalled owner ended FRPC_ETIMEDOUT after "
            "%.0f ms (300 ms timeout)\n", ms);
