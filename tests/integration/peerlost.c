@@ -2265,7 +2265,8 @@ static int mode_peer_fn(void)
 /* frpc_notify_wait: "The wait is for any sender, so a lost rank does not
  * end it". 3 ranks. Rank 1, the only sender, sends one notification to
  * rank 0, then kills itself NL_DIE_MS into rank 0's next
- * frpc_notify_wait(NL_WAIT_MS): that wait ends FRPC_ETIMEDOUT at its
+ * frpc_notify_wait(NL_WAIT_MS) (rank 0 makes $PEERLOST_DIR/nl_waiting
+ * just before it): that wait ends FRPC_ETIMEDOUT at its
  * timeout (not early, not FRPC_EPEERLOST, not hanging), though rank 1 was
  * found lost during it; then notifications from rank 2 and from rank 0
  * itself, and calls, still work, and nothing else is queued. */
@@ -2304,6 +2305,9 @@ static int mode_notify_lost(void)
     au_barrier();
     if (me == 1) {
         nl_notify(0, au_mix(0x401)); /* returns once rank 0 has it */
+        /* Rank 0 says it is about to wait (a loaded machine may delay
+         * it past NL_DIE_MS after the notification). */
+        wait_file("nl_waiting");
         au_sleep_us(NL_DIE_MS * 1000);
         die_now();
     }
@@ -2323,6 +2327,7 @@ static int mode_notify_lost(void)
     size_t len = 0;
     int src = -1;
     double t0 = au_now_ms();
+    touch_dir_file("nl_waiting");
     int rc = frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
                               NL_WAIT_MS);
     double t1 = au_now_ms(), tk = kill_time_ms();
