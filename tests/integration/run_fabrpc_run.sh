@@ -285,10 +285,12 @@ t_stdin_to_rank_0() {
 }
 
 t_idle_uses_no_cpu() {
-    local TIMEFORMAT='%U %S' t
+    local TIMEFORMAT='%U %S' t max=0.3
+    # A sanitizer build's fabrpc-run spends more starting and stopping.
+    [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ] && max=1.0
     t=$( { time "$FABRPC_RUN" -n 4 sleep 2 >/dev/null 2>&1; } 2>&1 )
-    awk -v t="$t" 'BEGIN { split(t, a, " "); exit !(a[1] + a[2] < 0.3) }' ||
-        fail "used $t s of CPU (user sys) while the ranks slept 2 s"
+    awk -v t="$t" -v max="$max" 'BEGIN { split(t, a, " "); exit !(a[1] + a[2] < max) }' ||
+        fail "used $t s of CPU (user sys) while the ranks slept 2 s (at most $max)"
 }
 
 t_many_ranks() {
