@@ -688,12 +688,13 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * row on the pool under 100 us each (a first run that only set things
  * up, say); 128 the next time it goes to the pool, and so on, doubling
  * up to 4096.
- * What a handler can tell: the thread it runs on
- * may be the progress thread rather than a pool thread; and a request
- * that arrives while such a handler blocks waits a millisecond or two,
- * the first time (and the first time after each return). With config.threads 1 pool handlers stay on the pool
- * (or, its queue full, on the polling thread, as above), and its nesting
- * guard holds: frpc_barrier there fails FRPC_EDEADLK. */
+ * What a handler can tell: the thread it runs on may be the progress
+ * thread rather than a pool thread; and a request that arrives while
+ * such a handler blocks waits a millisecond or two, the first time and
+ * the first time after each such return to the progress thread. With
+ * config.threads 1 pool handlers stay on the pool (or, its queue full,
+ * on the polling thread, as above), and its nesting guard holds:
+ * frpc_barrier there fails FRPC_EDEADLK. */
 #define FRPC_INLINE 0x1u
 
 /*
