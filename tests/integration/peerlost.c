@@ -71,18 +71,18 @@
  *                 goes unanswered, and shutdown still returns within
  *                 450 ms (2 s under a sanitizer: BYE_BOUND_MS).
  *   answers-before-bye 3 ranks. Rank 0 dies; rank 2 starts its graceful
- *                 shutdown while a pool handler of its own naps 300 ms
- *                 before answering rank 1's call: the answer comes before
- *                 rank 2's goodbye (which ends calls to it), so the call
- *                 ends 0, its answer whole (PEERLOST_ABYE_BYTES long,
- *                 0 by default: 256 KiB goes by rendezvous); calls made
- *                 while it runs are answered, then refused (they end
+ *                 shutdown while a pool handler of its own holds rank 1's
+ *                 call until rank 1 saw a call refused: the answer comes
+ *                 before rank 2's goodbye (which ends calls to it), so
+ *                 the call ends 0, its answer whole (PEERLOST_ABYE_BYTES
+ *                 long, 0 by default: 256 KiB goes by rendezvous); calls
+ *                 made while it runs are answered, then refused (they end
  *                 FRPC_EPEERLOST, the slow call's answer still to come);
  *                 a call after the goodbye ends FRPC_EPEERLOST. With
- *                 PEERLOST_ABYE_NAP_MS past 1500 (the nap, 300 by
- *                 default), the goodbye goes after half a second: the
- *                 slow call ends FRPC_EPEERLOST 500 ms before the nap's
- *                 end or sooner.
+ *                 PEERLOST_ABYE_NAP_MS past 1500 the handler naps that
+ *                 long instead: the goodbye goes after half a second, and
+ *                 the slow call ends FRPC_EPEERLOST 500 ms before the
+ *                 nap's end or sooner.
  *   replay-order  4 ranks. Rank 3 dies, then rank 2; ranks 0 and 1 set
  *                 frpc_on_peer_lost only afterwards: the two reports come
  *                 in the order found, 3 then 2.
@@ -1742,18 +1742,22 @@ static size_t abye_bytes(void)
 
 static uint8_t abye_byte(size_t i) { return (uint8_t)(i * 7 + 3); }
 
-/* How long slow_answer naps once rank 2's shutdown has begun:
- * PEERLOST_ABYE_NAP_MS, 300 by default: the shutdown must begin refusing
- * within it (40-100 ms in under TSan, idle), and the nap's end plus the
- * answer's read fit its half second. Counted from the shutdown's start,
- * not the handler's: rank 2 begins it once it has seen rank 0 dead, which
- * under a loaded ASan build can take most of 300 ms longer than on rank
- * 1 (CI: slow's answer came after 314 ms, before any refusal). */
+/* PEERLOST_ABYE_NAP_MS: with a value past 1500, slow_answer naps that
+ * long once rank 2's shutdown has begun, past the half second after
+ * which its goodbye goes anyway. Without it (0), slow_answer answers as
+ * soon as rank 1 has seen a call refused ($PEERLOST_DIR/abye_refused):
+ * a fixed nap (300 ms, once) left about 200 ms on either side, which a
+ * loaded machine took (the refusal not yet begun when the nap ended, or
+ * the answer sent after the half second). */
 static long abye_nap_ms(void)
 {
     const char *s = getenv("PEERLOST_ABYE_NAP_MS");
-    return s ? atol(s) : 300;
+    return s ? atol(s) : 0;
 }
+
+/* How long slow_answer waits for rank 1's word that a call was refused:
+ * past it, it answers anyway and rank 1's checks say what went wrong. */
+#define ABYE_REFUSAL_WAIT_MS 5000.0
 
 static void quick_answer(frpc_request *req, void *user)
 {
@@ -1772,7 +1776,16 @@ static void slow_answer(frpc_request *req, void *user)
     double t0 = au_now_ms();
     while (!atomic_load(&abye_shutting) && au_now_ms() - t0 < BOUND_MS)
         au_sleep_us(1000);
-    au_sleep_us(abye_nap_ms() * 1000);
+    if (abye_nap_ms() > 0) {
+        au_sleep_us(abye_nap_ms() * 1000);
+    } else {
+        char path[600];
+        dir_path(path, sizeof(path), "abye_refused");
+        t0 = au_now_ms();
+        while (access(path, F_OK) != 0 &&
+               au_now_ms() - t0 < ABYE_REFUSAL_WAIT_MS)
+            au_sleep_us(1000);
+    }
     frpc_respond(req, b, b ? n : 0);
     free(b);
 }
@@ -1813,6 +1826,7 @@ static int mode_answers_before_bye(void)
                 strstr(res.error, "is shutting down")) {
                 refused_ms = (int)(au_now_ms() - t0);
                 frpc_result_clear(&res);
+                touch_dir_file("abye_refused"); /* slow may answer now */
                 break;
             }
             CHECK(rc == 0 || frpc_future_test(slow), "quick, while slow "
@@ -1869,8 +1883,8 @@ static int mode_answers_before_bye(void)
             CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1's call never came");
             au_sleep_us(1000);
         }
-        /* Its handler naps (abye_nap_ms) from now: shutdown starts while
-         * it runs. */
+        /* Its handler waits from now (for rank 1's refusal, or
+         * abye_nap_ms): shutdown starts while it runs. */
         atomic_store(&abye_shutting, 1);
     }
     double ms;

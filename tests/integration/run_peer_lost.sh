@@ -42,6 +42,9 @@ job() {
     shift 4
     local t0 st=0
     JOB=$TMPD/$PROV-$name
+    # Fresh: the ranks meet through files here (a case run twice found
+    # the first run's).
+    rm -rf "$JOB"
     mkdir -p "$JOB"
     t0=$(date +%s%N)
     (
