@@ -14,14 +14,17 @@ need_var PEERLOST FABRPC_RUN
 make_tmpdir
 
 # The promise is "at once": 2 s on an idle machine, against the 20 s init
-# timeout set here. The check allows for a loaded machine (3 s) and for
-# the sanitizer builds (FABRPC_TEST_SCALE set: 8 s); the times are printed.
-if [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then BOUND=8000; else BOUND=3000; fi
+# timeout of the rank that is checked. The check allows for a loaded
+# machine (5 s: rank 1 took 3.2-3.7 s at load average 25-30, rank 0,
+# started beside it, slow to open the store) and for the sanitizer builds (FABRPC_TEST_SCALE
+# set: 8 s); the times are printed.
+if [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then BOUND=8000; else BOUND=5000; fi
 
 # pair NAME WS0 WS1 KEY0 KEY1 [RANK1]: ranks 0 and 1 of one job, with these
 # world sizes and keys ("-" for none), the second started as rank RANK1 (1
 # if not given), each bounded by 30 s; outputs in $TMPD/NAME.{0,1}; both
-# must exit 0 (init-only's "init failed").
+# must exit 0 (init-only's "init failed"). Init timeouts: 20 s, or
+# PAIR_INIT0_MS for rank 0.
 pair() {
     local name=$1 port i st pids=()
     local ws=("$2" "$3") key=("$4" "$5") rank=(0 "${6:-1}")
@@ -30,7 +33,8 @@ pair() {
         (
             export FABRPC_RANK=${rank[i]} FABRPC_WORLD_SIZE=${ws[i]} \
                 FABRPC_STORE_ADDR=127.0.0.1:$port FABRPC_PROVIDER=${PROV:-tcp} \
-                FABRPC_INIT_TIMEOUT_MS=${PAIR_INIT_MS:-20000}
+                FABRPC_INIT_TIMEOUT_MS=20000
+            [ "$i" = 1 ] || FABRPC_INIT_TIMEOUT_MS=${PAIR_INIT0_MS:-20000}
             unset FABRPC_JOB_KEY
             [ "${key[i]}" = - ] || export FABRPC_JOB_KEY=${key[i]}
             exec "$PEERLOST" init-only
@@ -95,10 +99,10 @@ world_mismatch() {
     says ws 'world' '(^|[^0-9])2([^0-9]|$)' '(^|[^0-9])3([^0-9]|$)'
 }
 
-# The keyless or wrong-keyed rank fails at once; rank 0 at its 4 s init
-# timeout, naming the refusal.
+# The keyless or wrong-keyed rank fails at once (its init timeout 20 s);
+# rank 0 at its 4 s init timeout, naming the refusal.
 key_mismatch() {
-    PAIR_INIT_MS=4000 pair key 2 2 "key-a-$$" "key-b-$$"
+    PAIR_INIT0_MS=4000 pair key 2 2 "key-a-$$" "key-b-$$"
     within key $BOUND 1
     within key $((BOUND + 4000)) 0
     says key 'key'
@@ -108,7 +112,7 @@ key_mismatch() {
 }
 
 key_one_side() {
-    PAIR_INIT_MS=4000 pair onekey 2 2 "key-a-$$" -
+    PAIR_INIT0_MS=4000 pair onekey 2 2 "key-a-$$" -
     within onekey $BOUND 1
     within onekey $((BOUND + 4000)) 0
     says onekey 'key'
