@@ -1116,7 +1116,12 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  *
  * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
  * which, and why): natively the provider moves the bytes (RMA reads and
- * writes) and no code of the owner's runs. Emulated, the same calls send
+ * writes) and no code of the owner's runs; but where the provider moves
+ * them in software, in the owner's polls (tcp, libfabric 1.17: a get from
+ * an owner whose polling thread an inline handler held for 3 s ended at
+ * its 1 s timeout; not shm, whose transfers complete without the owner),
+ * a native transfer waits for the owner's poll as an emulated one does.
+ * Emulated, the same calls send
  * requests to fabrpc's own functions on the owner ("frpc.get",
  * "frpc.put", run on its polling thread as FRPC_INLINE handlers are; no
  * handler of the application runs), which check the descriptor again,
@@ -1439,7 +1444,8 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * The calls_ fields count more than the application's frpc_call*: each
  * frpc_notify, each one-sided transfer or batch (frpc_get, frpc_put,
  * frpc_transfer and their _async, native or emulated) is one call with
- * one outcome, an emulated transfer also one call per piece it moves
+ * one outcome (but a transfer of len 0, which posts nothing, is none),
+ * an emulated transfer also one call per piece it moves
  * (which its owner counts in requests_received and requests_answered),
  * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes and
  * announcements of its leaving).
@@ -1540,7 +1546,8 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * order first seen; a name past that has none, and frpc_get_fn_stats
  * gives it zeros). fabrpc's own functions count too: frpc_notify's calls
  * appear as "frpc.notify"; one-sided transfers are not calls and are not
- * counted here (frpc_stats counts them). Times are CLOCK_MONOTONIC
+ * counted here, nor are an emulated transfer's pieces (frpc_stats counts
+ * both). Times are CLOCK_MONOTONIC
  * nanoseconds, an answer's and a request's taken when the poll that
  * found it read the provider's queue. p50 and p99 come from a histogram
  * and are within 7% of the true percentile of the times counted, for

@@ -132,7 +132,9 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
 static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
 {
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
+    int waited = 0;
     while (atomic_load(&m->busy) > 0) {
+        waited = 1;
         if (fr_now_ns() >= deadline)
             return FRPC_ETIMEDOUT;
         /* The agent's end fails the transfers, but their regions stay
@@ -146,6 +148,11 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
             nanosleep(&ts, NULL);
         }
     }
+    /* Emulated transfers end wholly when the shutdown fails their pieces
+     * (none is in the provider's hands): the same code as native ones,
+     * and mem kept for the call after frpc_shutdown, as the header says. */
+    if (waited && atomic_load(&m->shut_ended))
+        return FRPC_ESHUTDOWN;
     pthread_mutex_lock(&a->mem_lock);
     unlink_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);

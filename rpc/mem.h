@@ -16,6 +16,10 @@ struct frpc_mem {
     unsigned access; /* FRPC_MEM_REMOTE_* */
     int writable;    /* this process may write it (a get's destination) */
     atomic_int busy;
+    /* A transfer using it ended FRPC_ESHUTDOWN: a deregistration that
+     * waited for it says so, as it does for one still in the provider's
+     * hands (emulated ones end wholly at the shutdown's sweep). */
+    atomic_int shut_ended;
     uint64_t id;         /* never reused in the agent's life */
     atomic_int serving;  /* peers' emulated requests using it now */
 };

@@ -49,6 +49,14 @@ static void finish(frpc_agent *a, const fr_rma *op, int status,
                             why ? strdup(why) : NULL);
 }
 
+/* A transfer no longer holds m (frpc_mem_deregister's wait). */
+static void release(frpc_mem *m, int status)
+{
+    if (status == FRPC_ESHUTDOWN)
+        atomic_store(&m->shut_ended, 1);
+    atomic_fetch_sub(&m->busy, 1);
+}
+
 /* A single transfer's done: its context is its local region. */
 static void one_done(const fr_rma *op, int status, const char *why)
 {
@@ -57,7 +65,7 @@ static void one_done(const fr_rma *op, int status, const char *why)
      * before it; its done comes from the fabric's close. */
     if (m->agent)
         finish(m->agent, op, status, why);
-    atomic_fetch_sub(&m->busy, 1);
+    release(m, status);
 }
 
 /* A batch in flight: the fabric's context for it. */
@@ -79,7 +87,7 @@ static void batch_done(const fr_rma *op, int status, const char *why)
     else
         finish(b->a, op, status, why);
     for (size_t i = 0; i < b->nlocal; i++)
-        atomic_fetch_sub(&b->local[i]->busy, 1);
+        release(b->local[i], status);
     free(b);
 }
 

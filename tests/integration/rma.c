@@ -807,7 +807,9 @@ int main(int argc, char **argv)
         return mode_modes();
     if (!strcmp(mode, "fallback"))
         return mode_fallback();
+    if (!strcmp(mode, "dereg-shutdown"))
+        return mode_dereg_shutdown();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
-            "notebig|ownersmall|told|modes|fallback\n");
+            "notebig|ownersmall|told|modes|fallback|dereg-shutdown\n");
     return 2;
 }

@@ -55,5 +55,6 @@ int mode_notebig(void);
 int mode_ownersmall(void);
 int mode_modes(void);
 int mode_fallback(void);
+int mode_dereg_shutdown(void);
 
 #endif /* FR_TEST_RMA_H */

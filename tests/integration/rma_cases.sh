@@ -57,4 +57,10 @@ fi
 if [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: auto, one rank's RMA failing: native and emulated ranks together" fallback_2
 fi
+# Emulated, a get stays out while its owner's poll is held: the
+# deregister waiting for it when the shutdown ends it.
+dereg_shutdown_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" dereg-shutdown; }
+if [ "${FABRPC_RMA:-}" = emulate ]; then
+    run_case "$PROV: a deregister waiting for a transfer that frpc_shutdown ends: FRPC_ESHUTDOWN, mem kept, freed after" dereg_shutdown_2
+fi
 finish_cases

@@ -21,7 +21,16 @@
  *             emulated get times out at its 300 ms, a cancelled one ends
  *             at once, and deregistering rank 0's region waits for the
  *             cancelled get's piece (stalled_owner).
+ *   dereg-shutdown  two ranks, emulated: rank 1's polling thread is held,
+ *             so rank 0's get from it stays out; a thread of rank 0's
+ *             deregisters the get's local region (no timeout) and is
+ *             still waiting when rank 0's main thread shuts down
+ *             (immediate): the get ends FRPC_ESHUTDOWN, the deregister
+ *             FRPC_ESHUTDOWN with the region kept (it returned 0 and
+ *             freed it), and a deregister after the shutdown frees it.
  */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -279,5 +288,89 @@ int mode_fallback(void)
     CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
     free(lbuf);
     finish();
+    return 0;
+}
+
+/* 1 MiB: before the fix such a deregister returned 0 (and freed mem);
+ * with 4 KiB it happened to see the shutdown first. */
+#define DS_LEN (1u << 20)
+
+static frpc_mem *dereg_mem;
+static _Atomic int dereg_rc = 1; /* no FRPC_E* code: still waiting */
+
+static void *deregister_thread(void *arg)
+{
+    (void)arg;
+    atomic_store(&dereg_rc, frpc_mem_deregister(dereg_mem, FRPC_TIMEOUT_NONE));
+    return NULL;
+}
+
+int mode_dereg_shutdown(void)
+{
+    start(DS_LEN);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "dereg-shutdown needs 2 ranks");
+    CHECK(rma_emulated(), "dereg-shutdown needs FABRPC_RMA=emulate");
+    CHECK(frpc_register(agent, "stall", h_stall, NULL, FRPC_INLINE) == 0,
+          "register stall");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    if (me == 1) {
+        /* Held by rank 0's stall call (6 s); rank 0 leaves meanwhile. */
+        double t0 = now_ms();
+        while (frpc_peer_state(agent, 0) == FRPC_PEER_ALIVE) {
+            CHECK(now_ms() - t0 < 60000, "rank 0 still here after 60 s");
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 5000);
+        printf("ok: rank 1 done\n");
+        return 0;
+    }
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    desc_of(1, desc);
+    uint8_t *lbuf = calloc(1, DS_LEN);
+    frpc_mem *local;
+    CHECK(lbuf && frpc_mem_register(agent, lbuf, DS_LEN, 0, &local) == 0,
+          "register the local side");
+    frpc_future *stall, *g;
+    int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
+    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
+    struct timespec ts = {0, 500000000};
+    nanosleep(&ts, NULL); /* it holds rank 1's poll now */
+    rc = frpc_get_async(local, 0, desc, sizeof(desc), 0, DS_LEN, TIMEOUT_MS,
+                        &g);
+    CHECK(rc == 0, "get_async: %s", frpc_strerror(rc));
+    dereg_mem = local;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, deregister_thread, NULL) == 0,
+          "pthread_create");
+    ts.tv_nsec = 300000000;
+    nanosleep(&ts, NULL);
+    CHECK(atomic_load(&dereg_rc) == 1 && !frpc_future_test(g),
+          "before the shutdown: deregister %s, the get %s (want both "
+          "waiting: rank 1's poll is held)",
+          atomic_load(&dereg_rc) == 1 ? "waiting"
+                                      : frpc_err_name(atomic_load(&dereg_rc)),
+          frpc_future_test(g) ? "ended" : "out");
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 5000);
+    CHECK(pthread_join(th, NULL) == 0, "pthread_join");
+    printf("shutdown: %s; the deregister waiting in it: %s; the get: %s\n",
+           frpc_err_name(rc), frpc_err_name(atomic_load(&dereg_rc)),
+           frpc_err_name(frpc_future_error(g, NULL, NULL)));
+    CHECK(frpc_future_error(g, NULL, NULL) == FRPC_ESHUTDOWN,
+          "the get: %s, want FRPC_ESHUTDOWN",
+          frpc_err_name(frpc_future_error(g, NULL, NULL)));
+    CHECK(atomic_load(&dereg_rc) == FRPC_ESHUTDOWN,
+          "the deregister waiting for it: %s, want FRPC_ESHUTDOWN (mem kept)",
+          frpc_err_name(atomic_load(&dereg_rc)));
+    rc = frpc_mem_deregister(local, 1000);
+    CHECK(rc == 0, "deregister after the shutdown: %s", frpc_err_name(rc));
+    printf("ok: a deregister that shutdown ended: FRPC_ESHUTDOWN, then 0 "
+           "after it\n");
+    frpc_future_free(g);
+    frpc_future_free(stall);
+    free(lbuf);
+    agent = NULL;
+    printf("ok: rank 0 done\n");
     return 0;
 }
