@@ -417,6 +417,7 @@ void fr__put_slot(fr_fabric *f, fr_send_slot *s)
 }
 
 static int read_cq(fr_fabric *f);
+static int poll_for_room(fr_fabric *f);
 
 int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns)
 {
@@ -438,7 +439,15 @@ int fr__backoff(fr_fabric *f, uint32_t dst, uint64_t deadline_ns)
         f->holding--;
         if (n <= 0)
             sched_yield();
-    } else if (fr_fabric_progress(f) == FRPC_EAGAIN) {
+    } else if (poll_for_room(f) <= 0) {
+        /* Not fr_fabric_progress: its poll runs handlers on this stack,
+         * above a send not posted yet (a whole batch of other threads'
+         * frames, perhaps). An inline handler there that waits for a
+         * call held the send back until its own timeout: a request or
+         * answer in that send was what the wait needed, on this rank or
+         * the peer (the stress tool over tcp with small send queues,
+         * FI_OFI_RXM_TX_SIZE=4: 8 s with no call ending on either rank,
+         * then nested calls timed out). */
         sched_yield();
     }
     return 0;
@@ -1175,6 +1184,8 @@ static int handle_held(fr_fabric *f)
 {
     int n = 0;
     fr_held *h;
+    if (atomic_load_explicit(&f->held_left, memory_order_relaxed))
+        atomic_store(&f->held_left, 0); /* handled below, by this owner */
     while ((h = f->held_head)) {
         if (!(f->held_head = h->next))
             f->held_tail = &f->held_head;
@@ -1230,6 +1241,35 @@ static int poll_cq(fr_fabric *f, int read)
     if (f->unreach_any)
         report_unreachable(f);
     return n < 0 ? n : n + held;
+}
+
+/* A send's wait for room on a thread that does not hold the CQ
+ * (fr__backoff): if no other thread does, take it for one read that
+ * handles send completions (room) and holds what would run a handler,
+ * as the poll owner's own waits do. What it held is the next poll's,
+ * whoever makes it (poll_cq handles held completions first): waiters
+ * are woken for it. The batches go out as on every poll. n read, or
+ * FRPC_EAGAIN if another thread polls. */
+static int poll_for_room(fr_fabric *f)
+{
+    fr__batch_flush(f);
+    if (pthread_mutex_trylock(&f->poll_lock))
+        return FRPC_EAGAIN;
+    atomic_store(&f->poll_owner, pthread_self());
+    atomic_store(&f->poll_owned, 1);
+    if (f->unposted)
+        repost_unposted(f);
+    f->holding++;
+    int n = read_cq(f);
+    f->holding--;
+    int held = f->held_head != NULL;
+    if (held)
+        atomic_store(&f->held_left, 1);
+    atomic_store(&f->poll_owned, 0);
+    pthread_mutex_unlock(&f->poll_lock);
+    if (held)
+        fr_fabric_wake_all(f);
+    return n;
 }
 
 /* The poll owner's turn: poll, send our batches, and handle what our
@@ -1373,7 +1413,8 @@ static void wait_impl(fr_fabric *f, unsigned timeout_us,
         fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, &c);
     } else if (f->wait_fd >= 0) {
         struct fid *fids[1] = {&f->cq->fid};
-        if (fi_trywait(f->fabric, fids, 1) == 0 && !(done && done(arg))) {
+        if (fi_trywait(f->fabric, fids, 1) == 0 && !(done && done(arg)) &&
+            !atomic_load(&f->held_left)) {
             struct pollfd p = {.fd = f->wait_fd, .events = POLLIN};
             poll(&p, 1, (int)((timeout_us + 999) / 1000));
         }

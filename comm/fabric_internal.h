@@ -251,9 +251,14 @@ struct fr_fabric {
     _Atomic(pthread_t) poll_owner;
     atomic_int poll_owned;
     /* The poll owner's alone: while it waits for room to send (holding >
-     * 0), the completions it reads that would deliver go on this list. */
+     * 0), the completions it reads that would deliver go on this list.
+     * A sender that took the poll only to find room (poll_for_room)
+     * leaves them there for the next poll, and sets held_left until a
+     * poll handled them: a nap on the CQ's fd does not begin meanwhile
+     * (what it would wait for was read already). */
     int holding;
     fr_held *held_head, **held_tail;
+    atomic_int held_left;
     /* Also the poll owner's: the CQ entries its poll read and has not
      * handled yet. A handler run for one of them may wait (an inline
      * call), and what it waits for may be among the rest: its own polls
