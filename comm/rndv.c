@@ -193,17 +193,23 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     atomic_fetch_add(&f->transfers, 1);
     pthread_mutex_unlock(&f->rndv_lock);
     e.flags |= FR_ENV_F_RNDV;
+    /* Counted before the frame goes: the receiver may read the payload
+     * and end its call before this thread runs again (a call to this
+     * rank under TSan read frpc_stats.zerocopy_sent one short). */
+    atomic_fetch_add(&f->st.rndv_sent, 1);
+    if (source != FR_RNDV_COPY)
+        atomic_fetch_add(&f->st.rndv_lent, 1);
     rc = fr_rndv_encode(&d, descbuf, sizeof(descbuf));
     if (!rc)
         rc = fr__fabric_send_frame(f, dst, &e, descbuf, sizeof(descbuf),
                                    deadline_ns);
     if (rc) {
+        atomic_fetch_sub(&f->st.rndv_sent, 1);
+        if (source != FR_RNDV_COPY)
+            atomic_fetch_sub(&f->st.rndv_lent, 1);
         fr__rndv_on_done(f, dst, d.cookie); /* nobody will read it */
         return rc;
     }
-    atomic_fetch_add(&f->st.rndv_sent, 1);
-    if (source != FR_RNDV_COPY)
-        atomic_fetch_add(&f->st.rndv_lent, 1);
     return 0;
 }
 
