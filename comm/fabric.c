@@ -1250,13 +1250,27 @@ static int poll_cq(fr_fabric *f, int read)
  * whoever makes it (poll_cq handles held completions first): waiters
  * are woken for it. The batches go out as on every poll. n read, or
  * FRPC_EAGAIN if another thread polls. */
+/* The poll for this thread if no other holds it: 1, else 0. */
+static int take_poll(fr_fabric *f)
+{
+    if (pthread_mutex_trylock(&f->poll_lock))
+        return 0;
+    atomic_store(&f->poll_owner, pthread_self());
+    atomic_store(&f->poll_owned, 1);
+    return 1;
+}
+
+static void give_poll(fr_fabric *f)
+{
+    atomic_store(&f->poll_owned, 0);
+    pthread_mutex_unlock(&f->poll_lock);
+}
+
 static int poll_for_room(fr_fabric *f)
 {
     fr__batch_flush(f);
-    if (pthread_mutex_trylock(&f->poll_lock))
+    if (!take_poll(f))
         return FRPC_EAGAIN;
-    atomic_store(&f->poll_owner, pthread_self());
-    atomic_store(&f->poll_owned, 1);
     if (f->unposted)
         repost_unposted(f);
     f->holding++;
@@ -1265,8 +1279,7 @@ static int poll_for_room(fr_fabric *f)
     int held = f->held_head != NULL;
     if (held)
         atomic_store(&f->held_left, 1);
-    atomic_store(&f->poll_owned, 0);
-    pthread_mutex_unlock(&f->poll_lock);
+    give_poll(f);
     if (held)
         fr_fabric_wake_all(f);
     return n;
@@ -1353,7 +1366,6 @@ int fr_fabric_polling_here(fr_fabric *f)
  * lost peers). */
 static int poll_once(fr_fabric *f, int read)
 {
-    pthread_t self = pthread_self();
     int rc;
 
     fr_taken_ns = 0; /* an earlier poll's time is not this one's */
@@ -1363,13 +1375,10 @@ static int poll_once(fr_fabric *f, int read)
     if (fr_fabric_polling_here(f)) {
         rc = poll_as_owner(f, read); /* nested: a handler of ours waits */
     } else {
-        if (pthread_mutex_trylock(&f->poll_lock))
+        if (!take_poll(f))
             return FRPC_EAGAIN;
-        atomic_store(&f->poll_owner, self);
-        atomic_store(&f->poll_owned, 1);
         rc = poll_as_owner(f, read);
-        atomic_store(&f->poll_owned, 0);
-        pthread_mutex_unlock(&f->poll_lock);
+        give_poll(f);
     }
     fr__batch_flush(f); /* what the handlers just answered */
     return rc;
