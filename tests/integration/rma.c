@@ -519,6 +519,24 @@ static int mode_bad(void)
     expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 8, 5000),
            FRPC_EPROTO, "random bytes as a descriptor");
     good_get(local, lbuf, desc, peer);
+    /* fabrpc.h: a transfer of len 0 posts nothing and is no call; an
+     * emulated transfer's pieces (good_get's) are in no per-function
+     * figure, on either side. */
+    frpc_stats z0, z1;
+    CHECK(frpc_get_stats(agent, &z0) == 0, "stats");
+    expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 0, 5000), 0,
+           "a get of len 0");
+    CHECK(frpc_get_stats(agent, &z1) == 0, "stats");
+    CHECK(z1.calls_started == z0.calls_started, "a get of len 0 counted as "
+          "a call: calls_started %llu -> %llu",
+          (unsigned long long)z0.calls_started,
+          (unsigned long long)z1.calls_started);
+    frpc_fn_stats fs;
+    CHECK(frpc_get_fn_stats(agent, "frpc.get", &fs) == 0 && fs.calls == 0 &&
+              fs.handled == 0,
+          "\"frpc.get\" has per-function figures: %llu calls, %llu handled",
+          (unsigned long long)fs.calls, (unsigned long long)fs.handled);
+    printf("ok: a get of len 0 is no call; no figures for \"frpc.get\"\n");
     expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 0, 5000),
            FRPC_EPROTO, "random bytes as a descriptor, len 0");
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE - 1, 0, 8, 5000),
