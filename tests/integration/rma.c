@@ -827,7 +827,9 @@ int main(int argc, char **argv)
         return mode_fallback();
     if (!strcmp(mode, "dereg-shutdown"))
         return mode_dereg_shutdown();
+    if (!strcmp(mode, "held-owner"))
+        return mode_held_owner();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
-            "notebig|ownersmall|told|modes|fallback|dereg-shutdown\n");
+            "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner\n");
     return 2;
 }

@@ -56,5 +56,6 @@ int mode_ownersmall(void);
 int mode_modes(void);
 int mode_fallback(void);
 int mode_dereg_shutdown(void);
+int mode_held_owner(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -63,4 +63,12 @@ dereg_shutdown_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --tim
 if [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: a deregister waiting for a transfer that frpc_shutdown ends: FRPC_ESHUTDOWN, mem kept, freed after" dereg_shutdown_2
 fi
+# A get from an owner whose poll is held (the header, "Native or
+# emulated"): it waits for that poll natively over tcp and emulated, not
+# on native shm. Emulated, every provider's transfers are the same
+# calls: shm and tcp stand for them.
+held_owner_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-owner; }
+if [ "$PROV" = shm ] || [ "$PROV" = tcp ]; then
+    run_case "$PROV: a get from an owner whose poll an inline handler holds: FRPC_ETIMEDOUT where the owner's poll moves it, 0 on native shm" held_owner_2
+fi
 finish_cases

@@ -28,6 +28,15 @@
  *             (immediate): the get ends FRPC_ESHUTDOWN, the deregister
  *             FRPC_ESHUTDOWN with the region kept (it returned 0 and
  *             freed it), and a deregister after the shutdown frees it.
+ *   held-owner  two ranks: rank 1's polling thread is held (an inline
+ *             handler sleeping 6 s) while rank 0 gets 4 KiB from it with
+ *             a 1 s timeout. The header: natively over tcp the provider
+ *             moves the bytes in the owner's polls, so the get ends
+ *             FRPC_ETIMEDOUT at its timeout; native shm completes it
+ *             without the owner (0, before the stall ends); emulated,
+ *             FRPC_ETIMEDOUT on every provider. Either way the agents
+ *             keep working: once the stall is over a get succeeds and the
+ *             region deregisters.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -200,6 +209,29 @@ static double now_ms(void)
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* Starts an inline "stall" call on rank (6 s) and returns once it holds
+ * that rank's poll; the caller waits for and frees the future. */
+static frpc_future *hold_poll_of(int rank)
+{
+    frpc_future *stall;
+    int rc = frpc_call_async(agent, rank, "stall", NULL, 0, TIMEOUT_MS,
+                             &stall);
+    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
+    struct timespec ts = {0, 500000000};
+    nanosleep(&ts, NULL); /* it holds the rank's poll now */
+    return stall;
+}
+
+/* A zeroed local region of len bytes for this rank's transfers. */
+static frpc_mem *local_region(size_t len, uint8_t **buf)
+{
+    frpc_mem *local;
+    *buf = calloc(1, len);
+    CHECK(*buf && frpc_mem_register(agent, *buf, len, 0, &local) == 0,
+          "register the local side");
+    return local;
+}
+
 /* Rank 1 serves emulated transfers only when it polls: while its polling
  * thread is held for 6 s, a get with a 300 ms timeout ends
  * FRPC_ETIMEDOUT at its time (3 s allows for a loaded machine and still
@@ -208,13 +240,9 @@ static double now_ms(void)
  * (FRPC_ETIMEDOUT with 1 ms to wait), then succeeds once it came back. */
 static void stalled_owner(frpc_mem *local, const uint8_t *desc)
 {
-    frpc_future *stall, *g;
-    int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
-    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
-    struct timespec ts = {0, 500000000};
-    nanosleep(&ts, NULL); /* it holds rank 1's poll now */
+    frpc_future *stall = hold_poll_of(1), *g;
     double t0 = now_ms();
-    rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 300);
+    int rc = frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 300);
     double ms = now_ms() - t0;
     CHECK(rc == FRPC_ETIMEDOUT && ms < 3000, "a get from a stalled owner: "
           "%s after %.0f ms", frpc_err_name(rc), ms);
@@ -328,23 +356,17 @@ int mode_dereg_shutdown(void)
     }
     uint8_t desc[FRPC_MEM_DESC_SIZE];
     desc_of(1, desc);
-    uint8_t *lbuf = calloc(1, DS_LEN);
-    frpc_mem *local;
-    CHECK(lbuf && frpc_mem_register(agent, lbuf, DS_LEN, 0, &local) == 0,
-          "register the local side");
-    frpc_future *stall, *g;
-    int rc = frpc_call_async(agent, 1, "stall", NULL, 0, TIMEOUT_MS, &stall);
-    CHECK(rc == 0, "stall: %s", frpc_strerror(rc));
-    struct timespec ts = {0, 500000000};
-    nanosleep(&ts, NULL); /* it holds rank 1's poll now */
-    rc = frpc_get_async(local, 0, desc, sizeof(desc), 0, DS_LEN, TIMEOUT_MS,
+    uint8_t *lbuf;
+    frpc_mem *local = local_region(DS_LEN, &lbuf);
+    frpc_future *stall = hold_poll_of(1), *g;
+    int rc = frpc_get_async(local, 0, desc, sizeof(desc), 0, DS_LEN, TIMEOUT_MS,
                         &g);
     CHECK(rc == 0, "get_async: %s", frpc_strerror(rc));
     dereg_mem = local;
     pthread_t th;
     CHECK(pthread_create(&th, NULL, deregister_thread, NULL) == 0,
           "pthread_create");
-    ts.tv_nsec = 300000000;
+    struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
     CHECK(atomic_load(&dereg_rc) == 1 && !frpc_future_test(g),
           "before the shutdown: deregister %s, the get %s (want both "
@@ -372,5 +394,69 @@ int mode_dereg_shutdown(void)
     free(lbuf);
     agent = NULL;
     printf("ok: rank 0 done\n");
+    return 0;
+}
+
+/* What the header says a get from a held owner does (see the top). */
+static int held_get_want(void)
+{
+    if (rma_emulated())
+        return FRPC_ETIMEDOUT;
+    const char *p = getenv("FABRPC_PROVIDER");
+    if (p && !strcmp(p, "shm"))
+        return 0;
+    if (p && !strcmp(p, "tcp"))
+        return FRPC_ETIMEDOUT;
+    return -1; /* the header promises nothing here */
+}
+
+int mode_held_owner(void)
+{
+    enum { N = 4096, HELD_TIMEOUT_MS = 1000 };
+    start(N);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "held-owner needs 2 ranks");
+    int want = held_get_want();
+    CHECK(want != -1, "held-owner: run it on shm or tcp, or emulated");
+    CHECK(frpc_register(agent, "stall", h_stall, NULL, FRPC_INLINE) == 0,
+          "register stall");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier"); /* stall known */
+    if (me == 0) {
+        uint8_t desc[FRPC_MEM_DESC_SIZE];
+        desc_of(1, desc);
+        uint8_t *lbuf;
+        frpc_mem *local = local_region(N, &lbuf);
+        frpc_future *stall = hold_poll_of(1);
+        double t0 = now_ms();
+        int rc = frpc_get(local, 0, desc, sizeof(desc), 0, N, HELD_TIMEOUT_MS);
+        double ms = now_ms() - t0;
+        int stall_over = frpc_future_test(stall);
+        printf("a get from a held owner (%s): %s after %.0f ms (timeout "
+               "%d ms); the stall %s\n", rma_emulated() ? "emulated"
+                                                        : "native",
+               frpc_err_name(rc), ms, HELD_TIMEOUT_MS,
+               stall_over ? "over" : "still on");
+        /* 4.5 s: well before the 6 s stall ends, so that a get which
+         * waited for it is told from one that did not. */
+        CHECK(rc == want && ms < 4500 && !stall_over,
+              "a get from a held owner: %s after %.0f ms, want %s before "
+              "the stall ends", frpc_err_name(rc), ms, frpc_err_name(want));
+        if (want == 0)
+            CHECK(verify(lbuf, N, 1, 0) == N, "the bytes of that get");
+        CHECK(frpc_future_wait(stall, TIMEOUT_MS) == 0 &&
+                  frpc_future_error(stall, NULL, NULL) == 0,
+              "the stall call");
+        frpc_future_free(stall);
+        memset(lbuf, 0, N);
+        rc = frpc_get(local, 0, desc, sizeof(desc), 0, N, TIMEOUT_MS);
+        CHECK(rc == 0 && verify(lbuf, N, 1, 0) == N,
+              "a get once the stall is over: %s", frpc_strerror(rc));
+        CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
+        free(lbuf);
+        printf("ok: a get from a held owner: %s, as the header says; after "
+               "the stall a get works\n", frpc_err_name(want));
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    finish();
     return 0;
 }
