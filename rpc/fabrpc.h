@@ -666,7 +666,12 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * coalescing on, an answer an inline handler gives may leave only when
  * the handler returns (it can share a message with the poll's other
  * frames to that rank), so work done after frpc_respond delays the
- * answer too.
+ * answer too. A wait inside an inline handler (a call it makes) polls on
+ * that thread, and the requests those polls take run their inline
+ * handlers on top of it: the wait returns only once they have returned,
+ * so one inline handler's nested call can be held, past its own answer's
+ * arrival, by another's nested call (each ends by its own timeout at
+ * the latest). Handlers that call and wait are better on the pool.
  *
  * Since 1.5, while the pool is idle (nothing queued) and has two threads
  * or more (config.threads), the progress thread runs the pool handlers of

@@ -76,6 +76,12 @@
  *             answer is dropped. Before the fix the nested poll's answers
  *             overran the agent's array of answers being completed: 7 of
  *             8 runs died (SIGSEGV, SIGABRT), the others lost calls.
+ *   stacked   2 ranks. A wait inside an inline handler runs the inline
+ *             handlers its polls take on top of it (the header,
+ *             FRPC_INLINE): rank 0's inline "outer" calls rank 1 (answered
+ *             after 2 s), rank 1 then calls rank 0's inline "inner", which
+ *             calls rank 1 (answered after 4 s); outer's call returns
+ *             only after inner's, 4 s or more after it began.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1139,6 +1145,106 @@ static int mode_stall(void)
     return 0;
 }
 
+/* ---- stacked ------------------------------------------------------------ */
+
+/* Rank 1's "sleep_ms" (a pool handler) answers after the number of ms in
+ * its args; when rank 0's "outer" sleep begins it tells rank 1's main
+ * thread, which then calls rank 0's "inner". */
+#define OUTER_SLEEP_MS 2000u
+#define INNER_SLEEP_MS 4000u
+static atomic_int outer_sleep_begun;
+
+static void sleep_ms(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const uint32_t *ms = frpc_request_args(req, &len);
+    if (len != sizeof(*ms)) {
+        frpc_respond_error(req, FRPC_EINVAL, "sleep_ms wants 4 bytes");
+        return;
+    }
+    if (*ms == OUTER_SLEEP_MS)
+        atomic_store(&outer_sleep_begun, 1);
+    au_sleep_us(*ms * 1000u);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Inline on rank 0: calls rank 1's sleep_ms(user's ms) and answers how
+ * long that call took, in ms (a double). */
+static void nested_sleep(frpc_request *req, void *user)
+{
+    uint32_t ms = *(const uint32_t *)user;
+    frpc_result res;
+    double t0 = au_now_ms();
+    int rc = frpc_call(agent, 1, "sleep_ms", &ms, sizeof(ms), CALL_TIMEOUT_MS,
+                       &res);
+    double took = au_now_ms() - t0;
+    frpc_result_clear(&res);
+    if (rc)
+        frpc_respond_error(req, rc, "the nested call failed");
+    else
+        frpc_respond(req, &took, sizeof(took));
+}
+
+static double stacked_took(frpc_future *f, const char *what)
+{
+    size_t len = 0;
+    const char *msg = NULL;
+    int rc = frpc_future_wait(f, CALL_TIMEOUT_MS);
+    if (rc == 0)
+        rc = frpc_future_error(f, NULL, &msg);
+    CHECK(rc == 0, "%s: %s", what, au_why(rc, msg));
+    const void *data = frpc_future_data(f, &len);
+    CHECK(data && len == sizeof(double), "%s: reply of %zu B", what, len);
+    double took;
+    memcpy(&took, data, sizeof(took));
+    return took;
+}
+
+/* The header (FRPC_INLINE): a wait inside an inline handler polls, the
+ * inline handlers of the requests it takes run on top of it, and it
+ * returns only once they have: rank 0's "outer" calls rank 1 (answered
+ * after 2 s); meanwhile rank 1 calls rank 0's "inner", which runs on top
+ * of outer's wait and calls rank 1 (answered after 4 s). Outer's call,
+ * answered at 2 s, returns only after inner's, 4 s or more after it
+ * began. */
+static int mode_stacked(void)
+{
+    static const uint32_t outer_ms = OUTER_SLEEP_MS, inner_ms = INNER_SLEEP_MS;
+    au_start();
+    CHECK(nranks == 2, "stacked needs 2 ranks");
+    au_register("sleep_ms", sleep_ms, NULL, 0);
+    au_register("outer", nested_sleep, (void *)&outer_ms, FRPC_INLINE);
+    au_register("inner", nested_sleep, (void *)&inner_ms, FRPC_INLINE);
+    au_barrier();
+    if (me == 1) {
+        frpc_future *outer, *inner;
+        CHECK(frpc_call_async(agent, 0, "outer", NULL, 0, CALL_TIMEOUT_MS,
+                              &outer) == 0,
+              "call outer");
+        while (!atomic_load(&outer_sleep_begun))
+            au_sleep_us(1000);
+        CHECK(frpc_call_async(agent, 0, "inner", NULL, 0, CALL_TIMEOUT_MS,
+                              &inner) == 0,
+              "call inner");
+        double inner_took = stacked_took(inner, "inner");
+        double outer_took = stacked_took(outer, "outer");
+        printf("outer's nested call (answered after %u ms) took %.0f ms; "
+               "inner's (%u ms) %.0f ms\n",
+               OUTER_SLEEP_MS, outer_took, INNER_SLEEP_MS, inner_took);
+        CHECK(outer_took >= inner_took && inner_took >= INNER_SLEEP_MS,
+              "an inline handler's wait did not wait for the inline "
+              "handler run on top of it");
+        frpc_future_free(outer);
+        frpc_future_free(inner);
+        printf("ok: an inline handler's nested call returned only after "
+               "the one run on top of its wait\n");
+    }
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
 /* ---- nap-timeout ------------------------------------------------------ */
 
 #define NAP_TRIALS 5
@@ -1712,7 +1818,8 @@ int main(int argc, char **argv)
                  {"then-order", mode_then_order},
                  {"batch-bound", mode_batch_bound},
                  {"nap-timeout", mode_nap_timeout},
-                 {"then-calls", mode_then_calls}};
+                 {"then-calls", mode_then_calls},
+                 {"stacked", mode_stacked}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

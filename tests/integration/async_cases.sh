@@ -68,5 +68,8 @@ run_case "$PROV: pool queue full: callbacks on the polling thread make calls (ne
 run_case "$PROV: a future completes before its callback runs; shutdown waits for the callback" run_async 2 60 then-order
 run_case "$PROV: frpc_batch_end to a rank that stopped reading returns by its calls' timeouts" run_async 2 90 batch-bound
 run_case "$PROV: a 10 ms timeout added while the agent naps fires on time" run_async 2 60 nap-timeout
+if [ "$PROV" = shm ] || [ "$PROV" = tcp ]; then
+    run_case "$PROV: an inline handler's nested call returns after the inline handler run on top of its wait" run_async 2 60 stacked
+fi
 run_case "$PROV: lent async calls: answers, callbacks, cancel, timeout, early free" lent_2
 finish_cases
