@@ -858,7 +858,10 @@ void frpc_result_clear(frpc_result *res);
  * holds no pool thread: its waits are not counted); an inline handler may
  * nest calls FRPC_MAX_INLINE_DEPTH deep. A
  * wait past either limit fails at once with FRPC_EDEADLK instead of
- * deadlocking (frpc_call then sends nothing).
+ * deadlocking (frpc_call then sends nothing). A wait with nothing to wait
+ * for is no wait: frpc_future_wait on a completed future, and
+ * frpc_wait_all/_any whose futures are done already, return as usual
+ * past the limits too.
  */
 #define FRPC_MAX_INLINE_DEPTH 8
 int frpc_call(frpc_agent *agent, int dst, const char *name, const void *args,

@@ -1060,18 +1060,33 @@ static void data_plane_waits(frpc_request *req, void *user)
     frpc_respond(req, rc, sizeof(rc));
 }
 
-START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
+/* A world of one whose pool has one thread, with h registered as
+ * "waits" (a pool handler). */
+static void one_pool_thread_agent(frpc_handler_fn h)
 {
-    static uint8_t buf[64];
     frpc_config cfg;
     frpc_config_init(&cfg);
     cfg.rank = 0;
     cfg.world_size = 1;
     cfg.threads = 1;
     ck_assert_int_eq(frpc_init(&cfg, &agent), 0);
-    ck_assert_int_eq(frpc_register(agent, "waits", data_plane_waits, NULL,
-                                   0),
-                     0);
+    ck_assert_int_eq(frpc_register(agent, "waits", h, NULL, 0), 0);
+}
+
+/* Calls "waits" and copies its n codes to rc. */
+static void call_waits(int *rc, size_t n)
+{
+    frpc_result res;
+    ck_assert_int_eq(frpc_call(agent, 0, "waits", NULL, 0, 10000, &res), 0);
+    ck_assert_uint_eq(res.len, n * sizeof(*rc));
+    memcpy(rc, res.data, n * sizeof(*rc));
+    frpc_result_clear(&res);
+}
+
+START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
+{
+    static uint8_t buf[64];
+    one_pool_thread_agent(data_plane_waits);
     ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
                                        FRPC_MEM_REMOTE_READ |
                                            FRPC_MEM_REMOTE_WRITE,
@@ -1080,12 +1095,8 @@ START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
     ck_assert_int_eq(frpc_mem_describe(deadlk_mem, 0, sizeof(buf),
                                        deadlk_desc),
                      0);
-    frpc_result res;
-    ck_assert_int_eq(frpc_call(agent, 0, "waits", NULL, 0, 10000, &res), 0);
     int rc[6];
-    ck_assert_uint_eq(res.len, sizeof(rc));
-    memcpy(rc, res.data, sizeof(rc));
-    frpc_result_clear(&res);
+    call_waits(rc, 6);
     const char *what[] = {"frpc_get", "frpc_put", "frpc_transfer",
                           "frpc_notify", "frpc_notify_wait"};
     for (int i = 0; i < 5; i++)
@@ -1093,6 +1104,48 @@ START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
                       what[i], frpc_err_name(rc[i]));
     ck_assert_int_eq(rc[5], 0);
     ck_assert_int_eq(frpc_mem_deregister(deadlk_mem, 10000), 0);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+    agent = NULL;
+}
+END_TEST
+
+/* "A wait with nothing to wait for is no wait": on the only pool thread
+ * (threads 1) a wait for a future in flight is FRPC_EDEADLK, but waits
+ * for a completed one (cancelled) return its status. */
+static void waits_past_the_limit(frpc_request *req, void *user)
+{
+    (void)user;
+    frpc_future *f;
+    int rc[5] = {-1, -1, -1, -1, -1};
+    size_t index = 9;
+    if (frpc_call_async(agent, 0, "echo", "x", 1, 10000, &f) == 0) {
+        rc[0] = frpc_future_wait(f, 5000);
+        frpc_future_cancel(f);
+        rc[1] = frpc_future_wait(f, 5000);
+        rc[2] = frpc_wait_all(&f, 1, 5000);
+        rc[3] = frpc_wait_any(&f, 1, 5000, &index);
+        rc[4] = (int)index;
+        frpc_future_free(f);
+    }
+    frpc_respond(req, rc, sizeof(rc));
+}
+
+START_TEST(waits_for_completed_futures_return_past_the_nesting_limit)
+{
+    one_pool_thread_agent(waits_past_the_limit);
+    ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, 0), 0);
+    int rc[5];
+    call_waits(rc, 5);
+    ck_assert_msg(rc[0] == FRPC_EDEADLK, "a wait for a future in flight: %s",
+                  frpc_err_name(rc[0]));
+    ck_assert_msg(rc[1] == FRPC_ECANCELED,
+                  "frpc_future_wait on a cancelled future: %s",
+                  frpc_err_name(rc[1]));
+    ck_assert_msg(rc[2] == 0, "frpc_wait_all on done futures: %s",
+                  frpc_err_name(rc[2]));
+    ck_assert_msg(rc[3] == 0 && rc[4] == 0,
+                  "frpc_wait_any on done futures: %s, index %d",
+                  frpc_err_name(rc[3]), rc[4]);
     ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
     agent = NULL;
 }
@@ -1847,6 +1900,9 @@ int main(void)
         {"gets, puts, batches, notifications and their wait on the only "
          "pool thread fail FRPC_EDEADLK",
          data_plane_waits_on_the_only_pool_thread_are_edeadlk},
+        {"waits for completed futures return on the only pool thread; "
+         "one in flight is FRPC_EDEADLK",
+         waits_for_completed_futures_return_past_the_nesting_limit},
         {"several threads take notifications: each goes to one",
          several_takers_each_notification_goes_to_one,
          .fixture = &with_agent},
