@@ -273,7 +273,8 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
      * tcp;ofi_rxm for it); one that does not leaves the token as the
      * only check. */
     f->check_src = !!(f->info->caps & FI_SOURCE);
-    f->all_slots = calloc(f->max_slots, sizeof(*f->all_slots));
+    f->slots_cap = f->max_slots;
+    f->all_slots = calloc(f->slots_cap, sizeof(*f->all_slots));
     f->recv = calloc(opts->recv_count, sizeof(*f->recv));
     if (!f->all_slots || !f->recv) {
         ret = FRPC_ENOMEM;
@@ -386,6 +387,46 @@ int fr_fabric_transfers_active(fr_fabric *f)
 
 /* ---- sending ------------------------------------------------------- */
 
+/* all_slots has room for one more (slot_lock held): it grows past
+ * max_slots by the orphans only. */
+static int room_for_slot(fr_fabric *f)
+{
+    if (f->nslots < f->slots_cap)
+        return 1;
+    fr_send_slot **n = realloc(f->all_slots,
+                               2 * (size_t)f->slots_cap * sizeof(*n));
+    if (!n)
+        return 0;
+    f->all_slots = n;
+    f->slots_cap *= 2;
+    return 1;
+}
+
+/* Settles a slot whose posted_to was swapped to 0 from was: gives back
+ * its transmit entry, unless fr_fabric_peer_lost did when it made it an
+ * orphan, which then counts one orphan fewer. Returns was. */
+static unsigned settle_slot(fr_fabric *f, unsigned was)
+{
+    if (was == FR_SLOT_ORPHAN) {
+        pthread_mutex_lock(&f->slot_lock);
+        f->slots_orphaned--;
+        pthread_mutex_unlock(&f->slot_lock);
+    } else if (was) {
+        fr__tx_give(f);
+    }
+    return was;
+}
+
+/* Makes sl an orphan if it is still posted to rank (slot_lock held). */
+static void orphan_locked(fr_fabric *f, fr_send_slot *sl, uint32_t rank)
+{
+    unsigned to = rank + 1;
+    if (atomic_compare_exchange_strong(&sl->posted_to, &to, FR_SLOT_ORPHAN)) {
+        f->slots_orphaned++;
+        fr__tx_give(f);
+    }
+}
+
 fr_send_slot *fr__get_slot(fr_fabric *f)
 {
     fr_send_slot *s = NULL;
@@ -393,7 +434,8 @@ fr_send_slot *fr__get_slot(fr_fabric *f)
     if (f->free_slots) {
         s = f->free_slots;
         f->free_slots = s->next_free;
-    } else if (f->nslots < f->max_slots) {
+    } else if (f->nslots - f->slots_orphaned < f->max_slots &&
+               room_for_slot(f)) {
         s = calloc(1, sizeof(*s));
         if (s && !(s->buf = malloc(f->opts.eager_max))) {
             free(s);
@@ -516,16 +558,22 @@ static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
     sl->dst = dst;
     if (fr__tx_take(f)) {
         fr_tsan_sent();
-        /* Before: it may complete at once. Relaxed: the completion is ordered
-         * after the post by the provider, and only fr_fabric_flush reads. */
-        atomic_store_explicit(&sl->posted_to, dst + 1, memory_order_relaxed);
+        /* Before: it may complete at once. Sequentially consistent, as is
+         * the look at dst's mark below: fr_fabric_peer_lost marks, then
+         * looks over the slots, so one of the two sees the other. */
+        atomic_store(&sl->posted_to, dst + 1);
         ret = fr_fault_hit(FR_FAULT_SEND_POST)
                   ? -FI_EOTHER
                   : fi_send(f->ep, sl->buf, len, NULL, f->peer[dst],
                             &sl->op.fictx);
         if (ret) {
-            atomic_store_explicit(&sl->posted_to, 0, memory_order_relaxed);
-            fr__tx_give(f);
+            settle_slot(f, atomic_exchange(&sl->posted_to, 0));
+        } else if (atomic_load(&f->lost[dst]) == FR_PEER_LOST) {
+            /* dst was lost while we posted, its slots perhaps looked
+             * over already: this one is an orphan too. */
+            pthread_mutex_lock(&f->slot_lock);
+            orphan_locked(f, sl, dst);
+            pthread_mutex_unlock(&f->slot_lock);
         }
     }
     return ret;
@@ -1025,8 +1073,13 @@ void fr__fail_frames(fr_fabric *f, uint32_t dst, const uint8_t *buf,
 
 static void handle_send_done(fr_fabric *f, fr_send_slot *s, int err)
 {
-    fr__tx_give(f);
-    atomic_store_explicit(&s->posted_to, 0, memory_order_relaxed);
+    if (settle_slot(f, atomic_exchange(&s->posted_to, 0)) ==
+        FR_SLOT_ORPHAN) {
+        /* Its peer was lost meanwhile, and so were the calls its frames
+         * carried (they ended FRPC_EPEERLOST): only the slot is left. */
+        fr__put_slot(f, s);
+        return;
+    }
     const char *why = NULL;
     int code = err ? fr__peer_err(err, &why) : 0;
     if (err) {
@@ -1527,6 +1580,18 @@ int fr_fabric_peer_departing(fr_fabric *f, uint32_t rank)
     return 0;
 }
 
+/* Slot sends still posted to rank, now lost, become orphans: their
+ * transmit entries come back now and new slots may be made in their
+ * place (over shm nobody will read them, and their completions may never
+ * come; if one does, handle_send_done frees the slot). */
+static void orphan_slots(fr_fabric *f, uint32_t rank)
+{
+    pthread_mutex_lock(&f->slot_lock);
+    for (unsigned i = 0; i < f->nslots; i++)
+        orphan_locked(f, f->all_slots[i], rank);
+    pthread_mutex_unlock(&f->slot_lock);
+}
+
 int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
 {
     fr_send_slot *sl;
@@ -1551,6 +1616,7 @@ int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
         fr__fail_frames(f, rank, sl->buf, len, FRPC_EPEERLOST);
         fr__put_slot(f, sl);
     }
+    orphan_slots(f, rank);
     fr__rndv_drop_out(f, rank);
     fr_parts_drop_source(f->parts, rank);
     /* Incoming transfers end in a poll (they deliver): ours now if the
@@ -1679,7 +1745,7 @@ static int sends_out(fr_fabric *f)
     for (unsigned i = 0; i < f->nslots; i++) {
         unsigned to = atomic_load_explicit(&f->all_slots[i]->posted_to,
                                            memory_order_relaxed);
-        if (to && !fr__lost(f, to - 1))
+        if (to && to != FR_SLOT_ORPHAN && !fr__lost(f, to - 1))
             n++;
     }
     pthread_mutex_unlock(&f->slot_lock);

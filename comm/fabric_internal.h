@@ -48,6 +48,8 @@ typedef struct fr_recv_buf {
     struct fr_recv_buf *next_unposted; /* on fr_fabric.unposted */
 } fr_recv_buf;
 
+#define FR_SLOT_ORPHAN 0xffffffffu /* fr_send_slot.posted_to */
+
 typedef struct fr_send_slot {
     fr_op op;
     struct fr_send_slot *next_free;
@@ -57,7 +59,10 @@ typedef struct fr_send_slot {
     int ctl;    /* fr_fabric_connect_peers' frame: counted in ctl_pending */
     /* dst + 1 while with the provider (until its completion), else 0: one
      * word, so fr_fabric_flush reads where it went without reading dst,
-     * which the slot's next sender may be writing. */
+     * which the slot's next sender may be writing. FR_SLOT_ORPHAN: posted
+     * to a peer since lost (fr_fabric_peer_lost). Whoever swaps a value
+     * out of it (completion, failed post, the loss) settles the slot's
+     * transmit entry, once. */
     atomic_uint posted_to;
     uint8_t *buf;
 } fr_send_slot;
@@ -233,8 +238,13 @@ struct fr_fabric {
 
     pthread_mutex_t slot_lock;
     fr_send_slot *free_slots;
-    fr_send_slot **all_slots;
-    unsigned nslots, max_slots;
+    fr_send_slot **all_slots; /* slots_cap entries, nslots used */
+    unsigned nslots, max_slots, slots_cap;
+    /* Slots posted to peers since lost, not completed: over shm such a
+     * send may never complete (nobody reads it), so they do not count
+     * against max_slots, or every slot could end up with a dead peer and
+     * the sends to live ones wait for ever. */
+    unsigned slots_orphaned;
 
     /* Operations that hold one of the provider's transmit entries until
      * their completion (slot sends, rendezvous reads), counted only when

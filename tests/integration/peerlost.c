@@ -37,6 +37,13 @@
  *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
  *                 calls among 1-3 succeed, their shutdown ends in bounded
  *                 time.
+ *   stuck-sends   3 ranks. Rank 0 stops rank 1 (SIGSTOP) and starts calls
+ *                 of 65,000 B args to it (over shm each holds a send buffer
+ *                 until read) until one cannot start, then kills it: once
+ *                 rank 1 is DEAD, the same calls to rank 2 start at once
+ *                 and are answered (before the fix every send buffer
+ *                 stayed with the dead rank and they waited out their
+ *                 deadlines).
  *   storm         the last rank dies 30-150 ms after a barrier while the
  *                 others flood it with calls (2 threads of sync calls and
  *                 async windows, no timeouts): every call ends, no thread
@@ -960,6 +967,137 @@ static int mode_store_death(void)
     CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
     printf("ok: rank %d done (shutdown %s in %.0f ms)\n", me,
            frpc_err_name(rc), ms);
+    return 0;
+}
+
+/* ---- stuck-sends ------------------------------------------------------ */
+
+/* A rank's pid, for rank 0 to stop and kill it. */
+static void pid_of(frpc_request *req, void *user)
+{
+    (void)user;
+    int32_t pid = (int32_t)getpid();
+    frpc_respond(req, &pid, sizeof(pid));
+}
+
+/* Args of 65,000 B: over shm such a frame is past what goes as injected
+ * parts (64,768 B) and within the eager size (64 KiB), so it takes a
+ * send buffer (a slot) until the receiver has read it. */
+#define STUCK_GROUP 16
+#define STUCK_ARGS 65000
+#define STUCK_MAX_GROUPS 40
+
+/* STUCK_GROUP async echo calls to dst (timeout_ms each) into f (NULL
+ * where a call did not start); returns how long starting them took, in
+ * ms, or -1 if one could not start: with every send buffer taken a
+ * call's send waits for one until its deadline (FRPC_ETIMEDOUT), which
+ * only calls to the stopped rank may. */
+static double stuck_group(int dst, int timeout_ms, uint64_t tag,
+                          frpc_future **f)
+{
+    double t0 = au_now_ms();
+    int failed = 0;
+    for (int i = 0; i < STUCK_GROUP; i++) {
+        void *args = au_msg(au_mix(tag + (uint64_t)i), STUCK_ARGS);
+        int rc = frpc_call_async(agent, dst, "echo", args, STUCK_ARGS,
+                                 timeout_ms, &f[i]);
+        free(args);
+        CHECK(rc == 0 || (dst == 1 && rc == FRPC_ETIMEDOUT),
+              "call_async to rank %d: %s", dst, frpc_err_name(rc));
+        failed |= rc != 0;
+    }
+    return failed ? -1 : au_now_ms() - t0;
+}
+
+/* 3 ranks. Rank 0 stops rank 1 (SIGSTOP) and sends it calls of 65,000 B
+ * args until starting one waits (every send buffer is with rank 1, never
+ * read) or STUCK_MAX_GROUPS groups; then kills it (SIGKILL). Once rank 1
+ * is DEAD, the same calls to rank 2 must leave at once and be answered:
+ * before the fix, over shm, the sends to the dead rank never completed
+ * and held every send buffer, so rank 0's sends to everyone waited until
+ * their deadlines (the stress tool with a rank killed: 8-30 s). */
+static int mode_stuck_sends(void)
+{
+    start_lost();
+    au_register("pid", pid_of, NULL, 0);
+    CHECK(nranks == 3, "stuck-sends needs 3 ranks");
+    au_barrier();
+    static const int survivors[] = {0, 2};
+    while (me == 1) /* until rank 0 stops, then kills it */
+        au_sleep_us(100000);
+    if (me == 0) {
+        frpc_result res;
+        int rc = frpc_call(agent, 1, "pid", NULL, 0, CALL_TIMEOUT_MS, &res);
+        CHECK(rc == 0 && res.len == sizeof(int32_t), "pid of rank 1: %s",
+              au_why(rc, res.error));
+        int32_t pid;
+        memcpy(&pid, res.data, sizeof(pid));
+        frpc_result_clear(&res);
+        CHECK(kill(pid, SIGSTOP) == 0, "SIGSTOP rank 1");
+        frpc_future **f = calloc(STUCK_MAX_GROUPS * STUCK_GROUP, sizeof(*f));
+        CHECK(f, "calloc");
+        int groups = 0;
+        double took = 0;
+        while (groups < STUCK_MAX_GROUPS && took >= 0) {
+            took = stuck_group(1, 1000, 0x5700000u + groups * 64u,
+                               f + groups * STUCK_GROUP);
+            groups++;
+        }
+        printf("%d groups of %d calls to the stopped rank 1 (%s)\n", groups,
+               STUCK_GROUP,
+               took < 0 ? "the last call's send waited out its deadline"
+                        : "all started");
+        CHECK(kill(pid, SIGKILL) == 0, "SIGKILL rank 1");
+        double t0 = au_now_ms();
+        while (frpc_peer_state(agent, 1) == FRPC_PEER_ALIVE) {
+            CHECK(au_now_ms() - t0 < BOUND_MS, "rank 1 not seen dead");
+            au_sleep_us(1000);
+        }
+        printf("rank 1 seen %s after %.0f ms\n",
+               frpc_peer_state(agent, 1) == FRPC_PEER_DEAD ? "DEAD" : "lost",
+               au_now_ms() - t0);
+        /* Calls to rank 1 end, as they may: answered before the stop, or
+         * FRPC_ETIMEDOUT, or FRPC_EPEERLOST. */
+        size_t n = (size_t)groups * STUCK_GROUP;
+        CHECK(frpc_wait_all(f, n, (int)BOUND_MS) == 0,
+              "calls to rank 1 ended");
+        for (size_t i = 0; i < n; i++) {
+            if (!f[i])
+                continue;
+            int st = frpc_future_error(f[i], NULL, NULL);
+            CHECK(st == 0 || st == FRPC_ETIMEDOUT || st == FRPC_EPEERLOST,
+                  "a call to rank 1: %s", frpc_err_name(st));
+            frpc_future_free(f[i]);
+        }
+        /* Now rank 2: 10 groups, each must leave at once and be
+         * answered. */
+        double worst = 0, t1 = au_now_ms();
+        for (int g = 0; g < 10; g++) {
+            double ms = stuck_group(2, 10000, 0x6700000u + g * 64u, f);
+            worst = ms > worst ? ms : worst;
+            CHECK(frpc_wait_all(f, STUCK_GROUP, CALL_TIMEOUT_MS) == 0,
+                  "group %d to rank 2 answered", g);
+            for (int i = 0; i < STUCK_GROUP; i++)
+                au_check_echo(f[i], au_mix(0x6700000u + g * 64u + i),
+                              STUCK_ARGS, "call to rank 2");
+            for (int i = 0; i < STUCK_GROUP; i++)
+                frpc_future_free(f[i]);
+        }
+        printf("10 groups of calls to rank 2 answered in %.0f ms (the "
+               "slowest group took %.0f ms to start)\n", au_now_ms() - t1,
+               worst);
+        /* 5 s: a loaded machine's pause, well below the 10 s deadline a
+         * send that waits for a buffer would wait out. */
+        CHECK(worst < 5000, "calls to rank 2 waited %.0f ms to start",
+              worst);
+        free(f);
+        printf("ok: sends to a rank stopped then killed did not hold back "
+               "the sends to a live one\n");
+    }
+    survivors_meet(survivors, 2);
+    double ms;
+    timed_shutdown(SHUTDOWN_MS, &ms);
+    printf("ok: rank %d done\n", me);
     return 0;
 }
 
@@ -3246,7 +3384,8 @@ int main(int argc, char **argv)
                  {"notify-lost", mode_notify_lost},
                  {"fn-in-shutdown", mode_fn_in_shutdown},
                  {"fn-replace", mode_fn_replace},
-                 {"fn-set-in-handler", mode_fn_set_in_handler}};
+                 {"fn-set-in-handler", mode_fn_set_in_handler},
+                 {"stuck-sends", mode_stuck_sends}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

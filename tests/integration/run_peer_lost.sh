@@ -215,6 +215,11 @@ clean() {
     expect_ok $ok
 }
 
+stuck_sends() {
+    killed stuck 3 90 stuck-sends 1 "0 2"
+    expect_grep "^\[0\] ok: sends to a rank stopped then killed did not hold back" "$JOB/out"
+}
+
 die_in_handler() {
     killed die 3 60 die-in-handler 1 "0 2"
     expect_grep "^\[2\] ok: the handler waiting on the dead rank 1 was released" "$JOB/out"
@@ -451,6 +456,11 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: the same, emulated (FABRPC_RMA=emulate)" rma_death_emulated
     run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
     run_case "$PROV: a rank dies flooded with calls from 3 threads per rank (4 times): every call ends" storm
+    # Over shm only such calls take send buffers (tcp sends them by
+    # rendezvous).
+    if [ "$PROV" = shm ]; then
+        run_case "$PROV: sends to a rank stopped, then killed, hold no send buffer once it is lost: calls to a live rank go at once" stuck_sends
+    fi
     run_case "$PROV: a rank that called frpc_shutdown is never reported DEAD" survivors_not_dead 3 "$TMPD/$PROV-kill" "$TMPD/$PROV-kill-hand-all"
     run_case "$PROV: the same after the store's death" survivors_not_dead 0 "$TMPD/$PROV-store"
     run_case "$PROV: a rank dies during frpc_init: init fails or sees it DEAD, no hang" init_death
