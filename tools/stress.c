@@ -18,7 +18,21 @@
  *
  * Env knobs read here (besides fabrpc's own FABRPC_*):
  *   ST_BURST_PCT   percent of ops that are bursts (default 12)
+ *   ST_DIE_RANK=r  rank r kills itself (SIGKILL) ST_DIE_AT_MS after the
+ *                  first barrier (default 3000), in the middle of its
+ *                  calls (run with fabrpc-run --keep-going; ranks on one
+ *                  host). Survivors then accept FRPC_EPEERLOST for calls
+ *                  to r (and FRPC_EREMOTE with remote_code FRPC_EPEERLOST
+ *                  for nested calls that reached r), but a finding is a
+ *                  call to r that ends otherwise, succeeds once r was
+ *                  seen lost, or ends over ST_LOST_MS after r's death
+ *                  (or its own start, if later); r not seen DEAD within
+ *                  ST_LOST_MS; a loss of any other rank. They meet by
+ *                  calls instead of the final barrier (which must fail
+ *                  FRPC_EPEERLOST), and shutdown must say FRPC_EPEERLOST
+ *   ST_DIE_AT_MS   see ST_DIE_RANK
  *   ST_FNS         comma list of function indexes allowed at top level
+ *   ST_LOST_MS     see ST_DIE_RANK (default 2000: "at once", loaded box)
  *   ST_NOLARGE=1   cap sizes at 4 KiB
  *   ST_SERVERS=k   the k highest ranks make no calls of their own
  *   ST_SLOW_MS     a call slower than this is a finding (default 2000)
@@ -28,6 +42,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -52,6 +67,14 @@ static uint64_t T0;
 static uint64_t SEED;
 static int nolarge, burst_pct = 12;
 static int allowed[32], nallowed;
+/* ST_DIE_RANK: the rank that dies (-1: none), when (T_DIE, this rank's
+ * clock, set at the first barrier), and when this rank first saw it lost */
+static int die_rank = -1, die_at_ms = 3000;
+static uint64_t LOST_NS = 2000000000ull, T_DIE;
+static _Atomic uint64_t t_lost;
+static atomic_int work_done; /* this rank's callers have ended */
+static atomic_int busy;      /* handlers running, answers deferred */
+static atomic_int met[3];    /* st_meet calls received, by phase */
 
 static uint64_t now_ns(void)
 {
@@ -165,6 +188,47 @@ static int check_reply(const uint8_t *args, size_t alen, const uint8_t *rep,
 static atomic_ulong c_calls, c_ok, c_fail, c_slow, c_to, c_wrong,
     c_edl_top, c_edl_pool, c_edl_inline, c_edl_inline_shallow, c_nested,
     c_nested_ok, c_nested_fail, c_remote, c_deferred, c_hcalls, c_bad_args;
+static atomic_ulong c_lost, c_lost_remote, c_lost_nested, c_lost_answer;
+
+static const char *ename(int rc)
+{
+    return rc ? frpc_strerror(rc) : "ok";
+}
+
+/* ---- ST_DIE_RANK ---- */
+/* 1 if dst is the dying rank and this rank sees it lost (noted in t_lost) */
+static int is_lost(int dst)
+{
+    if (die_rank < 0 || dst != die_rank)
+        return 0;
+    if (atomic_load(&t_lost))
+        return 1;
+    if (frpc_peer_state(A, dst) == FRPC_PEER_ALIVE)
+        return 0;
+    uint64_t z = 0;
+    atomic_compare_exchange_strong(&t_lost, &z, now_ns());
+    return 1;
+}
+
+/* A call to the dying rank, started at t0 (seen lost then: pre), ended
+ * with rc at end (end_known 0: by end at the latest): NULL if the header
+ * allows it or the usual checks judge it, else what is wrong. */
+static const char *lost_verdict(int rc, int pre, uint64_t t0, uint64_t end,
+                                int end_known)
+{
+    if (rc == FRPC_EDEADLK)
+        return NULL; /* refused before sending */
+    if (rc == 0)
+        return pre ? "OK-AFTER-LOSS" : NULL;
+    if (rc != FRPC_EPEERLOST)
+        return pre ? "NOT-PEERLOST" : NULL;
+    uint64_t from = t0 > T_DIE ? t0 : T_DIE;
+    if (end_known && end > from + LOST_NS)
+        return "LATE-PEERLOST";
+    if (end + 1000000000ull < T_DIE)
+        return "EARLY-PEERLOST";
+    return NULL;
+}
 
 /* ---- functions ---- */
 enum { F_ECHO_I, F_ECHO_P, F_SLEEP_P, F_SPIN_P, F_SPIN_I, F_DEFER_P,
@@ -193,6 +257,7 @@ static int do_reply(frpc_request *req)
 {
     size_t len;
     const uint8_t *a = frpc_request_args(req, &len);
+    int src = frpc_request_source(req);
     if (!verify_args(a, len)) {
         atomic_fetch_add(&c_bad_args, 1);
         say("FINDING BADARGS rank=%d fn=%s len=%zu src=%d", R,
@@ -205,14 +270,20 @@ static int do_reply(frpc_request *req)
     for (size_t i = 0; i < len; i++)
         o[i] = a[i] ^ 0x5a;
     int rc;
+    uint64_t t = now_ns();
     if (rn(hr(), 2)) {
         rc = frpc_respond_owned(req, o, len);
     } else {
         rc = frpc_respond(req, o, len);
         free(o);
     }
-    if (rc)
-        say("FINDING RESPOND rank=%d rc=%s", R, frpc_strerror(rc));
+    if (rc && die_rank >= 0 && src == die_rank &&
+        (rc == FRPC_EPEERLOST || rc == FRPC_ETRANSPORT))
+        atomic_fetch_add(&c_lost_answer, 1); /* the caller is gone */
+    else if (rc)
+        say("FINDING RESPOND rank=%d rc=%s src=%d len=%zu el=%.1fms "
+            "depth=%d idepth=%d", R, frpc_strerror(rc), src, len,
+            (now_ns() - t) / 1e6, h_depth, h_inline_depth);
     return rc;
 }
 
@@ -229,6 +300,7 @@ static void defer(frpc_request *req)
     e->req = req;
     e->next = NULL;
     e->due = now_ns() + rn(hr(), 3000) * 1000ull;
+    atomic_fetch_add(&busy, 1);
     pthread_mutex_lock(&dq_lock);
     if (dq_tail)
         dq_tail->next = e;
@@ -265,6 +337,7 @@ static void *responder(void *arg)
             dq_tail = NULL;
         pthread_mutex_unlock(&dq_lock);
         do_reply(e->req);
+        atomic_fetch_sub(&busy, 1);
         free(e);
         pthread_mutex_lock(&dq_lock);
     }
@@ -288,6 +361,7 @@ static int nested(int self_fn, int level)
     fill(a, len, (uint32_t)rnd(r));
     int async = rn(r, 2);
     frpc_result res = {0};
+    int pre = is_lost(dst);
     uint64_t t = now_ns();
     int rc;
     atomic_fetch_add(&c_nested, 1);
@@ -312,7 +386,22 @@ static int nested(int self_fn, int level)
     }
     uint64_t el = now_ns() - t;
     int ret = 0;
-    if (rc == FRPC_EDEADLK) {
+    const char *v = die_rank == dst ? lost_verdict(rc, pre, t, t + el, 1)
+                                    : NULL;
+    if (v) {
+        atomic_fetch_add(&c_nested_fail, 1);
+        say("FINDING NESTED-%s rank=%d in=%s depth=%d -> dst=%d fn=%s %s "
+            "len=%zu rc=%s el=%.1fms since_death=%.1fms err=%s",
+            v, R, fname[self_fn], h_depth, dst, fname[f],
+            async ? "async" : "sync", len, ename(rc), el / 1e6,
+            ((double)t + el - T_DIE) / 1e6, res.error ? res.error : "");
+        ret = rc ? rc : FRPC_EPROTO;
+    } else if (rc == FRPC_EPEERLOST && die_rank == dst) {
+        atomic_fetch_add(&c_lost_nested, 1);
+        ret = rc; /* the caller sees FRPC_EREMOTE, remote_code this */
+    } else if (rc == FRPC_EREMOTE && res.remote_code == FRPC_EPEERLOST) {
+        ret = FRPC_EPEERLOST; /* pass the cause on */
+    } else if (rc == FRPC_EDEADLK) {
         if (finline[self_fn]) {
             atomic_fetch_add(&c_edl_inline, 1);
             if (h_inline_depth < 6) {
@@ -358,6 +447,7 @@ static void handler(frpc_request *req, void *user)
 {
     int f = (int)(intptr_t)user;
     rng_t *r = hr();
+    atomic_fetch_add(&busy, 1);
     h_depth++;
     if (finline[f])
         h_inline_depth++;
@@ -407,6 +497,7 @@ static void handler(frpc_request *req, void *user)
     if (finline[f])
         h_inline_depth--;
     h_depth--;
+    atomic_fetch_sub(&busy, 1);
 }
 
 /* ---- callers ---- */
@@ -452,10 +543,6 @@ static int pick_fn(rng_t *r, int burst)
     } while (1);
 }
 
-static const char *ename(int rc)
-{
-    return rc ? frpc_strerror(rc) : "ok";
-}
 
 static void report(caller_t *c, unsigned long num, int dst, int f,
                    const char *mode, size_t len, int rc, uint64_t el,
@@ -471,9 +558,31 @@ static void report(caller_t *c, unsigned long num, int dst, int f,
 static void outcome(caller_t *c, unsigned long num, int dst, int f,
                     const char *mode, const uint8_t *a, size_t len, int rc,
                     const void *data, size_t dlen, int rcode, const char *err,
-                    uint64_t el)
+                    uint64_t el, uint64_t t0, int pre, int end_known)
 {
     atomic_fetch_add(&c_calls, 1);
+    if (die_rank >= 0 && dst == die_rank) {
+        const char *v = lost_verdict(rc, pre, t0, t0 + el, end_known);
+        if (v) {
+            atomic_fetch_add(&c_fail, 1);
+            say("FINDING %s rank=%d thread=%d call=%lu dst=%d fn=%s mode=%s "
+                "len=%zu rc=%s el=%.1fms since_death=%.1fms pre=%d err=%s",
+                v, R, c->id, num, dst, fname[f], mode, len, ename(rc),
+                el / 1e6, ((double)t0 + el - T_DIE) / 1e6, pre,
+                err ? err : "");
+            return;
+        }
+        if (rc == FRPC_EPEERLOST) {
+            atomic_fetch_add(&c_lost, 1);
+            return;
+        }
+    }
+    if (die_rank >= 0 && rc == FRPC_EREMOTE && rcode == FRPC_EPEERLOST &&
+        f >= F_NEST_P) {
+        /* a nested call reached the dying rank (checked there) */
+        atomic_fetch_add(&c_lost_remote, 1);
+        return;
+    }
     if (rc == 0) {
         if (!check_reply(a, len, data, dlen)) {
             atomic_fetch_add(&c_wrong, 1);
@@ -525,6 +634,7 @@ static void *caller_main(void *arg)
     int dsts[MAXB], fns[MAXB];
     frpc_future *fs[MAXB];
     uint64_t t0s[MAXB];
+    int pres[MAXB], known[MAXB];
     for (int i = 0; i < MAXB; i++)
         bufs[i] = malloc(262144 + 8);
 
@@ -544,6 +654,8 @@ static void *caller_main(void *arg)
                 dsts[i] = rn(r, W);
                 fns[i] = pick_fn(r, 1);
                 fill(bufs[i], lens[i], (uint32_t)rnd(r));
+                pres[i] = is_lost(dsts[i]);
+                known[i] = how == 1; /* wait_any sees each end */
                 t0s[i] = now_ns();
                 int rc;
                 if (lens[i] >= 65536 && rn(r, 2))
@@ -557,7 +669,8 @@ static void *caller_main(void *arg)
                 if (rc) {
                     fs[i] = NULL;
                     outcome(c, first + i, dsts[i], fns[i], mode, bufs[i],
-                            lens[i], rc, NULL, 0, 0, "async start", 0);
+                            lens[i], rc, NULL, 0, 0, "async start", 0,
+                            t0s[i], pres[i], 1);
                 }
                 started++;
             }
@@ -597,6 +710,7 @@ static void *caller_main(void *arg)
                     if (!fs[i])
                         continue;
                     int rc;
+                    known[i] = !frpc_future_test(fs[i]);
                     if (rn(r, 4) == 0) {
                         /* short waits in a loop */
                         uint64_t lim = now_ns() + (TOP_TIMEOUT_MS + 4000) *
@@ -625,7 +739,7 @@ static void *caller_main(void *arg)
                  * via the burst */
                 outcome(c, first + i, dsts[i], fns[i], mode, bufs[i], lens[i],
                         st, res.data, res.len, res.remote_code, res.error,
-                        el);
+                        el, t0s[i], pres[i], known[i]);
                 frpc_result_clear(&res);
                 frpc_future_free(fs[i]);
             }
@@ -640,6 +754,7 @@ static void *caller_main(void *arg)
             uint64_t t = now_ns();
             const char *mode;
             unsigned long my = num++;
+            int pre = is_lost(dst);
             if (op < 50) {
                 mode = "sync";
                 setcur(c, "%s call=%lu dst=%d fn=%s len=%zu", mode, my, dst,
@@ -673,7 +788,7 @@ static void *caller_main(void *arg)
             }
             uint64_t el = now_ns() - t;
             outcome(c, my, dst, f, mode, bufs[0], len, rc, res.data, res.len,
-                    res.remote_code, res.error, el);
+                    res.remote_code, res.error, el, t, pre, 1);
             frpc_result_clear(&res);
         }
         atomic_store(&c->cur_start, 0);
@@ -691,9 +806,16 @@ static void *caller_main(void *arg)
 static void *watchdog(void *arg)
 {
     (void)arg;
+    int undetected = 0;
     while (!atomic_load(&stop_watch)) {
         usleep(250000);
         uint64_t n = now_ns();
+        if (die_rank >= 0 && die_rank != R && !undetected &&
+            !is_lost(die_rank) && n > T_DIE + LOST_NS) {
+            undetected = 1;
+            say("FINDING UNDETECTED rank=%d sees rank %d alive %.0fms after "
+                "its death", R, die_rank, ((double)n - T_DIE) / 1e6);
+        }
         for (int i = 0; i < ncallers; i++) {
             uint64_t s = atomic_load(&callers[i].cur_start);
             if (s && s < n && n - s > 3000000000ull && callers[i].reported != s) {
@@ -735,6 +857,110 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
+/* ---- ST_DIE_RANK: the death, what survivors see, how they meet ---- */
+static void *killer(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {(time_t)(T_DIE / 1000000000ull),
+                          (long)(T_DIE % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL))
+        ;
+    say("DIE rank=%d %.1fms past its moment", R,
+        ((double)now_ns() - T_DIE) / 1e6);
+    raise(SIGKILL);
+    return NULL;
+}
+
+static void on_lost(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    (void)a;
+    (void)user;
+    double since = ((double)now_ns() - T_DIE) / 1e6;
+    if (rank == die_rank && state == FRPC_PEER_DEAD) {
+        is_lost(rank);
+        say("NOTE LOST rank=%d: rank %d DEAD, told %.1fms after its death, "
+            "seen %.1fms (%s)", R, rank, since,
+            ((double)atomic_load(&t_lost) - T_DIE) / 1e6, why);
+    } else if (rank == die_rank || !atomic_load(&work_done)) {
+        say("FINDING LOST-OTHER rank=%d: rank %d %s at %.1fms after the "
+            "death (%s)", R, rank, state == FRPC_PEER_DEAD ? "DEAD" : "LEFT",
+            since, why);
+    }
+}
+
+static void meet_fn(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const uint8_t *a = frpc_request_args(req, &len);
+    if (len == 1 && a[0] < 3)
+        atomic_fetch_add(&met[a[0]], 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* The survivors' barrier: tell each, then wait for each (all but R and
+ * die_rank). */
+static void meet(int phase)
+{
+    uint8_t b = (uint8_t)phase;
+    int want = 0;
+    for (int d = 0; d < W; d++) {
+        if (d == R || d == die_rank)
+            continue;
+        want++;
+        frpc_result res = {0};
+        int rc = frpc_call(A, d, "st_meet", &b, 1, 30000, &res);
+        if (rc)
+            say("FINDING MEET rank=%d phase=%d dst=%d rc=%s err=%s", R, phase,
+                d, ename(rc), res.error ? res.error : "");
+        frpc_result_clear(&res);
+    }
+    uint64_t t = now_ns();
+    while (atomic_load(&met[phase]) < want) {
+        if (now_ns() - t > 120000000000ull) {
+            say("FINDING MEET-WAIT rank=%d phase=%d met=%d of %d", R, phase,
+                atomic_load(&met[phase]), want);
+            return;
+        }
+        usleep(5000);
+    }
+}
+
+/* Survivors, their callers done: the barrier fails, they meet, wait for
+ * their handlers (the dead rank's requests' too), meet again. */
+static void survivor_end(void)
+{
+    atomic_store(&work_done, 1);
+    while (!is_lost(die_rank) && now_ns() < T_DIE + LOST_NS + 1000000000ull)
+        usleep(5000);
+    uint64_t tb = now_ns();
+    int rc = frpc_barrier(A, 10000);
+    if (rc != FRPC_EPEERLOST || now_ns() - tb > LOST_NS)
+        say("FINDING BARRIER-LOST rank=%d rc=%s el=%.1fms", R, ename(rc),
+            ((double)now_ns() - tb) / 1e6);
+    meet(1);
+    uint64_t t = now_ns(), quiet = 0;
+    while (now_ns() - t < 60000000000ull) {
+        if (atomic_load(&busy)) {
+            quiet = 0;
+        } else if (!quiet) {
+            quiet = now_ns();
+        } else if (now_ns() - quiet > 200000000ull) {
+            break;
+        }
+        usleep(5000);
+    }
+    if (atomic_load(&busy))
+        say("FINDING BUSY rank=%d handlers still busy=%d after 60 s", R,
+            atomic_load(&busy));
+    meet(2);
+    say("LOSTSUMMARY rank=%d lost=%lu lost_remote=%lu lost_nested=%lu "
+        "lost_answers=%lu seen_lost=%.1fms", R, c_lost, c_lost_remote,
+        c_lost_nested, c_lost_answer,
+        ((double)atomic_load(&t_lost) - T_DIE) / 1e6);
+}
+
 int main(int argc, char **argv)
 {
     int secs = argc > 1 ? atoi(argv[1]) : 20;
@@ -752,6 +978,12 @@ int main(int argc, char **argv)
         SLOW_NS = strtoull(getenv("ST_SLOW_MS"), NULL, 10) * 1000000ull;
     if (getenv("ST_BURST_PCT"))
         burst_pct = atoi(getenv("ST_BURST_PCT"));
+    if (getenv("ST_DIE_RANK") && *getenv("ST_DIE_RANK"))
+        die_rank = atoi(getenv("ST_DIE_RANK"));
+    if (getenv("ST_DIE_AT_MS") && *getenv("ST_DIE_AT_MS"))
+        die_at_ms = atoi(getenv("ST_DIE_AT_MS"));
+    if (getenv("ST_LOST_MS"))
+        LOST_NS = strtoull(getenv("ST_LOST_MS"), NULL, 10) * 1000000ull;
     if (getenv("ST_FNS") && *getenv("ST_FNS")) {
         char *s = strdup(getenv("ST_FNS")), *tok, *sp;
         for (tok = strtok_r(s, ",", &sp); tok; tok = strtok_r(NULL, ",", &sp))
@@ -773,6 +1005,10 @@ int main(int argc, char **argv)
     }
     R = frpc_rank(A);
     W = frpc_world_size(A);
+    if (die_rank >= W || die_at_ms < 0) {
+        fprintf(stderr, "ST_DIE_RANK: 0 to %d; ST_DIE_AT_MS >= 0\n", W - 1);
+        return 2;
+    }
     SEED = base * 7919 + (uint64_t)R * 104729;
     say("START rank=%d/%d seed_base=%llu rank_seed=%llu callers=%d secs=%d "
         "provider=%s progress=%s threads=%s coalesce=%s burst=%d",
@@ -790,10 +1026,26 @@ int main(int argc, char **argv)
     }
     pthread_t resp, wd;
     pthread_create(&resp, NULL, responder, NULL);
+    if (die_rank >= 0) {
+        rc = frpc_register(A, "st_meet", meet_fn, NULL, FRPC_INLINE);
+        if (rc == 0 && die_rank != R)
+            rc = frpc_on_peer_lost(A, on_lost, NULL);
+        if (rc) {
+            fprintf(stderr, "st_meet, on_peer_lost: %s\n", frpc_strerror(rc));
+            return 2;
+        }
+    }
     rc = frpc_barrier(A, 60000);
     if (rc) {
         say("barrier1: %s", frpc_strerror(rc));
         return 2;
+    }
+    if (die_rank >= 0) {
+        T_DIE = now_ns() + (uint64_t)die_at_ms * 1000000ull;
+        say("DIE-PLAN rank %d dies in %dms", die_rank, die_at_ms);
+        pthread_t k;
+        if (die_rank == R)
+            pthread_create(&k, NULL, killer, NULL);
     }
     if (getenv("ST_SERVERS") && R >= W - atoi(getenv("ST_SERVERS")))
         ncallers = 0; /* serve only: the progress thread polls */
@@ -809,12 +1061,19 @@ int main(int argc, char **argv)
     pthread_create(&wd, NULL, watchdog, NULL);
     for (int i = 0; i < ncallers; i++)
         pthread_join(th[i], NULL);
-    uint64_t tb = now_ns();
-    rc = frpc_barrier(A, 120000);
-    if (rc)
-        say("FINDING BARRIER rank=%d rc=%s", R, frpc_strerror(rc));
-    if (now_ns() - tb > 30000000000ull)
-        say("NOTE final barrier took %.0fms", (now_ns() - tb) / 1e6);
+    if (die_rank == R)
+        for (;;)
+            pause(); /* until its death */
+    if (die_rank >= 0) {
+        survivor_end();
+    } else {
+        uint64_t tb = now_ns();
+        rc = frpc_barrier(A, 120000);
+        if (rc)
+            say("FINDING BARRIER rank=%d rc=%s", R, frpc_strerror(rc));
+        if (now_ns() - tb > 30000000000ull)
+            say("NOTE final barrier took %.0fms", (now_ns() - tb) / 1e6);
+    }
     atomic_store(&stop_watch, 1);
     pthread_join(wd, NULL);
     pthread_mutex_lock(&dq_lock);
@@ -838,8 +1097,8 @@ int main(int argc, char **argv)
         (unsigned long long)st.answers_dropped);
     uint64_t ts = now_ns();
     rc = frpc_shutdown(A, FRPC_SHUTDOWN_GRACEFUL, 60000);
-    if (rc)
-        say("FINDING SHUTDOWN rank=%d rc=%s", R, frpc_strerror(rc));
+    if (die_rank >= 0 ? rc != FRPC_EPEERLOST : rc != 0)
+        say("FINDING SHUTDOWN rank=%d rc=%s", R, ename(rc));
     if (now_ns() - ts > 10000000000ull)
         say("NOTE shutdown took %.0fms", (now_ns() - ts) / 1e6);
     say("END rank=%d findings=%d", R, atomic_load(&findings));
