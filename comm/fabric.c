@@ -417,13 +417,21 @@ static unsigned settle_slot(fr_fabric *f, unsigned was)
     return was;
 }
 
-/* Makes sl an orphan if it is still posted to rank (slot_lock held). */
+/* Makes sl an orphan if it is still posted to rank (slot_lock held). A
+ * connect frame's outcome is settled now (its peer is lost): its late
+ * completion, if any, only frees the slot, and fr_fabric_connect_peers
+ * must not wait for it. */
 static void orphan_locked(fr_fabric *f, fr_send_slot *sl, uint32_t rank)
 {
     unsigned to = rank + 1;
-    if (atomic_compare_exchange_strong(&sl->posted_to, &to, FR_SLOT_ORPHAN)) {
-        f->slots_orphaned++;
-        fr__tx_give(f);
+    if (!atomic_compare_exchange_strong(&sl->posted_to, &to, FR_SLOT_ORPHAN))
+        return;
+    f->slots_orphaned++;
+    fr__tx_give(f);
+    if (sl->ctl) {
+        int none = 0;
+        atomic_compare_exchange_strong(&f->ctl_err, &none, FRPC_EPEERLOST);
+        atomic_fetch_sub(&f->ctl_pending, 1);
     }
 }
 
