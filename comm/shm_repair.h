@@ -12,11 +12,16 @@
  * with a rank SIGKILLed while others flooded it with calls.
  *
  * After a peer on this host died, fr_shm_release_stuck looks at the
- * regions of the ranks on this host and releases a lock that stays held
- * for hold_ms: no live holder keeps it that long (it is held for the few
- * instructions of a queue operation). The region's layout is checked
- * first (libfabric 1.17: its version byte, and the pid of the process
- * that made it at its place); a region that does not match is left alone.
+ * regions of the ranks on this host and releases a lock that it watches
+ * for hold_ms, trying to take it, and sees neither free nor changing: a
+ * live holder keeps it for the few instructions of a queue operation, and
+ * live senders that flood a region hand it over every few microseconds,
+ * so a look that only reads it now and then sees it held every time, but
+ * one that watches it sees a hand-over soon. The region's layout is checked
+ * first (libfabric 1.17: its version byte, and the pid of the process that made
+ * it at its place); a region that does not match is left alone. What it
+ * cannot tell from a dead holder is a live one that is not scheduled for
+ * all of hold_ms: a process stopped (SIGSTOP) inside the provider.
  */
 #ifndef FR_COMM_SHM_REPAIR_H
 #define FR_COMM_SHM_REPAIR_H
@@ -28,10 +33,12 @@ typedef struct fr_shm_region_ref {
     int pid;
 } fr_shm_region_ref;
 
-/* Releases each region's lock that stays held for hold_ms (see above).
- * Returns how many were released. Blocks up to hold_ms per region that is
- * held; a region that cannot be opened (gone already) is skipped. Any
- * thread; never one that could itself be spinning on such a lock. */
+/* Releases each region's lock not seen alive for hold_ms (see
+ * above). Returns how many were released. Blocks up to hold_ms per region
+ * whose lock stays held (longer on a machine so loaded that a 1 ms look
+ * takes 8 ms or more), on the CPU all that time; a region that cannot be opened
+ * (gone already) is skipped. Any thread; never one that could itself be
+ * spinning on such a lock. */
 int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
                          unsigned hold_ms);
 
