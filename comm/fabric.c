@@ -208,7 +208,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     f->held_tail = &f->held_head;
     atomic_init(&f->next_key, 1);
     atomic_init(&f->next_split, 1); /* a part's req_id: never 0 */
-    atomic_flag_clear(&f->split_busy);
+    atomic_init(&f->split_senders, 0);
     f->next_cookie = 1;
     f->max_slots = FR_MAX_SEND_SLOTS;
     f->info = fi_dupinfo(info);
@@ -262,6 +262,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
           (FI_ORDER_RAR | FI_ORDER_RAW | FI_ORDER_RAS | FI_ORDER_WAR |
            FI_ORDER_WAW | FI_ORDER_WAS | FI_ORDER_SAR | FI_ORDER_SAW));
     f->rma_write_flags = f->rma_by_initiator ? 0 : FI_DELIVERY_COMPLETE;
+    f->slotless = f->parts_in && f->rma_by_initiator;
     f->rma_chunk = 4u << 20;
     if (f->info->ep_attr->max_msg_size &&
         f->info->ep_attr->max_msg_size < f->rma_chunk)
@@ -692,6 +693,15 @@ static int send_parts(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
     return 0;
 }
 
+/* 1 if this thread may send a frame in parts now (see split_senders). */
+static int take_split(fr_fabric *f)
+{
+    if (atomic_fetch_add(&f->split_senders, 1) < FR_SPLIT_SENDERS)
+        return 1;
+    atomic_fetch_sub(&f->split_senders, 1);
+    return 0;
+}
+
 int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
                           const void *payload, size_t len,
                           uint64_t deadline_ns)
@@ -714,12 +724,14 @@ int fr__fabric_send_frame(fr_fabric *f, uint32_t dst, const fr_env *env,
             memcpy(buf + FR_ENV_HDR_SIZE, payload, len);
         if ((rc = fr__inject(f, dst, buf, frame, deadline_ns)))
             return rc;
-    } else if (frame <= f->split_max &&
-               !atomic_flag_test_and_set(&f->split_busy)) {
+    } else if (frame <= f->split_max && take_split(f)) {
         rc = send_parts(f, dst, buf, e.token, payload, len, deadline_ns);
-        atomic_flag_clear(&f->split_busy);
+        atomic_fetch_sub(&f->split_senders, 1);
         if (rc)
             return rc;
+    } else if (f->slotless) {
+        return fr__rndv_send(f, dst, env, FR_RNDV_COPY, NULL, payload, len,
+                             deadline_ns);
     } else {
         fr_send_slot *sl;
         if ((rc = acquire_slot(f, dst, deadline_ns, &sl)))

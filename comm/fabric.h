@@ -9,9 +9,12 @@
  *   from a send slot that is reused once the send completes. On shm a frame
  *   a little over the inject size (up to opts.split_max) goes as a few
  *   injects instead, FR_ENV_PART frames that the receiver puts together
- *   (parts.h): shm's other way costs a syscall and an answer. Bursts of
- *   small frames to one peer are coalesced into one message (batch.c). Receive
- *   buffers of the eager limit are pre-posted and reposted after use.
+ *   (parts.h): shm's other way costs a syscall and an answer, and holds
+ *   back every later send's completion if its peer dies (slotless in
+ *   fabric_internal.h): on shm a frame that goes neither way goes by
+ *   rendezvous. Bursts of small frames to one peer are coalesced into one
+ *   message (batch.c). Receive buffers of the eager limit are pre-posted
+ *   and reposted after use.
  * - Larger payloads go by rendezvous: the sender copies them into a
  *   registered block (or registers the caller's own bytes: a loan, see
  *   fr_fabric_send_lent) and sends the header with FR_ENV_F_RNDV and a

@@ -48,6 +48,10 @@ typedef struct fr_recv_buf {
     struct fr_recv_buf *next_unposted; /* on fr_fabric.unposted */
 } fr_recv_buf;
 
+/* Parted frames one rank sends at once (split_senders): well within
+ * what a receiver keeps in the making per source (FR_PARTS_PER_SOURCE). */
+#define FR_SPLIT_SENDERS 4
+
 #define FR_SLOT_ORPHAN 0xffffffffu /* fr_send_slot.posted_to */
 
 typedef struct fr_send_slot {
@@ -310,12 +314,24 @@ struct fr_fabric {
      * as one message at the next poll. */
     size_t batch_cap;    /* bytes in one batch; 0: coalescing off */
     /* Frames over inject_max and up to split_max go as parts, each an
-     * inject (shm; 0: never; see parts.h). One parted frame leaves at a
-     * time: a sender that finds split_busy set sends the usual way, so
+     * inject (shm; 0: never; see parts.h). At most FR_SPLIT_SENDERS
+     * parted frames leave at a time: a sender that finds them all taken
+     * sends the other way (a slot, or by rendezvous where slotless), so
      * a receiver has few frames in the making from one source, and no
      * thread waits for another's parts. */
     size_t split_max;
-    atomic_flag split_busy;
+    atomic_int split_senders;
+    /* shm with initiator RMA (rma_by_initiator): a frame that can go
+     * neither as one inject nor in parts goes by rendezvous, never from a
+     * slot. A slot's send over the inject size is a CMA send, completed
+     * by its receiver's answer, and shm (libfabric 1.17) completes a
+     * sender's CMA sends in the order posted: one posted to a peer that
+     * died is never answered, and every later one, to any peer, stays
+     * posted for ever (the stress tool with a rank killed: all 256 slots
+     * with live ranks and this rank itself, calls timed out on both). A
+     * rendezvous read on shm is the initiator's own copy, answered by
+     * nobody. */
+    int slotless;
     atomic_uint_fast64_t next_split; /* ids of parted frames */
     int parts_in;    /* shm: parts from others are put together (parts) */
     fr_parts *parts; /* frames in the making from others */

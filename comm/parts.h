@@ -23,9 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Frames in the making per source. A sender sends one parted frame at a
- * time (fabric.c), so more than two at once come only from a receiver
- * handling completions out of order, or a broken peer. */
+/* Frames in the making per source. A sender sends at most
+ * FR_SPLIT_SENDERS (4) parted frames at a time (fabric_internal.h), so
+ * more come only from a receiver handling completions out of order, or a
+ * broken peer. */
 #define FR_PARTS_PER_SOURCE 16
 /* Parts a frame may have: a frame longer than this many parts of its
  * sender's size is not sent in parts. */
