@@ -256,10 +256,16 @@ typedef enum frpc_rma_mode {
  *                    start: store connection, address exchange and the
  *                    barriers that end it share this one deadline.
  *  peer_timeout_ms   1..3600000; FABRPC_PEER_TIMEOUT_MS, else 5000; a
- *                    value under 4000 is taken as 4000. How soon a rank whose host vanished
- *                    without closing its connections (power, network cut)
- *                    is taken for lost; a process that dies is noticed at
- *                    once whatever this is (see "Lost peers").
+ *                    value under 4000 is taken as 4000. How soon a rank
+ *                    whose host vanished without closing its connections
+ *                    (power, network cut) is taken for lost; a process
+ *                    that dies is noticed at once whatever this is (see
+ *                    "Lost peers"). The verdict on any rank but 0 is rank
+ *                    0's (its store watches every rank's connection with
+ *                    rank 0's own value), so rank 0's value is the one
+ *                    that counts for them; a rank's own value bounds how
+ *                    soon it finds rank 0's host gone. Give every rank the
+ *                    same.
  *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
  *                    FABRPC_TIMEOUT_MS (1..2^31-1, or "none" for no
  *                    limit: there 0 or a negative number fails frpc_init
