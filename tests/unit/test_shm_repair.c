@@ -36,6 +36,11 @@ static pthread_spinlock_t *lock_of(uint8_t *r)
     return (pthread_spinlock_t *)(void *)(r + LOCK_OFF);
 }
 
+static void unlink_region(void)
+{
+    shm_unlink(name);
+}
+
 /* The layout shm_repair trusts: 1.17's version byte and the maker's pid. */
 static void make_region(void)
 {
@@ -55,7 +60,7 @@ static void make_region(void)
 static void drop_region(void)
 {
     munmap(region, REGION_LEN);
-    shm_unlink(name);
+    unlink_region();
 }
 
 static const fr_fixture a_region = {make_region, drop_region};
@@ -77,16 +82,24 @@ static void die_holding_the_lock(void)
     ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), EBUSY);
 }
 
-static int repair(int pid, unsigned hold_ms)
+/* The repair's looks, rounds times: how many released. Then the name is
+ * removed (the mapping stays): an assertion that fails after this ends
+ * the test's process before the fixture's teardown, and leaves nothing
+ * in /dev/shm. */
+static int repair(int pid, unsigned hold_ms, int rounds)
 {
     fr_shm_region_ref ref = {name, pid};
-    return fr_shm_release_stuck(&ref, 1, hold_ms);
+    int released = 0;
+    for (int i = 0; i < rounds; i++)
+        released += fr_shm_release_stuck(&ref, 1, hold_ms);
+    unlink_region();
+    return released;
 }
 
 START_TEST(a_lock_its_dead_holder_kept_is_released)
 {
     die_holding_the_lock();
-    ck_assert_int_eq(repair(getpid(), 50), is_117());
+    ck_assert_int_eq(repair(getpid(), 50, 1), is_117());
     if (is_117()) {
         ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), 0);
         pthread_spin_unlock(lock_of(region));
@@ -127,9 +140,7 @@ START_TEST(a_lock_live_threads_flood_is_never_released)
         ck_assert_int_eq(pthread_create(&t[i], NULL, flood, NULL), 0);
     while (atomic_load(&entries) < 1000)
         usleep(1000);
-    int released = 0;
-    for (int round = 0; round < 8; round++)
-        released += repair(getpid(), 250);
+    int released = repair(getpid(), 250, 8);
     atomic_store(&stop, 1);
     for (int i = 0; i < FLOODERS; i++)
         pthread_join(t[i], NULL);
@@ -140,7 +151,7 @@ END_TEST
 
 START_TEST(a_free_lock_is_left_free)
 {
-    ck_assert_int_eq(repair(getpid(), 50), 0);
+    ck_assert_int_eq(repair(getpid(), 50, 1), 0);
     ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), 0);
     pthread_spin_unlock(lock_of(region));
 }
@@ -149,7 +160,7 @@ END_TEST
 START_TEST(another_pid_is_left_alone)
 {
     die_holding_the_lock();
-    ck_assert_int_eq(repair(getpid() + 1, 20), 0);
+    ck_assert_int_eq(repair(getpid() + 1, 20, 1), 0);
     ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), EBUSY);
 }
 END_TEST
@@ -158,7 +169,7 @@ START_TEST(another_layout_is_left_alone)
 {
     die_holding_the_lock();
     region[0] = VERSION_117 + 1;
-    ck_assert_int_eq(repair(getpid(), 20), 0);
+    ck_assert_int_eq(repair(getpid(), 20, 1), 0);
     ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), EBUSY);
 }
 END_TEST
