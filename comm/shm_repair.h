@@ -17,9 +17,10 @@
  * live holder keeps it for the few instructions of a queue operation, and
  * live senders that flood a region hand it over every few microseconds,
  * so a look that only reads it now and then sees it held every time, but
- * one that watches it sees a hand-over soon. The region's layout is checked
- * first (libfabric 1.17: its version byte, and the pid of the process that made
- * it at its place); a region that does not match is left alone. What it
+ * one that watches it sees a hand-over soon. The region's layout is
+ * checked first (libfabric 1.17: its version byte, and the pid of the
+ * process that made it at its place); a region that does not match is
+ * left alone. What it
  * cannot tell from a dead holder is a live one that is not scheduled for
  * all of hold_ms: a process stopped (SIGSTOP) inside the provider.
  */
@@ -33,12 +34,12 @@ typedef struct fr_shm_region_ref {
     int pid;
 } fr_shm_region_ref;
 
-/* Releases each region's lock not seen alive for hold_ms (see
- * above). Returns how many were released. Blocks up to hold_ms per region
- * whose lock stays held (longer on a machine so loaded that a 1 ms look
- * takes 8 ms or more), on the CPU all that time; a region that cannot be opened
- * (gone already) is skipped. Any thread; never one that could itself be
- * spinning on such a lock. */
+/* Releases each region's lock not seen alive for hold_ms (see above).
+ * Returns how many were released. Blocks up to hold_ms per region whose
+ * lock stays held (longer on a machine so loaded that a 1 ms look takes
+ * 8 ms or more), on the CPU all that time; a region that cannot be
+ * opened (gone already) is skipped. Any thread; never one that could
+ * itself be spinning on such a lock. */
 int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
                          unsigned hold_ms);
 

@@ -843,10 +843,13 @@ static void *watchdog(void *arg)
                 }
                 if (getenv("ST_GDB")) {
                     char cmd[512];
+                    const char *script = getenv("ST_GDB_X");
                     snprintf(cmd, sizeof cmd,
                              "timeout 60 gdb -p %d -batch -ex 'thread apply "
-                             "all bt' %s%s > /tmp/stress/logs/gdb.%d.%d.%llu.txt "
-                             "2>&1", (int)getpid(), getenv("ST_GDB_X") ? "-x " : "", getenv("ST_GDB_X") ? getenv("ST_GDB_X") : "", R, i,
+                             "all bt' %s%s > "
+                             "/tmp/stress/logs/gdb.%d.%d.%llu.txt 2>&1",
+                             (int)getpid(), script ? "-x " : "",
+                             script ? script : "", R, i,
                              (unsigned long long)(n / 1000000));
                     if (system(cmd) != 0)
                         say("gdb failed");
