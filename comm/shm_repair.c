@@ -55,22 +55,62 @@ static void spin_values(int *free_v, int *taken_v)
     pthread_spin_destroy(&l);
 }
 
-/* One look: 1 if the lock was seen alive in LOOK_NS: taken here (and let
- * go again), or holding another value than held, the value it had when
- * first seen held (glibc on x86-64 counts contending takers below 0 while
- * it is held; a dead holder's lock keeps one value for ever). Seeing it
- * held now and then is not enough: senders that flood a region keep its
- * lock held nearly all the time, and a thread that only reads it now and
- * then sees it held every time (CI, TSan: such a lock was "released"
- * under a live holder, and two threads were inside the provider's queue
- * at once). */
-static int seen_alive(int *lock, int held, int free_v, int taken_v)
+/* glibc's spin lock on x86: a taker decrements it (from free, 1, to 0: it
+ * holds it), a waiter does the same once each time it sees it free and
+ * then spins while it is 0 or below, and a release stores 1. So while the
+ * lock is held, threads that come to wait only move it further below 0,
+ * and only a release brings it back up. The watcher moves it down too, by
+ * MARK at each look: a release erases its marks, so after a hand-over the
+ * lock stays far above what the watcher last saw whenever it looks, not
+ * only during the few instructions of the hand-over; and waiters that
+ * come (a survivor's fi_read: CI), or another rank's watcher with marks
+ * of its own, can never bring it back up. Elsewhere glibc's lock is only
+ * 0 or 1 (a compare-and-swap): there the watcher only reads it and tries
+ * to take it. */
+#if defined(__x86_64__) || defined(__i386__)
+#define COUNTS_WAITERS 1
+#else
+#define COUNTS_WAITERS 0
+#endif
+#define MARK 65536          /* far more than the threads that could wait */
+#define MARK_FLOOR (-(1 << 30)) /* no marks below: the int never wraps */
+
+/* 1 if v is further from free than held: marks and waiters, not a release. */
+static int further(int v, int held, int free_v, int taken_v)
 {
+    return free_v > taken_v ? v < held : v > held;
+}
+
+/* One look of LOOK_NS at a lock last seen held at *held: 1 if a release
+ * was seen (the lock taken here and let go at once, or back nearer free
+ * than *held), else 0 with *held the value last seen. Seeing the lock
+ * held now and then is not enough: senders that flood a region keep it
+ * held nearly all the time, 7 of 8 flooders wait on it at one value, and
+ * hand-overs last a few instructions (CI, TSan: such a lock was
+ * "released" under a live holder, and two threads were inside the
+ * provider's queue at once). A mark left on a lock that stays held only
+ * lowers a count no one reads. */
+static int seen_alive(int *lock, int *held, int free_v, int taken_v)
+{
+    if (COUNTS_WAITERS && free_v == 1 && taken_v == 0 &&
+        *held > MARK_FLOOR) {
+        int was = __atomic_fetch_sub(lock, MARK, __ATOMIC_ACQUIRE);
+        if (was == free_v) { /* it was free: taken by the mark */
+            __atomic_store_n(lock, free_v, __ATOMIC_RELEASE);
+            return 1;
+        }
+        if (further(*held, was, free_v, taken_v))
+            return 1; /* back up since the last look: released */
+        *held = was - MARK;
+    }
     uint64_t until = fr_now_ns() + LOOK_NS;
     for (unsigned i = 1;; i++) {
         int v = __atomic_load_n(lock, __ATOMIC_RELAXED);
-        if (v != held && v != free_v)
-            return 1;
+        if (v != *held && v != free_v) {
+            if (!further(v, *held, free_v, taken_v))
+                return 1; /* released and taken again */
+            *held = v;
+        }
         int expect = free_v;
         if (v == free_v &&
             __atomic_compare_exchange_n(lock, &expect, taken_v, 0,
@@ -83,9 +123,26 @@ static int seen_alive(int *lock, int held, int free_v, int taken_v)
     }
 }
 
-/* 1 if the lock was not seen alive for hold_ms of watching, over at
+/* Releases a lock last seen held at held, unless it was released since:
+ * only from a value further from free (more waiters or marks). 1 if it
+ * released it. */
+static int release_from(int *lock, int held, int free_v, int taken_v)
+{
+    int v = held;
+    while (!__atomic_compare_exchange_n(lock, &v, free_v, 0,
+                                        __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+        if (v == free_v || !further(v, held, free_v, taken_v))
+            return 0;
+        else
+            held = v;
+    return 1;
+}
+
+/* 1 if the lock was not seen released for hold_ms of watching, over at
  * least one look per 8 ms of it (a paused machine's clock jump is not a
- * wait), and has been released. */
+ * wait), and has been released. Two ranks' watchers may watch one lock
+ * at once: the first to end releases it, and the other then sees it
+ * released, so it does not release it again under a new holder. */
 static int release_if_stuck(int *lock, unsigned hold_ms)
 {
     int free_v, taken_v;
@@ -96,15 +153,14 @@ static int release_if_stuck(int *lock, unsigned hold_ms)
     uint64_t until = fr_now_ns() + (uint64_t)hold_ms * 1000000ull;
     unsigned looks = 0;
     for (;;) {
-        if (seen_alive(lock, held, free_v, taken_v))
+        if (seen_alive(lock, &held, free_v, taken_v))
             return 0; /* a live holder: nobody is stuck on it */
         looks++;
         if (fr_now_ns() >= until && looks >= hold_ms / 8)
             break;
         sched_yield();
     }
-    __atomic_store_n(lock, free_v, __ATOMIC_RELEASE); /* its holder is gone */
-    return 1;
+    return release_from(lock, held, free_v, taken_v); /* its holder is gone */
 }
 
 static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)

@@ -13,11 +13,14 @@
  *
  * After a peer on this host died, fr_shm_release_stuck looks at the
  * regions of the ranks on this host and releases a lock that it watches
- * for hold_ms, trying to take it, and sees neither free nor changing: a
- * live holder keeps it for the few instructions of a queue operation, and
- * live senders that flood a region hand it over every few microseconds,
- * so a look that only reads it now and then sees it held every time, but
- * one that watches it sees a hand-over soon. The region's layout is
+ * for hold_ms, trying to take it, and sees neither free nor handed over
+ * (back nearer free: threads that come to wait on a held lock move it
+ * away from free, and only a release brings it back): a live holder
+ * keeps it for the few instructions of a queue operation, and live
+ * senders that flood a region hand it over every few microseconds, so a
+ * look that only reads it now and then sees it held every time, but one
+ * that watches it sees a hand-over soon. Several ranks' watchers may
+ * watch one lock at once; one releases it. The region's layout is
  * checked first (libfabric 1.17: its version byte, and the pid of the
  * process that made it at its place); a region that does not match is
  * left alone. What it

@@ -149,6 +149,89 @@ START_TEST(a_lock_live_threads_flood_is_never_released)
 }
 END_TEST
 
+/* Threads of live ranks that come to send to the region while the
+ * repair watches: each spins in pthread_spin_lock, and glibc counts it
+ * below 0 once as it comes. CI: a survivor's fi_read came to wait on a
+ * lock a killed rank held during the looks, the repair called the
+ * changed value a live holder, and two ranks spun for ever. */
+#define LATE_WAITERS 4
+#define LATE_EVERY_US 25000
+static atomic_int waited_in;
+
+static void *wait_on_the_lock(void *arg)
+{
+    (void)arg;
+    pthread_spin_lock(lock_of(region));
+    atomic_fetch_add(&waited_in, 1);
+    pthread_spin_unlock(lock_of(region));
+    return NULL;
+}
+
+static void *come_late(void *arg)
+{
+    pthread_t *w = arg;
+    for (int i = 0; i < LATE_WAITERS; i++) {
+        usleep(LATE_EVERY_US);
+        ck_assert_int_eq(pthread_create(&w[i], NULL, wait_on_the_lock, NULL),
+                         0);
+    }
+    return NULL;
+}
+
+START_TEST(a_dead_holders_lock_waited_on_during_the_looks_is_released)
+{
+    die_holding_the_lock();
+    pthread_t starter, w[LATE_WAITERS];
+    ck_assert_int_eq(pthread_create(&starter, NULL, come_late, w), 0);
+    /* The waiters come at 25..100 ms, within the 250 ms watch. */
+    int released = repair(getpid(), 250, 1);
+    pthread_join(starter, NULL);
+    if (!released) /* let the waiters go, to end the test cleanly */
+        pthread_spin_unlock(lock_of(region));
+    for (int i = 0; i < LATE_WAITERS; i++)
+        pthread_join(w[i], NULL);
+    ck_assert_int_eq(released, is_117());
+    ck_assert_int_eq(atomic_load(&waited_in), LATE_WAITERS);
+}
+END_TEST
+
+/* Every survivor on the host watches the regions at once (CI: ranks 0
+ * and 2 both watched rank 0's lock, while their own threads came to wait
+ * on it): the lock is released once, and the waiters all get in. */
+#define WATCHERS 2
+static void *watch(void *arg)
+{
+    fr_shm_region_ref ref = {name, getpid()};
+    *(int *)arg = fr_shm_release_stuck(&ref, 1, 250);
+    return NULL;
+}
+
+START_TEST(watchers_at_once_release_a_dead_holders_lock_once)
+{
+    die_holding_the_lock();
+    pthread_t starter, w[LATE_WAITERS], t[WATCHERS];
+    int released[WATCHERS];
+    ck_assert_int_eq(pthread_create(&starter, NULL, come_late, w), 0);
+    for (int i = 0; i < WATCHERS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, watch, &released[i]), 0);
+    int total = 0;
+    for (int i = 0; i < WATCHERS; i++) {
+        pthread_join(t[i], NULL);
+        total += released[i];
+    }
+    unlink_region();
+    pthread_join(starter, NULL);
+    if (!total)
+        pthread_spin_unlock(lock_of(region));
+    for (int i = 0; i < LATE_WAITERS; i++)
+        pthread_join(w[i], NULL);
+    ck_assert_int_eq(total, is_117());
+    ck_assert_int_eq(atomic_load(&waited_in), LATE_WAITERS);
+    ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), 0);
+    pthread_spin_unlock(lock_of(region));
+}
+END_TEST
+
 START_TEST(a_free_lock_is_left_free)
 {
     ck_assert_int_eq(repair(getpid(), 50, 1), 0);
@@ -189,6 +272,12 @@ int main(void)
          a_lock_its_dead_holder_kept_is_released, .fixture = &a_region},
         {"a lock live threads flood is never released under them",
          a_lock_live_threads_flood_is_never_released, .fixture = &a_region},
+        {"a dead holder's lock waited on during the looks is released",
+         a_dead_holders_lock_waited_on_during_the_looks_is_released,
+         .fixture = &a_region},
+        {"watchers at once release a dead holder's lock once",
+         watchers_at_once_release_a_dead_holders_lock_once,
+         .fixture = &a_region},
         {"a free lock is left free", a_free_lock_is_left_free,
          .fixture = &a_region},
         {"a region another process made is left alone",
