@@ -199,6 +199,18 @@ static _Atomic(fr_pending *) *slot_of(fr_pending_table *t, uint64_t id)
     return &t->bucket[id & (t->nbuckets - 1)];
 }
 
+/* Pushes p on its id's chain: a compare-and-swap on the head, with or
+ * without the lock (adders push without it). */
+static void push_on_chain(fr_pending_table *t, fr_pending *p)
+{
+    _Atomic(fr_pending *) *head = slot_of(t, p->id);
+    fr_pending *h = atomic_load_explicit(head, memory_order_relaxed);
+    do
+        p->next = h;
+    while (!atomic_compare_exchange_weak_explicit(
+        head, &h, p, memory_order_release, memory_order_relaxed));
+}
+
 /* Unlinks p from its chain. Adders may push on the head meanwhile: the
  * head moves only by compare-and-swap, and links past it only under the
  * lock. */
@@ -424,13 +436,7 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
         while (!atomic_compare_exchange_weak(&t->incoming, &in, p));
         lower_next_deadline(t, deadline);
     }
-    /* Last: from here a completer may find p. */
-    _Atomic(fr_pending *) *head = slot_of(t, p->id);
-    fr_pending *h = atomic_load_explicit(head, memory_order_relaxed);
-    do
-        p->next = h;
-    while (!atomic_compare_exchange_weak_explicit(
-        head, &h, p, memory_order_release, memory_order_relaxed));
+    push_on_chain(t, p); /* last: from here a completer may find p */
     /* Closed meanwhile? The closer stores closed, then sweeps the chains;
      * we pushed, then look at closed (both sequentially consistent, as in
      * Dekker's): so its sweep found p, or we see closed and take p back. */
@@ -676,9 +682,26 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now)
         wake_sleepers(t);
 }
 
+uint64_t fr_pending_renew_id(fr_pending_table *t, uint64_t id, uint32_t dst)
+{
+    uint64_t fresh = 0;
+    pthread_mutex_lock(&t->lock);
+    fr_pending *p = find_locked(t, id);
+    /* Off its chain and back on under its new id; the deadline heap keeps
+     * it by position, not id. */
+    if (p && p->dst == dst && !atomic_load(&p->done) && unlink_locked(t, p)) {
+        p->id = fresh = atomic_fetch_add(&t->next_id, 1);
+        atomic_fetch_add(&t->st.renewed, 1);
+        push_on_chain(t, p);
+    }
+    pthread_mutex_unlock(&t->lock);
+    return fresh;
+}
+
 uint64_t fr_pending_started(fr_pending_table *t)
 {
-    return atomic_load(&t->next_id) - 1 - atomic_load(&t->st.refused);
+    return atomic_load(&t->next_id) - 1 - atomic_load(&t->st.refused) -
+           atomic_load(&t->st.renewed);
 }
 
 void fr_pending_release(fr_pending *p)

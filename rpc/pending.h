@@ -82,7 +82,7 @@ typedef struct fr_pending_table {
     struct {
         /* started: fr_pending_started (from the ids handed out) */
         atomic_uint_fast64_t ok, remote, timed_out, cancelled, failed,
-            dropped, refused;
+            dropped, refused, renewed;
     } st;
     atomic_uint_fast64_t inflight;
     /* Most entries in flight at once (config.max_inflight; 0: none): an
@@ -240,7 +240,17 @@ void fr_pending_expire(fr_pending_table *t, uint64_t now);
 uint64_t fr_pending_deadline_of(fr_pending_table *t, uint64_t id,
                                 uint32_t dst);
 
-/* Calls added so far (ids handed out, less adds that failed). */
+/* Gives call id, in flight to dst, a fresh id (the next one handed out)
+ * and returns it, or 0 if there is no such call (ended, or another rank's
+ * id): its answer must then name the new id, and one for the old id finds
+ * nothing. For a request sent long after its entry was added (a batch's
+ * notification, once its data landed): a callee that drops duplicates
+ * takes an id far below the newest it saw as one seen already (dedup.h).
+ * Its deadline stays. Any thread. */
+uint64_t fr_pending_renew_id(fr_pending_table *t, uint64_t id, uint32_t dst);
+
+/* Calls added so far (ids handed out, less adds that failed and renewed
+ * ids). */
 uint64_t fr_pending_started(fr_pending_table *t);
 
 /* Releases what p holds once its caller is done with it (not its result). */

@@ -81,10 +81,18 @@ typedef struct fr_batch {
 static void batch_done(const fr_rma *op, int status, const char *why)
 {
     fr_batch *b = op->ctx;
-    if (status == 0 && b->notify_len)
-        fr_notify_send_for(b->a, op->dst, op->id, b->deadline, b->notify,
-                           b->notify_len);
-    else
+    if (status == 0 && b->notify_len) {
+        /* Under a fresh id: the batch's own is as old as the batch, and
+         * a batch of more ops than a callee's dedup window (emulated:
+         * each op a request) made the notification look like a
+         * duplicate over udp, dropped, and the batch timed out. An entry
+         * that ended meanwhile (its deadline) sends nothing: its caller
+         * has its answer. */
+        uint64_t id = fr_pending_renew_id(&b->a->pend, op->id, op->dst);
+        if (id)
+            fr_notify_send_for(b->a, op->dst, id, b->deadline, b->notify,
+                               b->notify_len);
+    } else
         finish(b->a, op, status, why);
     for (size_t i = 0; i < b->nlocal; i++)
         release(b->local[i], status);

@@ -811,6 +811,8 @@ int main(int argc, char **argv)
         return mode_bad();
     if (!strcmp(mode, "batch"))
         return mode_batch();
+    if (!strcmp(mode, "longbatch"))
+        return mode_longbatch();
     if (!strcmp(mode, "notify"))
         return mode_notify();
     if (!strcmp(mode, "cycles"))
@@ -829,7 +831,7 @@ int main(int argc, char **argv)
         return mode_dereg_shutdown();
     if (!strcmp(mode, "held-owner"))
         return mode_held_owner();
-    fprintf(stderr, "usage: rma sizes|threads|bad|batch|notify|cycles|"
+    fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner\n");
     return 2;
 }

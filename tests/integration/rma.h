@@ -49,6 +49,7 @@ void rma_dump_counters(void);
     }
 
 int mode_batch(void);
+int mode_longbatch(void);
 int mode_notify(void);
 int mode_cycles(void);
 int mode_notebig(void);

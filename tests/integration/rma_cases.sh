@@ -34,6 +34,8 @@ run_case "$PROV: 4 ranks x 4 threads, gets and disjoint puts at once" threads_4
 run_case "$PROV: the same in blocking progress" threads_blocking
 run_case "$PROV: bad descriptors and arguments refused, agent goes on" bad_2
 run_case "$PROV: batches (1,000 puts, gets and puts mixed) and their notifications" batch_3
+longbatch_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 260 "$RMA" longbatch; }
+run_case "$PROV: a batch of 70,000 puts (more than a callee's window of request ids) and its notification" longbatch_2
 run_case "$PROV: notifications: order per source, full queue, callback and its end" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
 notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }

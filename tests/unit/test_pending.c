@@ -465,6 +465,53 @@ START_TEST(limit_refuses_adds_not_pieces)
 }
 END_TEST
 
+/* A batch's notification is sent long after its entry was added, under
+ * a fresh id: the answer names the new id, the old one finds nothing, the
+ * deadline stays, and no call more is counted as started. */
+START_TEST(a_renewed_id_is_answered_under_it_only)
+{
+    fr_pending_table t;
+    entry_t e[3] = {0};
+    uint64_t now = fr_now_ns();
+    ck_assert_int_eq(fr_pending_init(&t), 0);
+    ck_assert_int_eq(fr_pending_add(&t, &e[0].p, 4, "batch", 0, UINT64_MAX,
+                                    count_done), 0);
+    ck_assert_int_eq(fr_pending_add(&t, &e[1].p, 4, "later", 0, UINT64_MAX,
+                                    count_done), 0);
+    ck_assert_int_eq(fr_pending_add(&t, &e[2].p, 4, "due", 5, now - 1,
+                                    count_done), 0);
+    uint64_t old = e[0].p.id, started = fr_pending_started(&t);
+    ck_assert_uint_eq(fr_pending_renew_id(&t, old, 5), 0); /* not to 5 */
+    ck_assert_uint_eq(fr_pending_renew_id(&t, 999999, 4), 0);
+    uint64_t fresh = fr_pending_renew_id(&t, old, 4);
+    ck_assert_uint_gt(fresh, e[2].p.id);
+    ck_assert_uint_eq(e[0].p.id, fresh);
+    ck_assert_uint_eq(fr_pending_started(&t), started);
+    ck_assert_int_eq(fr_pending_complete(&t, old, 4, 0, 0, dup_bytes("x"), 2,
+                                         NULL), 0);
+    ck_assert_int_eq(atomic_load(&e[0].completions), 0);
+    /* A renewed entry with a deadline still expires by it. */
+    uint64_t due = fr_pending_renew_id(&t, e[2].p.id, 4);
+    ck_assert_uint_gt(due, fresh);
+    fr_pending_expire(&t, now);
+    ck_assert_int_eq(atomic_load(&e[2].completions), 1);
+    ck_assert_int_eq(e[2].p.res.status, FRPC_ETIMEDOUT);
+    ck_assert_uint_eq(fr_pending_renew_id(&t, due, 4), 0); /* ended */
+    ck_assert_int_eq(fr_pending_complete(&t, fresh, 4, 0, 0, dup_bytes("ok"),
+                                         3, NULL), 1);
+    ck_assert_int_eq(atomic_load(&e[0].completions), 1);
+    ck_assert_str_eq(e[0].p.res.data, "ok");
+    ck_assert_int_eq(atomic_load(&e[1].completions), 0);
+    ck_assert_int_eq(fr_pending_abort(&t, &e[1].p, FRPC_ECANCELED, NULL), 1);
+    ck_assert_uint_eq(atomic_load(&t.inflight), 0);
+    for (int i = 0; i < 3; i++) {
+        frpc_result_clear(&e[i].p.res);
+        fr_pending_release(&e[i].p);
+    }
+    fr_pending_destroy(&t);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -483,6 +530,8 @@ int main(void)
          close_leaves_no_entry_behind},
         {"at the limit adds are refused, pieces of admitted ones are not",
          limit_refuses_adds_not_pieces},
+        {"a renewed id is answered under it only, and keeps its deadline",
+         a_renewed_id_is_answered_under_it_only},
     };
     return fr_run_tests("pending", tests, sizeof(tests) / sizeof(tests[0]),
                         120);
