@@ -188,6 +188,18 @@ static void run_taken(frpc_agent *a)
     }
 }
 
+/* Busy mode never sleeps (the header: "never sleep"): 1 if the poller
+ * polls again at once, yielding only while a caller polls (n is
+ * FRPC_EAGAIN); 0 in the other modes. */
+static int busy_goes_on(frpc_agent *a, int n)
+{
+    if (a->set.progress != FRPC_PROGRESS_BUSY)
+        return 0;
+    if (n == FRPC_EAGAIN)
+        sched_yield();
+    return 1;
+}
+
 static void *progress_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -211,11 +223,8 @@ static void *progress_main(void *arg)
             backoff = FR_BACKOFF_MIN_US;
             continue;
         }
-        if (a->set.progress == FRPC_PROGRESS_BUSY) {
-            if (n == FRPC_EAGAIN)
-                sched_yield();
+        if (busy_goes_on(a, n))
             continue;
-        }
         if (n == FRPC_EAGAIN) {
             /* A handler's nested wait is polling; stay out of its way. */
             ASLEEP_ENDING_LINGERS(a, sleep_us(FR_BACKOFF_MIN_US));
@@ -314,6 +323,10 @@ void fr_progress_stand_in(frpc_agent *a, int (*busy)(void *), void *arg)
             last = now;
             continue;
         }
+        /* Standing in as on its own thread: the stand-in napped 1 ms
+         * after spin_us in busy mode too. */
+        if (busy_goes_on(a, n))
+            continue;
         if (n == FRPC_EAGAIN) { /* a caller polls meanwhile */
             ASLEEP(a, sleep_us(FR_BACKOFF_MIN_US));
             continue;
