@@ -391,7 +391,12 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * (exit(1), a .btr file in the working directory, and a SIGTERM during
  * frpc_init could hang the process); libfabrpc puts those back to their
  * defaults when it loads and again in frpc_init. A handler the program
- * set itself is left alone. While frpc_init asks libfabric for its
+ * set itself is left alone, once libfabrpc is loaded: a program that
+ * loads libfabrpc later with dlopen (an interpreter's extension module)
+ * after it set handlers for those signals loses them to libinfinipath's,
+ * which keeps no way to get them back, and finds the defaults. Setting
+ * IPATH_NO_BACKTRACE=1 in the environment before the load keeps them
+ * (libinfinipath then takes none). While frpc_init asks libfabric for its
  * providers (its first call loads them all, a few hundred ms, under a
  * lock that libfabric's exit code takes too), the calling thread holds
  * off asynchronous signals (not faults, traps or SIGABRT); one that
