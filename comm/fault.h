@@ -24,6 +24,8 @@ typedef enum fr_fault_site {
                                none (FI_ADDR_NOTAVAIL), as sockets does
                                for some messages a rank sends itself
                                (fabric.c, where sources are checked) */
+    FR_FAULT_INIT_THREADS,  /* frpc_init cannot make the liveness
+                               threads (pthread_create fails) */
     FR_FAULT_SITES
 } fr_fault_site;
 

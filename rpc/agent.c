@@ -727,8 +727,12 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     /* Everything a rank may fail to get is got before the barrier, so
      * that no rank returns 0 while another then fails. */
     if ((rc = fr_liveness_connect(a, peers, deadline, err, errlen)) ||
-        (rc = fr_progress_start(a)))
+        (rc = fr_liveness_start(a)) || (rc = fr_progress_start(a))) {
+        if (rc == FRPC_ENOMEM && !err[0])
+            say(err, errlen, "rank %d: cannot start its threads",
+                a->set.rank);
         goto fail;
+    }
     if (a->set.world > 1 && (rc = barrier(a, left_ms(deadline)))) {
         say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
             a->set.rank, a->set.init_timeout_ms,
@@ -737,13 +741,9 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         rc = rc == FRPC_EPEERLOST ? rc : FRPC_EBOOTSTRAP;
         goto fail;
     }
-    if ((rc = connect_doorbells(a, deadline, err, errlen)) ||
-        (rc = fr_liveness_start(a))) {
-        if (rc == FRPC_ENOMEM && !err[0])
-            say(err, errlen, "rank %d: cannot start the liveness threads",
-                a->set.rank);
+    if ((rc = connect_doorbells(a, deadline, err, errlen)))
         goto fail;
-    }
+    fr_liveness_open(a);
     free(peers);
     fr_store_cap(a->store, 0);
     *out = a;

@@ -307,8 +307,12 @@ void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
  * returned. 0, or FRPC_EBOOTSTRAP / FRPC_ENOMEM with err set. */
 int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
                         uint64_t deadline, char *err, size_t errlen);
-/* Starts the threads that watch them: 0 or FRPC_ENOMEM. */
+/* Makes the threads that watch them, waiting until fr_liveness_open:
+ * before the init's last meeting, like fr_liveness_connect. 0 or
+ * FRPC_ENOMEM. */
 int fr_liveness_start(frpc_agent *a);
+/* Lets them watch (init succeeded); cannot fail. */
+void fr_liveness_open(frpc_agent *a);
 /* Registers the handler of other ranks' goodbyes (at init). */
 int fr_liveness_register(frpc_agent *a);
 /* When rank 0 (and the store's LEAVE) is gone: tells every other rank

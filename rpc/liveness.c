@@ -43,6 +43,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "comm/fault.h"
 #include "comm/shm_repair.h"
 #include "rpc/agent.h"
 
@@ -134,6 +135,11 @@ struct fr_liveness {
     fr_store_client *watch;
     pthread_t thread, watcher;
     int thread_started, watcher_started;
+    /* The threads wait here until fr_liveness_open (under lock): made
+     * before frpc_init's last meeting, so that a rank that cannot make
+     * them fails with the others; watching only once init succeeded. */
+    pthread_cond_t gate;
+    int open;
     atomic_int stop;
     atomic_int reported_shutdown; /* fr_liveness_report_lost: once */
     atomic_int store_gone; /* the watch connection broke (watcher) */
@@ -708,10 +714,20 @@ void fr_liveness_reap_ended(frpc_agent *a)
     }
 }
 
+/* Until fr_liveness_open, or the stop of an init that failed. */
+static void wait_at_gate(fr_liveness *l)
+{
+    pthread_mutex_lock(&l->lock);
+    while (!l->open && !atomic_load(&l->stop))
+        pthread_cond_wait(&l->gate, &l->lock);
+    pthread_mutex_unlock(&l->lock);
+}
+
 static void *liveness_main(void *arg)
 {
     frpc_agent *a = arg;
     fr_liveness *l = a->live;
+    wait_at_gate(l);
     struct pollfd *p = calloc(l->world + 1, sizeof(*p));
     uint32_t *who = calloc(l->world + 1, sizeof(*who));
 
@@ -764,6 +780,7 @@ static void *watcher_main(void *arg)
 {
     frpc_agent *a = arg;
     fr_liveness *l = a->live;
+    wait_at_gate(l);
     uint64_t seen = 0;
     fr_store_event *ev = calloc(l->world, sizeof(*ev));
 
@@ -831,6 +848,7 @@ int fr_liveness_create(frpc_agent *a)
     l->queue_tail = &l->queue_head;
     pthread_mutex_init(&l->lock, NULL);
     pthread_cond_init(&l->idle, NULL);
+    pthread_cond_init(&l->gate, NULL);
     l->slot = calloc(world, sizeof(*l->slot));
     l->pidfd = malloc(world * sizeof(*l->pidfd));
     l->exit_due = calloc(world, sizeof(*l->exit_due));
@@ -887,6 +905,8 @@ int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
 int fr_liveness_start(frpc_agent *a)
 {
     fr_liveness *l = a->live;
+    if (fr_fault_hit(FR_FAULT_INIT_THREADS))
+        return FRPC_ENOMEM;
     if (l->watch) {
         if (pthread_create(&l->watcher, NULL, watcher_main, a))
             return FRPC_ENOMEM;
@@ -898,12 +918,24 @@ int fr_liveness_start(frpc_agent *a)
     return 0;
 }
 
+void fr_liveness_open(frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    pthread_mutex_lock(&l->lock);
+    l->open = 1;
+    pthread_cond_broadcast(&l->gate);
+    pthread_mutex_unlock(&l->lock);
+}
+
 void fr_liveness_stop(frpc_agent *a)
 {
     fr_liveness *l = a->live;
     if (!l)
         return;
     atomic_store(&l->stop, 1);
+    pthread_mutex_lock(&l->lock); /* threads still at the gate: go */
+    pthread_cond_broadcast(&l->gate);
+    pthread_mutex_unlock(&l->lock);
     wake(l);
     fr_store_interrupt(l->watch); /* the watcher may be blocked in it */
     if (l->thread_started)
@@ -956,6 +988,7 @@ void fr_liveness_destroy(frpc_agent *a)
     free(l->said_bye);
     pthread_mutex_destroy(&l->lock);
     pthread_cond_destroy(&l->idle);
+    pthread_cond_destroy(&l->gate);
     free(l);
     a->live = NULL;
 }

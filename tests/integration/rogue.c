@@ -7,7 +7,15 @@
  * keep serving: a normal call in each direction works afterwards.
  *
  * Run: fabrpc-run -n 2 [--provider P] rogue
- * Links the layers' internals (it needs the raw fabric).
+ *
+ * rogue init-fails (any number of ranks, ROGUE_FAIL_RANK=r): rank r's
+ * frpc_init cannot make its liveness threads (a fault site), the last
+ * step a rank may fail at; every rank's frpc_init must fail, none return
+ * 0 while another fails (the header: "Every step a rank may fail at
+ * comes before the ranks' last meeting"). Before, the threads were made
+ * after that meeting, and the others' inits returned 0.
+ *
+ * Links the layers' internals (it needs the raw fabric, and arms faults).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +23,7 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/fault.h"
 #include "rpc/agent.h"
 #include "serialization/envelope.h"
 
@@ -169,13 +178,38 @@ static void call_ok(frpc_agent *a, int dst)
     frpc_result_clear(&res);
 }
 
-int main(void)
+static int init_fails(void)
+{
+    const char *fail = getenv("ROGUE_FAIL_RANK"), *mine = getenv("FABRPC_RANK");
+    CHECK(fail && mine, "ROGUE_FAIL_RANK and FABRPC_RANK (fabrpc-run) set");
+    me = atoi(mine);
+    if (me == atoi(fail))
+        fr_fault_arm(FR_FAULT_INIT_THREADS, 1);
+    char err[1024] = "";
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    frpc_config_init(&cfg);
+    cfg.errbuf = err;
+    cfg.errbuf_len = sizeof(err);
+    uint64_t t0 = fr_now_ns();
+    int rc = frpc_init(&cfg, &a);
+    if (rc == 0)
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    CHECK(rc != 0, "frpc_init returned 0 while rank %s's failed", fail);
+    printf("ok: frpc_init failed in %.0f ms: %s: %s\n",
+           (double)(fr_now_ns() - t0) / 1e6, frpc_err_name(rc), err);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     char err[1024] = "";
     frpc_config cfg;
     frpc_agent *a;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc > 1 && !strcmp(argv[1], "init-fails"))
+        return init_fails();
     frpc_config_init(&cfg);
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
