@@ -1305,7 +1305,8 @@ int frpc_put_async(frpc_mem *local, size_t local_off, const void *desc,
  * (frpc_mem_describe's), for call args or a reply; the receiver passes
  * the bin's bytes (obj.via.bin.ptr, .size) to frpc_get/frpc_put as they
  * are: they are checked there. Errors: frpc_mem_describe's, and
- * FRPC_ENOMEM (the packer failed). Never blocks. Since 1.1.
+ * FRPC_ENOMEM (the packer's write failed: nothing of the bin was
+ * written, since 1.5). Never blocks. Since 1.1.
  */
 int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
                      size_t len);

@@ -267,8 +267,11 @@ int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *m, size_t offset,
         return FRPC_EINVAL;
     if ((rc = frpc_mem_describe(m, offset, len, d)))
         return rc;
-    if (msgpack_pack_bin(pk, sizeof(d)) ||
-        msgpack_pack_bin_body(pk, d, sizeof(d)))
-        return FRPC_ENOMEM;
-    return 0;
+    /* One write of the bin's header and bytes: two could leave a header
+     * without its bytes in the buffer when the second failed. */
+    _Static_assert(sizeof(d) <= 255, "a bin 8");
+    unsigned char bin[2 + sizeof(d)] = {0xc4, (unsigned char)sizeof(d)};
+    memcpy(bin + 2, d, sizeof(d));
+    return pk->callback(pk->data, (const char *)bin, sizeof(bin)) ? FRPC_ENOMEM
+                                                                  : 0;
 }

@@ -176,6 +176,18 @@ static void mixed(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
            "counted)\n", MIX, MIX);
 }
 
+/* A packer's write that takes what fits in 8 bytes and refuses the rest,
+ * as a buffer that cannot grow does; data counts the bytes taken. */
+static int refuse_write(void *data, const char *buf, size_t len)
+{
+    size_t *written = data;
+    (void)buf;
+    if (*written + len > 8)
+        return -1;
+    *written += len;
+    return 0;
+}
+
 /* A descriptor through msgpack, as a program would send it. */
 static void packed_desc(frpc_mem *l, uint8_t *lbuf, int next)
 {
@@ -201,6 +213,15 @@ static void packed_desc(frpc_mem *l, uint8_t *lbuf, int next)
     expect(frpc_mp_pack_mem(&b.pk, region, region_len, 1), FRPC_EINVAL,
            "frpc_mp_pack_mem of a slice outside the region");
     frpc_mp_buf_destroy(&b);
+    /* A packer that cannot take the bytes: FRPC_ENOMEM and nothing
+     * written (a bin's header without its bytes would garble what the
+     * program packs after it). */
+    size_t written = 0;
+    msgpack_packer full;
+    msgpack_packer_init(&full, &written, refuse_write);
+    expect(frpc_mp_pack_mem(&full, region, 0, 1), FRPC_ENOMEM,
+           "frpc_mp_pack_mem into a packer that refuses");
+    CHECK(written == 0, "%zu bytes written before the refusal", written);
     (void)next;
 }
 
