@@ -399,7 +399,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * (libinfinipath then takes none). While frpc_init asks libfabric for its
  * providers (its first call loads them all, a few hundred ms, under a
  * lock that libfabric's exit code takes too), the calling thread holds
- * off asynchronous signals (not faults, traps or SIGABRT); one that
+ * off the signals others send it (not those its own actions raise:
+ * SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGPIPE); one that
  * arrives then is delivered as that step ends, so a handler that calls
  * exit() ends the process instead of hanging it. If the program exits
  * from another thread meanwhile, the thread in frpc_init never returns
