@@ -204,6 +204,8 @@ static void end_calls(frpc_agent *a, fr_loss *x)
     fr_pending_fail(&a->pend, x->rank, FRPC_EPEERLOST, x->why);
 }
 
+static void clean_after(frpc_agent *a, fr_loss *x);
+
 /* parted: the rank said goodbye and may still be running (see on_bye). */
 static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
                  int parted)
@@ -237,6 +239,18 @@ static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
         if (!parted)
             mark(a, rank, state, why, 0); /* lost the race to a goodbye */
         return;
+    }
+    /* A dead rank of this host may have held a shm lock that a thread of
+     * ours now spins on inside the provider, holding the fabric's locks
+     * that ending its calls takes: the repair (clean_after, on the
+     * liveness thread) comes first. Woken only after, the liveness
+     * thread slept on until the pidfd's grace ran out (a survivor told
+     * of a death 2 s late; on the liveness thread, it could never come). */
+    if (state == FRPC_PEER_DEAD) {
+        if (l->thread_started && pthread_equal(pthread_self(), l->thread))
+            clean_after(a, x);
+        else
+            wake(l);
     }
     if (parted) /* the fabric stays open to it for goodbyes */
         fr_pending_fail(&a->pend, rank, FRPC_EPEERLOST, x->why);
