@@ -148,6 +148,9 @@ struct fr_liveness {
 /* The liveness whose report this thread runs (fn may set a new fn: it
  * must not wait for itself). */
 static _Thread_local const fr_liveness *reporting;
+/* The liveness thread's own l, on it (NULL elsewhere): a mark there
+ * repairs at once (mark). */
+static _Thread_local const fr_liveness *watching;
 
 static void wake(fr_liveness *l)
 {
@@ -247,7 +250,7 @@ static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
      * thread slept on until the pidfd's grace ran out (a survivor told
      * of a death 2 s late; on the liveness thread, it could never come). */
     if (state == FRPC_PEER_DEAD) {
-        if (l->thread_started && pthread_equal(pthread_self(), l->thread))
+        if (watching == l)
             clean_after(a, x);
         else
             wake(l);
@@ -742,6 +745,7 @@ static void *liveness_main(void *arg)
     frpc_agent *a = arg;
     fr_liveness *l = a->live;
     wait_at_gate(l);
+    watching = l;
     struct pollfd *p = calloc(l->world + 1, sizeof(*p));
     uint32_t *who = calloc(l->world + 1, sizeof(*who));
 
