@@ -1544,6 +1544,8 @@ static int mode_cutoff(void)
     say_ready();
     if (me != 2) {
         wait_dead(2);
+        printf("cutoff: rank 2 DEAD here %.0f ms after the cut\n",
+               au_now_ms() - kill_time_ms());
         wait_file("done");
     } else {
         wait_dead(0);
