@@ -16,6 +16,7 @@
 #include <rdma/fi_errno.h>
 
 #include "comm/providers.h"
+#include "comm/threads.h"
 
 static int has_name(char names[][FR_BACKEND_NAME], int n, const char *s)
 {
@@ -169,12 +170,8 @@ static void stop_if_exiting(void)
 
 static int getinfo_held(struct fi_info *hints, struct fi_info **all)
 {
-    static const int own[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
-                              SIGTRAP, SIGSYS, SIGABRT, SIGPIPE};
     sigset_t hold, old;
-    sigfillset(&hold);
-    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        sigdelset(&hold, own[i]);
+    fr_async_signals(&hold);
     int masked = pthread_sigmask(SIG_BLOCK, &hold, &old) == 0;
     /* Counted in, then the flag read (the exit handler sets the flag,
      * then reads the count): one of the two sees the other. */

@@ -48,6 +48,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/threads.h"
 #include "comm/store_proto.h"
 
 #define RBUF_MIN 4096u
@@ -642,7 +643,7 @@ int fr_store_server_start(const char *host, uint16_t port,
                        strerror(errno));
         rc = FRPC_EBOOTSTRAP;
     }
-    if (rc == 0 && (errno = pthread_create(&s->thread, NULL, serve, s)) != 0) {
+    if (rc == 0 && (errno = fr_thread_create(&s->thread, serve, s)) != 0) {
         fr_store__errf(errbuf, errlen, "store server: thread: %s",
                        strerror(errno));
         rc = FRPC_EBOOTSTRAP;

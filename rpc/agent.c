@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/fi_load.h"
 #include "comm/sha256.h"
 #include "rpc/agent.h"
 #include "rpc/emu.h"
@@ -688,6 +689,13 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     }
     if ((rc = fr_liveness_register(a)))
         goto fail;
+    const char *no_fabric;
+    if (fr_fi_load(&no_fabric)) {
+        say(err, errlen, "cannot load libfabric (%s): %s",
+            FR_LIBFABRIC_SONAME, no_fabric ? no_fabric : "unknown error");
+        rc = FRPC_ENOBACKEND;
+        goto fail;
+    }
     rc = fr_backends_discover(&a->backends,
                               a->set.providers[0] ? a->set.providers : NULL);
     if (rc) {

@@ -385,18 +385,31 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * success *out owns the agent until frpc_shutdown.
  *
  * Signals: fabrpc installs no signal handler, and a rank that aborts,
- * crashes or is sent SIGTERM or SIGINT dies by that signal. Some
+ * crashes or is sent SIGTERM or SIGINT dies by that signal. The threads
+ * fabrpc starts (progress, pool, liveness, bootstrap store) block the
+ * asynchronous signals (all but SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP,
+ * SIGSYS, SIGABRT and SIGPIPE), so a signal sent to the process is taken
+ * by one of the program's own threads, never by one of fabrpc's in the
+ * middle of libfabric (a handler that called exit() there could hang the
+ * process); a request handler that runs on one of them runs with those
+ * signals blocked. Some
  * libfabric builds (Debian's among them) load libinfinipath, which takes
  * SIGINT, SIGTERM, SIGABRT, SIGSEGV, SIGILL and SIGBUS when it loads
  * (exit(1), a .btr file in the working directory, and a SIGTERM during
- * frpc_init could hang the process); libfabrpc puts those back to their
- * defaults when it loads and again in frpc_init. A handler the program
- * set itself is left alone, once libfabrpc is loaded: a program that
- * loads libfabrpc later with dlopen (an interpreter's extension module)
- * after it set handlers for those signals loses them to libinfinipath's,
- * which keeps no way to get them back, and finds the defaults. Setting
- * IPATH_NO_BACKTRACE=1 in the environment before the load keeps them
- * (libinfinipath then takes none). While frpc_init asks libfabric for its
+ * frpc_init could hang the process). libfabrpc does not link libfabric:
+ * it loads it when libfabrpc itself is loaded (dlopen of libfabric.so.1,
+ * found as the dynamic loader finds libraries; if that fails, frpc_init
+ * says why), and puts back every handler that load replaced, so a program
+ * keeps its own also when it loads libfabrpc with dlopen after setting
+ * them (an interpreter's extension module, Python's ctypes); a signal
+ * sent to another of its threads during that load still meets
+ * libinfinipath's. A program that links libfabric itself loads
+ * libinfinipath before main: libfabrpc puts those handlers back to their
+ * defaults when it loads and again in frpc_init, and leaves alone any the
+ * program sets itself. libfabric's shm provider puts a handler of its own
+ * in front of the program's for SIGINT, SIGTERM, SIGSEGV and SIGBUS when
+ * an shm endpoint opens: it removes the endpoint's shared-memory files,
+ * then passes the signal on to the handler it found. While frpc_init asks libfabric for its
  * providers (its first call loads them all, a few hundred ms, under a
  * lock that libfabric's exit code takes too), the calling thread holds
  * off the signals others send it (not those its own actions raise:
@@ -452,7 +465,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * Errors: FRPC_EINVAL (out NULL, bad config or environment value, a
  * rank another live process of the job holds),
  * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
- * config.rma native where the provider cannot do RMA), FRPC_EBOOTSTRAP
+ * config.rma native where the provider cannot do RMA, or libfabric
+ * (libfabric.so.1) could not be loaded), FRPC_EBOOTSTRAP
  * (store unreachable, a rank did not join in time (for instance because
  * its job key was not the job's: that rank gets FRPC_EACCES) or was
  * claimed twice, the ranks disagree on world size or version, or a value

@@ -43,6 +43,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "comm/threads.h"
 #include "comm/fault.h"
 #include "comm/shm_repair.h"
 #include "rpc/agent.h"
@@ -926,11 +927,11 @@ int fr_liveness_start(frpc_agent *a)
     if (fr_fault_hit(FR_FAULT_INIT_THREADS))
         return FRPC_ENOMEM;
     if (l->watch) {
-        if (pthread_create(&l->watcher, NULL, watcher_main, a))
+        if (fr_thread_create(&l->watcher, watcher_main, a))
             return FRPC_ENOMEM;
         l->watcher_started = 1;
     }
-    if (pthread_create(&l->thread, NULL, liveness_main, a))
+    if (fr_thread_create(&l->thread, liveness_main, a))
         return FRPC_ENOMEM;
     l->thread_started = 1;
     return 0;

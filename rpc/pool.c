@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "comm/clock.h" /* FR_TLS_FAST */
+#include "comm/threads.h"
 #include "rpc/pool.h"
 
 typedef struct fr_task {
@@ -111,7 +112,7 @@ int fr_pool_create(unsigned nthreads, unsigned capacity, fr_pool **out)
 
     pthread_mutex_lock(&p->lock);
     for (; p->nthreads < nthreads; p->nthreads++)
-        if (pthread_create(&p->worker[p->nthreads], NULL, worker_main, p))
+        if (fr_thread_create(&p->worker[p->nthreads], worker_main, p))
             break;
     pthread_mutex_unlock(&p->lock);
     if (p->nthreads < nthreads) {

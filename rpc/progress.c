@@ -44,6 +44,7 @@
 #include <sched.h>
 #include <time.h>
 
+#include "comm/threads.h"
 #include "comm/clock.h"
 #include "rpc/agent.h"
 
@@ -259,7 +260,7 @@ int fr_progress_start(frpc_agent *a)
     atomic_store(&a->stop, 0);
     atomic_store(&a->progress_state, FR_PROGRESS_POLLING);
     if (fr_standin_start(a) ||
-        pthread_create(&a->progress_thread, NULL, progress_main, a)) {
+        fr_thread_create(&a->progress_thread, progress_main, a)) {
         atomic_store(&a->stop, 1);
         fr_standin_stop(a);
         fr_standin_free(a);

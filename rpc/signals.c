@@ -13,37 +13,25 @@
  * the process in libfabric's destructor: it never ended without SIGKILL,
  * and mpirun or torchrun send none. fabrpc installs no handler of its
  * own; it only undoes that one, leaving any other (the program's) alone.
+ * libfabrpc loads libfabric itself and puts back what the load replaced
+ * (comm/fi_load.c); this is for a program that links libfabric too, which
+ * loaded it before main.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* dladdr */
-#endif
 #include "config.h"
 
-#include <dlfcn.h>
 #include <signal.h>
 #include <string.h>
 
+#include "comm/fi_load.h"
 #include "rpc/agent.h"
-
-static int installed_by_infinipath(const struct sigaction *sa)
-{
-    void *fn = (sa->sa_flags & SA_SIGINFO) ? (void *)sa->sa_sigaction
-                                           : (void *)sa->sa_handler;
-    Dl_info info;
-    if (sa->sa_handler == SIG_DFL || sa->sa_handler == SIG_IGN)
-        return 0;
-    return dladdr(fn, &info) && info.dli_fname &&
-           strstr(info.dli_fname, "libinfinipath");
-}
 
 void fr_signals_default(void)
 {
-    static const int taken[] = {SIGINT,  SIGTERM, SIGABRT,
-                                SIGSEGV, SIGILL,  SIGBUS};
+    static const int taken[] = FR_INFINIPATH_SIGNALS;
     for (size_t i = 0; i < sizeof(taken) / sizeof(taken[0]); i++) {
         struct sigaction now, dfl;
         if (sigaction(taken[i], NULL, &now) != 0 ||
-            !installed_by_infinipath(&now))
+            !fr_fi_taken_by_infinipath(&now))
             continue;
         memset(&dfl, 0, sizeof(dfl));
         dfl.sa_handler = SIG_DFL;
@@ -52,8 +40,9 @@ void fr_signals_default(void)
     }
 }
 
-/* At load, before main (libinfinipath's constructor ran first: it is a
- * dependency), so the program's own handlers, installed later, win.
+/* At load, before main (in a program that links libfabric itself,
+ * libinfinipath's constructor ran first), so the program's own handlers,
+ * installed later, win.
  * frpc_init calls fr_signals_default too, which also makes a static link
  * take this object, and with it this constructor. */
 __attribute__((constructor)) static void signals_at_load(void)

@@ -16,6 +16,7 @@
 
 #include <stdlib.h>
 
+#include "comm/threads.h"
 #include "comm/clock.h"
 #include "rpc/agent.h"
 #include "rpc/standin.h"
@@ -273,7 +274,7 @@ int fr_standin_start(frpc_agent *a)
     fr_cond_init_monotonic(&s->wake);
     atomic_init(&s->running, 0);
     a->standin = s;
-    if (pthread_create(&s->thread, NULL, standin_main, a)) {
+    if (fr_thread_create(&s->thread, standin_main, a)) {
         a->standin = NULL;
         pthread_cond_destroy(&s->wake);
         pthread_mutex_destroy(&s->lock);

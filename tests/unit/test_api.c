@@ -163,6 +163,48 @@ START_TEST(fatal_signals_keep_their_defaults)
 }
 END_TEST
 
+/* fabrpc's threads block the asynchronous signals (comm/threads.h): with
+ * the program's only thread blocking SIGUSR1, a SIGUSR1 sent to the
+ * process (kill) stays pending, while the agent's threads (progress,
+ * pool, liveness) run; unblocked, it reaches the handler on this thread.
+ * Before, one of the agent's threads took it at once. */
+static _Atomic pthread_t usr1_thread;
+static atomic_int usr1_count;
+static void note_usr1(int sig)
+{
+    (void)sig;
+    atomic_store(&usr1_thread, pthread_self());
+    atomic_fetch_add(&usr1_count, 1);
+}
+
+START_TEST(a_process_signal_goes_to_the_programs_thread)
+{
+    struct sigaction sa = {.sa_handler = note_usr1}, old;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+    sigset_t usr1, prev;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, &usr1, &prev), 0);
+    /* a pool handler and a call: every thread of the agent has run */
+    frpc_result res;
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", "x", 1, 10000, &res),
+                     0);
+    frpc_result_clear(&res);
+    ck_assert_int_eq(kill(getpid(), SIGUSR1), 0);
+    usleep(200000);
+    sigset_t pending;
+    ck_assert_int_eq(sigpending(&pending), 0);
+    ck_assert_msg(atomic_load(&usr1_count) == 0,
+                  "a thread of the agent took the process's SIGUSR1");
+    ck_assert_int_eq(sigismember(&pending, SIGUSR1), 1);
+    ck_assert_int_eq(pthread_sigmask(SIG_SETMASK, &prev, NULL), 0);
+    ck_assert_int_eq(atomic_load(&usr1_count), 1);
+    ck_assert(pthread_equal(atomic_load(&usr1_thread), pthread_self()));
+    ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
+}
+END_TEST
+
 /* Rank 0 of a large world needs more open files than the usual soft
  * limit (fdlimit.c): raised toward the hard limit, never lowered. */
 START_TEST(open_files_limit_follows_the_world)
@@ -1853,6 +1895,10 @@ int main(void)
         {"fatal signals keep their defaults (libinfinipath's handlers "
          "undone); the program's stay",
          fatal_signals_keep_their_defaults},
+        {"a signal sent to the process goes to the program's thread, "
+         "never to one of the agent's",
+         a_process_signal_goes_to_the_programs_thread,
+         .fixture = &with_agent},
         {"remote write access to read-only pages is refused at "
          "registration",
          remote_write_to_read_only_pages_is_refused, .fixture = &with_agent},

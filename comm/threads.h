@@ -1,0 +1,28 @@
+/*
+ * Threads fabrpc starts, and the signals they leave to the program.
+ *
+ * A signal sent to the process (kill, a terminal's Ctrl-C, a launcher's
+ * SIGTERM) goes to any one thread that does not block it. Delivered to a
+ * fabrpc thread in the middle of libfabric, a program's handler that
+ * calls exit() (common on SIGTERM) ran libfabric's destructor under locks
+ * that very thread held, and the process never ended. So fabrpc's threads
+ * block the asynchronous signals: the program's own threads take them.
+ * Signals a thread raises itself (faults, traps, abort) stay deliverable:
+ * they are its own and cannot wait.
+ */
+#ifndef FR_COMM_THREADS_H
+#define FR_COMM_THREADS_H
+
+#include <pthread.h>
+#include <signal.h>
+
+/* Fills set with every signal but those a thread raises itself (SIGSEGV,
+ * SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGPIPE). */
+void fr_async_signals(sigset_t *set);
+
+/* pthread_create(t, NULL, fn, arg) for a thread that blocks
+ * fr_async_signals from its start; the calling thread's mask is left as
+ * it was. Returns pthread_create's code (0 or an errno value). */
+int fr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
+
+#endif /* FR_COMM_THREADS_H */
