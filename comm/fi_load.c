@@ -28,25 +28,22 @@
 #include "comm/fi_load.h"
 #include "comm/threads.h"
 
-/* Each entry point at the symbol version a link against libfabric 1.17's
- * headers binds (objdump -T of a program linked so); dlsym's default
- * version where the library has no such version. */
+/* Each entry point (fi_<name>) at the symbol version a link against
+ * libfabric 1.17's headers binds (objdump -T of a program linked so);
+ * dlsym's default version where the library has no such version. */
 #define ENTRY_POINTS(X)                                                    \
-    X(getinfo, "fi_getinfo", "FABRIC_1.3")                                 \
-    X(freeinfo, "fi_freeinfo", "FABRIC_1.3")                               \
-    X(dupinfo, "fi_dupinfo", "FABRIC_1.3")                                 \
-    X(fabric, "fi_fabric", "FABRIC_1.1")                                   \
-    X(strerror, "fi_strerror", "FABRIC_1.0")                               \
-    X(version, "fi_version", "FABRIC_1.0")
+    X(getinfo, "FABRIC_1.3")                                               \
+    X(freeinfo, "FABRIC_1.3")                                              \
+    X(dupinfo, "FABRIC_1.3")                                               \
+    X(fabric, "FABRIC_1.1")                                                \
+    X(strerror, "FABRIC_1.0")                                              \
+    X(version, "FABRIC_1.0")
 
+#define FIELD(name, version) __typeof__(fi_##name) *name;
 static struct {
-    __typeof__(fi_getinfo) *getinfo;
-    __typeof__(fi_freeinfo) *freeinfo;
-    __typeof__(fi_dupinfo) *dupinfo;
-    __typeof__(fi_fabric) *fabric;
-    __typeof__(fi_strerror) *strerror;
-    __typeof__(fi_version) *version;
+    ENTRY_POINTS(FIELD)
 } fn;
+#undef FIELD
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static int loaded;
@@ -101,10 +98,10 @@ static void load(void)
         snprintf(why_not, sizeof(why_not), "%s", e ? e : "dlopen failed");
         return;
     }
-#define RESOLVE(field, name, version)                                      \
-    if (!(*(void **)&fn.field = entry(lib, name, version))) {              \
-        snprintf(why_not, sizeof(why_not), "%s has no %s",                 \
-                 FR_LIBFABRIC_SONAME, name);                               \
+#define RESOLVE(name, version)                                             \
+    if (!(*(void **)&fn.name = entry(lib, "fi_" #name, version))) {        \
+        snprintf(why_not, sizeof(why_not), "%s has no fi_%s",              \
+                 FR_LIBFABRIC_SONAME, #name);                              \
         return;                                                            \
     }
     ENTRY_POINTS(RESOLVE)
