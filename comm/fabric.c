@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/exit_unlink.h"
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
 #include "comm/tsan.h"
@@ -181,6 +182,9 @@ static int open_endpoint(fr_fabric *f, char *errbuf, size_t errlen)
         set_err(errbuf, errlen, "fi_enable", ret);
         return FRPC_ETRANSPORT;
     }
+    /* shm made its region under that name: not to be left at exit. */
+    if (f->opts.ep_name)
+        f->exit_name = fr_exit_unlink_add(f->opts.ep_name);
     return 0;
 }
 
@@ -1850,7 +1854,11 @@ void fr_fabric_close(fr_fabric *f)
      * bounded leak, once per such shutdown, instead of a crash. */
     int keep = provider_holds_lost_ops(f);
     if (f->ep && !keep)
-        fi_close(&f->ep->fid);
+        fi_close(&f->ep->fid); /* shm removes its region's name */
+    if (keep) /* the region stays mapped here, not listed in /dev/shm */
+        fr_exit_unlink_now(f->exit_name);
+    else
+        fr_exit_unlink_drop(f->exit_name);
     fr__rndv_free_all(f, keep);
     fr__rma_free_all(f, keep);
     if (!keep) {

@@ -195,6 +195,8 @@ struct fr_fabric {
     atomic_int waiters; /* threads in fr_fabric_wait_for with a predicate */
     atomic_int waits_ended; /* fr_fabric_end_waits: no more waits for room */
     fr_doorbell *bell; /* shm: how sleeping peers are woken; not owned */
+    struct fr_exit_name *exit_name; /* shm: our region's name, removed at
+                                     * exit if still open (exit_unlink.h) */
 
     fr_fabric_opts opts;
     size_t inject_max;

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -163,23 +164,54 @@ static int release_if_stuck(int *lock, unsigned hold_ms)
     return release_from(lock, held, free_v, taken_v); /* its holder is gone */
 }
 
+/* This process's own mapping of the region named name, from its start,
+ * or NULL: a region whose name was removed (its process exited without
+ * closing it: exit_unlink.h) is still mapped by every peer that sent to
+ * it, and only such a peer can be stuck on its lock. */
+static uint8_t *mapped_here(const char *name)
+{
+    char want[160], line[512];
+    uint8_t *at = NULL;
+    FILE *maps = fopen("/proc/self/maps", "re");
+    if (!maps)
+        return NULL;
+    snprintf(want, sizeof(want), "/dev/shm/%s", name + (name[0] == '/'));
+    size_t wlen = strlen(want);
+    while (!at && fgets(line, sizeof(line), maps)) {
+        unsigned long start, end, off;
+        int path = 0;
+        if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &start, &end, &off,
+                   &path) < 3 || !path || off != 0 || end - start < HEAD_LEN)
+            continue;
+        const char *p = line + path;
+        if (strncmp(p, want, wlen) == 0 &&
+            (p[wlen] == '\n' || strncmp(p + wlen, " (deleted)", 10) == 0))
+            at = (uint8_t *)start;
+    }
+    fclose(maps);
+    return at;
+}
+
 static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
 {
     int fd = shm_open(r->name, O_RDWR, 0);
-    int released = 0;
-    if (fd < 0)
+    int released = 0, ours = fd >= 0;
+    uint8_t *head = NULL;
+    if (ours) {
+        head = mmap(NULL, HEAD_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (head == MAP_FAILED)
+            return 0;
+    } else if (!(head = mapped_here(r->name))) {
         return 0;
-    uint8_t *head =
-        mmap(NULL, HEAD_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (head == MAP_FAILED)
-        return 0;
+    }
     int pid;
     memcpy(&pid, head + SMR_V117_PID_OFF, sizeof(pid));
     if (head[0] == SMR_V117_VERSION && pid == r->pid)
         released = release_if_stuck((int *)(void *)(head + SMR_V117_LOCK_OFF),
                                     hold_ms);
-    munmap(head, HEAD_LEN);
+    if (ours)
+        munmap(head, HEAD_LEN);
     return released;
 }
 

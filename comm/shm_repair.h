@@ -40,8 +40,10 @@ typedef struct fr_shm_region_ref {
 /* Releases each region's lock not seen alive for hold_ms (see above).
  * Returns how many were released. Blocks up to hold_ms per region whose
  * lock stays held (longer on a machine so loaded that a 1 ms look takes
- * 8 ms or more), on the CPU all that time; a region that cannot be
- * opened (gone already) is skipped. Any thread; never one that could
+ * 8 ms or more), on the CPU all that time. A region whose name is gone
+ * (its process removed it at exit, or a survivor after its death) is
+ * looked for among this process's own mappings, where a sender to it has
+ * it; one mapped nowhere here is skipped. Any thread; never one that could
  * itself be spinning on such a lock. */
 int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
                          unsigned hold_ms);

@@ -537,7 +537,11 @@ enum {
  * they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,
  * before it takes the store's end or a process's end for a death. A
- * rank that ends without a shutdown says none. It cannot bound a
+ * rank that ends without a shutdown says none; what its agent made in
+ * /dev/shm (over shm, a 16 MiB region) is still removed: at exit (exit,
+ * or a return from main; not a fork child's exit, which leaves its
+ * parent's) or, when it was killed, by the rank on its host that finds
+ * it dead (by fabrpc-run, if none is left). It cannot bound a
  * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
  * was seen looping inside fi_recv for good after bursts from several
  * ranks, and the shutdown then waits for the polling thread for ever

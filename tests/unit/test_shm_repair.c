@@ -3,7 +3,8 @@
  * on a region made here with libfabric 1.17's layout: a lock whose holder
  * died is released; a lock that live threads flood is never released
  * under them (CI once saw that under TSan: two threads inside at once);
- * a region of another layout or pid, or one that is gone, is left alone.
+ * a region of another layout or pid, or one that is gone, is left alone;
+ * one whose name is gone but that this process maps is repaired there.
  */
 #include <check.h>
 #include <errno.h>
@@ -257,6 +258,21 @@ START_TEST(another_layout_is_left_alone)
 }
 END_TEST
 
+/* Its process removed the name (at exit, exit_unlink.h) but a sender to it
+ * still has it mapped: the repair finds it among this process's mappings. */
+START_TEST(a_region_whose_name_is_gone_is_repaired_through_our_mapping)
+{
+    die_holding_the_lock();
+    unlink_region();
+    fr_shm_region_ref ref = {name, getpid()};
+    ck_assert_int_eq(fr_shm_release_stuck(&ref, 1, 50), is_117());
+    if (is_117()) {
+        ck_assert_int_eq(pthread_spin_trylock(lock_of(region)), 0);
+        pthread_spin_unlock(lock_of(region));
+    }
+}
+END_TEST
+
 START_TEST(a_region_that_is_gone_is_skipped)
 {
     fr_shm_region_ref refs[2] = {{"/fabrpc-test-repair-none", getpid()},
@@ -284,6 +300,9 @@ int main(void)
          another_pid_is_left_alone, .fixture = &a_region},
         {"a region of another layout is left alone",
          another_layout_is_left_alone, .fixture = &a_region},
+        {"a region whose name is gone is repaired through our mapping",
+         a_region_whose_name_is_gone_is_repaired_through_our_mapping,
+         .fixture = &a_region},
         {"a region that is gone is skipped", a_region_that_is_gone_is_skipped},
     };
     return fr_run_tests("shm_repair", tests, sizeof(tests) / sizeof(tests[0]),

@@ -1,0 +1,72 @@
+#!/bin/bash
+# Ranks that end without frpc_shutdown leave nothing in /dev/shm, started
+# by hand as torchrun or srun start them (fabrpc-run would clean after
+# them itself): libfabric's shm provider removes an endpoint's 16 MiB
+# region only at fi_close, so each such rank left one (comm/exit_unlink.h).
+# A child made by fork that exits leaves its parent's region; a killed
+# rank's region is removed by the rank that finds it dead.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/byhand.sh"
+need_var top_builddir
+EXIT_CLEAN=${EXIT_CLEAN:-$top_builddir/tests/integration/exit_clean}
+make_tmpdir
+unset FABRPC_RANK FABRPC_WORLD_SIZE FABRPC_STORE_ADDR RANK WORLD_SIZE \
+    MASTER_ADDR MASTER_PORT OMPI_COMM_WORLD_RANK OMPI_COMM_WORLD_SIZE \
+    PMI_RANK PMI_SIZE SLURM_PROCID SLURM_NTASKS
+export FABRPC_PROVIDERS=shm
+
+left() { ls /dev/shm | grep -c "^fabrpc_${FABRPC_JOB_ID}_" || true; }
+
+# Two ranks of EXIT_CLEAN mode $1, torchrun's way, on a fresh job id and
+# port (a new port if another test's store took it first).
+two_ranks() {
+    local mode=$1 want1=$2 r try pids st0 st1
+    for try in 1 2 3; do
+        export FABRPC_JOB_ID=exitclean$$_${mode}_$try
+        local port
+        port=$(free_port)
+        pids=()
+        for r in 0 1; do
+            RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+                timeout -k 5 60 "$EXIT_CLEAN" "$mode" >"$TMPD/r$r.out" 2>&1 &
+            pids+=($!)
+            echo "$!" >>"$TMPD/ranks.pid"
+        done
+        st0=0 st1=0
+        wait "${pids[0]}" || st0=$?
+        wait "${pids[1]}" || st1=$?
+        cat "$TMPD/r0.out" "$TMPD/r1.out"
+        grep -q "Address already in use" "$TMPD/r0.out" "$TMPD/r1.out" ||
+            break
+        echo "note: port $port was taken; again on another"
+        rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_*
+    done
+    [ "$st0" = 0 ] || { echo "rank 0: status $st0"; return 1; }
+    [ "$st1" = "$want1" ] || { echo "rank 1: status $st1, want $want1"; return 1; }
+    expect_grep "^rank 0: own regions in /dev/shm: 1$" "$TMPD/r0.out"
+    local n
+    n=$(left)
+    echo "names of the job left in /dev/shm: $n"
+    ls /dev/shm | grep "^fabrpc_${FABRPC_JOB_ID}_" || true
+    rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_*
+    [ "$n" = 0 ]
+}
+
+exit_without_shutdown() { two_ranks exit 0; }
+run_case "ranks that exit without frpc_shutdown leave nothing in /dev/shm" exit_without_shutdown
+
+forked_child_exits() {
+    two_ranks fork 0 || return 1
+    expect_grep "^rank 0: own regions in /dev/shm after the child's exit: 1$" "$TMPD/r0.out"
+    expect_grep "^rank 1: call after the fork: ok$" "$TMPD/r1.out"
+}
+run_case "a forked child's exit leaves its parent's region, and calls go on" forked_child_exits
+
+# 137: SIGKILL, through timeout's exit status.
+killed_rank() {
+    two_ranks killed 137 || return 1
+    expect_grep "^rank 0: rank 1 is dead$" "$TMPD/r0.out"
+}
+run_case "a killed rank's region is removed by the rank that finds it dead" killed_rank
+
+finish_cases
