@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "comm/exit_unlink.h"
@@ -32,10 +33,24 @@ static void after_fork_in_child(void)
     head = NULL;
 }
 
+/* The lock, waited for at most about 100 ms: exit may be called from a
+ * signal handler that interrupted this very thread while it held it (in
+ * frpc_init), and exit must not hang. Names are then left, as before. */
+static int lock_for_exit(void)
+{
+    for (int i = 0; i < 100; i++) {
+        if (pthread_mutex_trylock(&lock) == 0)
+            return 1;
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+    }
+    return 0;
+}
+
 static void at_exit(void)
 {
     pid_t me = getpid();
-    pthread_mutex_lock(&lock);
+    if (!lock_for_exit())
+        return;
     for (fr_exit_name *e = head; e; e = e->next)
         if (e->pid == me)
             shm_unlink(e->name);

@@ -273,9 +273,25 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
                      int timeout_ms);
 
 /*
+ * Adds 1 to the counter key and waits until it reaches target, at most
+ * timeout_ms (<= 0: no limit): the ADD and the WAIT_GE go in one write, so
+ * the store serves them back to back (a connection's requests in order)
+ * and no other rank's ADD comes between. A barrier's last rank may be
+ * rank 0, which may exit as soon as it is released (no frpc_shutdown):
+ * with an ADD, then a WAIT_GE a round trip later, an earlier rank's wait
+ * could reach a store already gone. *added (may be NULL) is 1 once the
+ * ADD was sent: the store counts it, even if the call then fails; on
+ * FRPC_ETIMEDOUT with *added 1 wait again with fr_store_wait_ge, with
+ * *added 0 (older replies were still owed: a stopped store) arrive again.
+ * Errors as fr_store_add and fr_store_wait_ge.
+ */
+int fr_store_arrive(fr_store_client *c, const char *key, int64_t target,
+                    int timeout_ms, int *added);
+
+/*
  * Barrier for world ranks: adds 1 to the counter key, then waits until it
- * reaches world. The key must be fresh for each barrier (the agent adds a
- * generation number). Errors as fr_store_wait_ge.
+ * reaches world (fr_store_arrive). The key must be fresh for each barrier
+ * (the agent adds a generation number). Errors as fr_store_wait_ge.
  */
 int fr_store_barrier(fr_store_client *c, const char *key, int world,
                      int timeout_ms);

@@ -384,10 +384,61 @@ static const char *status_text(int status)
  * status 0, *num gets the reply's number and, if value is not NULL,
  * *value and *vlen its malloc'ed value.
  */
+static int exchange_ex(fr_store_client *c, const char *add_key,
+                       int64_t *added, uint8_t op, const char *key,
+                       int64_t arg, const void *val, size_t len,
+                       int64_t deadline, int64_t *num, void **value,
+                       size_t *vlen);
+
 static int exchange(fr_store_client *c, uint8_t op, const char *key,
                     int64_t arg, const void *val, size_t len,
                     int64_t deadline, int64_t *num, void **value,
                     size_t *vlen)
+{
+    return exchange_ex(c, NULL, NULL, op, key, arg, val, len, deadline, num,
+                       value, vlen);
+}
+
+/* The reply to the ADD that exchange_ex sent ahead of its request: 0 (its
+ * count in *added), 1 (none by the deadline: both replies are owed), 2
+ * (the store refused it: *refused is its status, c->err its message; the
+ * request's reply is owed), or -1 (broken). */
+static int added_reply(fr_store_client *c, int64_t deadline, int64_t *added,
+                       int *refused)
+{
+    uint8_t rep[FR_STORE_REP_HDR];
+    int r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+    if (r > 0 && c->cap > 0) {
+        c->owed += 2;
+        return 1;
+    }
+    if (r != 0)
+        return -1;
+    int32_t status = (int32_t)fr_store__get(rep, 4);
+    uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
+    if (status > 0 || rlen > FR_STORE_MAX_ERR || (status == 0 && rlen))
+        return -1;
+    if (status == 0) {
+        *added = (int64_t)fr_store__get(rep + 4, 8);
+        return 0;
+    }
+    char msg[FR_STORE_MAX_ERR + 1];
+    if (recv_all(c->fd, msg, rlen, deadline) != 0)
+        return -1;
+    msg[rlen] = '\0';
+    c->owed++;
+    *refused = fail(c, status, "%s", rlen ? msg : status_text(status));
+    return 2;
+}
+
+/* As exchange, with add_key: an ADD of 1 to add_key goes ahead of the
+ * request in the same write, and its count goes to *added (left alone
+ * when the ADD was not sent: the stream still owed older replies). */
+static int exchange_ex(fr_store_client *c, const char *add_key,
+                       int64_t *added, uint8_t op, const char *key,
+                       int64_t arg, const void *val, size_t len,
+                       int64_t deadline, int64_t *num, void **value,
+                       size_t *vlen)
 {
     if (c->fd < 0)
         return fail(c, FRPC_EBOOTSTRAP,
@@ -398,7 +449,15 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
     fr_store__put(hdr + 1, (uint16_t)klen, 2);
     fr_store__put(hdr + 3, (uint32_t)len, 4);
     fr_store__put(hdr + 7, (uint64_t)arg, 8);
-    struct iovec iov[3] = {{hdr, sizeof(hdr)},
+    uint8_t add_hdr[FR_STORE_REQ_HDR];
+    size_t add_klen = add_key ? strlen(add_key) : 0;
+    add_hdr[0] = FR_STORE_OP_ADD;
+    fr_store__put(add_hdr + 1, (uint16_t)add_klen, 2);
+    fr_store__put(add_hdr + 3, 0u, 4);
+    fr_store__put(add_hdr + 7, 1u, 8);
+    struct iovec iov[5] = {{add_hdr, add_key ? sizeof(add_hdr) : 0},
+                           {(void *)add_key, add_klen},
+                           {hdr, sizeof(hdr)},
                            {(void *)key, klen},
                            {(void *)val, len}};
     int64_t io = fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS;
@@ -413,8 +472,18 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
     if (r > 0)
         return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
                     "in time (rank 0 stopped or starved?)");
-    if (r < 0 || send_all(c->fd, iov, 3, io))
+    if (r < 0 || send_all(c->fd, iov, 5, io))
         goto broken;
+    if (add_key && *added < 0)
+        *added = 0; /* sent: counted once the store reads it */
+    int refused = 0;
+    if (add_key && (r = added_reply(c, deadline, added, &refused)) != 0) {
+        if (r < 0)
+            goto broken;
+        return r == 2 ? refused
+                      : fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not "
+                             "answer in time (rank 0 stopped or starved?)");
+    }
     if (op == FR_STORE_OP_LEAVE && (r = drop_owed(c, deadline)) != 0) {
         if (r < 0)
             goto broken;
@@ -549,13 +618,32 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
                      timeout_ms > 0 ? timeout_ms : -1, &num, NULL, NULL);
 }
 
+int fr_store_arrive(fr_store_client *c, const char *key, int64_t target,
+                    int timeout_ms, int *added)
+{
+    int64_t num, count = -1;
+    uint8_t tmo[8];
+    if (added)
+        *added = 0;
+    if (!c || !key_ok(key))
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
+    put_timeout(tmo, timeout_ms);
+    int64_t now = fr_store__now_ms();
+    int64_t deadline = timeout_ms > 0 ? now + timeout_ms + FR_STORE_GRACE_MS
+                                      : INT64_MAX;
+    int rc = exchange_ex(c, key, &count, FR_STORE_OP_WAIT_GE, key, target,
+                         tmo, sizeof(tmo), deadline, &num, NULL, NULL);
+    if (added)
+        *added = count >= 0;
+    return rc;
+}
+
 int fr_store_barrier(fr_store_client *c, const char *key, int world,
                      int timeout_ms)
 {
     if (!c || world < 1)
         return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
-    int rc = fr_store_add(c, key, 1, NULL);
-    return rc ? rc : fr_store_wait_ge(c, key, world, timeout_ms);
+    return fr_store_arrive(c, key, world, timeout_ms, NULL);
 }
 
 int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,

@@ -212,8 +212,15 @@ static void unpark(struct fr_store_server *s, struct conn *c)
     s->work = true;
 }
 
+static void conn_flush(struct conn *c);
+
 /* key changed (NULL: the membership record did): answer the connections
- * parked on it that are now ready or blocked. */
+ * parked on it that are now ready or blocked. Rank 0 runs the store, and
+ * may exit as soon as a barrier releases it (no frpc_shutdown), taking
+ * this thread with it: so the other ranks' answers are sent at once,
+ * before the reply to the request that woke them, and rank 0's own wait
+ * for the next pass of the loop, after the requests it is processing
+ * (a rank's barrier arrival is an ADD and a WAIT_GE, back to back). */
 static void wake(struct fr_store_server *s, const char *key)
 {
     for (size_t i = 0; i < s->nconns && s->nparked; i++) {
@@ -225,6 +232,8 @@ static void wake(struct fr_store_server *s, const char *key)
             unpark(s, c);
         if (r < 0)
             conn_kill(c, "the store ran out of memory serving it");
+        else if (r > 0 && c->hello.rank != 0)
+            conn_flush(c);
     }
 }
 

@@ -877,12 +877,16 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
     int64_t old = cap_store(a, deadline != UINT64_MAX
                                    ? deadline
                                    : fr_now_ns() + FR_BARRIER_FAR_NS);
-    rc = fr_store_add(a->store, key, 1, NULL);
-    while (rc == 0) {
+    /* This rank's count goes with its first wait (fr_store_arrive: no
+     * other rank's arrival between them); until it went out (a stopped
+     * store still owed replies), each slice tries again. */
+    for (int added = 0; rc == 0;) {
         int slice = FR_BARRIER_SLICE_MS;
         if (deadline != UINT64_MAX && left_ms(deadline) < slice)
             slice = left_ms(deadline);
-        rc = fr_store_wait_ge(a->store, key, a->set.world, slice);
+        rc = added ? fr_store_wait_ge(a->store, key, a->set.world, slice)
+                   : fr_store_arrive(a->store, key, a->set.world, slice,
+                                     &added);
         if (rc != FRPC_ETIMEDOUT)
             break;
         if (atomic_load(&a->shutting_down))

@@ -6,7 +6,8 @@
  *   exit_clean fork    the same, but first a child made by fork exits
  *                      (exit(0), its atexit handlers run): this rank's
  *                      region must still be in /dev/shm after it, and a
- *                      call to the other rank must still work
+ *                      call to the other rank must still work; rank 0
+ *                      ends after it finds rank 1 ended
  *   exit_clean killed  rank 1 kills itself (SIGKILL) after the barrier;
  *                      rank 0 waits until it finds it dead, then exits
  *
@@ -14,6 +15,7 @@
  */
 #include <dirent.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,12 +27,15 @@
 
 #define TIMEOUT_MS 20000
 
+static atomic_int served; /* requests this rank answered */
+
 static void echo(frpc_request *req, void *user)
 {
     size_t len;
     const void *args = frpc_request_args(req, &len);
     (void)user;
     frpc_respond(req, args, len);
+    atomic_fetch_add(&served, 1);
 }
 
 /* How many names in /dev/shm are this job's and this rank's region. */
@@ -72,6 +77,10 @@ static int fork_and_exit_child(frpc_agent *a, int me)
     int n = own_regions(me);
     printf("rank %d: own regions in /dev/shm after the child's exit: %d\n",
            me, n);
+    /* Rank 0 calls first; rank 1 calls once it has answered, then ends
+     * (rank 0 waits for that): neither calls a rank that has ended. */
+    for (int i = 0; me == 1 && !atomic_load(&served) && i < TIMEOUT_MS; i++)
+        nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     frpc_result res;
     int rc = frpc_call(a, 1 - me, "echo", "abc", 3, TIMEOUT_MS, &res);
     int ok = rc == 0 && res.len == 3 && memcmp(res.data, "abc", 3) == 0;
@@ -119,8 +128,8 @@ int main(int argc, char **argv)
     fflush(stdout);
     if (strcmp(mode, "fork") == 0) {
         rc = fork_and_exit_child(a, me);
-        if (!rc)
-            rc = frpc_barrier(a, TIMEOUT_MS); /* both calls done */
+        if (!rc && me == 0)
+            rc = wait_dead(a, 1);
     } else if (strcmp(mode, "killed") == 0) {
         if (me == 1)
             raise(SIGKILL);

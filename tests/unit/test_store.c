@@ -284,6 +284,33 @@ START_TEST(test_wait_ge)
 }
 END_TEST
 
+/* fr_store_arrive: an ADD and a WAIT_GE in one write. */
+START_TEST(test_arrive)
+{
+    int64_t n = 0;
+    int added = 0;
+    /* Alone at a barrier of 2: the wait times out, the arrival counts. */
+    ck_assert_int_eq(fr_store_arrive(cli, "a", 2, 100, &added),
+                     FRPC_ETIMEDOUT);
+    ck_assert_int_eq(added, 1);
+    ck_assert_int_eq(fr_store_add(cli, "a", 0, &n), 0);
+    ck_assert_int_eq(n, 1);
+    /* The second arrival is released at once. */
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_arrive(cli, "a", 2, LONG_MS, NULL), 0);
+    ck_assert_int_lt(now_ms() - t0, LONG_MS / 2);
+    /* A key that holds no counter: the ADD's refusal; the WAIT_GE's reply,
+     * owed, is read before the next request, which gets its own. */
+    ck_assert_int_eq(fr_store_set(cli, "text", "abc", 3), 0);
+    ck_assert_int_eq(fr_store_arrive(cli, "text", 1, 1000, &added),
+                     FRPC_EPROTO);
+    ck_assert_int_eq(added, 1);
+    expect_value(cli, "text", "abc");
+    ck_assert_int_eq(fr_store_add(cli, "a", 0, &n), 0);
+    ck_assert_int_eq(n, 2);
+}
+END_TEST
+
 static atomic_int arrived;
 
 struct member {
@@ -1313,6 +1340,8 @@ int main(void)
         {"get of a missing key times out", test_get_times_out, 30, &server},
         {"add is atomic across 8 clients", test_add_atomic, 120, &server},
         {"wait_ge wakes when the counter is reached", test_wait_ge, 60,
+         &server},
+        {"arrive: an ADD and a WAIT_GE in one write", test_arrive, 60,
          &server},
         {"barrier of 8 clients", test_barrier, 60, &server},
         {"empty and largest values", test_value_sizes, 60, &server},
