@@ -12,7 +12,11 @@
  *   request is parked (a GET of a missing key, a WAIT_GE not yet reached)
  *   or its reply is not fully sent, no further request of that connection
  *   is parsed. Replies therefore leave in request order and the buffers of
- *   a connection never hold more than one request and one reply.
+ *   a connection never hold more than one request and one reply. A client
+ *   sends behind an unanswered request only once it gave up waiting for
+ *   it (a LEAVE behind owed replies, a barrier's next request after a
+ *   timed-out one): bytes behind a parked request answer it at once
+ *   (FRPC_ETIMEDOUT), so that a rank's LEAVE is read before its end.
  * - A connection goes HELLO -> AUTH -> MEMBER (store.h). Before MEMBER,
  *   header_ok admits only the next handshake op with a small value, so an
  *   unauthenticated peer never makes the server buffer more than RBUF_MIN
@@ -326,6 +330,14 @@ static void conn_flush(struct conn *c)
             c->woff += (size_t)n;
         } else if (n < 0 && errno == EINTR) {
             continue;
+        } else if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   c->rlen > 0) {
+            /* The client is gone, having sent more first (a LEAVE behind
+             * replies it gave up on): the replies are dropped, what it
+             * sent is served, then the connection ends as at its EOF. */
+            c->wlen = c->woff = 0;
+            c->eof = true;
+            return;
         } else {
             if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
                 conn_kill_sock(c, errno);
@@ -397,6 +409,18 @@ static void conn_process(struct fr_store_server *s, struct conn *c)
             conn_flush(c);
             if (c->woff < c->wlen)
                 return;
+        }
+        /* Bytes behind a parked request: its client gave up waiting for
+         * it (its reply is owed, store_client.c) and went on, a LEAVE
+         * perhaps, and may be gone by now: answer it, then serve what
+         * follows before the connection's end is read. */
+        if (c->parked && c->rlen > 0) {
+            unpark(s, c);
+            if (conn_reply(c, FRPC_ETIMEDOUT, 0, NULL, 0) < 0) {
+                conn_kill(c, "the store ran out of memory serving it");
+                return;
+            }
+            continue;
         }
         if (c->parked || c->closing || c->rlen < FR_STORE_REQ_HDR)
             return;
