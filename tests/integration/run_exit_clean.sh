@@ -46,14 +46,14 @@ two_ranks() {
         echo "note: port $port was taken; again on another"
         rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_*
     done
-    [ "$st0" = 0 ] || { echo "rank 0: status $st0"; return 1; }
-    [ "$st1" = "$want1" ] || { echo "rank 1: status $st1, want $want1"; return 1; }
-    expect_grep "^rank 0: own regions in /dev/shm: 1$" "$TMPD/r0.out"
     local n
     n=$(left)
     echo "names of the job left in /dev/shm: $n"
     ls /dev/shm | grep "^fabrpc_${FABRPC_JOB_ID}_" || true
-    rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_*
+    rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_* # whatever the verdict
+    [ "$st0" = 0 ] || { echo "rank 0: status $st0"; return 1; }
+    [ "$st1" = "$want1" ] || { echo "rank 1: status $st1, want $want1"; return 1; }
+    expect_grep "^rank 0: own regions in /dev/shm: 1$" "$TMPD/r0.out"
     [ "$n" = 0 ]
 }
 
