@@ -51,7 +51,7 @@
 static _Thread_local struct {
     const fr_fabric *f;
     uint64_t epoch;
-} linger;
+} linger FR_TLS_FAST;
 
 static int lingers_here(fr_fabric *f)
 {

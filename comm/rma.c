@@ -41,6 +41,7 @@
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
 #include "comm/memdesc.h"
+#include "comm/zalloc.h"
 
 /* A region's registration lives while its owner holds it or a chunk
  * the provider has not given back uses it (refs: 1 for the owner, 1 per
@@ -346,8 +347,8 @@ void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
 /* A new transfer for op, its chunks laid out, or NULL (no memory). */
 static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
 {
-    fr_rma_xfer *x = calloc(1, sizeof(*x) + n * sizeof(x->chunk[0]) +
-                                   op->nsegs * sizeof(x->seg[0]));
+    fr_rma_xfer *x = fr_zalloc(sizeof(*x) + n * sizeof(x->chunk[0]) +
+                               op->nsegs * sizeof(x->seg[0]));
     if (!x)
         return NULL;
     x->op = *op;

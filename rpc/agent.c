@@ -33,7 +33,7 @@ static void say(char *err, size_t errlen, const char *f, ...)
     va_end(ap);
 }
 
-_Thread_local int fr_agent_inside;
+_Thread_local int fr_agent_inside FR_TLS_FAST;
 
 /* Remaining milliseconds until deadline, at least 1. */
 static int left_ms(uint64_t deadline)

@@ -219,7 +219,7 @@ static inline uint64_t fr_agent_deadline(const frpc_agent *a, int timeout_ms)
 
 /* This thread's fr_agent_enter not yet left, of any agent: a thread inside
  * a call (a callback run by its wait) must not shut the agent down. */
-extern _Thread_local int fr_agent_inside;
+extern _Thread_local int fr_agent_inside FR_TLS_FAST;
 
 /* Around every public call that may wait: frpc_shutdown waits for the
  * threads inside to leave before it frees the agent (their waits end, as

@@ -37,10 +37,10 @@ static char *fmt(const char *f, const char *name, int dst)
 
 /* Set on the thread in frpc_shutdown while it says goodbye (see
  * fr_call_shutdown_own). */
-static _Thread_local int shutdown_own_calls;
+static _Thread_local int shutdown_own_calls FR_TLS_FAST;
 
 /* Set while fabrpc itself calls one of its own functions. */
-static _Thread_local int own_names;
+static _Thread_local int own_names FR_TLS_FAST;
 
 int fr_call_own_names(int on)
 {

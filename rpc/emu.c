@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "comm/clock.h"
+#include "comm/zalloc.h"
 #include "rpc/emu.h"
 #include "rpc/mem.h"
 
@@ -250,7 +251,7 @@ int fr_emu_rma(frpc_agent *a, const fr_rma *op, const fr_emu_seg *segs,
         return FRPC_EPEERLOST;
     if (a->set.max_msg <= FR_EMU_HDR)
         return FRPC_ETOOBIG;
-    emu_xfer *x = calloc(1, sizeof(*x) + n * sizeof(x->segs[0]));
+    emu_xfer *x = fr_zalloc(sizeof(*x) + n * sizeof(x->segs[0]));
     if (!x)
         return FRPC_ENOMEM;
     x->a = a;

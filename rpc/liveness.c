@@ -67,6 +67,9 @@
 
 int fr_name_reserved(const char *name)
 {
+    /* Every call asks: one byte settles almost all names. */
+    if (name[0] != FR_RESERVED_PREFIX[0] && name[0] != FR_BYE_FN[0])
+        return 0;
     return strncmp(name, FR_RESERVED_PREFIX, strlen(FR_RESERVED_PREFIX)) ==
                0 ||
            strcmp(name, FR_BYE_FN) == 0;
@@ -148,10 +151,10 @@ struct fr_liveness {
 
 /* The liveness whose report this thread runs (fn may set a new fn: it
  * must not wait for itself). */
-static _Thread_local const fr_liveness *reporting;
+static _Thread_local const fr_liveness *reporting FR_TLS_FAST;
 /* The liveness thread's own l, on it (NULL elsewhere): a mark there
  * repairs at once (mark). */
-static _Thread_local const fr_liveness *watching;
+static _Thread_local const fr_liveness *watching FR_TLS_FAST;
 
 static void wake(fr_liveness *l)
 {

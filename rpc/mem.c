@@ -215,7 +215,7 @@ static _Thread_local struct {
     uint8_t bytes[FRPC_MEM_DESC_SIZE];
     fr_memdesc d;
 } desc_cache[FR_DESC_CACHE];
-static _Thread_local unsigned desc_cache_next;
+static _Thread_local unsigned desc_cache_next FR_TLS_FAST;
 
 int fr_mem_decode(const frpc_agent *a, const void *desc, size_t dlen,
                   fr_memdesc *d)

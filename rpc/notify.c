@@ -43,7 +43,7 @@ typedef struct cb_run {
     const frpc_agent *a;
     struct cb_run *outer;
 } cb_run;
-static _Thread_local cb_run *runs_here;
+static _Thread_local cb_run *runs_here FR_TLS_FAST;
 
 static unsigned runs_on_this_thread(const frpc_agent *a)
 {

@@ -43,8 +43,8 @@ struct fr_standin {
  * caller's call to itself then waited out its timeout with its request
  * taken and not run); the agent whose taken handler this thread runs
  * now. */
-static _Thread_local frpc_agent *taking_for;
-static _Thread_local const frpc_agent *running_for;
+static _Thread_local frpc_agent *taking_for FR_TLS_FAST;
+static _Thread_local const frpc_agent *running_for FR_TLS_FAST;
 
 void fr_standin_poll_begin(frpc_agent *a)
 {

@@ -1,0 +1,28 @@
+/*
+ * Zeroed allocation on the fast path.
+ *
+ * glibc's calloc (2.36) never takes a block from the thread's cache, so
+ * a calloc'd record per operation cost an 8-byte get on shm about 370
+ * instructions (callgrind) against some 40 for malloc, which the cache
+ * serves when the same thread freed a block of that size before.
+ */
+#ifndef FR_COMM_ZALLOC_H
+#define FR_COMM_ZALLOC_H
+
+#include <stdlib.h>
+#include <string.h>
+
+/* malloc(size) zeroed, or NULL; free it with free. */
+static inline void *fr_zalloc(size_t size)
+{
+    void *p = malloc(size);
+    if (!p)
+        return NULL;
+#if defined(__GNUC__)
+    /* GCC folds malloc then memset into calloc: this barrier keeps them. */
+    __asm__ volatile("" : : "r"(p) : "memory");
+#endif
+    return memset(p, 0, size);
+}
+
+#endif /* FR_COMM_ZALLOC_H */
