@@ -1655,7 +1655,25 @@ int fr_fabric_peer_lost(fr_fabric *f, uint32_t rank)
     return 0;
 }
 
-static int connect_round(fr_fabric *f, uint64_t deadline_ns);
+/* The caller's check of the job while peers are still to be reached:
+ * asked at most every FR_FABRIC_CONNECT_CHECK_MS (a store round trip). */
+typedef struct connect_check {
+    fr_fabric_check_fn fn;
+    void *ctx;
+    uint64_t next_ns;
+} connect_check;
+
+static int check_job(connect_check *c)
+{
+    uint64_t now = fr_now_ns();
+    if (!c->fn || now < c->next_ns)
+        return 0;
+    c->next_ns = now + FR_FABRIC_CONNECT_CHECK_MS * 1000000ull;
+    return c->fn(c->ctx);
+}
+
+static int connect_round(fr_fabric *f, uint64_t deadline_ns,
+                         connect_check *check);
 
 /* A link that came up a moment ago (a host booting, a fresh interface)
  * may fail the first connection with a provider error that is not a
@@ -1663,17 +1681,25 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns);
 #define FR_CONNECT_TRIES 5
 #define FR_CONNECT_PAUSE_NS 100000000ull
 
-int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns)
+int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns,
+                            fr_fabric_check_fn check, void *ctx)
 {
+    connect_check c = {.fn = check, .ctx = ctx,
+                       .next_ns = fr_now_ns() +
+                                  FR_FABRIC_CONNECT_CHECK_MS * 1000000ull};
     int rc = FRPC_ETRANSPORT;
+    if (fr_fault_hit(FR_FAULT_CONNECT_DIES))
+        _exit(9);
     for (int i = 0; i < FR_CONNECT_TRIES && rc == FRPC_ETRANSPORT; i++) {
         if (i) {
             if (fr_now_ns() + FR_CONNECT_PAUSE_NS >= deadline_ns)
                 break;
             struct timespec ts = {0, (long)FR_CONNECT_PAUSE_NS};
             nanosleep(&ts, NULL);
+            if ((rc = check_job(&c)))
+                break;
         }
-        rc = connect_round(f, deadline_ns);
+        rc = connect_round(f, deadline_ns, &c);
     }
     return rc;
 }
@@ -1722,7 +1748,8 @@ static int connect_pass(fr_fabric *f, const uint8_t *hdr, uint8_t *todo,
 }
 
 /* One frame to every peer, each waited for. */
-static int connect_round(fr_fabric *f, uint64_t deadline_ns)
+static int connect_round(fr_fabric *f, uint64_t deadline_ns,
+                         connect_check *check)
 {
     uint8_t hdr[FR_ENV_HDR_SIZE];
     fr_env e = {.kind = FR_ENV_RNDV_DONE, .req_id = FR_FABRIC_CONNECT_COOKIE};
@@ -1741,7 +1768,8 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns)
         todo[r] = r != f->rank && f->peer[r] != FI_ADDR_NOTAVAIL;
     atomic_store(&f->ctl_err, 0);
     while ((left = connect_pass(f, hdr, todo, deadline_ns)) > 0)
-        if ((rc = fr__backoff(f, f->world, deadline_ns)))
+        if ((rc = fr__backoff(f, f->world, deadline_ns)) ||
+            (rc = check_job(check)))
             break;
     if (left < 0)
         rc = left;
@@ -1750,8 +1778,11 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns)
      * one, until the deadline; a slot the provider still holds then goes
      * back to the pool on its completion, as any send's. */
     while (atomic_load(&f->ctl_pending) > 0) {
+        int lost;
         if (fr_now_ns() >= deadline_ns)
             return rc ? rc : FRPC_ETIMEDOUT;
+        if ((lost = check_job(check)))
+            return rc ? rc : lost;
         if (fr_fabric_progress(f) == FRPC_EAGAIN)
             sched_yield();
     }

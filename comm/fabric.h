@@ -405,10 +405,20 @@ int fr_fabric_peer_is_lost(const fr_fabric *f, uint32_t rank);
  * control frame is an RNDV_DONE naming FR_FABRIC_CONNECT_COOKIE, a
  * cookie no block ever has; peers drop it silently (not counted as
  * received). One thread at a time. 0, FRPC_ETIMEDOUT, FRPC_ETRANSPORT,
- * FRPC_EPEERLOST (a peer refused the connection or is marked lost).
- * Blocks.
+ * FRPC_EPEERLOST (a peer refused the connection or is marked lost), or
+ * what check returned. Blocks.
+ *
+ * check (may be NULL) is asked, with ctx, about every
+ * FR_FABRIC_CONNECT_CHECK_MS while peers are still to be reached, whether
+ * the job is still whole: nonzero (its code) ends the wait at once. A
+ * peer that died before answering is not seen by the provider (shm's
+ * first send to a peer waits for the peer to map its sender, and never
+ * ends): only the caller, who has the bootstrap store, knows.
  */
-int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns);
+typedef int (*fr_fabric_check_fn)(void *ctx);
+#define FR_FABRIC_CONNECT_CHECK_MS 50
+int fr_fabric_connect_peers(fr_fabric *f, uint64_t deadline_ns,
+                            fr_fabric_check_fn check, void *ctx);
 #define FR_FABRIC_CONNECT_COOKIE UINT64_MAX
 
 /*

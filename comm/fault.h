@@ -26,6 +26,9 @@ typedef enum fr_fault_site {
                                (fabric.c, where sources are checked) */
     FR_FAULT_INIT_THREADS,  /* frpc_init cannot make the liveness
                                threads (pthread_create fails) */
+    FR_FAULT_CONNECT_DIES,  /* the process ends (_exit(9)) as it starts
+                               fr_fabric_connect_peers: a rank killed
+                               while the ranks connect (fabric.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -502,6 +502,23 @@ static void linger_store(frpc_agent *a, uint64_t deadline)
                                                 : FAILED_INIT_LINGER_MS);
 }
 
+/* fr_fabric_connect_peers' check: whether the store has seen a rank die
+ * or leave (a wait on a key nobody sets ends with that at once; else it
+ * times out after a millisecond). A rank killed while it connects is
+ * otherwise waited for until the init timeout (shm: the first send to
+ * it never ends). */
+#define FR_NEVER_SET_KEY "fabrpc/never-set"
+
+static int job_whole(void *ctx)
+{
+    frpc_agent *a = ctx;
+    void *v = NULL;
+    size_t n = 0;
+    int rc = fr_store_get(a->store, FR_NEVER_SET_KEY, 1, &v, &n);
+    free(v);
+    return rc == FRPC_EPEERLOST || rc == FRPC_EBOOTSTRAP ? rc : 0;
+}
+
 static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
                      char *err, size_t errlen)
 {
@@ -531,7 +548,7 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         (rc = open_transport(a, err, errlen)) ||
         (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline)) ||
-        (rc = fr_fabric_connect_peers(a->fab, deadline))) {
+        (rc = fr_fabric_connect_peers(a->fab, deadline, job_whole, a))) {
         if (err && !err[0])
             say(err, errlen,
                 "bootstrap through the store at %s:%u failed on rank %d: "

@@ -6,15 +6,23 @@
  * (comm/store.h): it joins late, publishes what the bootstrap reads (rank
  * 0's own address stands for its endpoint), and never comes to the init
  * barrier. Bounds are generous: a slow, loaded two-core machine passes.
+ * And a rank that dies while the ranks connect (a real rank 1 in a child
+ * process over shm, ended by a fault site) ends rank 0's frpc_init with
+ * FRPC_EPEERLOST long before its init timeout.
  */
 #include <check.h>
+#include <dirent.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/fault.h"
 #include "comm/store.h"
 #include "rpc/fabrpc.h"
 #include "serialization/envelope.h"
@@ -118,12 +126,91 @@ START_TEST(init_ends_by_one_deadline_when_a_rank_never_reaches_the_barrier)
 }
 END_TEST
 
+/* Removes /dev/shm names that start with prefix: what a killed rank
+ * leaves (its endpoint's region, its doorbell). */
+static void unlink_prefixed(const char *prefix)
+{
+    DIR *d = opendir("/dev/shm");
+    struct dirent *e;
+    if (!d)
+        return;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+            char name[300];
+            snprintf(name, sizeof(name), "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    closedir(d);
+}
+
+#define DIES_INIT_MS 30000 /* rank 0 would wait this long for a dead rank */
+#define DIES_BOUND_MS 15000 /* it must end well before */
+
+/* One of 2 ranks over shm, meeting at the store at addr. */
+static void shm_rank(frpc_config *cfg, int rank, const char *addr)
+{
+    frpc_config_init(cfg);
+    cfg->rank = rank;
+    cfg->world_size = 2;
+    cfg->store_addr = addr;
+    cfg->providers = "shm";
+    cfg->init_timeout_ms = DIES_INIT_MS;
+}
+
+START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
+{
+    char job[64], prefix[80];
+    snprintf(job, sizeof(job), "initdies%d", (int)getpid());
+    snprintf(prefix, sizeof(prefix), "fabrpc_%s_", job);
+    setenv("FABRPC_JOB_ID", job, 1);
+    rank0 r = {.rc = 1};
+    uint16_t port = free_port();
+    snprintf(r.addr, sizeof(r.addr), HOST ":%u", port);
+
+    pid_t child = fork();
+    ck_assert_int_ge(child, 0);
+    if (child == 0) {
+        /* Rank 1: a real agent, ended as it starts to connect. */
+        frpc_config cfg;
+        frpc_agent *a = NULL;
+        shm_rank(&cfg, 1, r.addr);
+        fr_fault_arm(FR_FAULT_CONNECT_DIES, 1);
+        frpc_init(&cfg, &a);
+        _exit(3); /* not reached: the fault ends the process */
+    }
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    shm_rank(&cfg, 0, r.addr);
+    cfg.errbuf = r.err;
+    cfg.errbuf_len = sizeof(r.err);
+    int64_t t0 = now_ms();
+    r.rc = frpc_init(&cfg, &a);
+    r.ms = now_ms() - t0;
+    if (a)
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    int status = 0;
+    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    unlink_prefixed(prefix);
+    fprintf(stderr, "frpc_init: %s after %lld ms (init_timeout_ms %d): %s\n",
+            frpc_err_name(r.rc), (long long)r.ms, DIES_INIT_MS, r.err);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
+                  "rank 1 did not end at the fault (status 0x%x)", status);
+    ck_assert_int_eq(r.rc, FRPC_EPEERLOST);
+    ck_assert_msg(strstr(r.err, "rank 1 died"), "message: %s", r.err);
+    ck_assert_msg(r.ms < DIES_BOUND_MS, "frpc_init took %lld ms",
+                  (long long)r.ms);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
         {"frpc_init ends by one deadline when a rank never reaches the "
          "barrier",
          init_ends_by_one_deadline_when_a_rank_never_reaches_the_barrier},
+        {"a rank that dies while the ranks connect ends the others' "
+         "frpc_init at once with FRPC_EPEERLOST, not at the init timeout",
+         a_rank_dying_while_the_ranks_connect_ends_init_at_once},
     };
     return fr_run_tests("init bound", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
