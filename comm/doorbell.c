@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "comm/doorbell.h"
+#include "comm/exit_unlink.h"
 
 typedef struct bell {
     atomic_uint seq;      /* the futex word: bumped by every ring */
@@ -32,6 +33,7 @@ struct fr_doorbell {
     char base[96];
     uint32_t rank, world;
     int linked;
+    fr_exit_name *exit_name; /* our name, removed at exit if still there */
     bell *mine;
     /* world entries, NULL until connected: written by the thread that
      * connects, read by every sender */
@@ -41,7 +43,8 @@ struct fr_doorbell {
     atomic_uint loan_next;
 };
 
-static void bell_name(char *buf, size_t len, const char *base, uint32_t rank)
+void fr_doorbell_name(const char *base, uint32_t rank, char *buf,
+                      size_t len)
 {
     snprintf(buf, len, "/%s_bell_%u", base, rank);
 }
@@ -67,7 +70,7 @@ int fr_doorbell_open(const char *base, uint32_t rank, uint32_t world,
     snprintf(d->base, sizeof(d->base), "%s", base);
     d->rank = rank;
     d->world = world;
-    bell_name(name, sizeof(name), d->base, rank);
+    fr_doorbell_name(d->base, rank, name, sizeof(name));
     fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, sizeof(bell)) != 0 ||
         !(d->mine = map_bell(fd))) {
@@ -84,6 +87,7 @@ int fr_doorbell_open(const char *base, uint32_t rank, uint32_t world,
     }
     close(fd);
     d->linked = 1;
+    d->exit_name = fr_exit_unlink_add(name);
     atomic_store(&d->peer[rank], d->mine);
     *out = d;
     return 0;
@@ -97,7 +101,7 @@ int fr_doorbell_connect(fr_doorbell *d, uint32_t peer)
         return FRPC_EINVAL;
     if (atomic_load(&d->peer[peer]))
         return 0;
-    bell_name(name, sizeof(name), d->base, peer);
+    fr_doorbell_name(d->base, peer, name, sizeof(name));
     fd = shm_open(name, O_RDWR, 0);
     if (fd < 0)
         return FRPC_ETRANSPORT;
@@ -112,8 +116,10 @@ void fr_doorbell_unlink(fr_doorbell *d)
     char name[128];
     if (!d || !d->linked)
         return;
-    bell_name(name, sizeof(name), d->base, d->rank);
+    fr_doorbell_name(d->base, d->rank, name, sizeof(name));
     shm_unlink(name);
+    fr_exit_unlink_drop(d->exit_name);
+    d->exit_name = NULL;
     d->linked = 0;
 }
 

@@ -37,8 +37,15 @@ int fr_doorbell_open(const char *base, uint32_t rank, uint32_t world,
  * does not exist. Call for every peer before fr_doorbell_unlink. */
 int fr_doorbell_connect(fr_doorbell *d, uint32_t peer);
 
-/* Removes this rank's segment name; mappings stay valid. */
+/* Removes this rank's segment name; mappings stay valid. Until then the
+ * name is also removed if the process exits (comm/exit_unlink.h). */
 void fr_doorbell_unlink(fr_doorbell *d);
+
+/* The name of rank's bell in a job whose base is base (as given to
+ * fr_doorbell_open), "/<base>_bell_<rank>", into buf[0..len). For the
+ * ranks that clean after a peer that died before it removed its own. */
+void fr_doorbell_name(const char *base, uint32_t rank, char *buf,
+                      size_t len);
 
 /* Wakes peer if it is asleep. Cheap when it is not (one atomic load).
  * Peers that were never connected are ignored. Any thread. */

@@ -9,11 +9,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "comm/clock.h"
+#include "comm/doorbell.h"
 #include "comm/fi_load.h"
 #include "comm/sha256.h"
 #include "rpc/agent.h"
@@ -443,6 +445,43 @@ void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
     snprintf(buf, len, "%s_%u", base, rank);
 }
 
+void fr_agent_unlink_names_of(const frpc_agent *a, uint32_t rank)
+{
+    char base[72], name[160];
+    if (strcmp(a->provider, "shm") != 0 || !a->token)
+        return;
+    fr_agent_shm_name(a, rank, name, sizeof(name));
+    shm_unlink(name);
+    shm_base(a, base, sizeof(base));
+    fr_doorbell_name(base, rank, name, sizeof(name));
+    shm_unlink(name);
+}
+
+/* A failed frpc_init: what same-host ranks that died during it left
+ * (fabrpc-run cleans after its jobs, a torchrun-style launcher does not).
+ * Dead: its process has ended (a pid reused since is taken for alive,
+ * and its names stay). */
+#define FR_DEATH_GRACE_MS 250
+
+static void clean_after_dead_peers(const frpc_agent *a,
+                                   const fr_peer_info *peers, int rc)
+{
+    int world = a->set.world;
+    if (rc != FRPC_EPEERLOST || !peers || strcmp(a->provider, "shm") != 0)
+        return;
+    int *pid = calloc((size_t)world, sizeof(*pid));
+    unsigned char *ended = calloc((size_t)world, 1);
+    for (int r = 0; pid && ended && r < world; r++)
+        pid[r] = r != a->set.rank && peers[r].same_host ? peers[r].pid : 0;
+    if (pid && ended)
+        fr_processes_ended(pid, (size_t)world, FR_DEATH_GRACE_MS, ended);
+    for (int r = 0; pid && ended && r < world; r++)
+        if (ended[r])
+            fr_agent_unlink_names_of(a, (uint32_t)r);
+    free(pid);
+    free(ended);
+}
+
 /* shm has no wait object: give this rank a doorbell peers ring. */
 static int open_doorbell(frpc_agent *a, char *err, size_t errlen)
 {
@@ -774,6 +813,7 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     *out = a;
     return 0;
 fail:
+    clean_after_dead_peers(a, peers, rc);
     free(peers);
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)

@@ -284,6 +284,11 @@ fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role);
 void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
                        size_t len);
 
+/* Removes the names a dead same-host rank may have left in /dev/shm: its
+ * endpoint's region and its doorbell (mappings of them stay valid). Only
+ * for the shm provider, once the job's token is known; else a no-op. */
+void fr_agent_unlink_names_of(const frpc_agent *a, uint32_t rank);
+
 /* The fabric's on_peer_unreachable: marks the rank DEAD. */
 void fr_agent_on_peer_unreachable(void *ctx, uint32_t rank, const char *why);
 
@@ -300,6 +305,14 @@ int fr_liveness_create(frpc_agent *a);
 /* Takes note of which peers share this host, before any thread but the
  * caller may mark a rank lost (before the progress thread starts). */
 void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers);
+
+/* ended[i] = 1 if this host's process pid[i] has ended (reaped by its
+ * parent or not yet), waiting up to wait_ms for those still running to
+ * end (a death the store reports when the process's sockets close comes
+ * a moment before its end); 0 for one still running, pid <= 0, or no
+ * memory. A pid reused since counts as running (liveness.c). */
+void fr_processes_ended(const int *pid, size_t n, int wait_ms,
+                        unsigned char *ended);
 /* Opens what liveness watches: the pids of same-host peers (peers[rank])
  * and, with more than one rank, a second store connection for its
  * events, connected by deadline (frpc_init's). Before the init barrier:

@@ -541,7 +541,8 @@ enum {
  * /dev/shm (over shm, a 16 MiB region) is still removed: at exit (exit,
  * or a return from main; not a fork child's exit, which leaves its
  * parent's) or, when it was killed, by the rank on its host that finds
- * it dead (by fabrpc-run, if none is left). It cannot bound a
+ * it dead, also when that ends frpc_init (by fabrpc-run, if none is
+ * left). It cannot bound a
  * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
  * was seen looping inside fi_recv for good after bursts from several
  * ranks, and the shutdown then waits for the polling thread for ever

@@ -35,6 +35,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -632,8 +633,9 @@ static void clean_after(frpc_agent *a, fr_loss *x)
                 "fabrpc: rank %d: released %d shared-memory lock%s that "
                 "rank %u held when it died\n",
                 a->set.rank, released, released == 1 ? "" : "s", x->rank);
-    fr_agent_shm_name(a, x->rank, names[0], sizeof(names[0]));
-    shm_unlink(names[0]);
+    /* Its bell too: a rank killed in frpc_init's last moment had not
+     * removed it yet. */
+    fr_agent_unlink_names_of(a, x->rank);
 out:
     free(names);
     free(refs);
@@ -903,6 +905,56 @@ static int open_pidfd(int pid)
     (void)pid;
     return -1; /* older kernels' headers: the store alone watches */
 #endif
+}
+
+void fr_processes_ended(const int *pid, size_t n, int wait_ms,
+                        unsigned char *ended)
+{
+    struct pollfd *p = calloc(n ? n : 1, sizeof(*p));
+    size_t *which = calloc(n ? n : 1, sizeof(*which));
+    size_t open = 0;
+    for (size_t i = 0; i < n; i++) {
+        ended[i] = 0;
+        if (pid[i] <= 0)
+            continue;
+        int fd = open_pidfd(pid[i]);
+        if (fd < 0) { /* ESRCH: gone and reaped */
+            ended[i] = errno == ESRCH ||
+                       (kill(pid[i], 0) != 0 && errno == ESRCH);
+            continue;
+        }
+        if (!p || !which) {
+            close(fd);
+            continue;
+        }
+        p[open] = (struct pollfd){.fd = fd, .events = POLLIN};
+        which[open++] = i;
+    }
+    /* Readable once the process has ended, also while its parent has not
+     * reaped it (a launcher that polls its children now and then). */
+    uint64_t deadline = fr_deadline_ms(wait_ms);
+    size_t running = open;
+    while (running > 0) {
+        uint64_t now = fr_now_ns();
+        int left = now >= deadline
+                       ? 0
+                       : (int)((deadline - now + 999999) / 1000000);
+        int k = poll(p, (nfds_t)open, left);
+        for (size_t j = 0; k > 0 && j < open; j++)
+            if (p[j].revents && p[j].fd >= 0) {
+                ended[which[j]] = 1;
+                close(p[j].fd);
+                p[j].fd = -1; /* poll skips it */
+                running--;
+            }
+        if (k <= 0)
+            break;
+    }
+    for (size_t j = 0; j < open; j++)
+        if (p[j].fd >= 0)
+            close(p[j].fd);
+    free(p);
+    free(which);
 }
 
 int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,

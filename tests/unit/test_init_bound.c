@@ -8,7 +8,8 @@
  * barrier. Bounds are generous: a slow, loaded two-core machine passes.
  * And a rank that dies while the ranks connect (a real rank 1 in a child
  * process over shm, ended by a fault site) ends rank 0's frpc_init with
- * FRPC_EPEERLOST long before its init timeout.
+ * FRPC_EPEERLOST long before its init timeout, and rank 0 removes what
+ * it left in /dev/shm.
  */
 #include <check.h>
 #include <dirent.h>
@@ -126,21 +127,25 @@ START_TEST(init_ends_by_one_deadline_when_a_rank_never_reaches_the_barrier)
 }
 END_TEST
 
-/* Removes /dev/shm names that start with prefix: what a killed rank
- * leaves (its endpoint's region, its doorbell). */
-static void unlink_prefixed(const char *prefix)
+/* Removes the /dev/shm names that start with prefix (what a killed rank
+ * may leave: its endpoint's region, its doorbell): how many there were. */
+static int unlink_prefixed(const char *prefix)
 {
     DIR *d = opendir("/dev/shm");
     struct dirent *e;
+    int n = 0;
     if (!d)
-        return;
+        return 0;
     while ((e = readdir(d)))
         if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
             char name[300];
             snprintf(name, sizeof(name), "/%s", e->d_name);
+            fprintf(stderr, "left in /dev/shm: %s\n", e->d_name);
             shm_unlink(name);
+            n++;
         }
     closedir(d);
+    return n;
 }
 
 #define DIES_INIT_MS 30000 /* rank 0 would wait this long for a dead rank */
@@ -188,9 +193,11 @@ START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
     r.ms = now_ms() - t0;
     if (a)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    /* Rank 0 removed what rank 1 left, its process ended but not reaped
+     * yet (a launcher reaps when it looks). */
+    int left = unlink_prefixed(prefix);
     int status = 0;
     ck_assert_int_eq(waitpid(child, &status, 0), child);
-    unlink_prefixed(prefix);
     fprintf(stderr, "frpc_init: %s after %lld ms (init_timeout_ms %d): %s\n",
             frpc_err_name(r.rc), (long long)r.ms, DIES_INIT_MS, r.err);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
@@ -199,6 +206,7 @@ START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
     ck_assert_msg(strstr(r.err, "rank 1 died"), "message: %s", r.err);
     ck_assert_msg(r.ms < DIES_BOUND_MS, "frpc_init took %lld ms",
                   (long long)r.ms);
+    ck_assert_msg(left == 0, "%d name(s) of the job left in /dev/shm", left);
 }
 END_TEST
 
