@@ -467,7 +467,9 @@ static void clean_after_dead_peers(const frpc_agent *a,
                                    const fr_peer_info *peers, int rc)
 {
     int world = a->set.world;
-    if (rc != FRPC_EPEERLOST || !peers || strcmp(a->provider, "shm") != 0)
+    /* A death: of a rank (the store saw it), of rank 0 (the store gone). */
+    if ((rc != FRPC_EPEERLOST && rc != FRPC_EBOOTSTRAP) || !peers ||
+        strcmp(a->provider, "shm") != 0)
         return;
     int *pid = calloc((size_t)world, sizeof(*pid));
     unsigned char *ended = calloc((size_t)world, 1);
@@ -541,14 +543,11 @@ static void linger_store(frpc_agent *a, uint64_t deadline)
                                                 : FAILED_INIT_LINGER_MS);
 }
 
-/* fr_fabric_connect_peers' check: whether the store has seen a rank die
- * or leave (a wait on a key nobody sets ends with that at once; else it
- * times out after a millisecond). A rank killed while it connects is
- * otherwise waited for until the init timeout (shm: the first send to
- * it never ends). */
+/* A wait on a key nobody sets ends at once with the store's word on a
+ * death; else it times out after a millisecond. */
 #define FR_NEVER_SET_KEY "fabrpc/never-set"
 
-static int job_whole(void *ctx)
+int fr_agent_job_whole(void *ctx)
 {
     frpc_agent *a = ctx;
     void *v = NULL;
@@ -587,7 +586,8 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         (rc = open_transport(a, err, errlen)) ||
         (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline)) ||
-        (rc = fr_fabric_connect_peers(a->fab, deadline, job_whole, a))) {
+        (rc = fr_fabric_connect_peers(a->fab, deadline, fr_agent_job_whole,
+                                         a))) {
         if (err && !err[0])
             say(err, errlen,
                 "bootstrap through the store at %s:%u failed on rank %d: "
@@ -813,11 +813,11 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
     *out = a;
     return 0;
 fail:
-    clean_after_dead_peers(a, peers, rc);
-    free(peers);
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;
+    clean_after_dead_peers(a, peers, rc);
+    free(peers);
     if (!err[0]) /* every failure says something (out of memory, mostly) */
         say(err, errlen, "rank %d: frpc_init failed: %s", a->set.rank,
             frpc_strerror(rc));

@@ -284,6 +284,16 @@ fr_store_ident fr_agent_store_ident(const frpc_agent *a, fr_store_role role);
 void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
                        size_t len);
 
+/* During frpc_init, whether the job is still whole (ctx: the agent):
+ * FRPC_EPEERLOST when the store has seen a rank die or leave,
+ * FRPC_EBOOTSTRAP when the store itself is gone (rank 0 died), else 0.
+ * A store round trip (at most about a millisecond more). Waits the
+ * provider or the store cannot end by themselves ask it now and then: a
+ * rank killed while the ranks connect (shm: the first send to it never
+ * ends), rank 0 killed while a rank opens its second store connection
+ * (refused until the init timeout). */
+int fr_agent_job_whole(void *ctx);
+
 /* Removes the names a dead same-host rank may have left in /dev/shm: its
  * endpoint's region and its doorbell (mappings of them stay valid). Only
  * for the shm provider, once the job's token is known; else a no-op. */

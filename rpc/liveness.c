@@ -957,6 +957,9 @@ void fr_processes_ended(const int *pid, size_t n, int wait_ms,
     free(which);
 }
 
+/* A try to open the second store connection (fr_liveness_connect). */
+#define FR_WATCH_TRY_MS 500
+
 int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
                         uint64_t deadline, char *err, size_t errlen)
 {
@@ -970,10 +973,22 @@ int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
     if (l->world == 1)
         return 0;
     fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);
-    /* By frpc_init's deadline (at least 1 ms: a try). */
-    int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
-    return fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
-                            &l->watch, err, errlen);
+    /* By frpc_init's deadline (at least 1 ms: a try), in tries of at most
+     * FR_WATCH_TRY_MS: the main connection reached the store, so one that
+     * cannot may mean that rank 0 died, which the main one tells. */
+    for (;;) {
+        now = fr_now_ns();
+        int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
+        int last = ms <= FR_WATCH_TRY_MS;
+        int rc = fr_store_connect(a->set.store_host, a->set.store_port,
+                                  last ? ms : FR_WATCH_TRY_MS, &me,
+                                  &l->watch, err, errlen);
+        if (rc != FRPC_EBOOTSTRAP || last)
+            return rc;
+        int lost = fr_agent_job_whole(a);
+        if (lost)
+            return lost;
+    }
 }
 
 int fr_liveness_start(frpc_agent *a)
