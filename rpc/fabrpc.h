@@ -542,7 +542,9 @@ enum {
  * or a return from main; not a fork child's exit, which leaves its
  * parent's) or, when it was killed, by the rank on its host that finds
  * it dead, also when that ends frpc_init (by fabrpc-run, if none is
- * left). It cannot bound a
+ * left); a rank killed inside frpc_shutdown once it has told the others
+ * that it leaves is taken as left, not dead, and its region stays
+ * unless fabrpc-run started the job. It cannot bound a
  * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
  * was seen looping inside fi_recv for good after bursts from several
  * ranks, and the shutdown then waits for the polling thread for ever
