@@ -29,6 +29,9 @@ typedef enum fr_fault_site {
     FR_FAULT_CONNECT_DIES,  /* the process ends (_exit(9)) as it starts
                                fr_fabric_connect_peers: a rank killed
                                while the ranks connect (fabric.c) */
+    FR_FAULT_WATCH_REFUSED, /* a try to open the liveness watch's store
+                               connection is refused, as when the store
+                               (rank 0) is gone (liveness.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -980,14 +980,24 @@ int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
         now = fr_now_ns();
         int ms = deadline > now ? (int)((deadline - now) / 1000000) + 1 : 1;
         int last = ms <= FR_WATCH_TRY_MS;
-        int rc = fr_store_connect(a->set.store_host, a->set.store_port,
+        int rc = FRPC_EBOOTSTRAP;
+        if (fr_fault_hit(FR_FAULT_WATCH_REFUSED))
+            snprintf(err, errlen, "rank %d: the store refused its watch "
+                     "connection (fault site)", a->set.rank);
+        else
+            rc = fr_store_connect(a->set.store_host, a->set.store_port,
                                   last ? ms : FR_WATCH_TRY_MS, &me,
                                   &l->watch, err, errlen);
         if (rc != FRPC_EBOOTSTRAP || last)
             return rc;
         int lost = fr_agent_job_whole(a);
-        if (lost)
+        if (lost) {
+            const char *why = fr_store_last_error(a->store);
+            snprintf(err, errlen, "rank %d: the job broke while it opened "
+                     "its watch connection%s%s", a->set.rank,
+                     *why ? ": " : "", why);
             return lost;
+        }
     }
 }
 

@@ -9,12 +9,15 @@
  * And a rank that dies while the ranks connect (a real rank 1 in a child
  * process over shm, ended by a fault site) ends rank 0's frpc_init with
  * FRPC_EPEERLOST long before its init timeout, and rank 0 removes what
- * it left in /dev/shm.
+ * it left in /dev/shm. Rank 0 killed while rank 1 opens its second
+ * (watch) store connection ends rank 1's frpc_init as soon as it next
+ * asks its first connection, not at its init timeout.
  */
 #include <check.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +153,7 @@ static int unlink_prefixed(const char *prefix)
 
 #define DIES_INIT_MS 30000 /* rank 0 would wait this long for a dead rank */
 #define DIES_BOUND_MS 15000 /* it must end well before */
+#define WATCH_REFUSALS 1000000 /* more than any deadline allows */
 
 /* One of 2 ranks over shm, meeting at the store at addr. */
 static void shm_rank(frpc_config *cfg, int rank, const char *addr)
@@ -162,51 +166,129 @@ static void shm_rank(frpc_config *cfg, int rank, const char *addr)
     cfg->init_timeout_ms = DIES_INIT_MS;
 }
 
-START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
-{
-    char job[64], prefix[80];
-    snprintf(job, sizeof(job), "initdies%d", (int)getpid());
-    snprintf(prefix, sizeof(prefix), "fabrpc_%s_", job);
-    setenv("FABRPC_JOB_ID", job, 1);
-    rank0 r = {.rc = 1};
-    uint16_t port = free_port();
-    snprintf(r.addr, sizeof(r.addr), HOST ":%u", port);
+/* One job of 2 shm ranks whose frpc_init a death ends: one rank is a
+ * child process, the other runs here. */
+typedef struct dying_job {
+    char prefix[80]; /* the job's /dev/shm names start so */
+    rank0 r;         /* the rank that runs here */
+    pid_t child;
+} dying_job;
 
-    pid_t child = fork();
-    ck_assert_int_ge(child, 0);
-    if (child == 0) {
-        /* Rank 1: a real agent, ended as it starts to connect. */
+/* Names the job (tag and this pid), picks the store's port and forks
+ * rank child_rank, which arms site (FR_FAULT_SITES: none) before its
+ * frpc_init. */
+static void start_dying_job(dying_job *j, const char *tag, int child_rank,
+                            fr_fault_site site)
+{
+    char job[64];
+    snprintf(job, sizeof(job), "%s%d", tag, (int)getpid());
+    snprintf(j->prefix, sizeof(j->prefix), "fabrpc_%s_", job);
+    setenv("FABRPC_JOB_ID", job, 1);
+    j->r.rc = 1;
+    snprintf(j->r.addr, sizeof(j->r.addr), HOST ":%u", free_port());
+    j->child = fork();
+    ck_assert_int_ge(j->child, 0);
+    if (j->child == 0) {
         frpc_config cfg;
         frpc_agent *a = NULL;
-        shm_rank(&cfg, 1, r.addr);
-        fr_fault_arm(FR_FAULT_CONNECT_DIES, 1);
+        shm_rank(&cfg, child_rank, j->r.addr);
+        if (site != FR_FAULT_SITES)
+            fr_fault_arm(site, 1);
         frpc_init(&cfg, &a);
-        _exit(3); /* not reached: the fault ends the process */
+        _exit(3); /* reached only if init ends before the death */
     }
+}
+
+/* frpc_init of the other rank, here: its code, time and message in j->r. */
+static void init_here(dying_job *j, int rank)
+{
     frpc_config cfg;
     frpc_agent *a = NULL;
-    shm_rank(&cfg, 0, r.addr);
-    cfg.errbuf = r.err;
-    cfg.errbuf_len = sizeof(r.err);
+    shm_rank(&cfg, rank, j->r.addr);
+    cfg.errbuf = j->r.err;
+    cfg.errbuf_len = sizeof(j->r.err);
     int64_t t0 = now_ms();
-    r.rc = frpc_init(&cfg, &a);
-    r.ms = now_ms() - t0;
+    j->r.rc = frpc_init(&cfg, &a);
+    j->r.ms = now_ms() - t0;
     if (a)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
-    /* Rank 0 removed what rank 1 left, its process ended but not reaped
-     * yet (a launcher reaps when it looks). */
-    int left = unlink_prefixed(prefix);
+}
+
+/* Counts and removes the names the job left, then reaps the child (after
+ * the count: a launcher reaps when it looks, so the rank here cleaned
+ * while the child was a zombie) and checks the rank here ended well
+ * before its init timeout, without a name left. The child's wait status. */
+static int end_dying_job(dying_job *j)
+{
+    int left = unlink_prefixed(j->prefix);
     int status = 0;
-    ck_assert_int_eq(waitpid(child, &status, 0), child);
+    ck_assert_int_eq(waitpid(j->child, &status, 0), j->child);
     fprintf(stderr, "frpc_init: %s after %lld ms (init_timeout_ms %d): %s\n",
-            frpc_err_name(r.rc), (long long)r.ms, DIES_INIT_MS, r.err);
+            frpc_err_name(j->r.rc), (long long)j->r.ms, DIES_INIT_MS,
+            j->r.err);
+    ck_assert_msg(j->r.ms < DIES_BOUND_MS, "frpc_init took %lld ms",
+                  (long long)j->r.ms);
+    ck_assert_msg(left == 0, "%d name(s) of the job left in /dev/shm", left);
+    return status;
+}
+
+START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
+{
+    dying_job j;
+    /* Rank 1: a real agent, ended by the fault as it starts to connect. */
+    start_dying_job(&j, "initdies", 1, FR_FAULT_CONNECT_DIES);
+    init_here(&j, 0);
+    int status = end_dying_job(&j);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
                   "rank 1 did not end at the fault (status 0x%x)", status);
-    ck_assert_int_eq(r.rc, FRPC_EPEERLOST);
-    ck_assert_msg(strstr(r.err, "rank 1 died"), "message: %s", r.err);
-    ck_assert_msg(r.ms < DIES_BOUND_MS, "frpc_init took %lld ms",
-                  (long long)r.ms);
-    ck_assert_msg(left == 0, "%d name(s) of the job left in /dev/shm", left);
+    ck_assert_int_eq(j.r.rc, FRPC_EPEERLOST);
+    ck_assert_msg(strstr(j.r.err, "rank 1 died"), "message: %s", j.r.err);
+}
+END_TEST
+
+/* Kills rank 0 once rank 1 (this process) tries to open its watch
+ * connection, each try refused by a fault site as a gone store refuses
+ * it. */
+typedef struct killer {
+    pid_t child;
+    int killed; /* 1 once it sent SIGKILL */
+} killer;
+
+static void *kill_when_watch_tried(void *arg)
+{
+    killer *k = arg;
+    int64_t until = now_ms() + DIES_INIT_MS;
+    while (atomic_load(&fr__fault_left[FR_FAULT_WATCH_REFUSED]) ==
+               WATCH_REFUSALS &&
+           now_ms() < until)
+        sleep_ms(1);
+    k->killed = kill(k->child, SIGKILL) == 0;
+    return NULL;
+}
+
+START_TEST(rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once)
+{
+    dying_job j;
+    /* Rank 0: a real agent hosting the store, killed while it waits at
+     * the init barrier. */
+    start_dying_job(&j, "watchdies", 0, FR_FAULT_SITES);
+    killer k = {.child = j.child};
+    pthread_t t;
+    fr_fault_arm(FR_FAULT_WATCH_REFUSED, WATCH_REFUSALS);
+    ck_assert_int_eq(pthread_create(&t, NULL, kill_when_watch_tried, &k), 0);
+    init_here(&j, 1);
+    fr_fault_arm(FR_FAULT_WATCH_REFUSED, 0);
+    pthread_join(t, NULL);
+    if (!k.killed)
+        kill(j.child, SIGKILL);
+    int status = end_dying_job(&j);
+    ck_assert_msg(k.killed, "rank 1 never tried its watch connection");
+    ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL,
+                  "rank 0 did not end by the kill (status 0x%x)", status);
+    ck_assert_msg(j.r.rc == FRPC_EBOOTSTRAP || j.r.rc == FRPC_EPEERLOST,
+                  "frpc_init: %s", frpc_err_name(j.r.rc));
+    ck_assert_msg(strstr(j.r.err, "watch connection"), "message: %s",
+                  j.r.err);
 }
 END_TEST
 
@@ -219,6 +301,9 @@ int main(void)
         {"a rank that dies while the ranks connect ends the others' "
          "frpc_init at once with FRPC_EPEERLOST, not at the init timeout",
          a_rank_dying_while_the_ranks_connect_ends_init_at_once},
+        {"rank 0 dying while a rank opens its watch connection ends that "
+         "rank's frpc_init at once, not at the init timeout",
+         rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
     };
     return fr_run_tests("init bound", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
