@@ -798,10 +798,14 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         goto fail;
     }
     if (a->set.world > 1 && (rc = barrier(a, left_ms(deadline)))) {
-        say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
-            a->set.rank, a->set.init_timeout_ms,
-            *store_why(a) ? ": " : "",
-            store_why(a));
+        if (rc == FRPC_ETIMEDOUT)
+            say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
+                a->set.rank, a->set.init_timeout_ms,
+                *store_why(a) ? ": " : "", store_why(a));
+        else /* a death or the store's loss, not the clock */
+            say(err, errlen, "rank %d: the job broke before every rank "
+                "joined: %s", a->set.rank,
+                *store_why(a) ? store_why(a) : frpc_strerror(rc));
         rc = rc == FRPC_EPEERLOST ? rc : FRPC_EBOOTSTRAP;
         goto fail;
     }
