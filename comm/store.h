@@ -243,6 +243,10 @@ void fr_store_interrupt(fr_store_client *c);
  * description. Owned by c, valid until its next call. */
 const char *fr_store_last_error(const fr_store_client *c);
 
+/* Whether why, a FRPC_EPEERLOST answer's text, says that the first rank
+ * gone left (LEAVE) rather than died. */
+int fr_store_lost_by_leave(const char *why);
+
 /* Sets key to len bytes of value (copied; overwrites; value may be NULL
  * when len is 0). Errors: FRPC_EINVAL (bad key or len), FRPC_EBOOTSTRAP
  * (connection lost), FRPC_ENOMEM (the server is out of memory). */

@@ -29,11 +29,16 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "comm/sha256.h"
 #include "comm/store_proto.h"
+
+/* The text of a loss whose first gone rank left (fr_store_lost_by_leave
+ * reads it back). */
+#define LOST_BY_LEAVE "rank %d left the job"
 
 struct rank_rec {
     bool joined, open;
@@ -290,10 +295,17 @@ static void change(fr_store_members *m, int rank, uint8_t st,
     snprintf(e->reason, sizeof(e->reason), "%s", why);
     if (!m->lost[0]) {
         if (st == FR_STORE_LEFT)
-            snprintf(m->lost, sizeof(m->lost), "rank %d left the job", rank);
+            snprintf(m->lost, sizeof(m->lost), LOST_BY_LEAVE, rank);
         else
             snprintf(m->lost, sizeof(m->lost), "rank %d died: %s", rank, why);
     }
+}
+
+int fr_store_lost_by_leave(const char *why)
+{
+    int rank, end = 0;
+    return sscanf(why, LOST_BY_LEAVE "%n", &rank, &end) == 1 && end > 0 &&
+           why[end] == '\0';
 }
 
 void fr_store_members_leave(fr_store_members *m, int rank)

@@ -437,12 +437,18 @@ static void shm_base(const frpc_agent *a, char *buf, size_t len)
              h[2], h[3], h[4], h[5], h[6], h[7]);
 }
 
+static void region_name(const char *base, uint32_t rank, char *buf,
+                        size_t len)
+{
+    snprintf(buf, len, "%s_%u", base, rank);
+}
+
 void fr_agent_shm_name(const frpc_agent *a, uint32_t rank, char *buf,
                        size_t len)
 {
     char base[72];
     shm_base(a, base, sizeof(base));
-    snprintf(buf, len, "%s_%u", base, rank);
+    region_name(base, rank, buf, len);
 }
 
 void fr_agent_unlink_names_of(const frpc_agent *a, uint32_t rank)
@@ -450,9 +456,9 @@ void fr_agent_unlink_names_of(const frpc_agent *a, uint32_t rank)
     char base[72], name[160];
     if (strcmp(a->provider, "shm") != 0 || !a->token)
         return;
-    fr_agent_shm_name(a, rank, name, sizeof(name));
-    shm_unlink(name);
     shm_base(a, base, sizeof(base));
+    region_name(base, rank, name, sizeof(name));
+    shm_unlink(name);
     fr_doorbell_name(base, rank, name, sizeof(name));
     shm_unlink(name);
 }
@@ -798,10 +804,12 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         goto fail;
     }
     if (a->set.world > 1 && (rc = barrier(a, left_ms(deadline)))) {
+        /* The store's guess at a timeout ("rank 0 stopped?") is no news
+         * to rank 0, which serves it. */
+        const char *why = a->store_srv ? "" : store_why(a);
         if (rc == FRPC_ETIMEDOUT)
             say(err, errlen, "rank %d: not every rank joined within %d ms%s%s",
-                a->set.rank, a->set.init_timeout_ms,
-                *store_why(a) ? ": " : "", store_why(a));
+                a->set.rank, a->set.init_timeout_ms, *why ? ": " : "", why);
         else /* a death or the store's loss, not the clock */
             say(err, errlen, "rank %d: the job broke before every rank "
                 "joined: %s", a->set.rank,
@@ -820,6 +828,14 @@ fail:
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;
+    /* A rank that leaves during frpc_init gave its own up (its timeout,
+     * a refusal): the job did not start, nobody died. */
+    if (rc == FRPC_EPEERLOST && fr_store_lost_by_leave(store_why(a))) {
+        rc = FRPC_EBOOTSTRAP;
+        size_t n = strlen(err);
+        if (n + 1 < errlen)
+            snprintf(err + n, errlen - n, " (its own frpc_init failed)");
+    }
     clean_after_dead_peers(a, peers, rc);
     free(peers);
     if (!err[0]) /* every failure says something (out of memory, mostly) */
@@ -1084,6 +1100,12 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
         return FRPC_EDEADLK;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     atomic_store(&a->shutting_down, how + 1);
+    /* Every rank mapped this rank's region during frpc_init (a repair
+     * finds it in its own maps): its name goes now, before any goodbye,
+     * so that a kill from here on leaves nothing in /dev/shm (the others,
+     * told that it leaves, would not clean after it). The mapping stays
+     * until the endpoint closes. */
+    fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
          * serving until every rank is here. */

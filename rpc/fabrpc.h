@@ -468,8 +468,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * config.rma native where the provider cannot do RMA, or libfabric
  * (libfabric.so.1) could not be loaded), FRPC_EBOOTSTRAP
  * (store unreachable, a rank did not join in time (for instance because
- * its job key was not the job's: that rank gets FRPC_EACCES) or was
- * claimed twice, the ranks disagree on world size or version, or a value
+ * its job key was not the job's: that rank gets FRPC_EACCES) or gave its
+ * own frpc_init up (its timeout ran out first) or was claimed twice, the ranks disagree on world size or version, or a value
  * in the store is garbled; the message says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a
@@ -542,9 +542,8 @@ enum {
  * or a return from main; not a fork child's exit, which leaves its
  * parent's) or, when it was killed, by the rank on its host that finds
  * it dead, also when that ends frpc_init (by fabrpc-run, if none is
- * left); a rank killed inside frpc_shutdown once it has told the others
- * that it leaves is taken as left, not dead, and its region stays
- * unless fabrpc-run started the job. It cannot bound a
+ * left); a rank's own frpc_shutdown removes the name as it starts, so a
+ * rank killed inside it leaves nothing either. It cannot bound a
  * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
  * was seen looping inside fi_recv for good after bursts from several
  * ranks, and the shutdown then waits for the polling thread for ever

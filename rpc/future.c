@@ -75,7 +75,12 @@ static void run_callback(void *arg)
 {
     frpc_future *f = arg;
     fr_taken_ns = 0; /* user code: a poll's time is stale after it */
+    /* Also on the caller's own thread (frpc_future_then on a done future,
+     * cancel or free with the pool full): frpc_shutdown from the callback
+     * would free the agent the caller is in. */
+    fr_agent_inside++;
     f->cb(f, f->cb_user);
+    fr_agent_inside--;
     unref(f);
 }
 

@@ -1762,6 +1762,35 @@ START_TEST(futures_outlive_the_agent)
 }
 END_TEST
 
+/* "frpc_shutdown ... may not be called from ... a future's callback":
+ * also when frpc_future_then runs it at once on the caller's thread (the
+ * future was done; pre-fix: FRPC_OK, and the agent freed under the
+ * caller). */
+static int shutdown_in_callback_rc = 1;
+
+static void shut_down_from_callback(frpc_future *f, void *user)
+{
+    (void)f;
+    shutdown_in_callback_rc =
+        frpc_shutdown(user, FRPC_SHUTDOWN_IMMEDIATE, 100);
+}
+
+START_TEST(shutdown_from_a_callback_then_runs_at_once_is_edeadlk)
+{
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "x", 1, 5000, &f), 0);
+    ck_assert_int_eq(frpc_future_wait(f, 5000), 0);
+    ck_assert_int_eq(frpc_future_then(f, shut_down_from_callback, agent), 0);
+    ck_assert_int_eq(shutdown_in_callback_rc, FRPC_EDEADLK);
+    frpc_future_free(f);
+    /* Nothing was freed: the agent still answers. */
+    frpc_result res = {0};
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", "y", 1, 5000, &res), 0);
+    ck_assert_uint_eq(res.len, 1);
+    frpc_result_clear(&res);
+}
+END_TEST
+
 /* frpc_wait_all over futures of two agents, the first one's shut down
  * (its future complete): the wait drives the agent still working
  * (pre-fix: it entered the first future's freed agent, and returned
@@ -1989,6 +2018,10 @@ int main(void)
          a_request_no_thread_can_take_ends_eshutdown, .fixture = &with_agent},
         {"after frpc_shutdown, futures are read, cancelled (1) and freed",
          futures_outlive_the_agent, .fixture = &with_agent},
+        {"frpc_shutdown from a callback frpc_future_then runs at once on "
+         "the caller's thread is FRPC_EDEADLK, the agent stays",
+         shutdown_from_a_callback_then_runs_at_once_is_edeadlk,
+         .fixture = &with_agent},
         {"frpc_wait_all drives the agent of a future in flight, not one "
          "shut down",
          a_wait_skips_an_agent_shut_down, .fixture = &with_agent},

@@ -56,17 +56,17 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
-static void *run_rank0(void *arg)
+/* frpc_init of one tcp rank of world ranks: its code, time, message. */
+static void init_tcp_rank(rank0 *r, int rank, int world, int init_ms)
 {
-    rank0 *r = arg;
     frpc_config cfg;
     frpc_agent *a = NULL;
     frpc_config_init(&cfg);
-    cfg.rank = 0;
-    cfg.world_size = 2;
+    cfg.rank = rank;
+    cfg.world_size = world;
     cfg.store_addr = r->addr;
     cfg.providers = "tcp";
-    cfg.init_timeout_ms = INIT_MS;
+    cfg.init_timeout_ms = init_ms;
     cfg.errbuf = r->err;
     cfg.errbuf_len = sizeof(r->err);
     int64_t t0 = now_ms();
@@ -74,6 +74,11 @@ static void *run_rank0(void *arg)
     r->ms = now_ms() - t0;
     if (a)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+}
+
+static void *run_rank0(void *arg)
+{
+    init_tcp_rank(arg, 0, 2, INIT_MS);
     return NULL;
 }
 
@@ -127,6 +132,40 @@ START_TEST(init_ends_by_one_deadline_when_a_rank_never_reaches_the_barrier)
                   "frpc_init took %lld ms, init_timeout_ms %d",
                   (long long)r.ms, INIT_MS);
     fr_store_close(c);
+}
+END_TEST
+
+/* Rank 0 gives its init up at its timeout (rank 1 never comes) while
+ * rank 2, started later with a longer timeout, still waits on the store:
+ * rank 0 left, nobody died, and the job did not start, so rank 2's init
+ * ends FRPC_EBOOTSTRAP, not FRPC_EPEERLOST (pre-fix: "peer lost: rank 0
+ * left the job"). */
+#define GIVES_UP_MS 2000 /* rank 0's init timeout */
+#define WAITS_MS 30000   /* rank 2's */
+
+static void *run_rank0_of_3(void *arg)
+{
+    init_tcp_rank(arg, 0, 3, GIVES_UP_MS);
+    return NULL;
+}
+
+START_TEST(a_rank_giving_up_its_init_ends_the_others_ebootstrap)
+{
+    rank0 r0 = {.rc = 1}, r2 = {.rc = 1};
+    snprintf(r0.addr, sizeof(r0.addr), HOST ":%u", free_port());
+    memcpy(r2.addr, r0.addr, sizeof(r2.addr));
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, run_rank0_of_3, &r0), 0);
+    sleep_ms(GIVES_UP_MS / 4);
+    init_tcp_rank(&r2, 2, 3, WAITS_MS);
+    pthread_join(t, NULL);
+    fprintf(stderr, "rank 0: %s after %lld ms: %s\nrank 2: %s after %lld "
+            "ms: %s\n", frpc_err_name(r0.rc), (long long)r0.ms, r0.err,
+            frpc_err_name(r2.rc), (long long)r2.ms, r2.err);
+    ck_assert_int_eq(r0.rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(r2.rc, FRPC_EBOOTSTRAP);
+    ck_assert_msg(r2.ms < WAITS_MS / 2, "rank 2 waited %lld ms",
+                  (long long)r2.ms);
 }
 END_TEST
 
@@ -298,6 +337,9 @@ int main(void)
         {"frpc_init ends by one deadline when a rank never reaches the "
          "barrier",
          init_ends_by_one_deadline_when_a_rank_never_reaches_the_barrier},
+        {"a rank that gives its init up at its timeout ends the others' "
+         "FRPC_EBOOTSTRAP (the job did not start), not FRPC_EPEERLOST",
+         a_rank_giving_up_its_init_ends_the_others_ebootstrap},
         {"a rank that dies while the ranks connect ends the others' "
          "frpc_init at once with FRPC_EPEERLOST, not at the init timeout",
          a_rank_dying_while_the_ranks_connect_ends_init_at_once},

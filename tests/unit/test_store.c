@@ -1135,6 +1135,11 @@ START_TEST(test_leave_is_left)
                      FRPC_EPEERLOST);
     ck_assert_msg(strstr(fr_store_last_error(mains[0]), "rank 1 left the job"),
                   "text: %s", fr_store_last_error(mains[0]));
+    ck_assert(fr_store_lost_by_leave(fr_store_last_error(mains[0])));
+    ck_assert(!fr_store_lost_by_leave("rank 1 died: its store connection "
+                                      "closed without leaving"));
+    ck_assert(!fr_store_lost_by_leave("rank 1 left the job, then more"));
+    ck_assert(!fr_store_lost_by_leave(""));
     expect_value(mains[0], "addr/1", "one");
 }
 END_TEST
