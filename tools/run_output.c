@@ -9,7 +9,8 @@
  *   the rest of that line follows without a prefix, and may be mixed with
  *   other ranks' lines). Apart from prefixes and that one newline, bytes
  *   (NULs, invalid UTF-8) are passed on as they were read, never dropped
- *   while their reader is there.
+ *   while their reader is there; once it is gone, the ranks' pipes to it
+ *   close, and a rank writing there gets SIGPIPE, as in a shell pipeline.
  * - A buffer grown for a long line is freed when the line ends, so memory
  *   stays small however many ranks there are.
  */
@@ -36,8 +37,8 @@ void run_stream_init(struct run_stream *s, int rank, int fd, int dst,
                              .prefix = prefix};
 }
 
-/* Writes all of iov to fd; on a write error (reader gone) that output is
- * dropped from then on, so the ranks are still drained and never block. */
+/* Writes all of iov to fd; after a write error (reader gone) nothing more
+ * is written to fd, and the streams copied there close (run_stream_read). */
 static void write_all(int fd, struct iovec *iov, int cnt)
 {
     while (cnt > 0 && !broken[fd]) {
@@ -153,5 +154,8 @@ int run_stream_read(struct run_stream *s)
         emit(s, buf, (size_t)n, NULL, 0);
     else
         feed(s, buf, (size_t)n);
-    return 0;
+    /* The reader of dst is gone (`fabrpc-run ... | head`): close the pipe,
+     * so that the rank's next write ends it by SIGPIPE as in a shell
+     * pipeline, rather than reading and dropping its output for ever. */
+    return broken[s->dst];
 }

@@ -26,10 +26,9 @@ void run_stream_init(struct run_stream *s, int rank, int fd, int dst,
 
 /* Reads once from s->fd (call it when poll() says the fd is ready, so it
  * does not block) and writes out every whole line. Returns 1 at end of
- * file or on a read error, when the caller must call run_stream_close;
- * else 0. Writing may block while the reader of dst is slow; if dst is
- * gone (EPIPE), output for dst is dropped from then on, so ranks never
- * block on a full pipe. */
+ * file, on a read error, or once the reader of dst is gone (EPIPE), when
+ * the caller must call run_stream_close (the rank, writing again, gets
+ * SIGPIPE); else 0. Writing may block while the reader of dst is slow. */
 int run_stream_read(struct run_stream *s);
 
 /* Writes out a held partial line (ending it with a newline), closes the

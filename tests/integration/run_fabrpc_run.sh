@@ -284,6 +284,19 @@ t_stdin_to_rank_0() {
     [ "$(cat "$TMPD/out")" = "[0] hello" ] || fail "stdin: got '$(cat "$TMPD/out")'"
 }
 
+# `fabrpc-run ... | head`: once the reader is gone, ranks that keep
+# writing end by SIGPIPE, as in a shell pipeline (before: fabrpc-run read
+# and dropped their output for ever, at 99% of a core).
+t_reader_gone_ends_the_job() {
+    local st
+    run_bounded 20 "$FABRPC_RUN" -n 2 sh -c 'while :; do echo x; done' \
+        2>"$TMPD/err" | head -2 >"$TMPD/out"
+    st=${PIPESTATUS[0]}
+    expect_status "$st" 141
+    [ "$(wc -l <"$TMPD/out")" -eq 2 ] || fail "expected 2 lines"
+    expect_grep '^fabrpc-run: rank [01] killed by signal SIGPIPE$' "$TMPD/err"
+}
+
 t_idle_uses_no_cpu() {
     local TIMEFORMAT='%U %S' t max=0.3
     # A sanitizer build's fabrpc-run spends more starting and stopping.
@@ -317,6 +330,7 @@ run_case "a partial last line is printed with its prefix" t_partial_last_line
 run_case "--no-prefix passes binary output unchanged" t_no_prefix_passes_bytes
 run_case "long lines and binary output survive" t_long_and_binary_lines
 run_case "rank 0 reads stdin" t_stdin_to_rank_0
+run_case "the reader of stdout gone: ranks end by SIGPIPE, status 141" t_reader_gone_ends_the_job
 run_case "no CPU is used while ranks run" t_idle_uses_no_cpu
 run_case "64 ranks" t_many_ranks
 finish_cases
