@@ -114,6 +114,41 @@ static int rank_taken(const fr_settings *s, char *err, size_t errlen)
     return FRPC_EINVAL;
 }
 
+/* How long rank 0 that cannot listen looks for its job's store there. */
+#define RANK0_PROBE_MS 1000
+
+/*
+ * Rank 0 could not listen at the store's address. If this job's store
+ * answers there, another process serves it, which only a rank 0 does: two
+ * processes were started as rank 0. Asked as rank 0, the store refuses
+ * this one (FRPC_EEXIST) and, while the job joins, poisons it, so that
+ * the other ranks' frpc_init fails at once ("rank 0 was claimed twice")
+ * rather than the first rank 0 waiting for ranks that never come. 1 (err
+ * says so) if that is what happened; else 0, err kept.
+ */
+static int rank0_taken(frpc_agent *a, uint64_t deadline, char *err,
+                       size_t errlen)
+{
+    const fr_settings *s = &a->set;
+    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = NULL;
+    char why[512] = "";
+    int ms = left_ms(deadline);
+    int rc = fr_store_connect(s->store_host, s->store_port,
+                              ms < RANK0_PROBE_MS ? ms : RANK0_PROBE_MS, &me,
+                              &c, why, sizeof(why));
+    fr_store_close(c); /* joined (a first rank 0 not connected yet): it
+                          will be the one refused */
+    if (rc != FRPC_EEXIST && rc != 0)
+        return 0;
+    if (rc == FRPC_EEXIST)
+        say(err, errlen, "%s", why);
+    else
+        say(err, errlen, "rank 0 of this job already serves its store at "
+            "%s:%u", s->store_host, s->store_port);
+    return 1;
+}
+
 static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
                          size_t errlen)
 {
@@ -124,6 +159,8 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
         rc = fr_store_server_start(s->store_host, s->store_port, &me,
                                    &a->store_srv, err, errlen);
         if (rc) {
+            if (rank0_taken(a, deadline, err, errlen))
+                return rank_taken(s, err, errlen);
             store_hint(s, err, errlen); /* could not listen there */
             return rc;
         }

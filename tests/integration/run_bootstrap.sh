@@ -146,17 +146,24 @@ bad_env() {
     expect_grep "FABRPC_RANK" "$TMPD/be.out"
 }
 
-# Ranks 0, 1, 1 of 3: the store refuses the second rank 1 at once
-# (FRPC_EINVAL, naming the rank and its variable), and, as rank 2 will
-# never come, fails the others' init at once too, saying why; before,
-# every process waited for its whole init timeout. Which rank 1 comes
-# second is the machine's choice.
+# Ranks 0, 1, D of 3 (D = 1 or 0): the store refuses the second rank D at
+# once (FRPC_EINVAL, naming the rank and its variable), and, as rank 2
+# will never come, fails the others' init at once too, saying why;
+# before, every process waited for its whole init timeout. Which rank 1
+# comes second is the machine's choice; the second rank 0 starts a
+# second later (it cannot listen at the store's address, finds the job's
+# store there and is refused by it; before: "Address already in use",
+# and the others waited for their init timeout).
 rank_claimed_twice() {
-    local port i r pids=() start end dup=0
+    local d=$1 port i r pids=() start end dup=0
     port=$(free_port)
     start=$(date +%s)
     for i in 0 1 2; do
         r=$((i > 0))
+        if [ $i = 2 ]; then
+            r=$d
+            [ "$d" = 0 ] && sleep 1
+        fi
         FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 FABRPC_STORE_ADDR=127.0.0.1:$port \
             FABRPC_INIT_TIMEOUT_MS=40000 run_bounded 60 "$HELLO" \
             >"$TMPD/dup.$i" 2>&1 &
@@ -170,14 +177,14 @@ rank_claimed_twice() {
     for i in 0 1 2; do
         cat "$TMPD/dup.$i"
         if grep -q "already held" "$TMPD/dup.$i"; then
-            expect_grep "^frpc_init: invalid argument: .*rank 1 is already held by a live member.*FABRPC_RANK=1" "$TMPD/dup.$i"
+            expect_grep "^frpc_init: invalid argument: .*rank $d is already held by a live member.*FABRPC_RANK=$d" "$TMPD/dup.$i"
             dup=$((dup + 1))
         else
-            expect_grep "rank 1 was claimed twice" "$TMPD/dup.$i"
+            expect_grep "rank $d was claimed twice" "$TMPD/dup.$i"
         fi
     done
-    [ $dup = 1 ] || fail "$dup processes were refused as the second rank 1"
-    grep -q "already held" "$TMPD/dup.0" && fail "rank 0 was refused"
+    [ $dup = 1 ] || fail "$dup processes were refused as the second rank $d"
+    grep -q "already held" "$TMPD/dup.0" && fail "the first rank 0 was refused"
     # Well before the 40 s init timeout, on a loaded machine too.
     [ $((end - start)) -lt 25 ] || fail "took $((end - start)) s"
 }
@@ -192,5 +199,6 @@ run_case "unreachable default store says it is the default" default_store_hint
 run_case "a rank that never comes fails init" missing_rank
 run_case "no provider in common: each rank's init names the odd rank's" no_common_provider
 run_case "invalid rank is refused" bad_env
-run_case "a rank started twice: refused, and every init fails at once" rank_claimed_twice
+run_case "a rank started twice: refused, and every init fails at once" rank_claimed_twice 1
+run_case "rank 0 started twice: the second refused, every init fails at once" rank_claimed_twice 0
 finish_cases
