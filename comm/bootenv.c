@@ -178,11 +178,18 @@ static int resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
     out->rank_name = "config.rank";
     for (size_t i = 0; rc == 0 && !found && i < sizeof(env_pairs) /
                                                 sizeof(env_pairs[0]); i++) {
-        const char *world = env_pairs[i].world;
-        if (!env_text(world) && env_pairs[i].world_alt &&
-            env_text(env_pairs[i].world_alt))
-            world = env_pairs[i].world_alt;
-        rc = take_pair(env_pairs[i].rank, env_text(env_pairs[i].rank), world,
+        const char *world = env_pairs[i].world, *alt = env_pairs[i].world_alt;
+        const char *wname = world;
+        char both[96]; /* what a missing world size is called */
+        if (!env_text(world) && alt) {
+            if (env_text(alt)) {
+                world = wname = alt;
+            } else {
+                snprintf(both, sizeof(both), "%s (or %s)", world, alt);
+                wname = both;
+            }
+        }
+        rc = take_pair(env_pairs[i].rank, env_text(env_pairs[i].rank), wname,
                        env_text(world), out, &found, errbuf, errlen);
         out->source = env_pairs[i].source;
         out->rank_name = env_pairs[i].rank;

@@ -86,12 +86,14 @@ static const char usage_text[] =
     "options:\n"
     "  -n N            number of ranks, 1 to 1024 (required)\n"
     "  --provider P    set FABRPC_PROVIDER=P (e.g. shm, tcp, \"shm,tcp\")\n"
-    "  --timeout S     stop all ranks after S seconds (may be fractional)\n"
-    "                  and exit 124; default: no limit\n"
+    "  --timeout S     stop all ranks after S seconds (may be fractional,\n"
+    "                  at most 1e9) and exit 124; default: no limit\n"
     "  --port PORT     port of the bootstrap store; default: a free port\n"
     "  --no-prefix     pass the ranks' output through unchanged\n"
     "  --keep-going    a rank that fails does not stop the others: they\n"
-    "                  learn of it (FRPC_EPEERLOST) and go on or end\n"
+    "                  learn of it (FRPC_EPEERLOST; FRPC_EBOOTSTRAP from\n"
+    "                  the store's operations, barriers included, once\n"
+    "                  rank 0, which serves it, is gone) and go on or end\n"
     "                  as they choose\n"
     "  -h, --help      print this help and exit 0\n"
     "\n"
@@ -537,7 +539,8 @@ int main(int argc, char **argv)
             J.timeout = strtod(optarg, &end);
             if (errno || end == optarg || *end || !(J.timeout > 0) ||
                 J.timeout > 1e9)
-                return usage_error("--timeout must be a number of seconds > 0");
+                return usage_error("--timeout must be a number of seconds "
+                                   "> 0 and at most 1e9");
             break;
         case 'P':
             if (parse_int(optarg, 1, 65535, &port) < 0)
@@ -550,7 +553,11 @@ int main(int argc, char **argv)
             J.keep_going = 1;
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            /* Written in full, or exit 1 (`--help >/dev/full`). */
+            if (fputs(usage_text, stdout) < 0 || fflush(stdout) != 0) {
+                perror("fabrpc-run: cannot write the help");
+                return 1;
+            }
             return 0;
         default:
             fprintf(stderr, "fabrpc-run: %s: %s\n",

@@ -218,6 +218,16 @@ START_TEST(test_half_set_pair)
 }
 END_TEST
 
+/* SLURM_PROCID alone: the message names both variables a world size may
+ * come from. */
+START_TEST(test_slurm_rank_alone_names_ntasks_and_nprocs)
+{
+    setenv("SLURM_PROCID", "0", 1);
+    resolve_fails(-1, -1, NULL, "SLURM_NTASKS (or SLURM_NPROCS) is not",
+                  "SLURM_PROCID=0 is set");
+}
+END_TEST
+
 START_TEST(test_slurm_nprocs_stands_in_for_ntasks)
 {
     setenv("SLURM_PROCID", "2", 1);
@@ -387,6 +397,8 @@ int main(void)
         {"MASTER_ADDR without MASTER_PORT is refused", test_half_set_master},
         {"SLURM_NPROCS stands in for SLURM_NTASKS",
          test_slurm_nprocs_stands_in_for_ntasks},
+        {"SLURM_PROCID alone names SLURM_NTASKS and SLURM_NPROCS",
+         test_slurm_rank_alone_names_ntasks_and_nprocs},
         {"host:port and [v6addr]:port syntax", test_addr_syntax},
         {"integer helpers are strict", test_getenv_long},
         {"a rank not below its world size keeps the store to tell",
