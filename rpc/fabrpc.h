@@ -457,7 +457,9 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * rank came from); if that was while the job was still joining, the rank
  * it was meant to be will never come, so every other rank's frpc_init
  * fails at once too (FRPC_EBOOTSTRAP, "rank 1 was claimed twice"); once
- * every rank has joined, it is only refused. cfg may be NULL
+ * every rank has joined, it is only refused. Rank 0 alike: the second
+ * one, which cannot listen at the store's address, asks the store there
+ * (within a second) and is refused by it. cfg may be NULL
  * (every field unset); one not filled by frpc_config_init (its size field
  * not a size frpc_config has had in a release up to this library's)
  * fails with FRPC_EINVAL before anything else, errbuf untouched.
