@@ -17,11 +17,16 @@
  *
  *   fabrpc-run -n 4 ./examples/paramserver [floats [steps]]
  *
+ * floats: 1 to 2^26 (MAX_FLOATS: 256 MiB a buffer), default 2^20; steps:
+ * 1 to INT_MAX, default 20. Anything else is the usage message, exit 2.
+ *
  * Every wait has a bound: rank 0 notices a worker that dies while it
  * waits for gradients (frpc_peer_state), a worker notices rank 0's death
  * (its transfers end FRPC_EPEERLOST), and the program says so and exits 1
  * rather than hang.
  */
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -294,17 +299,38 @@ out:
     return failed;
 }
 
+/* The most parameters: 256 MiB of floats. Rank 0 holds them and a
+ * gradient slot of as many per worker, each worker two buffers of them. */
+#define MAX_FLOATS (1ul << 26)
+
+/* A whole decimal (or 0x hex) number from 1 to max into *out, else -1:
+ * no sign, nothing after it, no overflow. */
+static int parse_count(const char *s, unsigned long max, unsigned long *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9') /* strtoul would take "-5" as a huge one */
+        return -1;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 0);
+    if (errno || *end || v < 1 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    size_t n = argc > 1 ? strtoul(argv[1], NULL, 0) : 1u << 20;
-    int steps = argc > 2 ? atoi(argv[2]) : 20;
+    unsigned long n = 1ul << 20, steps = 20;
     char err[512];
     frpc_config cfg;
     frpc_agent *a;
 
     setvbuf(stdout, NULL, _IOLBF, 0); /* each step's line as it comes */
-    if (n == 0 || steps < 1) {
-        fprintf(stderr, "usage: %s [floats > 0 [steps > 0]]\n", argv[0]);
+    if (argc > 3 || (argc > 1 && parse_count(argv[1], MAX_FLOATS, &n)) ||
+        (argc > 2 && parse_count(argv[2], INT_MAX, &steps))) {
+        fprintf(stderr, "usage: %s [floats (1 to %lu, default 1048576) "
+                "[steps (1 to %d, default 20)]]\n", argv[0], MAX_FLOATS,
+                INT_MAX);
         return 2;
     }
     frpc_config_init(&cfg);
@@ -321,8 +347,8 @@ int main(int argc, char **argv)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 2;
     }
-    int failed = frpc_rank(a) == 0 ? run_server(a, n, steps)
-                                   : run_worker(a, n, steps);
+    int failed = frpc_rank(a) == 0 ? run_server(a, n, (int)steps)
+                                   : run_worker(a, n, (int)steps);
     /* A failed rank leaves at once; the others' waits end by their
      * timeouts or by its loss. */
     rc = frpc_shutdown(a, failed ? FRPC_SHUTDOWN_IMMEDIATE

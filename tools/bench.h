@@ -152,7 +152,8 @@ void bench_times_done(bench_times *t, long slot);
  * slice rule (with a warning on stderr when it is). */
 void bench_times_row(bench_times *t, bench_row *r);
 /* Sets r->disturbed by the tail rule (p99 over 10x p50) from its
- * p50_us and p99_us, with a warning on stderr when it is. */
+ * p50_us and p99_us, with a warning on stderr when it is; BENCH_UNJUDGED
+ * when r->iters is under 3 (p99 is then p50's call). */
 void bench_judge_tail(bench_row *r);
 
 /* Default timed calls of a mode for one size (or window), --iters first. */

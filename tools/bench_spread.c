@@ -25,7 +25,9 @@
  *   p99 over BENCH_TAIL_MAX (10) times p50. A run that had the CPUs to
  *   itself keeps its slowest 1% within a few times the median; a
  *   descheduled rank stalls a call for a scheduler tick, milliseconds
- *   against microseconds, which is far more than 10x.
+ *   against microseconds, which is far more than 10x. Under
+ *   BENCH_TAIL_MIN_CALLS (3) timed calls p99 and p50 are the same call,
+ *   so the row says null (not judged).
  * - A window of calls (rate, bandwidth): the timed calls, counted from
  *   the first completion (so that the window's filling is not part of
  *   it), are cut into BENCH_SLICES (5) slices of equal count, and the run
@@ -44,6 +46,10 @@
 #include "bench.h"
 
 #define BENCH_TAIL_MAX 10.0
+/* With fewer timed calls bench_quantile's p99 is p50's call itself (1
+ * call: both v[0]; 2: both v[1]), so the tail rule always says "not
+ * disturbed": the row says null instead. */
+#define BENCH_TAIL_MIN_CALLS 3
 #define BENCH_SLICE_MIN 0.5
 
 int bench_times_init(bench_times *t, long w, long n)
@@ -130,6 +136,10 @@ void bench_judge_tail(bench_row *r)
 {
     if (!(r->p50_us > 0) || !(r->p99_us >= 0))
         return;
+    if (r->iters < BENCH_TAIL_MIN_CALLS) {
+        r->disturbed = BENCH_UNJUDGED; /* p99 is p50's call: nothing to say */
+        return;
+    }
     r->disturbed = r->p99_us > BENCH_TAIL_MAX * r->p50_us;
     if (r->disturbed)
         warn(r, "p99 is %.1fx p50 (over 10x)", r->p99_us / r->p50_us);

@@ -1,8 +1,8 @@
 /*
  * fabrpc-bench: measures fabrpc between the ranks of a job.
  *
- *   fabrpc-run -n 2 [--provider P] fabrpc-bench MODE [options]
  *   fabrpc-bench MODE [options]      (starts its own ranks with fabrpc-run)
+ *   fabrpc-run -n 2 --no-prefix [--provider P] fabrpc-bench MODE [options]
  *
  * This file: options, self-launch and main; bench_output.c prints the
  * rows (a table, or one JSON object per line). The modes are in
@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,14 +21,16 @@
 #include "bench.h"
 
 static const char usage_text[] =
-    "usage: fabrpc-run -n 2 [--provider P] fabrpc-bench MODE [options]\n"
-    "       fabrpc-bench MODE [options]   (starts its own ranks)\n"
+    "usage: fabrpc-bench MODE [options]   (starts its own ranks)\n"
+    "       fabrpc-run -n 2 --no-prefix [--provider P] fabrpc-bench MODE "
+    "[options]\n"
     "\n"
     "Rank 0 measures and prints; rank 1 answers (handlers run inline on\n"
     "its progress thread). Run without a launcher's environment (no\n"
     "FABRPC_RANK, RANK, ...), fabrpc-bench runs itself under fabrpc-run\n"
     "(found next to it, else in PATH; rank tags off) and exits with its\n"
-    "status.\n"
+    "status. Under fabrpc-run without --no-prefix each line comes tagged\n"
+    "\"[0] \", which is not JSON: --json lines need --no-prefix there.\n"
     "\n"
     "modes:\n"
     "  latency    synchronous round trips, replies as large as the args:\n"
@@ -69,11 +72,14 @@ static const char usage_text[] =
     "                   or fabrpc-run's --provider); fails if fabrpc comes\n"
     "                   up on another one\n"
     "  --sizes LIST     comma list of sizes in bytes, suffixes k and m\n"
-    "                   (latency, bandwidth, rma)\n"
+    "                   (latency, bandwidth, rma; timeouts: ms), no empty\n"
+    "                   items\n"
     "  --inflight LIST  comma list of windows W (rate, bandwidth, rma)\n"
-    "  --iters N        timed calls per row (default: latency 10000, fewer\n"
-    "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
-    "  --warmup N       untimed calls first (default iters/10)\n"
+    "  --iters N        timed calls per row (latency, rate, bandwidth, rma,\n"
+    "                   timeouts; default: latency 10000, fewer over\n"
+    "                   64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
+    "  --warmup N       untimed calls first (latency, rate, bandwidth, rma;\n"
+    "                   default iters/10)\n"
     "  --batch          rate, bandwidth: take every call found complete,\n"
     "                   then refill the window between frpc_batch_begin\n"
     "                   and frpc_batch_end (metric rate_batched or\n"
@@ -104,7 +110,8 @@ static const char usage_text[] =
     "  --seconds S      idle: how long to stay idle (default 5)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
-    "  --json           one JSON object per line instead of a table, with\n"
+    "  --json           one JSON object per line instead of a table (under\n"
+    "                   fabrpc-run: with its --no-prefix), with\n"
     "                   keys system, provider, metric, size, inflight, iters,\n"
     "                   p50_us, p99_us, calls_per_s, mb_per_s, cpu_s (null\n"
     "                   when not measured), and where they apply rank,\n"
@@ -130,7 +137,10 @@ static const char usage_text[] =
     "                   fi_cq_sread: on an fd where the provider has one,\n"
     "                   else by its own means, sched_yield for shm; none\n"
     "                   if it has no CQ wait object) and adds\n"
-    "                   ratio_to_fi_blocking.\n"
+    "                   ratio_to_fi_blocking, and a busy TCP ping-pong\n"
+    "                   (system \"tcp_pingpong_busy\", both ends spin on a\n"
+    "                   non-blocking recv; no ratio: the blocking one's p50\n"
+    "                   less this one's is what two wake-ups cost).\n"
     "                   rate: after fabrpc's rows, rank 0 keeps each window\n"
     "                   of 8-byte messages in flight over raw libfabric on\n"
     "                   the same provider (system \"fi_msg\": a forked\n"
@@ -143,9 +153,12 @@ static const char usage_text[] =
     "                   rows as get's and put's): a forked process's region\n"
     "                   read by fi_read and written by fi_writemsg, split\n"
     "                   into fabrpc's chunks, with the same hints and write\n"
-    "                   flags, the CQ busy-polled. On shm also a memcpy of\n"
-    "                   each size between two buffers (system and metric\n"
-    "                   \"memcpy\", W 1 only): the physical limit\n"
+    "                   flags, the CQ busy-polled; sizes up to 64k also\n"
+    "                   as batches of 1,000 (metrics raw_read_batch,\n"
+    "                   raw_write_batch, W 1000), as fabrpc's. On shm\n"
+    "                   also a memcpy of each size between two buffers\n"
+    "                   (system and metric \"memcpy\", W 1 only): the\n"
+    "                   physical limit\n"
     "  -h, --help       print this help\n"
     "\n"
     "disturbed rows: rank 0 judges each row of latency, rate and bandwidth\n"
@@ -154,16 +167,21 @@ static const char usage_text[] =
     "false, or null when too few calls to judge; disturbed=yes|no in the\n"
     "table). One round trip at a time: disturbed when p99 > 10x p50 (an\n"
     "undisturbed tail stays within a few times the median; a descheduled\n"
-    "rank costs milliseconds). A window (rate, bandwidth): the timed calls,\n"
-    "from the first completion on, are cut into 5 slices of equal count;\n"
+    "rank costs milliseconds); null under 3 timed calls (p99 is then\n"
+    "p50's call). A window (rate, bandwidth): the timed calls, from the\n"
+    "first completion on, are cut into 5 slices of equal count;\n"
     "disturbed when the slowest slice's calls/s is < 0.5x the fastest's\n"
     "(something else had the machine for a tenth of the run or more);\n"
     "null when a slice would hold fewer than 4 W calls (completions come in\n"
     "bursts of up to W). A machine slow all through the run is not caught.\n"
     "\n"
-    "exit status: 0 ok; 1 a measurement failed; 2 bad usage; 3 --baseline\n"
-    "could not run fi_pingpong, or a raw libfabric run failed (fabrpc's rows\n"
-    "are still printed).\n";
+    "An option given with a mode it does not go with (those named above;\n"
+    "--provider, --progress, --ranks and --json go with all) is refused.\n"
+    "\n"
+    "exit status: 0 ok; 1 a measurement failed; 2 bad usage (also a value\n"
+    "fabrpc's frpc_init refuses: an unknown --provider, a bad FABRPC_*\n"
+    "variable); 3 --baseline could not run fi_pingpong, or a raw libfabric\n"
+    "run failed (fabrpc's rows are still printed).\n";
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -200,20 +218,39 @@ static int parse_count(const char *s, unsigned long long *val)
     return 0;
 }
 
-/* A comma list of counts into v (sizes or windows); their number or -1. */
-static int parse_list(const char *s, unsigned long long *v)
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...)
 {
-    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("fabrpc-bench: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+    return -1;
+}
+
+/* A comma list of counts into v (sizes or windows): their number, or -1
+ * after saying what is wrong (opt: the option that gave it). */
+static int parse_list(const char *opt, const char *s, unsigned long long *v)
+{
     int n = 0;
-    if (strlen(s) >= sizeof(buf))
-        return -1;
-    strcpy(buf, s);
-    for (char *t = strtok(buf, ","); t; t = strtok(NULL, ",")) {
-        if (n == BENCH_MAX_LIST || parse_count(t, &v[n]))
-            return -1;
-        n++;
+    for (const char *p = s;; n++) {
+        char item[32];
+        size_t len = strcspn(p, ",");
+        if (len == 0)
+            return bad("%s: an empty item (a comma at an end, or two in a "
+                       "row): \"%s\"", opt, s);
+        if (n == BENCH_MAX_LIST)
+            return bad("%s: more than %d items: %s", opt, BENCH_MAX_LIST, s);
+        snprintf(item, sizeof(item), "%.*s", (int)len, p);
+        if (len >= sizeof(item) || parse_count(item, &v[n]))
+            return bad("%s: bad item \"%.*s\" (a count > 0, suffix k or m "
+                       "allowed): %s", opt, (int)len, p, s);
+        if (!p[len])
+            return n + 1;
+        p += len + 1;
     }
-    return n ? n : -1;
 }
 
 static int parse_progress(const char *v, frpc_progress_mode *p)
@@ -237,17 +274,56 @@ static int parse_on_off(const char *v, int *on)
     return 0;
 }
 
-static int bad(const char *what, const char *arg)
+/* The modes an option goes with (a bit per bench_mode), as the help says;
+ * given with another mode it is refused. The options not here (--provider,
+ * --progress, --ranks, --json) go with every mode. */
+#define MODE(m) (1u << (m))
+static const struct {
+    const char *name;
+    unsigned modes;
+} option_modes[] = {
+    {"--sizes", MODE(BENCH_LATENCY) | MODE(BENCH_BANDWIDTH) |
+                    MODE(BENCH_TIMEOUTS) | MODE(BENCH_RMA)},
+    {"--inflight", MODE(BENCH_RATE) | MODE(BENCH_BANDWIDTH) | MODE(BENCH_RMA)},
+    {"--iters", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
+                    MODE(BENCH_BANDWIDTH) | MODE(BENCH_TIMEOUTS) |
+                    MODE(BENCH_RMA)},
+    {"--warmup", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
+                     MODE(BENCH_BANDWIDTH) | MODE(BENCH_RMA)},
+    {"--batch", MODE(BENCH_RATE) | MODE(BENCH_BANDWIDTH)},
+    {"--coalesce", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
+                       MODE(BENCH_BANDWIDTH) | MODE(BENCH_RMA)},
+    {"--lend", MODE(BENCH_BANDWIDTH)},
+    {"--handler", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
+                      MODE(BENCH_BANDWIDTH)},
+    {"--seconds", MODE(BENCH_IDLE)},
+    {"--baseline", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) | MODE(BENCH_RMA)},
+};
+#define NOPTION_MODES (sizeof(option_modes) / sizeof(option_modes[0]))
+#define NMODES (sizeof(modes) / sizeof(modes[0]))
+
+/* Refuses option k of option_modes given with mode m (of modes[]), with
+ * "--lend goes with the bandwidth mode, not latency". */
+static int wrong_mode(size_t k, size_t m)
 {
-    fprintf(stderr, "fabrpc-bench: %s%s%s\n", what, arg ? ": " : "",
-            arg ? arg : "");
-    return -1;
+    char with[128] = "";
+    size_t len = 0, n = 0, left = 0;
+    for (size_t j = 0; j < NMODES; j++)
+        left += (option_modes[k].modes & MODE(modes[j].mode)) != 0;
+    for (size_t j = 0; j < NMODES; j++)
+        if (option_modes[k].modes & MODE(modes[j].mode))
+            len += (size_t)snprintf(with + len, sizeof(with) - len, "%s%s",
+                                    n++ == 0 ? "" : n == left ? " or " : ", ",
+                                    modes[j].name);
+    return bad("%s goes with the %s mode%s, not %s", option_modes[k].name,
+               with, left > 1 ? "s" : "", modes[m].name);
 }
 
+/* 0, 1 when -h or --help asks for the help, or -1 (bad usage, said). */
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
     const char *sizes = NULL, *inflight = NULL;
-    int lend_set = 0, handler_set = 0;
+    unsigned given = 0; /* options given, a bit per option_modes entry */
     unsigned long long v[BENCH_MAX_LIST];
     size_t m = 0;
 
@@ -257,16 +333,21 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
     o->seconds = 5;
     o->ranks = 2;
     if (argc < 2)
-        return bad("no MODE given", NULL);
-    while (m < sizeof(modes) / sizeof(modes[0]) && strcmp(argv[1], modes[m].name))
+        return bad("no MODE given");
+    while (m < NMODES && strcmp(argv[1], modes[m].name))
         m++;
-    if (m == sizeof(modes) / sizeof(modes[0]))
-        return bad("unknown mode", argv[1]);
+    if (m == NMODES)
+        return bad("unknown mode: %s", argv[1]);
     o->mode = modes[m].mode;
     o->mode_name = modes[m].name;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
+        for (size_t k = 0; k < NOPTION_MODES; k++)
+            if (!strcmp(a, option_modes[k].name))
+                given |= 1u << k;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return 1;
         int *flag = !strcmp(a, "--json")       ? &o->json
                     : !strcmp(a, "--baseline") ? &o->baseline
                     : !strcmp(a, "--batch")    ? &o->batch
@@ -276,7 +357,7 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             continue;
         }
         if (!val)
-            return bad("unknown option or missing value", a);
+            return bad("unknown option or missing value: %s", a);
         i++;
         errno = 0;
         if (!strcmp(a, "--sizes"))
@@ -289,9 +370,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                  !strcmp(a, "--ranks")) {
             long n = strtol(val, &end, 10);
             if (errno || *end || n < (a[2] == 'w' ? 0 : 1))
-                return bad("bad number", val);
+                return bad("bad number: %s", val);
             if (a[2] == 'r' && n > 1024)
-                return bad("--ranks above 1024 (fabrpc-run's limit)", val);
+                return bad("--ranks above 1024 (fabrpc-run's limit): %s",
+                           val);
             if (a[2] == 'r')
                 o->ranks = (int)n;
             else
@@ -299,58 +381,42 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--seconds")) {
             o->seconds = strtod(val, &end);
             if (errno || *end || !(o->seconds >= 0 && o->seconds < 1e6))
-                return bad("bad --seconds", val);
+                return bad("bad --seconds: %s", val);
         } else if (!strcmp(a, "--progress")) {
             if (parse_progress(val, &o->progress))
-                return bad("bad --progress", val);
+                return bad("bad --progress: %s", val);
             o->progress_set = 1;
         } else if (!strcmp(a, "--coalesce")) {
             if (parse_on_off(val, &o->coalesce))
-                return bad("bad --coalesce (on or off)", val);
+                return bad("bad --coalesce (on or off): %s", val);
         } else if (!strcmp(a, "--lend")) {
             if (parse_on_off(val, &o->lend))
-                return bad("bad --lend (on or off)", val);
-            lend_set = 1;
+                return bad("bad --lend (on or off): %s", val);
         } else if (!strcmp(a, "--handler")) {
             if (strcmp(val, "inline") && strcmp(val, "pool"))
-                return bad("bad --handler (inline or pool)", val);
+                return bad("bad --handler (inline or pool): %s", val);
             o->handler_pool = !strcmp(val, "pool");
-            handler_set = 1;
         } else
-            return bad("unknown option", a);
+            return bad("unknown option: %s", a);
     }
-    if ((o->nsizes = parse_list(sizes ? sizes : modes[m].sizes, v)) < 0)
-        return bad("bad --sizes", sizes);
+    for (size_t k = 0; k < NOPTION_MODES; k++)
+        if ((given & 1u << k) && !(option_modes[k].modes & MODE(o->mode)))
+            return wrong_mode(k, m);
+    if ((o->nsizes = parse_list("--sizes", sizes ? sizes : modes[m].sizes,
+                                v)) < 0)
+        return -1;
     for (int i = 0; i < o->nsizes; i++)
         o->sizes[i] = (size_t)v[i];
-    if ((o->ninflight = parse_list(inflight ? inflight : modes[m].inflight,
+    if ((o->ninflight = parse_list("--inflight",
+                                   inflight ? inflight : modes[m].inflight,
                                    v)) < 0)
-        return bad("bad --inflight", inflight);
+        return -1;
     for (int i = 0; i < o->ninflight; i++)
         o->inflight[i] = (long)v[i];
-    if (o->baseline && o->mode != BENCH_LATENCY && o->mode != BENCH_RATE &&
-        o->mode != BENCH_RMA)
-        return bad("--baseline goes with the latency, rate or rma mode",
-                   NULL);
-    if (o->coalesce >= 0 && o->mode != BENCH_LATENCY &&
-        o->mode != BENCH_RATE && o->mode != BENCH_BANDWIDTH &&
-        o->mode != BENCH_RMA)
-        return bad("--coalesce goes with the latency, rate, bandwidth or "
-                   "rma mode", NULL);
-    if (lend_set && o->mode != BENCH_BANDWIDTH)
-        return bad("--lend goes with the bandwidth mode", NULL);
-    if (handler_set && o->mode != BENCH_LATENCY && o->mode != BENCH_RATE &&
-        o->mode != BENCH_BANDWIDTH)
-        return bad("--handler goes with the latency, rate or bandwidth mode",
-                   NULL);
     for (int i = 0; o->mode == BENCH_TIMEOUTS && i < o->nsizes; i++)
-        if (o->sizes[i] >= BENCH_SLEEP_MS) {
-            static char why[96]; /* a timeout that cannot fire */
-            snprintf(why, sizeof(why), "timeouts: --sizes are timeouts in "
-                     "ms below %d (the handler's answer time)",
-                     BENCH_SLEEP_MS);
-            return bad(why, sizes);
-        }
+        if (o->sizes[i] >= BENCH_SLEEP_MS) /* a timeout that cannot fire */
+            return bad("timeouts: --sizes are timeouts in ms below %d (the "
+                       "handler's answer time): %s", BENCH_SLEEP_MS, sizes);
     return 0;
 }
 
@@ -450,6 +516,26 @@ static int coalesce_used(const bench_opts *o)
     return v && *v ? strtol(v, NULL, 10) != 0 : 1;
 }
 
+/*
+ * frpc_init failed with rc. FRPC_EINVAL is a value in the options or the
+ * environment that fabrpc refuses (an unknown --provider, a bad
+ * FABRPC_COALESCE, ...): bad usage, exit 2; anything else, 1. Every rank
+ * finds the same bad value, so under fabrpc-run (FABRPC_RANK set) the
+ * ranks but rank 0 first wait for fabrpc-run to end them once rank 0 has
+ * said it and exited (it stops the others when one fails), and say it
+ * themselves only if that does not come within USAGE_QUIET_S (ranks
+ * started by hand, --keep-going): said once, never lost.
+ */
+#define USAGE_QUIET_S 3
+static int init_failed(int rc, const char *err)
+{
+    const char *rank = getenv("FABRPC_RANK");
+    if (rc == FRPC_EINVAL && rank && strcmp(rank, "0"))
+        sleep(USAGE_QUIET_S);
+    fprintf(stderr, "fabrpc-bench: %s: %s\n", frpc_strerror(rc), err);
+    return rc == FRPC_EINVAL ? 2 : 1;
+}
+
 static int world_ok(frpc_agent *a, const bench_opts *o)
 {
     int world = frpc_world_size(a);
@@ -473,7 +559,11 @@ int main(int argc, char **argv)
         fputs(usage_text, stdout);
         return 0;
     }
-    if (parse_opts(argc, argv, &o)) {
+    if ((rc = parse_opts(argc, argv, &o)) > 0) { /* MODE ... --help */
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (rc) {
         fprintf(stderr, "%.*s(fabrpc-bench --help for modes and options)\n",
                 (int)(strstr(usage_text, "\n\n") + 1 - usage_text),
                 usage_text);
@@ -492,10 +582,8 @@ int main(int argc, char **argv)
     cfg.errbuf = err;
     cfg.errbuf_len = sizeof(err);
     double t_start = bench_now_us();
-    if ((rc = frpc_init(&cfg, &a))) {
-        fprintf(stderr, "fabrpc-bench: %s: %s\n", frpc_strerror(rc), err);
-        return 1;
-    }
+    if ((rc = frpc_init(&cfg, &a)))
+        return init_failed(rc, err);
     o.coalesce = coalesce_used(&o);
     snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
     snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
