@@ -32,6 +32,10 @@ typedef enum fr_fault_site {
     FR_FAULT_WATCH_REFUSED, /* a try to open the liveness watch's store
                                connection is refused, as when the store
                                (rank 0) is gone (liveness.c) */
+    FR_FAULT_SHUTDOWN_DIES, /* the process ends (_exit(9)) as its
+                               frpc_shutdown leaves the store, after its
+                               last barrier: a rank killed inside its
+                               shutdown (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -16,6 +16,7 @@
 
 #include "comm/clock.h"
 #include "comm/doorbell.h"
+#include "comm/fault.h"
 #include "comm/fi_load.h"
 #include "comm/sha256.h"
 #include "rpc/agent.h"
@@ -1043,6 +1044,8 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
  * came first (a rank stopped after the barrier), else 0. */
 static int leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
 {
+    if (fr_fault_hit(FR_FAULT_SHUTDOWN_DIES))
+        _exit(9);
     if (!a->store)
         return 0;
     pthread_mutex_lock(&a->store_lock);

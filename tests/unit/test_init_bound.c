@@ -11,7 +11,9 @@
  * FRPC_EPEERLOST long before its init timeout, and rank 0 removes what
  * it left in /dev/shm. Rank 0 killed while rank 1 opens its second
  * (watch) store connection ends rank 1's frpc_init as soon as it next
- * asks its first connection, not at its init timeout.
+ * asks its first connection, not at its init timeout. A rank killed
+ * inside its own graceful frpc_shutdown, after the last barrier (rank 0
+ * or rank 1, by a fault site), leaves no name in /dev/shm.
  */
 #include <check.h>
 #include <dirent.h>
@@ -208,6 +210,7 @@ static void shm_rank(frpc_config *cfg, int rank, const char *addr)
 /* One job of 2 shm ranks whose frpc_init a death ends: one rank is a
  * child process, the other runs here. */
 typedef struct dying_job {
+    const char *what; /* the call of the rank here that is timed */
     char prefix[80]; /* the job's /dev/shm names start so */
     rank0 r;         /* the rank that runs here */
     pid_t child;
@@ -215,13 +218,15 @@ typedef struct dying_job {
 
 /* Names the job (tag and this pid), picks the store's port and forks
  * rank child_rank, which arms site (FR_FAULT_SITES: none) before its
- * frpc_init. */
+ * frpc_init, or FR_FAULT_SHUTDOWN_DIES after it, before its graceful
+ * frpc_shutdown. */
 static void start_dying_job(dying_job *j, const char *tag, int child_rank,
                             fr_fault_site site)
 {
     char job[64];
     snprintf(job, sizeof(job), "%s%d", tag, (int)getpid());
     snprintf(j->prefix, sizeof(j->prefix), "fabrpc_%s_", job);
+    j->what = "frpc_init";
     setenv("FABRPC_JOB_ID", job, 1);
     j->r.rc = 1;
     snprintf(j->r.addr, sizeof(j->r.addr), HOST ":%u", free_port());
@@ -231,15 +236,22 @@ static void start_dying_job(dying_job *j, const char *tag, int child_rank,
         frpc_config cfg;
         frpc_agent *a = NULL;
         shm_rank(&cfg, child_rank, j->r.addr);
-        if (site != FR_FAULT_SITES)
+        /* A death in shutdown needs a whole init first. */
+        int in_init = site != FR_FAULT_SITES && site != FR_FAULT_SHUTDOWN_DIES;
+        if (in_init)
             fr_fault_arm(site, 1);
-        frpc_init(&cfg, &a);
-        _exit(3); /* reached only if init ends before the death */
+        if (frpc_init(&cfg, &a) == 0 && site == FR_FAULT_SHUTDOWN_DIES) {
+            fr_fault_arm(site, 1);
+            frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, DIES_INIT_MS);
+        }
+        _exit(3); /* reached only if the call ends before the death */
     }
 }
 
-/* frpc_init of the other rank, here: its code, time and message in j->r. */
-static void init_here(dying_job *j, int rank)
+/* frpc_init of the other rank, here, then its frpc_shutdown: graceful
+ * and timed when time_shutdown (init must succeed), else immediate. The
+ * timed call's code, time and message in j->r. */
+static void run_here(dying_job *j, int rank, int time_shutdown)
 {
     frpc_config cfg;
     frpc_agent *a = NULL;
@@ -247,10 +259,19 @@ static void init_here(dying_job *j, int rank)
     cfg.errbuf = j->r.err;
     cfg.errbuf_len = sizeof(j->r.err);
     int64_t t0 = now_ms();
-    j->r.rc = frpc_init(&cfg, &a);
-    j->r.ms = now_ms() - t0;
-    if (a)
+    int rc = frpc_init(&cfg, &a);
+    int64_t ms = now_ms() - t0;
+    if (time_shutdown) {
+        ck_assert_int_eq(rc, 0);
+        j->what = "frpc_shutdown";
+        t0 = now_ms();
+        rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, DIES_INIT_MS);
+        ms = now_ms() - t0;
+    } else if (a) {
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    }
+    j->r.rc = rc;
+    j->r.ms = ms;
 }
 
 /* Counts and removes the names the job left, then reaps the child (after
@@ -262,10 +283,10 @@ static int end_dying_job(dying_job *j)
     int left = unlink_prefixed(j->prefix);
     int status = 0;
     ck_assert_int_eq(waitpid(j->child, &status, 0), j->child);
-    fprintf(stderr, "frpc_init: %s after %lld ms (init_timeout_ms %d): %s\n",
+    fprintf(stderr, "%s: %s after %lld ms (timeout %d ms): %s\n", j->what,
             frpc_err_name(j->r.rc), (long long)j->r.ms, DIES_INIT_MS,
             j->r.err);
-    ck_assert_msg(j->r.ms < DIES_BOUND_MS, "frpc_init took %lld ms",
+    ck_assert_msg(j->r.ms < DIES_BOUND_MS, "%s took %lld ms", j->what,
                   (long long)j->r.ms);
     ck_assert_msg(left == 0, "%d name(s) of the job left in /dev/shm", left);
     return status;
@@ -276,12 +297,37 @@ START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
     dying_job j;
     /* Rank 1: a real agent, ended by the fault as it starts to connect. */
     start_dying_job(&j, "initdies", 1, FR_FAULT_CONNECT_DIES);
-    init_here(&j, 0);
+    run_here(&j, 0, 0);
     int status = end_dying_job(&j);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
                   "rank 1 did not end at the fault (status 0x%x)", status);
     ck_assert_int_eq(j.r.rc, FRPC_EPEERLOST);
     ck_assert_msg(strstr(j.r.err, "rank 1 died"), "message: %s", j.r.err);
+}
+END_TEST
+
+/* The header: a rank's own frpc_shutdown removes its /dev/shm name as it
+ * starts, so a rank killed inside it leaves nothing; the other, told at
+ * the last barrier that it leaves, does not clean after it. victim dies
+ * as it leaves the store, after that barrier. */
+static void rank_dying_inside_its_shutdown(int victim)
+{
+    dying_job j;
+    start_dying_job(&j, victim ? "shutdies1_" : "shutdies0_", victim,
+                    FR_FAULT_SHUTDOWN_DIES);
+    run_here(&j, 1 - victim, 1);
+    int status = end_dying_job(&j);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
+                  "rank %d did not end at the fault (status 0x%x)", victim,
+                  status);
+    ck_assert_msg(j.r.rc == 0 || j.r.rc == FRPC_EPEERLOST,
+                  "frpc_shutdown: %s", frpc_err_name(j.r.rc));
+}
+
+START_TEST(a_rank_killed_inside_its_shutdown_leaves_nothing)
+{
+    rank_dying_inside_its_shutdown(1);
+    rank_dying_inside_its_shutdown(0);
 }
 END_TEST
 
@@ -315,7 +361,7 @@ START_TEST(rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once)
     pthread_t t;
     fr_fault_arm(FR_FAULT_WATCH_REFUSED, WATCH_REFUSALS);
     ck_assert_int_eq(pthread_create(&t, NULL, kill_when_watch_tried, &k), 0);
-    init_here(&j, 1);
+    run_here(&j, 1, 0);
     fr_fault_arm(FR_FAULT_WATCH_REFUSED, 0);
     pthread_join(t, NULL);
     if (!k.killed)
@@ -346,6 +392,9 @@ int main(void)
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
+        {"a rank killed inside its frpc_shutdown (after the last barrier) "
+         "leaves no name in /dev/shm, and the other's shutdown ends",
+         a_rank_killed_inside_its_shutdown_leaves_nothing},
     };
     return fr_run_tests("init bound", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
