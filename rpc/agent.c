@@ -115,6 +115,21 @@ static int rank_taken(const fr_settings *s, char *err, size_t errlen)
     return FRPC_EINVAL;
 }
 
+/* Joins the job's store as this rank (its main connection) for at most
+ * ms and leaves at once: how a rank that cannot take part tells the job,
+ * whose store refuses it and, while the job joins, poisons it
+ * (store_members.c). The store's answer, 0 if it took this rank; its
+ * text in why. */
+static int ask_store_as_me(frpc_agent *a, int ms, char *why, size_t whylen)
+{
+    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = NULL;
+    int rc = fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
+                              &c, why, whylen);
+    fr_store_close(c);
+    return rc;
+}
+
 /* How long rank 0 that cannot listen looks for its job's store there. */
 #define RANK0_PROBE_MS 1000
 
@@ -131,15 +146,12 @@ static int rank0_taken(frpc_agent *a, uint64_t deadline, char *err,
                        size_t errlen)
 {
     const fr_settings *s = &a->set;
-    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
-    fr_store_client *c = NULL;
     char why[512] = "";
     int ms = left_ms(deadline);
-    int rc = fr_store_connect(s->store_host, s->store_port,
-                              ms < RANK0_PROBE_MS ? ms : RANK0_PROBE_MS, &me,
-                              &c, why, sizeof(why));
-    fr_store_close(c); /* joined (a first rank 0 not connected yet): it
-                          will be the one refused */
+    /* 0: joined (a first rank 0 not connected yet): it will be the one
+     * refused. */
+    int rc = ask_store_as_me(a, ms < RANK0_PROBE_MS ? ms : RANK0_PROBE_MS,
+                             why, sizeof(why));
     if (rc != FRPC_EEXIST && rc != 0)
         return 0;
     if (rc == FRPC_EEXIST)
@@ -191,14 +203,10 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
 static void tell_rank_outside(frpc_agent *a, char *err, size_t errlen)
 {
     const fr_settings *s = &a->set;
-    fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
-    fr_store_client *c = NULL;
     char why[256] = "";
     int ms = s->init_timeout_ms < TELL_OUTSIDE_MS ? s->init_timeout_ms
                                                   : TELL_OUTSIDE_MS;
-    int rc = fr_store_connect(s->store_host, s->store_port, ms, &me, &c, why,
-                              sizeof(why));
-    fr_store_close(c);
+    int rc = ask_store_as_me(a, ms, why, sizeof(why));
     size_t n = strlen(err);
     if (n + 1 >= errlen)
         return;
