@@ -121,6 +121,7 @@
 #ifndef FR_COMM_STORE_H
 #define FR_COMM_STORE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -136,6 +137,9 @@ typedef enum {
     FR_STORE_ROLE_WATCH = 1 /* a second connection, for liveness events */
 } fr_store_role;
 
+typedef struct fr_store_server fr_store_server;
+typedef struct fr_store_client fr_store_client;
+
 /* Who connects (or, for the server, the job's truth). Borrowed: the
  * functions that take it copy what they keep. */
 typedef struct fr_store_ident {
@@ -150,6 +154,16 @@ typedef struct fr_store_ident {
      * below 4000 is taken as 4000 (keepalive counts whole seconds: 1 s
      * idle, then 3 probes 1 s apart). */
     int liveness_ms;
+    /* Rank 0 serves the store and joins it as a client too. Server
+     * (fr_store_server_start): own_client true says that this process's
+     * own client will join as self's MAIN, so a MAIN for self from any
+     * other connection is a second process started as that rank, refused
+     * as one even before the own client comes (it used to be admitted,
+     * and the true rank 0 refused). Client (fr_store_connect): own_server
+     * is that server, told each connection's local port before its HELLO.
+     * false / NULL otherwise: no connection is told apart. */
+    bool own_client;
+    fr_store_server *own_server;
 } fr_store_ident;
 
 /* Event states. */
@@ -162,9 +176,6 @@ typedef struct fr_store_event {
     char reason[96];  /* NUL-terminated, e.g. "its store connection closed
                          without leaving (process died?)" */
 } fr_store_event;
-
-typedef struct fr_store_server fr_store_server;
-typedef struct fr_store_client fr_store_client;
 
 /*
  * Starts serving on host:port (host NULL or "" means all IPv4 interfaces,
@@ -183,6 +194,11 @@ int fr_store_server_start(const char *host, uint16_t port,
 
 /* The port actually bound (0 for NULL). */
 uint16_t fr_store_server_port(const fr_store_server *s);
+
+/* fd, a connection to s of this process (fr_store_ident.own_server), is
+ * the one that may join as s's own rank: s learns its local port. Any
+ * thread; before the connection's HELLO. */
+void fr_store_server_note_own(fr_store_server *s, int fd);
 
 /* How many connections failed the key proof so far (0 for NULL); last,
  * if not NULL, gets the last failure's text ("a process claiming rank 1

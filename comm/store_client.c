@@ -176,6 +176,8 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
                             me->liveness_ms, &why);
         if (c->fd >= 0) {
+            if (me->role == FR_STORE_ROLE_MAIN)
+                fr_store_server_note_own(me->own_server, c->fd);
             /* The handshake too ends by deadline: a store whose process
              * is stopped still has its connections accepted (backlog). */
             fr_store_cap(c, timeout_ms > 0 ? deadline : 0);

@@ -149,9 +149,10 @@ static int claimed_twice(fr_store_members *m, int rank, char *msg, size_t n)
     return FRPC_EEXIST;
 }
 
-/* Admits an authenticated h: 0, or a refusal code with msg (store.h). */
-static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
-                 size_t n)
+/* Admits an authenticated h: 0, or a refusal code with msg (store.h).
+ * other_process: h is known not to come from the serving process. */
+static int admit(fr_store_members *m, const fr_store_hello *h,
+                 bool other_process, char *msg, size_t n)
 {
     /* Once everyone has joined, a mismatch too is only refused: it had
      * poisoned every later barrier of a running job. */
@@ -185,7 +186,9 @@ static int admit(fr_store_members *m, const fr_store_hello *h, char *msg,
     }
     if (h->role != FR_STORE_ROLE_MAIN)
         return 0;
-    if (r->open)
+    /* The serving rank's own MAIN may not have come yet: a second
+     * process claiming it is told apart by the server. */
+    if (r->open || (h->rank == m->self && other_process))
         return claimed_twice(m, (int)h->rank, msg, n);
     if (!r->joined)
         m->njoined++;
@@ -239,8 +242,8 @@ int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
 int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
                           const uint8_t raw[FR_STORE_HELLO_LEN],
                           const uint8_t nonce_s[FR_STORE_NONCE_LEN],
-                          const uint8_t *val, uint32_t vlen, char *msg,
-                          size_t n)
+                          const uint8_t *val, uint32_t vlen,
+                          bool other_process, char *msg, size_t n)
 {
     uint8_t want[FR_STORE_MAC_LEN];
     bool ok;
@@ -264,7 +267,7 @@ int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
         key_failed(m, h->rank, msg);
         return FRPC_EACCES;
     }
-    return admit(m, h, msg, n);
+    return admit(m, h, other_process, msg, n);
 }
 
 /* rank's state becomes st (an event) unless it already changed. */

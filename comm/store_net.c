@@ -62,6 +62,14 @@ int fr_store__wait_fd(int fd, short ev, int64_t deadline)
     }
 }
 
+/* The port of an IPv4 or IPv6 address. */
+static uint16_t port_in(const struct sockaddr_storage *ss)
+{
+    return ntohs(ss->ss_family == AF_INET6
+                     ? ((const struct sockaddr_in6 *)ss)->sin6_port
+                     : ((const struct sockaddr_in *)ss)->sin_port);
+}
+
 int fr_store__listen(const char *host, uint16_t port, int *lfd,
                      uint16_t *bound, char *errbuf, size_t errlen)
 {
@@ -106,10 +114,17 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
                        strerror(err));
         return FRPC_EBOOTSTRAP;
     }
-    *bound = ntohs(ss.ss_family == AF_INET6
-                        ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                        : ((struct sockaddr_in *)&ss)->sin_port);
+    *bound = port_in(&ss);
     return 0;
+}
+
+uint16_t fr_store__port_of(int fd, bool peer)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    int rc = peer ? getpeername(fd, (struct sockaddr *)&ss, &sl)
+                  : getsockname(fd, (struct sockaddr *)&ss, &sl);
+    return rc == 0 ? port_in(&ss) : 0;
 }
 
 /* One attempt at every address of host:port, each bounded by deadline.

@@ -66,6 +66,10 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
 int fr_store__dial(const char *host, const char *portstr, int64_t deadline,
                    int liveness_ms, const char **why);
 
+/* The port of connected socket fd's own end, or its peer's; 0 if it
+ * cannot be read. */
+uint16_t fr_store__port_of(int fd, bool peer);
+
 /* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
  * limit) passes. 0 when ready (or in error: the next call reports it), -1
  * on timeout or a poll error. */
@@ -220,13 +224,14 @@ int fr_store_members_hello(fr_store_members *m, const uint8_t *val,
  * job is poisoned), FRPC_ENORANK (rank out of range), FRPC_ESHUTDOWN (a
  * rank that died or left, or whose MAIN is still connected once rank 0
  * left: a stale store), FRPC_EEXIST (the rank's MAIN is still connected:
- * a second process with that rank; it poisons the job while not every
- * rank has joined). */
+ * a second process with that rank, or a MAIN for the serving rank itself
+ * with other_process, which the server knows is not its own process's
+ * client; it poisons the job while not every rank has joined). */
 int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
                           const uint8_t raw[FR_STORE_HELLO_LEN],
                           const uint8_t nonce_s[FR_STORE_NONCE_LEN],
-                          const uint8_t *val, uint32_t vlen, char *msg,
-                          size_t n);
+                          const uint8_t *val, uint32_t vlen,
+                          bool other_process, char *msg, size_t n);
 
 /* rank's MAIN sent LEAVE (an event, LEFT), or its MAIN closed without
  * LEAVE (an event, DEAD, with reason why) or after it (nothing). */

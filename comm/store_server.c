@@ -47,6 +47,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/socket.h>
@@ -98,6 +99,8 @@ struct fr_store_server {
     fr_store_table *table;
     fr_store_members *members;
     int self_rank;
+    bool own_client;         /* fr_store_ident's: see other_process */
+    _Atomic uint32_t own_port; /* 1 + its own client's local port, or 0 */
     int liveness_ms; /* fr_store_ident's, for accepted connections */
     bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
@@ -258,13 +261,33 @@ static int handle_hello(struct fr_store_server *s, struct conn *c,
     return conn_reply(c, 0, 0, out, sizeof(out));
 }
 
+/* Whether c claims to be the serving rank's MAIN from another process
+ * than this one: its own client told its port (fr_store_server_note_own)
+ * before its HELLO, so a port other than that one's is not it. Ports
+ * alone: the own client connects over this host's own addresses. */
+static bool other_process(struct fr_store_server *s, const struct conn *c)
+{
+    if (!s->own_client || c->hello.role != FR_STORE_ROLE_MAIN ||
+        c->hello.rank != s->self_rank)
+        return false;
+    uint32_t own = atomic_load(&s->own_port);
+    return own == 0 || own != 1u + fr_store__port_of(c->fd, true);
+}
+
+void fr_store_server_note_own(fr_store_server *s, int fd)
+{
+    if (s)
+        atomic_store(&s->own_port, 1u + fr_store__port_of(fd, false));
+}
+
 /* AUTH: a member, or refused (the record may have changed). */
 static int handle_auth(struct fr_store_server *s, struct conn *c,
                        const uint8_t *val, uint32_t vlen)
 {
     char msg[FR_STORE_MAX_ERR + 1];
     int rc = fr_store_members_auth(s->members, &c->hello, c->hello_raw,
-                                   c->nonce_s, val, vlen, msg, sizeof(msg));
+                                   c->nonce_s, val, vlen,
+                                   other_process(s, c), msg, sizeof(msg));
     if (rc != 0) {
         s->changed = true;
         return conn_refuse(c, rc, msg);
@@ -661,6 +684,7 @@ int fr_store_server_start(const char *host, uint16_t port,
         return FRPC_ENOMEM;
     s->lfd = s->pipefd[0] = s->pipefd[1] = -1;
     s->self_rank = self->rank;
+    s->own_client = self->own_client;
     s->liveness_ms = self->liveness_ms;
     s->table = fr_store_table_new();
     s->members = fr_store_members_new(self);

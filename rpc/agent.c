@@ -169,6 +169,8 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
     fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
     int rc;
     if (s->rank == 0) {
+        /* Only this process's own connection joins as rank 0. */
+        me.own_client = true;
         rc = fr_store_server_start(s->store_host, s->store_port, &me,
                                    &a->store_srv, err, errlen);
         if (rc) {
@@ -177,6 +179,7 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
             store_hint(s, err, errlen); /* could not listen there */
             return rc;
         }
+        me.own_server = a->store_srv;
     }
     rc = fr_store_connect(s->store_host, s->store_port, left_ms(deadline),
                           &me, &a->store, err, errlen);

@@ -153,7 +153,10 @@ bad_env() {
 # comes second is the machine's choice; the second rank 0 starts a
 # second later (it cannot listen at the store's address, finds the job's
 # store there and is refused by it; before: "Address already in use",
-# and the others waited for their init timeout).
+# and the others waited for their init timeout). A second rank 0 that
+# asks the store before the first's own connection joined is the one
+# refused too: test_store's "the serving rank claimed by another process
+# before its own connection".
 rank_claimed_twice() {
     local d=$1 port i r pids=() start end dup=0
     port=$(free_port)

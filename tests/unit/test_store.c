@@ -1281,6 +1281,14 @@ START_TEST(test_mismatch_after_joining_only_refused)
 }
 END_TEST
 
+/* p's wait ended at once, FRPC_EBOOTSTRAP, with the poison's text. */
+static void expect_poisoned(const struct parked *p, const char *text)
+{
+    ck_assert_int_eq(p->rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(p->ms, 5000);
+    ck_assert_msg(strstr(p->err, text), "poison text: %s", p->err);
+}
+
 /* Ranks 0, 1, 1 of 3: rank 2 will never come, so the wait for it fails at
  * once, saying why (it waited for its whole timeout). */
 START_TEST(test_rank_claimed_twice_poisons_a_joining_job)
@@ -1298,10 +1306,68 @@ START_TEST(test_rank_claimed_twice_poisons_a_joining_job)
     ck_assert_msg(strstr(err, "rank 1 is already held"), "error text: %s",
                   err);
     pthread_join(th, NULL);
-    ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
-    ck_assert_int_lt(p.ms, 5000);
-    ck_assert_msg(strstr(p.err, "rank 1 was claimed twice"), "poison text: "
-                  "%s", p.err);
+    expect_poisoned(&p, "rank 1 was claimed twice");
+    stop_all(c, 3);
+}
+END_TEST
+
+/* A store of 2 ranks served by rank 0, whose own client will join
+ * (own_client); rank 0's identity, without own_server yet. */
+static fr_store_ident start_own_server(void)
+{
+    fr_store_ident me = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    me.own_client = true;
+    start_server(&me);
+    return me;
+}
+
+/* Rank 0 started twice: the second (it could not listen) asks the store
+ * as rank 0 before the first's own connection joined. The server knows
+ * its own process's connection by its port, so the second is the one
+ * refused, and the job poisoned; it used to be admitted, and the first
+ * rank 0 refused as "already died in this job's store". */
+START_TEST(test_serving_rank_claimed_before_its_own_connection)
+{
+    fr_store_ident me = start_own_server();
+    fr_store_ident other = me; /* another process: no own_server */
+    other.own_client = false;
+    fr_store_client *c = (fr_store_client *)1;
+    char err[256];
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(join(&other, &c, err, sizeof(err)), FRPC_EEXIST);
+    ck_assert_int_lt(now_ms() - t0, 5000);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err, "two processes were started as rank 0"),
+                  "error text: %s", err);
+    /* The first rank 0's own connection still joins, and learns at once
+     * that the job cannot start. */
+    me.own_server = srv;
+    fr_store_client *own[1] = {join_ok(&me)};
+    struct parked p = {.c = own[0], .key = "info/1"};
+    park(&p);
+    expect_poisoned(&p, "rank 0 was claimed twice");
+    stop_all(own, 1);
+}
+END_TEST
+
+/* The serving rank's own connection joins however often it dials (each
+ * dial tells the server its port), and a watch connection of the same
+ * rank is not taken for a second process. */
+START_TEST(test_serving_rank_own_connection_joins)
+{
+    fr_store_ident me = start_own_server();
+    me.own_server = srv;
+    fr_store_ident w = me;
+    w.role = FR_STORE_ROLE_WATCH;
+    fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c[3] = {join_ok(&w), join_ok(&me), join_ok(&r1)};
+    /* Not poisoned: rank 1 reads what rank 0 wrote. */
+    ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
+    void *v = NULL;
+    size_t len = 0;
+    ck_assert_int_eq(fr_store_get(c[2], "k", 5000, &v, &len), 0);
+    ck_assert_uint_eq(len, 1);
+    free(v);
     stop_all(c, 3);
 }
 END_TEST
@@ -1403,6 +1469,11 @@ int main(void)
          test_mismatch_after_joining_only_refused, 60, &job3},
         {"a second process with one rank poisons a job still joining",
          test_rank_claimed_twice_poisons_a_joining_job, 30},
+        {"the serving rank claimed by another process before its own "
+         "connection: the other refused, the job poisoned",
+         test_serving_rank_claimed_before_its_own_connection, 30},
+        {"the serving rank's own connection joins; its watch is no claim",
+         test_serving_rank_own_connection_joins, 30},
         {"server stop ends a blocked watch with EBOOTSTRAP",
          test_server_stop_ends_watch, 30, &job3},
         {"interrupt ends a blocked watch at once",
