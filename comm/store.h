@@ -208,7 +208,8 @@ uint64_t fr_store_server_key_failures(fr_store_server *s, char *last,
 
 /* Stops serving, closes every connection (clients blocked in GET/WAIT/
  * WATCH get FRPC_EBOOTSTRAP), joins the thread and frees s. NULL is a
- * no-op. No other thread may be in fr_store_server_wait_gone. */
+ * no-op. No other thread may be in fr_store_server_wait_gone or
+ * fr_store_server_wait_told. */
 void fr_store_server_stop(fr_store_server *s);
 
 /* Waits until every other rank's MAIN connection is gone (it left or
@@ -216,6 +217,13 @@ void fr_store_server_stop(fr_store_server *s);
  * (<= 0: just checks). 0 or FRPC_ETIMEDOUT. For rank 0 at shutdown; any
  * thread, safe against the server thread. Blocks. */
 int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms);
+
+/* As fr_store_server_wait_gone, and, once the job was poisoned while it
+ * joined (it cannot start), also until every rank but one (the one the
+ * poison says never comes) has joined, and so been told: for rank 0
+ * whose init failed, so that a rank started a little later learns why
+ * rather than finding no store until its init timeout. */
+int fr_store_server_wait_told(fr_store_server *s, int timeout_ms);
 
 /*
  * Connects to host:port (a name, an IPv4 or a bare IPv6 address) and joins

@@ -59,6 +59,7 @@ struct fr_store_members {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int alive; /* under mu */
+    bool poisoned; /* poison[0], under mu for other threads */
     uint64_t key_failures; /* under mu */
     char key_failure[FR_STORE_MAX_ERR + 1]; /* the last one's text, mu */
 };
@@ -111,8 +112,13 @@ void fr_store_members_free(fr_store_members *m)
 
 static void poison(fr_store_members *m, const char *msg)
 {
-    if (!m->poison[0])
-        snprintf(m->poison, sizeof(m->poison), "%s", msg);
+    if (m->poison[0])
+        return;
+    snprintf(m->poison, sizeof(m->poison), "%s", msg);
+    pthread_mutex_lock(&m->mu);
+    m->poisoned = true;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
 }
 
 /* A process that cannot be one of the job ends it while it is still
@@ -190,14 +196,13 @@ static int admit(fr_store_members *m, const fr_store_hello *h,
      * process claiming it is told apart by the server. */
     if (r->open || (h->rank == m->self && other_process))
         return claimed_twice(m, (int)h->rank, msg, n);
+    pthread_mutex_lock(&m->mu);
     if (!r->joined)
         m->njoined++;
-    r->joined = r->open = true;
-    if (h->rank != m->self) {
-        pthread_mutex_lock(&m->mu);
+    if (h->rank != m->self)
         m->alive++;
-        pthread_mutex_unlock(&m->mu);
-    }
+    pthread_mutex_unlock(&m->mu);
+    r->joined = r->open = true;
     return 0;
 }
 
@@ -342,7 +347,17 @@ const fr_store_event *fr_store_members_events(const fr_store_members *m,
     return m->ev;
 }
 
-int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms)
+/* What fr_store_members_wait waits for (under mu): no other rank's MAIN
+ * open, and, with latecomers in a poisoned job, every rank but one (the
+ * rank the poison says never comes) joined. */
+static bool still_to_come(const fr_store_members *m, bool latecomers)
+{
+    return m->alive > 0 ||
+           (latecomers && m->poisoned && m->njoined < m->world - 1);
+}
+
+int fr_store_members_wait(fr_store_members *m, int timeout_ms,
+                          bool latecomers)
 {
     struct timespec dl;
     int rc = 0;
@@ -352,9 +367,9 @@ int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms)
     dl.tv_sec += (time_t)(ns / 1000000000);
     dl.tv_nsec = (long)(ns % 1000000000);
     pthread_mutex_lock(&m->mu);
-    while (m->alive > 0 && rc != ETIMEDOUT)
+    while (still_to_come(m, latecomers) && rc != ETIMEDOUT)
         rc = pthread_cond_timedwait(&m->cv, &m->mu, &dl);
-    rc = m->alive > 0 ? FRPC_ETIMEDOUT : 0;
+    rc = still_to_come(m, latecomers) ? FRPC_ETIMEDOUT : 0;
     pthread_mutex_unlock(&m->mu);
     return rc;
 }

@@ -196,7 +196,7 @@ int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
 /*
  * Who has joined, who is connected (MAIN), who died or left, the events,
  * the poison text, the count of key failures. Used by the server thread;
- * fr_store_members_wait_gone may be called from any thread (an internal
+ * fr_store_members_wait may be called from any thread (an internal
  * mutex guards what it reads).
  */
 typedef struct fr_store_members fr_store_members;
@@ -248,8 +248,10 @@ int fr_store_members_blocked(const fr_store_members *m, const char **msg);
 const fr_store_event *fr_store_members_events(const fr_store_members *m,
                                               size_t *n);
 
-/* See fr_store_server_wait_gone. Any thread. */
-int fr_store_members_wait_gone(fr_store_members *m, int timeout_ms);
+/* fr_store_server_wait_gone (latecomers false) and
+ * fr_store_server_wait_told (true). Any thread. */
+int fr_store_members_wait(fr_store_members *m, int timeout_ms,
+                          bool latecomers);
 
 /* See fr_store_server_key_failures. Any thread. */
 uint64_t fr_store_members_key_failures(fr_store_members *m, char *last,

@@ -728,7 +728,13 @@ uint64_t fr_store_server_key_failures(fr_store_server *s, char *last,
 
 int fr_store_server_wait_gone(fr_store_server *s, int timeout_ms)
 {
-    return s ? fr_store_members_wait_gone(s->members, timeout_ms)
+    return s ? fr_store_members_wait(s->members, timeout_ms, false)
+             : FRPC_EINVAL;
+}
+
+int fr_store_server_wait_told(fr_store_server *s, int timeout_ms)
+{
+    return s ? fr_store_members_wait(s->members, timeout_ms, true)
              : FRPC_EINVAL;
 }
 

@@ -586,14 +586,17 @@ static int connect_doorbells(frpc_agent *a, uint64_t deadline, char *err,
  * left them "the connection to the bootstrap store was lost" instead.
  * So it waits until every connected rank has left or died (a failing
  * rank leaves at once; one still waiting for this rank is told that it
- * left), within the init deadline and FAILED_INIT_LINGER_MS.
+ * left), within the init deadline and FAILED_INIT_LINGER_MS. A job that
+ * cannot start (a rank claimed twice, or out of range) is also kept for
+ * the ranks not there yet, but the one that never comes: a rank started
+ * a moment later would otherwise find no store until its init timeout.
  */
 static void linger_store(frpc_agent *a, uint64_t deadline)
 {
     if (!a->store_srv)
         return;
     int ms = left_ms(deadline);
-    fr_store_server_wait_gone(a->store_srv, ms < FAILED_INIT_LINGER_MS
+    fr_store_server_wait_told(a->store_srv, ms < FAILED_INIT_LINGER_MS
                                                 ? ms
                                                 : FAILED_INIT_LINGER_MS);
 }

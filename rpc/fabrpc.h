@@ -441,27 +441,30 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * until their init timeout (under fabrpc-run, mpirun or srun the failed
  * rank's exit ends the job first); rank 0's message then names the
  * refusal ("the store refused 1 connection(s) without the job key, the
- * last: a process claiming rank 1 failed the job key proof: ..."). Rank 0's failure closes the store, once
- * the ranks connected to it have left (it waits up to 3 s, within its init timeout, so that they
- * fail with their own message, e.g. no common provider): a rank that
- * comes later finds nothing at the store's address and fails with
- * FRPC_EBOOTSTRAP ("cannot reach bootstrap store") only at its own init
- * timeout. A rank started
- * with a rank not below its world size (RANK=2 WORLD_SIZE=2) fails with
- * FRPC_EINVAL, and first tells the store, looking for it up to 5 s (or
- * init_timeout_ms if less): the others, which would wait for the rank it
- * should have been, then fail at once too (FRPC_EBOOTSTRAP, naming it).
- * Two processes started with one rank (RANK=1 twice): the one that
- * reaches the store second fails at once with FRPC_EINVAL ("rank 1 is
- * already held by a live member of this job", naming the variable its
- * rank came from); if that was while the job was still joining, the rank
- * it was meant to be will never come, so every other rank's frpc_init
- * fails at once too (FRPC_EBOOTSTRAP, "rank 1 was claimed twice"); once
- * every rank has joined, it is only refused. Rank 0 alike: the second
- * one, which cannot listen at the store's address, asks the store there
- * (within a second) and is refused by it. cfg may be NULL
- * (every field unset); one not filled by frpc_config_init (its size field
- * not a size frpc_config has had in a release up to this library's)
+ * last: a process claiming rank 1 failed the job key proof: ...").
+ * Rank 0's failure closes the store once the ranks connected to it have
+ * left, so that they fail with their own message (e.g. no common provider),
+ * and, when the job cannot start (a rank claimed twice or out of range, a
+ * world size or version mismatch), once every rank but the one that never
+ * comes has joined and so been told: it waits up to 3 s in all, within its
+ * init timeout. A rank that comes later than that finds nothing at the
+ * store's address and fails with FRPC_EBOOTSTRAP ("cannot reach bootstrap
+ * store") only at its own init timeout. A rank started with a rank not below
+ * its world size (RANK=2 WORLD_SIZE=2) fails with FRPC_EINVAL, and first
+ * tells the store, looking for it up to 5 s (or init_timeout_ms if less):
+ * the others, which would wait for the rank it should have been, then fail
+ * at once too (FRPC_EBOOTSTRAP, naming it). Two processes started with one
+ * rank (RANK=1 twice): the one that reaches the store second fails at once
+ * with FRPC_EINVAL ("rank 1 is already held by a live member of this job",
+ * naming the variable its rank came from); if that was while the job was
+ * still joining, the rank it was meant to be will never come, so every other
+ * rank's frpc_init fails at once too (FRPC_EBOOTSTRAP, "rank 1 was claimed
+ * twice"; rank 0's after the wait for late ranks above, and a rank started
+ * within it is told too); once every rank has joined, it is only refused.
+ * Rank 0 alike: the second one, which cannot listen at the store's address,
+ * asks the store there (within a second) and is refused by it. cfg may be
+ * NULL (every field unset); one not filled by frpc_config_init (its size
+ * field not a size frpc_config has had in a release up to this library's)
  * fails with FRPC_EINVAL before anything else, errbuf untouched.
  *
  * Errors: FRPC_EINVAL (out NULL, bad config or environment value, a

@@ -1289,15 +1289,24 @@ static void expect_poisoned(const struct parked *p, const char *text)
     ck_assert_msg(strstr(p->err, text), "poison text: %s", p->err);
 }
 
+/* A store of world ranks with ranks 0 and 1 joined (c[0], c[1]); rank
+ * 1's identity. */
+static fr_store_ident start_with_ranks01(int world, fr_store_client **c)
+{
+    fr_store_ident me = job(0, world, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&me);
+    c[0] = join_ok(&me);
+    me.rank = 1;
+    c[1] = join_ok(&me);
+    return me;
+}
+
 /* Ranks 0, 1, 1 of 3: rank 2 will never come, so the wait for it fails at
  * once, saying why (it waited for its whole timeout). */
 START_TEST(test_rank_claimed_twice_poisons_a_joining_job)
 {
-    fr_store_ident me = job(0, 3, KEY, FR_STORE_ROLE_MAIN);
-    start_server(&me);
-    fr_store_client *c[3] = {join_ok(&me), NULL, NULL};
-    me.rank = 1;
-    c[1] = join_ok(&me);
+    fr_store_client *c[3] = {NULL, NULL, NULL};
+    fr_store_ident me = start_with_ranks01(3, c);
     struct parked p = {.c = c[0], .key = "info/2"};
     pthread_t th = spawn(park, &p);
     sleep_ms(200);
@@ -1347,6 +1356,33 @@ START_TEST(test_serving_rank_claimed_before_its_own_connection)
     park(&p);
     expect_poisoned(&p, "rank 0 was claimed twice");
     stop_all(own, 1);
+}
+END_TEST
+
+/* A job that cannot start keeps its store, for rank 0's failed init,
+ * until every rank but the one that never comes has joined: world 4,
+ * rank 1 claimed twice (so "rank 3" never comes), rank 2 not there yet. */
+START_TEST(test_wait_told_waits_for_latecomers_of_a_poisoned_job)
+{
+    fr_store_client *c[3] = {NULL, NULL, NULL};
+    fr_store_ident me = start_with_ranks01(4, c);
+    fr_store_client *dup = NULL;
+    char err[256];
+    ck_assert_int_eq(join(&me, &dup, err, sizeof(err)), FRPC_EEXIST);
+    fr_store_close(c[1]); /* rank 1 gone: nobody connected but rank 0 */
+    c[1] = NULL;
+    ck_assert_int_eq(fr_store_server_wait_gone(srv, 10000), 0);
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_server_wait_told(srv, 200), FRPC_ETIMEDOUT);
+    ck_assert_int_ge(now_ms() - t0, 150);
+    me.rank = 2; /* the latecomer joins, is told, and leaves */
+    c[2] = join_ok(&me);
+    ck_assert_int_eq(fr_store_server_wait_told(srv, 100), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(fr_store_leave(c[2]), 0);
+    fr_store_close(c[2]);
+    c[2] = NULL;
+    ck_assert_int_eq(fr_store_server_wait_told(srv, 10000), 0);
+    stop_all(c, 3);
 }
 END_TEST
 
@@ -1472,6 +1508,9 @@ int main(void)
         {"the serving rank claimed by another process before its own "
          "connection: the other refused, the job poisoned",
          test_serving_rank_claimed_before_its_own_connection, 30},
+        {"a poisoned job's store waits for the ranks not there yet but "
+         "the one that never comes",
+         test_wait_told_waits_for_latecomers_of_a_poisoned_job, 30},
         {"the serving rank's own connection joins; its watch is no claim",
          test_serving_rank_own_connection_joins, 30},
         {"server stop ends a blocked watch with EBOOTSTRAP",
