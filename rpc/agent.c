@@ -1051,6 +1051,9 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
     return rc;
 }
 
+/* How long rank 0 waits for its own LEAVE past shutdown's deadline. */
+#define OWN_LEAVE_MS 500
+
 /* Tells the store this rank leaves (so nobody takes it for dead). Rank 0
  * serves the store: after a graceful shutdown it stays until every other
  * rank has left it or is lost, or deadline, so that no rank loses the
@@ -1063,8 +1066,16 @@ static int leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
     if (!a->store)
         return 0;
     pthread_mutex_lock(&a->store_lock);
-    if (deadline != UINT64_MAX)
-        fr_store_cap(a->store, (int64_t)(deadline / 1000000u));
+    if (deadline != UINT64_MAX) {
+        /* Rank 0's LEAVE goes to its own server thread, which answers at
+         * once, and the store closes right after: one not read by then
+         * is lost, and a rank stopped meanwhile, resumed, finds rank 0
+         * DEAD (its goodbye may wait behind data on a stopped rank's
+         * connection). So it is waited for past the deadline too. */
+        uint64_t least = a->store_srv ? fr_deadline_ms(OWN_LEAVE_MS) : 0;
+        fr_store_cap(a->store, (int64_t)((deadline > least ? deadline : least) /
+                                         1000000u));
+    }
     fr_store_leave(a->store);
     fr_store_cap(a->store, 0);
     pthread_mutex_unlock(&a->store_lock);

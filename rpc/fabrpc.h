@@ -526,7 +526,10 @@ enum {
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
  * (rank 0 leaves last, so that nobody loses the store in its last
- * barrier). A rank that shuts down after rank 0 was lost, or finds it
+ * barrier), but for rank 0's word to that store that it leaves, which its
+ * own thread answers at once and which is waited for up to half a second
+ * past timeout_ms (the store closes right after, and a rank stopped
+ * meanwhile learns from it, when it resumes, that rank 0 left). A rank that shuts down after rank 0 was lost, or finds it
  * lost during a graceful shutdown, or whose graceful shutdown's barrier
  * fails, or that shuts down immediately (rank 0 too: a rank that missed
  * the barrier, or found none, may be stopped, and resume only once the

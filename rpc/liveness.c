@@ -49,9 +49,13 @@
 #include "comm/shm_repair.h"
 #include "rpc/agent.h"
 
-/* A watcher's wait, renewed: stopping interrupts it (fr_store_interrupt),
- * so this only bounds how long a lost stop could go unseen. */
-#define FR_WATCH_SLICE_MS 2000
+/* A watcher's wait has no limit: stopping interrupts it
+ * (fr_store_interrupt). A WATCH parked at the store is how its last
+ * events reach a rank stopped meanwhile: with 2 s slices, a rank stopped
+ * longer had none parked when rank 0 left (its goodbye behind a stopped
+ * rank's data over tcp), and, resumed, found the store closed and took
+ * rank 0 for dead. */
+#define FR_WATCH_NO_LIMIT 0
 /* A shm lock held this long after a death is held by the dead (see
  * comm/shm_repair.h): live holders keep it for microseconds. */
 #define FR_SHM_STUCK_MS 250
@@ -811,7 +815,7 @@ static void *watcher_main(void *arg)
     while (ev && !atomic_load(&l->stop)) {
         size_t n = 0;
         uint64_t total = 0;
-        int rc = fr_store_watch(l->watch, seen, FR_WATCH_SLICE_MS, ev,
+        int rc = fr_store_watch(l->watch, seen, FR_WATCH_NO_LIMIT, ev,
                                 l->world, &n, &total);
         if (rc == FRPC_ETIMEDOUT)
             continue;

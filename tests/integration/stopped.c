@@ -65,6 +65,12 @@
  *            before the fabric closes, both futures are complete when
  *            the shutdown returns, and nothing of them is left (a
  *            sanitizer build finds a leak at exit otherwise).
+ *   left-behind-data 2 ranks. Rank 1, the owner of 64 MiB, is stopped
+ *            while rank 0 has a get and a put of them in flight and
+ *            shuts down gracefully (2000 ms, it runs out) and ends.
+ *            Resumed, rank 1 finds rank 0 LEFT, not DEAD (over tcp it
+ *            was DEAD: the goodbye waited behind the data, and rank 0's
+ *            store closed before it read rank 0's own LEAVE).
  *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
  *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
  *            thread of rank 0 answers them (15000 B each) until one waits
@@ -629,34 +635,81 @@ static void *deregisterer(void *arg)
 /* transfer: one-sided transfers in flight to a stopped owner when the
  * initiator shuts down: the endpoint's close ends them (pre-fix it freed
  * them without their done, leaking a batch's context). */
-static void mode_transfer(frpc_agent *a, int stop_ms)
+static const char *state_name(int st)
 {
-    uint8_t *buf = calloc(1, TR_LEN);
-    frpc_mem *m = NULL;
-    int rc = frpc_mem_register(a, buf, TR_LEN,
+    return st == FRPC_PEER_LEFT ? "LEFT"
+           : st == FRPC_PEER_DEAD ? "DEAD"
+           : st == FRPC_PEER_ALIVE ? "ALIVE" : "?";
+}
+
+static void lm_lost(frpc_agent *a, int rank, int state, const char *why,
+                    void *user)
+{
+    (void)a;
+    (void)user;
+    SAY("lost: rank %d %s: %s", rank, state_name(state), why);
+}
+
+/* Stops this rank for stop_ms from now, then waits until peer is no
+ * longer ALIVE, at most limit_ms after the resume: its state. */
+static int stop_until_lost(frpc_agent *a, int peer, int stop_ms,
+                           int limit_ms)
+{
+    stop_self(0, stop_ms);
+    msleep(500); /* stopped here */
+    long long t = now_ms();
+    while (frpc_peer_state(a, peer) == FRPC_PEER_ALIVE) {
+        if (now_ms() - t > limit_ms)
+            FAIL("rank %d still ALIVE %d ms after the resume", peer,
+                 limit_ms);
+        msleep(20);
+    }
+    return frpc_peer_state(a, peer);
+}
+
+/* Both ranks register len bytes (*m, of *buf). The owner describes its
+ * region for h_region and returns once the other rank asked for it; the
+ * other gets its descriptor into *r and the owner's pid (peer_pid). */
+static void share_region(frpc_agent *a, int owner, size_t len, frpc_mem **m,
+                         uint8_t **buf, tr_region *r)
+{
+    *buf = calloc(1, len);
+    int rc = frpc_mem_register(a, *buf, len,
                                FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
-                               &m);
+                               m);
     if (rc)
         FAIL("mem_register: %s", frpc_strerror(rc));
-    if (R == 0 && (rc = frpc_mem_describe(m, 0, TR_LEN, tr_desc)))
+    if (R == owner && (rc = frpc_mem_describe(*m, 0, len, tr_desc)))
         FAIL("mem_describe: %s", frpc_strerror(rc));
-    if ((rc = frpc_barrier(a, 30000))) /* rank 0's region is described */
+    if ((rc = frpc_barrier(a, 30000))) /* the owner's region is described */
         FAIL("barrier: %s", frpc_strerror(rc));
-    if (R == 0) {
+    if (R == owner) {
         long long t = now_ms();
         while (!atomic_load(&tr_asked)) {
             if (now_ms() - t > 30000)
-                FAIL("rank 1 never asked for the region");
+                FAIL("rank %d never asked for the region", 1 - owner);
             msleep(2);
         }
-        stop_self(0, stop_ms);
-        msleep(500); /* stopped here */
-        t = now_ms();
-        while (frpc_peer_state(a, 1) == FRPC_PEER_ALIVE) {
-            if (now_ms() - t > 20000)
-                FAIL("rank 1 still alive 20 s after the resume");
-            msleep(20);
-        }
+        return;
+    }
+    frpc_result res = {0};
+    rc = frpc_call(a, owner, "region", NULL, 0, 30000, &res);
+    if (rc || res.len != sizeof *r)
+        FAIL("region: %s (%zu B)", frpc_strerror(rc), res.len);
+    memcpy(r, res.data, sizeof *r);
+    frpc_result_clear(&res);
+    atomic_store(&peer_pid, r->pid);
+}
+
+static void mode_transfer(frpc_agent *a, int stop_ms)
+{
+    uint8_t *buf;
+    frpc_mem *m = NULL;
+    tr_region r;
+    int rc;
+    share_region(a, 0, TR_LEN, &m, &buf, &r);
+    if (R == 0) {
+        stop_until_lost(a, 1, stop_ms, 20000);
         if ((rc = frpc_mem_deregister(m, 10000)))
             FAIL("mem_deregister: %s", frpc_strerror(rc));
         frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 5000);
@@ -664,14 +717,6 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
         printf("ok: rank %d\n", R);
         exit(0);
     }
-    tr_region r;
-    frpc_result res = {0};
-    rc = frpc_call(a, 0, "region", NULL, 0, 30000, &res);
-    if (rc || res.len != sizeof r)
-        FAIL("region: %s (%zu B)", frpc_strerror(rc), res.len);
-    memcpy(&r, res.data, sizeof r);
-    frpc_result_clear(&res);
-    atomic_store(&peer_pid, r.pid);
     wait_peer_stopped(1);
     frpc_xfer ops[2];
     for (int i = 0; i < 2; i++)
@@ -722,6 +767,55 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
     }
     if (drc && (rc = frpc_mem_deregister(m, 1000)))
         FAIL("mem_deregister after shutdown: %s", frpc_strerror(rc));
+    free(buf);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
+/* left-behind-data: rank 1 owns LB_LEN bytes and is stopped while rank
+ * 0 has a get and a put of all of them in flight to it (over tcp they
+ * fill the connection), and rank 0 shuts down gracefully (2000 ms: it
+ * runs out) and ends. Resumed, rank 1 finds rank 0 LEFT, not DEAD: over
+ * tcp the goodbye stayed behind the data, and rank 0, out of time, ended
+ * its store before it had read its own LEAVE. */
+#define LB_LEN (64 << 20)
+
+static void mode_left_behind_data(frpc_agent *a, int stop_ms)
+{
+    uint8_t *buf;
+    frpc_mem *m = NULL;
+    tr_region r;
+    int rc;
+    share_region(a, 1, LB_LEN, &m, &buf, &r);
+    if (R == 1) {
+        frpc_on_peer_lost(a, lm_lost, NULL);
+        int st = stop_until_lost(a, 0, stop_ms, 10000);
+        SAY("resumed: rank 0 is %s", state_name(st));
+        if (st != FRPC_PEER_LEFT)
+            FAIL("rank 0 is %s, want LEFT (it shut down)", state_name(st));
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    wait_peer_stopped(1);
+    frpc_future *f[2] = {NULL, NULL};
+    if ((rc = frpc_get_async(m, 0, r.desc, sizeof r.desc, 0, LB_LEN, 30000,
+                             &f[0])) ||
+        (rc = frpc_put_async(m, 0, r.desc, sizeof r.desc, 0, LB_LEN, 30000,
+                             &f[1])))
+        FAIL("get/put_async: %s", frpc_strerror(rc));
+    msleep(200);
+    long long t = now_ms();
+    rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 2000);
+    SAY("graceful shutdown with transfers to the stopped rank 1: %s after "
+        "%lld ms", frpc_strerror(rc), now_ms() - t);
+    if (rc != FRPC_ETIMEDOUT && rc != 0)
+        FAIL("shutdown: %s, want FRPC_ETIMEDOUT", frpc_strerror(rc));
+    if (!peer_stopped())
+        FAIL("rank 1 resumed before rank 0 ended (a loaded machine?)");
+    for (int i = 0; i < 2; i++)
+        frpc_future_free(f[i]);
+    frpc_mem_deregister(m, 1000);
     free(buf);
     printf("ok: rank %d\n", R);
     exit(0);
@@ -1107,21 +1201,6 @@ static void mode_lender_async(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
-static const char *state_name(int st)
-{
-    return st == FRPC_PEER_LEFT ? "LEFT"
-           : st == FRPC_PEER_DEAD ? "DEAD"
-           : st == FRPC_PEER_ALIVE ? "ALIVE" : "?";
-}
-
-static void lm_lost(frpc_agent *a, int rank, int state, const char *why,
-                    void *user)
-{
-    (void)a;
-    (void)user;
-    SAY("lost: rank %d %s: %s", rank, state_name(state), why);
-}
-
 static void mode_left_meanwhile(frpc_agent *a, int stop_ms, int how)
 {
     if (R == 2) {
@@ -1444,6 +1523,8 @@ int main(int argc, char **argv)
         mode_respond(a, stop_ms);
     if (!strcmp(mode, "transfer"))
         mode_transfer(a, stop_ms);
+    if (!strcmp(mode, "left-behind-data"))
+        mode_left_behind_data(a, stop_ms);
     if (!strcmp(mode, "answering"))
         mode_answering(a, stop_ms);
     if (!strcmp(mode, "lender"))
