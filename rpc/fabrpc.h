@@ -1167,8 +1167,13 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * writes) and no code of the owner's runs; but where the provider moves
  * them in software, in the owner's polls (tcp, libfabric 1.17: a get from
  * an owner whose polling thread an inline handler held for 3 s ended at
- * its 1 s timeout; not shm, whose transfers complete without the owner),
- * a native transfer waits for the owner's poll as an emulated one does.
+ * its 1 s timeout), a native transfer waits for the owner's poll as an
+ * emulated one does. Native shm's complete without the owner, but each
+ * holds one of the 1024 entries of the owner's command queue until the
+ * owner polls (libfabric 1.17): past about 1024 transfers since its last
+ * poll (fewer while messages to it wait there too), they wait for its
+ * poll as well, so that a stopped owner's end at their timeout
+ * (FRPC_ETIMEDOUT) and work again once it resumes.
  * Emulated, the same calls send
  * requests to fabrpc's own functions on the owner ("frpc.get",
  * "frpc.put", run on its polling thread as FRPC_INLINE handlers are; no

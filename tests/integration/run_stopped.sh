@@ -52,6 +52,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one transfer 2 transfer
     run_case "$PROV: a rank stopped with transfers to it in flight finds rank 0 LEFT after its graceful shutdown" \
         one left-behind-data 2 left-behind-data
+    run_case "$PROV: gets from a stopped owner: done without it (shm, up to its queue), then FRPC_ETIMEDOUT at the timeout" \
+        one owner-gets 2 owner-gets
     run_case "$PROV: args lent to a stopped callee: an immediate shutdown takes them back at its timeout, unseen" \
         one lender 2 lender
     run_case "$PROV: rank 0's graceful shutdown that runs out waiting for a stopped rank to leave its store: FRPC_ETIMEDOUT" \

@@ -71,6 +71,11 @@
  *            Resumed, rank 1 finds rank 0 LEFT, not DEAD (over tcp it
  *            was DEAD: the goodbye waited behind the data, and rank 0's
  *            store closed before it read rank 0's own LEAVE).
+ *   owner-gets 2 ranks. Rank 0 gets 8 B from stopped rank 1 again
+ *            and again (1000 ms timeout): over shm at least 500 complete
+ *            without the owner, over tcp none; the first that waits for
+ *            it ends FRPC_ETIMEDOUT at its timeout; gets work once rank 1
+ *            resumes.
  *   answering 2 ranks. Rank 1 has RESPOND_N calls with a 20 s timeout
  *            out to rank 0's "keep" and is stopped for STOPPED_MS; a
  *            thread of rank 0 answers them (15000 B each) until one waits
@@ -821,6 +826,60 @@ static void mode_left_behind_data(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
+/* owner-gets: rank 0 gets 8 B again and again (1000 ms timeout each)
+ * from rank 1's region while rank 1 is stopped. Over shm the first ones
+ * complete without the owner (at least OG_FREE_MIN: libfabric 1.17's shm
+ * takes an entry of the owner's 1024-entry command queue per transfer,
+ * which only the owner's poll frees); over tcp none does (it moves them
+ * in the owner's polls). Either way the first that waits for the owner
+ * ends FRPC_ETIMEDOUT at its timeout, and once rank 1 resumes gets work
+ * again. */
+#define OG_TRIES 4000
+#define OG_FREE_MIN 500
+#define OG_TIMEOUT_MS 1000
+
+static void mode_owner_gets(frpc_agent *a, int stop_ms)
+{
+    uint8_t *buf;
+    frpc_mem *m = NULL;
+    tr_region r;
+    int rc = 0, done = 0;
+    share_region(a, 1, 4096, &m, &buf, &r);
+    if (R == 1) {
+        stop_until_lost(a, 0, stop_ms, 30000);
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+        printf("ok: rank %d\n", R);
+        exit(0);
+    }
+    wait_peer_stopped(1);
+    long long t = 0;
+    for (; done < OG_TRIES; done++) {
+        t = now_ms();
+        if ((rc = frpc_get(m, 0, r.desc, sizeof r.desc, 0, 8, OG_TIMEOUT_MS)))
+            break;
+    }
+    long long took = now_ms() - t;
+    int shm = strcmp(frpc_provider(a), "shm") == 0;
+    SAY("%d gets from the stopped owner done, then %s after %lld ms", done,
+        rc ? frpc_strerror(rc) : "none failed", took);
+    if (rc && rc != FRPC_ETIMEDOUT)
+        FAIL("get: %s, want FRPC_ETIMEDOUT", frpc_strerror(rc));
+    if (rc && (took < OG_TIMEOUT_MS - 50 || took > OG_TIMEOUT_MS + 4000))
+        FAIL("the get that waited ended after %lld ms, timeout %d", took,
+             OG_TIMEOUT_MS);
+    if (shm ? done < OG_FREE_MIN : done != 0)
+        FAIL("%d gets completed without the owner (%s)", done,
+             frpc_provider(a));
+    if (!peer_stopped())
+        FAIL("rank 1 resumed before the gets ended (a loaded machine?)");
+    wait_peer_stopped(0);
+    if ((rc = frpc_get(m, 0, r.desc, sizeof r.desc, 0, 8, 30000)))
+        FAIL("a get once the owner resumed: %s", frpc_strerror(rc));
+    frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    printf("ok: rank %d\n", R);
+    exit(0);
+}
+
 /* answering: rank 0's thread answers the kept requests in order until
  * told to stop (checked between answers, never during one). */
 static atomic_int an_at = -1, an_done = -1, an_stop, an_last_rc;
@@ -1525,6 +1584,8 @@ int main(int argc, char **argv)
         mode_transfer(a, stop_ms);
     if (!strcmp(mode, "left-behind-data"))
         mode_left_behind_data(a, stop_ms);
+    if (!strcmp(mode, "owner-gets"))
+        mode_owner_gets(a, stop_ms);
     if (!strcmp(mode, "answering"))
         mode_answering(a, stop_ms);
     if (!strcmp(mode, "lender"))
