@@ -11,4 +11,13 @@
  * process may still bind it first: fabrpc-run's --port avoids that. */
 int fr_tool_free_port(void);
 
+/* As fr_tool_free_port, and keeps the port from the others who pick
+ * ports so (this, tests' free_port): *held is a socket bound there,
+ * SO_REUSEADDR, not listening, close-on-exec, so that a server with
+ * SO_REUSEADDR (the bootstrap store) still listens there while another
+ * check by bind finds the port taken. Close *held once done (-1 if the
+ * port is -1). A port another picker checked just before is still
+ * theirs to take: --port avoids even that. */
+int fr_tool_reserve_port(int *held);
+
 #endif

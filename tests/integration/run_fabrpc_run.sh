@@ -94,6 +94,33 @@ t_provider_port_iface() {
     expect_grep '^\[1\] rank=1 .* store=127\.0\.0\.1:41234 .* iface=eth9 sockets_iface=lo prov=tcp$' "$TMPD/out"
 }
 
+# The store's port is kept from other port pickers while the job runs
+# (another job's store took it between fabrpc-run's check and rank 0's
+# listen once), yet the store, which sets SO_REUSEADDR, listens there.
+t_port_held_for_the_store() {
+    prog held.sh <<'EOF'
+exec python3 - <<'PY'
+import os, socket
+p = int(os.environ["FABRPC_STORE_ADDR"].rsplit(":", 1)[1])
+s = socket.socket()
+try:
+    s.bind(("127.0.0.1", p))
+    print("plain bind: taken by another")
+except OSError:
+    print("plain bind: refused")
+r = socket.socket()
+r.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+r.bind(("127.0.0.1", p))
+r.listen(1)
+print("store listen: ok")
+PY
+EOF
+    frun 30 -n 1 --no-prefix "$TMPD/held.sh"
+    expect_status $? 0
+    expect_grep '^plain bind: refused$' "$TMPD/out"
+    expect_grep '^store listen: ok$' "$TMPD/out"
+}
+
 t_all_zero_exit_0() {
     frun 30 -n 3 true
     expect_status $? 0
@@ -315,6 +342,7 @@ t_many_ranks() {
 
 run_case "output of 4 ranks is prefixed; env and store address agree" t_prefix_and_env
 run_case "--provider, --port and a set FI_TCP_IFACE reach the ranks" t_provider_port_iface
+run_case "the store's port is held from other pickers, free for the store" t_port_held_for_the_store
 run_case "all ranks exit 0 -> exit 0" t_all_zero_exit_0
 run_case "a rank exiting 3 -> status 3, the others stopped" t_failing_rank_stops_others
 run_case "what a rank leaves running is killed when it exits" t_leftover_process_killed
