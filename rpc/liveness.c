@@ -246,6 +246,13 @@ static void mark(frpc_agent *a, uint32_t rank, int state, const char *why,
     snprintf(x->why, sizeof(x->why), "rank %u %s", rank,
              why && *why ? why : (state == FRPC_PEER_LEFT ? "left the job"
                                                           : "died"));
+    /* Its names go before anyone can read it DEAD: a rank that sees it
+     * dead and exits at once would otherwise leave them (clean_after may
+     * come later, or watch a lock for a while first). The repair finds a
+     * region whose name is gone among our own mappings. */
+    if (state == FRPC_PEER_DEAD && a->bell && l->same_host &&
+        l->same_host[rank])
+        fr_agent_unlink_names_of(a, rank);
     if (!atomic_compare_exchange_strong(&l->slot[rank], &none, x)) {
         free(x);
         if (!parted)
