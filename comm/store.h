@@ -160,7 +160,7 @@ typedef struct fr_store_ident {
      * other connection is a second process started as that rank, refused
      * as one even before the own client comes (it used to be admitted,
      * and the true rank 0 refused). Client (fr_store_connect): own_server
-     * is that server, told each connection's local port before its HELLO.
+     * is that server, told each connection's local end before its HELLO.
      * false / NULL otherwise: no connection is told apart. */
     bool own_client;
     fr_store_server *own_server;
@@ -196,8 +196,8 @@ int fr_store_server_start(const char *host, uint16_t port,
 uint16_t fr_store_server_port(const fr_store_server *s);
 
 /* fd, a connection to s of this process (fr_store_ident.own_server), is
- * the one that may join as s's own rank: s learns its local port. Any
- * thread; before the connection's HELLO. */
+ * the one that may join as s's own rank: s learns its local end (address
+ * and port). Any thread; before the connection's HELLO. */
 void fr_store_server_note_own(fr_store_server *s, int fd);
 
 /* How many connections failed the key proof so far (0 for NULL); last,

@@ -15,6 +15,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "comm/sha256.h"
 #include "comm/store_proto.h"
 
 /* Both sides: TCP_NODELAY and keepalive. A peer that vanishes is noticed
@@ -118,13 +119,34 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
     return 0;
 }
 
-uint16_t fr_store__port_of(int fd, bool peer)
+uint64_t fr_store__end_key(int fd, bool peer)
 {
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     int rc = peer ? getpeername(fd, (struct sockaddr *)&ss, &sl)
                   : getsockname(fd, (struct sockaddr *)&ss, &sl);
-    return rc == 0 ? port_in(&ss) : 0;
+    uint8_t end[2 + 16 + 2], digest[FR_SHA256_LEN];
+    size_t n;
+    uint64_t key = 0;
+
+    if (rc != 0 || (ss.ss_family != AF_INET && ss.ss_family != AF_INET6))
+        return 0;
+    end[0] = ss.ss_family == AF_INET6 ? 6 : 4;
+    end[1] = 0;
+    if (ss.ss_family == AF_INET6) {
+        memcpy(end + 2, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+        n = 18;
+    } else {
+        memcpy(end + 2, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+        n = 6;
+    }
+    uint16_t port = port_in(&ss);
+    end[n] = (uint8_t)(port >> 8);
+    end[n + 1] = (uint8_t)port;
+    fr_sha256_digest(end, n + 2, digest);
+    for (int i = 0; i < 8; i++)
+        key = key << 8 | digest[i];
+    return key ? key : 1;
 }
 
 /* One attempt at every address of host:port, each bounded by deadline.

@@ -66,9 +66,12 @@ int fr_store__listen(const char *host, uint16_t port, int *lfd,
 int fr_store__dial(const char *host, const char *portstr, int64_t deadline,
                    int liveness_ms, const char **why);
 
-/* The port of connected socket fd's own end, or its peer's; 0 if it
- * cannot be read. */
-uint16_t fr_store__port_of(int fd, bool peer);
+/* A key for connected socket fd's own end, or its peer's: its address
+ * family, address and port, hashed to 64 bits (never 0); 0 if it cannot
+ * be read. One end seen from both sides (getsockname on one socket,
+ * getpeername on the other) gives one key; two ends that differ in
+ * address or port give two (but for a 2^-64 chance). */
+uint64_t fr_store__end_key(int fd, bool peer);
 
 /* Waits until fd is ready for ev or deadline (monotonic ms, INT64_MAX: no
  * limit) passes. 0 when ready (or in error: the next call reports it), -1

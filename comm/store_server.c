@@ -100,7 +100,7 @@ struct fr_store_server {
     fr_store_members *members;
     int self_rank;
     bool own_client;         /* fr_store_ident's: see other_process */
-    _Atomic uint32_t own_port; /* 1 + its own client's local port, or 0 */
+    _Atomic uint64_t own_end; /* its own client's end's key, or 0 */
     int liveness_ms; /* fr_store_ident's, for accepted connections */
     bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
@@ -262,22 +262,23 @@ static int handle_hello(struct fr_store_server *s, struct conn *c,
 }
 
 /* Whether c claims to be the serving rank's MAIN from another process
- * than this one: its own client told its port (fr_store_server_note_own)
- * before its HELLO, so a port other than that one's is not it. Ports
- * alone: the own client connects over this host's own addresses. */
+ * than this one: its own client told its end (fr_store_server_note_own)
+ * before its HELLO, so a connection from another address or port is not
+ * it. The whole end: a rank 0 started twice on two hosts may dial from
+ * the same port number. */
 static bool other_process(struct fr_store_server *s, const struct conn *c)
 {
     if (!s->own_client || c->hello.role != FR_STORE_ROLE_MAIN ||
         c->hello.rank != s->self_rank)
         return false;
-    uint32_t own = atomic_load(&s->own_port);
-    return own == 0 || own != 1u + fr_store__port_of(c->fd, true);
+    uint64_t own = atomic_load(&s->own_end);
+    return own == 0 || own != fr_store__end_key(c->fd, true);
 }
 
 void fr_store_server_note_own(fr_store_server *s, int fd)
 {
     if (s)
-        atomic_store(&s->own_port, 1u + fr_store__port_of(fd, false));
+        atomic_store(&s->own_end, fr_store__end_key(fd, false));
 }
 
 /* AUTH: a member, or refused (the record may have changed). */

@@ -10,6 +10,7 @@
  * two-core machine passes.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <check.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -1332,9 +1333,10 @@ static fr_store_ident start_own_server(void)
 
 /* Rank 0 started twice: the second (it could not listen) asks the store
  * as rank 0 before the first's own connection joined. The server knows
- * its own process's connection by its port, so the second is the one
- * refused, and the job poisoned; it used to be admitted, and the first
- * rank 0 refused as "already died in this job's store". */
+ * its own process's connection by its end (address and port), so the
+ * second is the one refused, and the job poisoned; it used to be
+ * admitted, and the first rank 0 refused as "already died in this job's
+ * store". */
 START_TEST(test_serving_rank_claimed_before_its_own_connection)
 {
     fr_store_ident me = start_own_server();
@@ -1387,7 +1389,7 @@ START_TEST(test_wait_told_waits_for_latecomers_of_a_poisoned_job)
 END_TEST
 
 /* The serving rank's own connection joins however often it dials (each
- * dial tells the server its port), and a watch connection of the same
+ * dial tells the server its end), and a watch connection of the same
  * rank is not taken for a second process. */
 START_TEST(test_serving_rank_own_connection_joins)
 {
@@ -1405,6 +1407,56 @@ START_TEST(test_serving_rank_own_connection_joins)
     ck_assert_uint_eq(len, 1);
     free(v);
     stop_all(c, 3);
+}
+END_TEST
+
+/* A socket bound to addr:port (port 0: any) and connected to lfd's
+ * address; *acc gets the accepted end. */
+static int dial_from(int lfd, const char *addr, uint16_t port, int *acc)
+{
+    struct sockaddr_in to, from = {.sin_family = AF_INET,
+                                   .sin_port = htons(port)};
+    socklen_t tl = sizeof(to);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(inet_pton(AF_INET, addr, &from.sin_addr), 1);
+    ck_assert_msg(bind(fd, (struct sockaddr *)&from, sizeof(from)) == 0,
+                  "bind %s:%u: %s", addr, port, strerror(errno));
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&to, &tl), 0);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&to, tl), 0);
+    *acc = accept(lfd, NULL, NULL);
+    ck_assert_int_ge(*acc, 0);
+    return fd;
+}
+
+/* The serving rank's own connection is told apart by its whole end: a
+ * second rank 0 on another host may dial from the same port number
+ * (127.0.0.2 here), and another port of the same address differs too. */
+START_TEST(test_end_key_tells_address_and_port)
+{
+    struct sockaddr_in la = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int lfd = socket(AF_INET, SOCK_STREAM, 0), acc[3];
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&la, sizeof(la)), 0);
+    ck_assert_int_eq(listen(lfd, 4), 0);
+    int own = dial_from(lfd, "127.0.0.1", 0, &acc[0]);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof(me);
+    ck_assert_int_eq(getsockname(own, (struct sockaddr *)&me, &ml), 0);
+    int same_port = dial_from(lfd, "127.0.0.2", ntohs(me.sin_port), &acc[1]);
+    int other_port = dial_from(lfd, "127.0.0.1", 0, &acc[2]);
+
+    uint64_t k = fr_store__end_key(own, false);
+    ck_assert_uint_ne(k, 0);
+    ck_assert_uint_eq(fr_store__end_key(acc[0], true), k);
+    ck_assert_uint_ne(fr_store__end_key(acc[1], true), k);
+    ck_assert_uint_ne(fr_store__end_key(acc[2], true), k);
+    ck_assert_uint_eq(fr_store__end_key(acc[1], true),
+                      fr_store__end_key(same_port, false));
+    ck_assert_uint_eq(fr_store__end_key(-1, true), 0);
+    int fds[] = {own, same_port, other_port, acc[0], acc[1], acc[2], lfd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        close(fds[i]);
 }
 END_TEST
 
@@ -1513,6 +1565,9 @@ int main(void)
          test_wait_told_waits_for_latecomers_of_a_poisoned_job, 30},
         {"the serving rank's own connection joins; its watch is no claim",
          test_serving_rank_own_connection_joins, 30},
+        {"a connection's end is told apart by address and port: the same "
+         "port from another address is another end",
+         test_end_key_tells_address_and_port, 30},
         {"server stop ends a blocked watch with EBOOTSTRAP",
          test_server_stop_ends_watch, 30, &job3},
         {"interrupt ends a blocked watch at once",
