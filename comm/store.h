@@ -22,6 +22,14 @@
  *   until the server has more events, then returns them all: num = their
  *   count, value = per event i32 rank, u8 state, u8 reason length, reason),
  *   LEAVE=8 (MAIN only: the rank leaves the job).
+ *   Pushes: once a WATCH connection has sent a WATCH, the server also
+ *   sends it, unasked, a frame with status FR_STORE_PUSHED (1) and a
+ *   WATCH's answer (num, value) each time the events change while it has
+ *   no WATCH parked and no reply under way: a client stopped after its
+ *   WATCH was answered reads the next events when it resumes, even if the
+ *   store has closed since. Such frames are no reply: a client reads them
+ *   wherever they come (fr_store_watch returns them; other requests skip
+ *   them).
  * A counter is a value holding a decimal integer ("42", as torch's
  * TCPStore keeps them): GET of a counter returns that text, a SET of
  * decimal text may be ADDed to, and ADD or WAIT_GE on any other value
@@ -130,7 +138,11 @@
 #define FR_STORE_MAX_KEY 255u
 #define FR_STORE_MAX_VALUE (1u << 20)
 
-#define FR_STORE_PROTO 1u /* bump when the store wire protocol changes */
+#define FR_STORE_PROTO 2u /* bump when the store wire protocol changes
+                            (2: pushed WATCH events) */
+/* The status of a frame the server sends a WATCH connection unasked: the
+ * events, as a WATCH's answer (see WATCH above). */
+#define FR_STORE_PUSHED 1
 
 typedef enum {
     FR_STORE_ROLE_MAIN = 0, /* the rank's own connection: its liveness */
@@ -329,7 +341,10 @@ int fr_store_barrier(fr_store_client *c, const char *key, int world,
  * <= 0: no limit), then copies the first min(cap, total) events into ev
  * (may be NULL when cap is 0): events are never reordered, so ev[seen..]
  * are the new ones. *n_out gets the number copied, *total the number of
- * events so far (either may be NULL). Errors: FRPC_ETIMEDOUT (nothing new),
+ * events so far (either may be NULL). Events the server pushed since the
+ * last call (see "Pushes" above) are read first, with no request sent,
+ * so a caller that was stopped gets the events that came meanwhile even
+ * when the store is gone by then. Errors: FRPC_ETIMEDOUT (nothing new),
  * FRPC_EINVAL, FRPC_EBOOTSTRAP (the connection to the store is lost, e.g.
  * rank 0 died: returned promptly), FRPC_ENOMEM. Blocks; meant for a WATCH
  * client on its own thread.

@@ -63,6 +63,9 @@ struct fr_store_client {
     /* Requests whose replies were given up on (the cap passed before a
      * byte of them came): read and dropped before the next reply. */
     unsigned owed;
+    /* fr_store_watch sent a WATCH whose answer it has not read (it
+     * returned pushed events that came first): the next call reads it. */
+    bool watch_out;
     char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
 
@@ -324,24 +327,46 @@ static int recv_reply(int fd, void *buf, size_t len, int64_t deadline)
     return recv_all(fd, buf, len, deadline);
 }
 
+/* Reads and drops len bytes of c's stream by deadline: 0, or -1. */
+static int skip_bytes(fr_store_client *c, uint32_t len, int64_t deadline)
+{
+    uint8_t junk[256];
+    if (len > FR_STORE_MAX_VALUE)
+        return -1;
+    while (len) {
+        size_t k = len < sizeof(junk) ? len : sizeof(junk);
+        if (recv_all(c->fd, junk, k, deadline) != 0)
+            return -1;
+        len -= (uint32_t)k;
+    }
+    return 0;
+}
+
+/* recv_reply for a reply's header, skipping the events the server pushed
+ * ahead of it (store.h, "Pushes"): they answer no request. */
+static int recv_rep(fr_store_client *c, uint8_t rep[FR_STORE_REP_HDR],
+                    int64_t deadline)
+{
+    for (;;) {
+        int r = recv_reply(c->fd, rep, FR_STORE_REP_HDR, deadline);
+        if (r || (int32_t)fr_store__get(rep, 4) != FR_STORE_PUSHED)
+            return r;
+        if (skip_bytes(c, (uint32_t)fr_store__get(rep + 12, 4), deadline))
+            return -1;
+    }
+}
+
 /* Reads and drops the replies owed, by deadline: 0, 1 (timed out, some
  * still owed) or -1 (broken). */
 static int drop_owed(fr_store_client *c, int64_t deadline)
 {
     while (c->owed) {
-        uint8_t rep[FR_STORE_REP_HDR], junk[256];
-        int r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+        uint8_t rep[FR_STORE_REP_HDR];
+        int r = recv_rep(c, rep, deadline);
         if (r)
             return r;
-        uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
-        if (rlen > FR_STORE_MAX_VALUE)
+        if (skip_bytes(c, (uint32_t)fr_store__get(rep + 12, 4), deadline))
             return -1;
-        while (rlen) {
-            size_t k = rlen < sizeof(junk) ? rlen : sizeof(junk);
-            if (recv_all(c->fd, junk, k, deadline) != 0)
-                return -1;
-            rlen -= (uint32_t)k;
-        }
         c->owed--;
     }
     return 0;
@@ -401,6 +426,31 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
                        value, vlen);
 }
 
+/* Closes c, whose stream failed (errno says how), with the reason. */
+static int broken_conn(fr_store_client *c)
+{
+    /* A keepalive that went unanswered (the store's host down, or the
+     * network cut) is not the store's process closing: say which. */
+    if (errno == ETIMEDOUT || errno == EHOSTUNREACH) {
+        int e = errno;
+        lost(c);
+        return fail(c, FRPC_EBOOTSTRAP, "the connection to the bootstrap "
+                    "store was lost: %s", strerror(e));
+    }
+    lost(c);
+    return fail(c, FRPC_EBOOTSTRAP,
+                "the connection to the bootstrap store was lost");
+}
+
+static void req_header(uint8_t hdr[FR_STORE_REQ_HDR], uint8_t op,
+                       size_t klen, size_t vlen, int64_t arg)
+{
+    hdr[0] = op;
+    fr_store__put(hdr + 1, (uint16_t)klen, 2);
+    fr_store__put(hdr + 3, (uint32_t)vlen, 4);
+    fr_store__put(hdr + 7, (uint64_t)arg, 8);
+}
+
 /* The reply to the ADD that exchange_ex sent ahead of its request: 0 (its
  * count in *added), 1 (none by the deadline: both replies are owed), 2
  * (the store refused it: *refused is its status, c->err its message; the
@@ -409,7 +459,7 @@ static int added_reply(fr_store_client *c, int64_t deadline, int64_t *added,
                        int *refused)
 {
     uint8_t rep[FR_STORE_REP_HDR];
-    int r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+    int r = recv_rep(c, rep, deadline);
     if (r > 0 && c->cap > 0) {
         c->owed += 2;
         return 1;
@@ -447,16 +497,10 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
                     "the connection to the bootstrap store was lost");
     uint8_t hdr[FR_STORE_REQ_HDR], rep[FR_STORE_REP_HDR];
     size_t klen = strlen(key);
-    hdr[0] = op;
-    fr_store__put(hdr + 1, (uint16_t)klen, 2);
-    fr_store__put(hdr + 3, (uint32_t)len, 4);
-    fr_store__put(hdr + 7, (uint64_t)arg, 8);
+    req_header(hdr, op, klen, len, arg);
     uint8_t add_hdr[FR_STORE_REQ_HDR];
     size_t add_klen = add_key ? strlen(add_key) : 0;
-    add_hdr[0] = FR_STORE_OP_ADD;
-    fr_store__put(add_hdr + 1, (uint16_t)add_klen, 2);
-    fr_store__put(add_hdr + 3, 0u, 4);
-    fr_store__put(add_hdr + 7, 1u, 8);
+    req_header(add_hdr, FR_STORE_OP_ADD, add_klen, 0, 1);
     struct iovec iov[5] = {{add_hdr, add_key ? sizeof(add_hdr) : 0},
                            {(void *)add_key, add_klen},
                            {hdr, sizeof(hdr)},
@@ -467,6 +511,10 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
         deadline = c->cap;
     if (c->cap > 0 && c->cap < io)
         io = c->cap;
+    if (c->watch_out) { /* a WATCH's answer still to come: not ours */
+        c->watch_out = false;
+        c->owed++;
+    }
     /* LEAVE goes even behind owed replies (the store serves a
      * connection's requests in order), so that a rank whose shutdown
      * ran out of time while rank 0 was stopped is LEFT, not DEAD. */
@@ -493,7 +541,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
         return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
                     "in time (rank 0 stopped or starved?)");
     }
-    r = recv_reply(c->fd, rep, sizeof(rep), deadline);
+    r = recv_rep(c, rep, deadline);
     if (r > 0 && c->cap > 0) {
         /* No byte of the reply by the deadline, with the caller bounding
          * its own wait: a stopped or starved store, not a lost one (that
@@ -533,17 +581,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
     *vlen = rlen;
     return 0;
 broken:
-    /* A keepalive that went unanswered (the store's host down, or the
-     * network cut) is not the store's process closing: say which. */
-    if (errno == ETIMEDOUT || errno == EHOSTUNREACH) {
-        int e = errno;
-        lost(c);
-        return fail(c, FRPC_EBOOTSTRAP, "the connection to the bootstrap "
-                    "store was lost: %s", strerror(e));
-    }
-    lost(c);
-    return fail(c, FRPC_EBOOTSTRAP,
-                "the connection to the bootstrap store was lost");
+    return broken_conn(c);
 }
 
 /* exchange() for a request the server may hold wait_ms (0: it answers at
@@ -648,40 +686,122 @@ int fr_store_barrier(fr_store_client *c, const char *key, int world,
     return fr_store_arrive(c, key, world, timeout_ms, NULL);
 }
 
+/* One frame of c's stream by deadline: its status, num and value
+ * (malloc'ed and NUL-ended; NULL on an error status, whose message goes
+ * to c->err). 0, -1 broken, -2 out of memory. */
+static int read_frame(fr_store_client *c, int64_t deadline, int32_t *status,
+                      int64_t *num, uint8_t **value, size_t *vlen)
+{
+    uint8_t rep[FR_STORE_REP_HDR];
+    *value = NULL;
+    *vlen = 0;
+    if (recv_reply(c->fd, rep, sizeof(rep), deadline) != 0)
+        return -1;
+    *status = (int32_t)fr_store__get(rep, 4);
+    *num = (int64_t)fr_store__get(rep + 4, 8);
+    uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
+    if ((*status > 0 && *status != FR_STORE_PUSHED) ||
+        rlen > FR_STORE_MAX_VALUE || (*status < 0 && rlen > FR_STORE_MAX_ERR))
+        return -1;
+    uint8_t *buf = malloc(rlen + 1);
+    if (!buf)
+        return -2;
+    if (recv_all(c->fd, buf, rlen, deadline) != 0) {
+        free(buf);
+        return -1;
+    }
+    buf[rlen] = 0;
+    if (*status < 0) {
+        fail(c, *status, "%s", rlen ? (char *)buf : status_text(*status));
+        free(buf);
+        return 0;
+    }
+    *value = buf;
+    *vlen = rlen;
+    return 0;
+}
+
+static bool readable_now(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* Reads what the server pushed before anything is sent (see store.h): a
+ * rank stopped meanwhile gets the events that came after its last answer
+ * even when the store has closed since (a request to it would fail
+ * first). At most one WATCH of ours is unanswered (watch_out): a call
+ * that returned pushed events leaves its answer, already on its way, to
+ * the next, which reads and passes over it if it says nothing new. */
 int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
                    fr_store_event *ev, size_t cap, size_t *n_out,
                    uint64_t *total)
 {
-    int64_t num = 0;
-    uint8_t tmo[8];
-    void *v = NULL;
-    size_t vlen = 0, n = 0;
+    uint8_t hdr[FR_STORE_REQ_HDR], tmo[8];
     if (n_out)
         *n_out = 0;
     if (!c || (cap && !ev) || seen > INT64_MAX)
         return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
+    if (c->fd < 0)
+        return fail(c, FRPC_EBOOTSTRAP,
+                    "the connection to the bootstrap store was lost");
     put_timeout(tmo, timeout_ms);
-    /* No deadline of the client's own: a server that answers late is a
-     * stopped or starved rank 0, not a lost one, and giving up would
-     * close the connection and take rank 0 for dead. A vanished host is
-     * the keepalive's to notice (within liveness_ms, fr_store__tune_socket),
-     * and fr_store_interrupt ends the wait when the watcher stops. */
-    int rc = roundtrip(c, FR_STORE_OP_WATCH, "", (int64_t)seen, tmo,
-                       sizeof(tmo), -1, &num, &v, &vlen);
-    if (rc != 0)
-        return rc;
-    rc = num < 0 || fr_store__events_decode(v, vlen, ev, cap, &n) != 0;
-    free(v);
-    if (rc != 0) {
-        lost(c);
-        return fail(c, FRPC_EBOOTSTRAP, "malformed events from the "
-                    "bootstrap store");
+    req_header(hdr, FR_STORE_OP_WATCH, 0, sizeof(tmo), (int64_t)seen);
+    /* Without a limit, no deadline of the client's own: a server that
+     * answers late is a stopped or starved rank 0, not a lost one, and
+     * giving up would close the connection and take rank 0 for dead. A
+     * vanished host is the keepalive's to notice (within liveness_ms,
+     * fr_store__tune_socket), and fr_store_interrupt ends the wait when
+     * the watcher stops. */
+    int64_t deadline = timeout_ms > 0 ? fr_store__now_ms() + timeout_ms +
+                                            FR_STORE_GRACE_MS
+                                      : INT64_MAX;
+    bool mine = false; /* the WATCH unanswered is this call's */
+    if (drop_owed(c, deadline) != 0)
+        return broken_conn(c);
+    for (;;) {
+        if (!c->watch_out && !readable_now(c->fd)) {
+            struct iovec iov[2] = {{hdr, sizeof(hdr)}, {tmo, sizeof(tmo)}};
+            if (send_all(c->fd, iov, 2,
+                         fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS))
+                return broken_conn(c);
+            c->watch_out = mine = true;
+        }
+        int32_t st = 0;
+        int64_t num = 0;
+        uint8_t *v;
+        size_t vlen, n = 0;
+        int r = read_frame(c, deadline, &st, &num, &v, &vlen);
+        if (r == -2) {
+            lost(c); /* the unread value is still in the stream */
+            return fail(c, FRPC_ENOMEM, "out of memory");
+        }
+        if (r)
+            return broken_conn(c);
+        if (st != FR_STORE_PUSHED) {
+            c->watch_out = false; /* the answer to our WATCH */
+            if (st != 0 && mine)
+                return st;
+            if (st != 0)
+                continue; /* an earlier call's, timed out */
+        }
+        if (num >= 0 && (uint64_t)num <= seen) {
+            free(v);
+            continue; /* nothing this caller has not seen */
+        }
+        r = num < 0 || fr_store__events_decode(v, vlen, ev, cap, &n) != 0;
+        free(v);
+        if (r) {
+            lost(c);
+            return fail(c, FRPC_EBOOTSTRAP, "malformed events from the "
+                        "bootstrap store");
+        }
+        if (n_out)
+            *n_out = n;
+        if (total)
+            *total = (uint64_t)num;
+        return 0;
     }
-    if (n_out)
-        *n_out = n;
-    if (total)
-        *total = (uint64_t)num;
-    return 0;
 }
 
 int fr_store_leave(fr_store_client *c)

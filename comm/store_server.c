@@ -28,6 +28,12 @@
  *   that record (an event, poison) re-examines all parked requests
  *   (wake(s, NULL)): a WATCH may now be answered, a GET/WAIT_GE may now be
  *   blocked for ever and is answered with the record's error.
+ * - A WATCH connection that has sent a WATCH is sent, unasked, each later
+ *   change of the events (a push: status FR_STORE_PUSHED, the same value
+ *   as a WATCH's answer) whenever it has no WATCH parked and no reply
+ *   under way, so a rank stopped after its WATCH was answered still reads
+ *   the events that came next (rank 0 leaving, say) once it resumes, even
+ *   if the store has closed by then.
  * - A SET or ADD of key K answers every connection parked on K that is now
  *   ready; a parked request whose deadline passes is answered with
  *   FRPC_ETIMEDOUT. Deadlines (and auth deadlines) use the monotonic clock
@@ -86,6 +92,10 @@ struct conn {
     uint64_t seen;    /* WATCH */
     int64_t deadline; /* monotonic ms; INT64_MAX: none */
     char key[FR_STORE_MAX_KEY + 1];
+    /* A WATCH connection that asked once: told how many events it was
+     * last sent (a WATCH's answer or a push), pushed the rest unasked. */
+    bool watching;
+    uint64_t told;
 };
 
 struct fr_store_server {
@@ -164,26 +174,57 @@ static int conn_refuse(struct conn *c, int32_t status, const char *msg)
     return conn_reply(c, status, 0, msg, strnlen(msg, FR_STORE_MAX_ERR));
 }
 
-/* Answers c's WATCH if the server has more than c->seen events: 1, 0 not
- * ready, -1 the reply could not be buffered. At most world <= 2^20 events
- * of at most 101 bytes: the value may exceed FR_STORE_MAX_VALUE only for
- * worlds over 10000 that all died, and then ends early. */
-static int answer_watch(struct fr_store_server *s, struct conn *c)
+static void conn_flush(struct conn *c);
+
+/* Queues every event for c with status (0: a WATCH's answer;
+ * FR_STORE_PUSHED: unasked): 0, or -1 the reply could not be buffered. At
+ * most world <= 2^20 events of at most 101 bytes: the value may exceed
+ * FR_STORE_MAX_VALUE only for worlds over 10000 that all died, and then
+ * ends early. */
+static int send_events(struct fr_store_server *s, struct conn *c,
+                       int32_t status)
 {
     const size_t most = 6 + sizeof(((fr_store_event *)0)->reason);
     size_t n;
     const fr_store_event *ev = fr_store_members_events(s->members, &n);
-    if ((uint64_t)n <= c->seen)
-        return 0;
     if (n > FR_STORE_MAX_VALUE / most)
         n = FR_STORE_MAX_VALUE / most;
-    uint8_t *buf = malloc(n * most);
+    uint8_t *buf = malloc(n * most + 1);
     if (!buf)
-        return conn_reply(c, FRPC_ENOMEM, 0, NULL, 0) < 0 ? -1 : 1;
+        return status ? 0 : conn_reply(c, FRPC_ENOMEM, 0, NULL, 0);
     size_t len = fr_store__events_encode(ev, n, buf);
-    int rc = conn_reply(c, 0, (int64_t)n, buf, len);
+    int rc = conn_reply(c, status, (int64_t)n, buf, len);
     free(buf);
-    return rc < 0 ? -1 : 1;
+    if (rc == 0)
+        c->told = n;
+    return rc;
+}
+
+/* Answers c's WATCH if the server has more than c->seen events: 1, 0 not
+ * ready, -1 the reply could not be buffered. */
+static int answer_watch(struct fr_store_server *s, struct conn *c)
+{
+    size_t n;
+    fr_store_members_events(s->members, &n);
+    if ((uint64_t)n <= c->seen)
+        return 0;
+    return send_events(s, c, 0) < 0 ? -1 : 1;
+}
+
+/* Sends c the events it was not told yet, unasked, if it watches and has
+ * nothing else under way (no parked WATCH, no reply being sent): a rank
+ * stopped after its WATCH was answered finds the events that came next
+ * when it resumes, even once the store is gone. Out of memory, it is told
+ * at the next change. */
+static void push_events(struct fr_store_server *s, struct conn *c)
+{
+    size_t n;
+    if (!c->watching || c->parked || c->dead || c->closing ||
+        c->woff < c->wlen)
+        return;
+    fr_store_members_events(s->members, &n);
+    if ((uint64_t)n > c->told && send_events(s, c, FR_STORE_PUSHED) == 0)
+        conn_flush(c);
 }
 
 /* Answers c's GET/WAIT_GE/WATCH if it is ready, or a GET/WAIT_GE that can
@@ -218,8 +259,6 @@ static void unpark(struct fr_store_server *s, struct conn *c)
     s->nparked--;
     s->work = true;
 }
-
-static void conn_flush(struct conn *c);
 
 /* key changed (NULL: the membership record did): answer the connections
  * parked on it that are now ready or blocked. Rank 0 runs the store, and
@@ -326,6 +365,8 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
             wake(s, key);
         return conn_reply(c, rc, v, NULL, 0);
     default: /* GET, WAIT_GE, WATCH */
+        if (op == FR_STORE_OP_WATCH && c->hello.role == FR_STORE_ROLE_WATCH)
+            c->watching = true;
         c->op = op;
         memcpy(c->key, key, strlen(key) + 1);
         c->target = op == FR_STORE_OP_WAIT_GE ? arg : 0;
@@ -640,6 +681,8 @@ static void *serve(void *arg)
             s->changed = false;
             wake(s, NULL);
         }
+        for (size_t i = 0; i < s->nconns; i++)
+            push_events(s, s->conns[i]);
     }
     /* Closing every connection ends the clients' waits with EOF. */
     for (size_t i = 0; i < s->nconns; i++)

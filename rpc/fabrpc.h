@@ -529,7 +529,9 @@ enum {
  * barrier), but for rank 0's word to that store that it leaves, which its
  * own thread answers at once and which is waited for up to half a second
  * past timeout_ms (the store closes right after, and a rank stopped
- * meanwhile learns from it, when it resumes, that rank 0 left). A rank that shuts down after rank 0 was lost, or finds it
+ * meanwhile learns from it, when it resumes, that rank 0 left, and that
+ * the ranks that left before rank 0 did). A rank that shuts down after
+ * rank 0 was lost, or finds it
  * lost during a graceful shutdown, or whose graceful shutdown's barrier
  * fails, or that shuts down immediately (rank 0 too: a rank that missed
  * the barrier, or found none, may be stopped, and resume only once the

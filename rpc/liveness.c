@@ -19,9 +19,10 @@
  *   store knows, and its notice can come after the pidfd's. So while the
  *   store serves, the pidfd's verdict waits up to FR_EXIT_GRACE_MS for
  *   the store's (LEFT or DEAD: its connection closed with the process);
- *   without the store (rank 0 itself, dead, or its connection broken) it
- *   is DEAD at once; rank 0 having left does not count, since it serves
- *   the store until the others have left;
+ *   for rank 0, the store's own process, until the watcher has read what
+ *   the store sent before it closed; without the store (rank 0 dead, or
+ *   its connection broken) it is DEAD at once; rank 0 having left does
+ *   not count, since it serves the store until the others have left;
  * - the bootstrap store: rank 0's store sees each rank's own connection
  *   close; one that closes without LEAVE is a death, and the store tells
  *   every rank through a second, WATCH connection (a watcher thread
@@ -692,11 +693,15 @@ static void deliver_goodbyes(frpc_agent *a)
 }
 
 /* r's process ended (its pidfd): dead at once when no store can say
- * whether it left, else after the grace unless the store speaks first. */
+ * whether it left, else after the grace unless the store speaks first.
+ * Rank 0 too: its store has closed with it, but what it said before
+ * (rank 0's own LEAVE, pushed to our watch connection while this rank was
+ * stopped, say) is still to be read, and the watcher's end of the
+ * connection comes right after (store_gone: the grace ends then). */
 static void exited(frpc_agent *a, uint32_t r)
 {
     fr_liveness *l = a->live;
-    if (r == 0 || !l->watcher_started || store_silent(a)) {
+    if (!l->watcher_started || store_silent(a)) {
         deliver_goodbyes(a);
         fr_agent_mark_lost(a, r, FRPC_PEER_DEAD,
                            "died (its process ended, and no word of its "

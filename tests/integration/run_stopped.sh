@@ -52,6 +52,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one transfer 2 transfer
     run_case "$PROV: a rank stopped with transfers to it in flight finds rank 0 LEFT after its graceful shutdown" \
         one left-behind-data 2 left-behind-data
+    run_case "$PROV: the same with ranks 1, then 0 leaving in turn: both LEFT (the store pushes rank 0's LEAVE after the answered WATCH)" \
+        one left-behind-data-3 3 left-behind-data
     run_case "$PROV: gets from a stopped owner: done without it (shm, up to its queue), then FRPC_ETIMEDOUT at the timeout" \
         one owner-gets 2 owner-gets
     run_case "$PROV: args lent to a stopped callee: an immediate shutdown takes them back at its timeout, unseen" \

@@ -65,12 +65,13 @@
  *            before the fabric closes, both futures are complete when
  *            the shutdown returns, and nothing of them is left (a
  *            sanitizer build finds a leak at exit otherwise).
- *   left-behind-data 2 ranks. Rank 1, the owner of 64 MiB, is stopped
- *            while rank 0 has a get and a put of them in flight and
- *            shuts down gracefully (2000 ms, it runs out) and ends.
- *            Resumed, rank 1 finds rank 0 LEFT, not DEAD (over tcp it
- *            was DEAD: the goodbye waited behind the data, and rank 0's
- *            store closed before it read rank 0's own LEAVE).
+ *   left-behind-data 2 or 3 ranks. The last, the owner of 64 MiB, is
+ *            stopped while every other rank has a get and a put of them
+ *            in flight and shuts down gracefully (2000 ms, it runs out)
+ *            and ends; with 3, rank 1 first, rank 0 2.5 s later.
+ *            Resumed, the owner finds them all LEFT, not DEAD (over tcp
+ *            rank 0 was DEAD: the goodbye waited behind the data, and
+ *            rank 0's store closed before it read rank 0's own LEAVE).
  *   owner-gets 2 ranks. Rank 0 gets 8 B from stopped rank 1 again
  *            and again (1000 ms timeout): over shm at least 500 complete
  *            without the owner, over tcp none; the first that waits for
@@ -346,7 +347,7 @@ static void h_region(frpc_request *req, void *u)
     (void)u;
     tr_region r = {.pid = getpid()};
     memcpy(r.desc, tr_desc, sizeof r.desc);
-    atomic_store(&tr_asked, 1);
+    atomic_fetch_add(&tr_asked, 1);
     frpc_respond(req, &r, sizeof r);
 }
 
@@ -655,6 +656,18 @@ static void lm_lost(frpc_agent *a, int rank, int state, const char *why,
     SAY("lost: rank %d %s: %s", rank, state_name(state), why);
 }
 
+/* Waits until peer is no longer ALIVE, at most limit_ms: its state. */
+static int wait_lost(frpc_agent *a, int peer, int limit_ms)
+{
+    long long t = now_ms();
+    while (frpc_peer_state(a, peer) == FRPC_PEER_ALIVE) {
+        if (now_ms() - t > limit_ms)
+            FAIL("rank %d still ALIVE after %d ms", peer, limit_ms);
+        msleep(20);
+    }
+    return frpc_peer_state(a, peer);
+}
+
 /* Stops this rank for stop_ms from now, then waits until peer is no
  * longer ALIVE, at most limit_ms after the resume: its state. */
 static int stop_until_lost(frpc_agent *a, int peer, int stop_ms,
@@ -662,19 +675,12 @@ static int stop_until_lost(frpc_agent *a, int peer, int stop_ms,
 {
     stop_self(0, stop_ms);
     msleep(500); /* stopped here */
-    long long t = now_ms();
-    while (frpc_peer_state(a, peer) == FRPC_PEER_ALIVE) {
-        if (now_ms() - t > limit_ms)
-            FAIL("rank %d still ALIVE %d ms after the resume", peer,
-                 limit_ms);
-        msleep(20);
-    }
-    return frpc_peer_state(a, peer);
+    return wait_lost(a, peer, limit_ms);
 }
 
-/* Both ranks register len bytes (*m, of *buf). The owner describes its
- * region for h_region and returns once the other rank asked for it; the
- * other gets its descriptor into *r and the owner's pid (peer_pid). */
+/* Every rank registers len bytes (*m, of *buf). The owner describes its
+ * region for h_region and returns once every other rank asked for it;
+ * the others get its descriptor into *r and the owner's pid (peer_pid). */
 static void share_region(frpc_agent *a, int owner, size_t len, frpc_mem **m,
                          uint8_t **buf, tr_region *r)
 {
@@ -690,9 +696,10 @@ static void share_region(frpc_agent *a, int owner, size_t len, frpc_mem **m,
         FAIL("barrier: %s", frpc_strerror(rc));
     if (R == owner) {
         long long t = now_ms();
-        while (!atomic_load(&tr_asked)) {
+        while (atomic_load(&tr_asked) < frpc_world_size(a) - 1) {
             if (now_ms() - t > 30000)
-                FAIL("rank %d never asked for the region", 1 - owner);
+                FAIL("%d of the other ranks asked for the region",
+                     atomic_load(&tr_asked));
             msleep(2);
         }
         return;
@@ -777,27 +784,33 @@ static void mode_transfer(frpc_agent *a, int stop_ms)
     exit(0);
 }
 
-/* left-behind-data: rank 1 owns LB_LEN bytes and is stopped while rank
- * 0 has a get and a put of all of them in flight to it (over tcp they
- * fill the connection), and rank 0 shuts down gracefully (2000 ms: it
- * runs out) and ends. Resumed, rank 1 finds rank 0 LEFT, not DEAD: over
- * tcp the goodbye stayed behind the data, and rank 0, out of time, ended
- * its store before it had read its own LEAVE. */
+/* left-behind-data: the last rank owns LB_LEN bytes and is stopped while
+ * every other rank has a get and a put of all of them in flight to it
+ * (over tcp they fill the connection) and shuts down gracefully (2000 ms:
+ * it runs out) and ends: with 3 ranks, rank 1 first, then rank 0
+ * LB_TURN_MS later. Resumed, the owner finds them all LEFT, not DEAD:
+ * over tcp the goodbye stayed behind the data, and rank 0, out of time,
+ * ended its store before it had read its own LEAVE. */
 #define LB_LEN (64 << 20)
+#define LB_TURN_MS 2500
 
 static void mode_left_behind_data(frpc_agent *a, int stop_ms)
 {
     uint8_t *buf;
     frpc_mem *m = NULL;
     tr_region r;
-    int rc;
-    share_region(a, 1, LB_LEN, &m, &buf, &r);
-    if (R == 1) {
+    int rc, owner = frpc_world_size(a) - 1;
+    share_region(a, owner, LB_LEN, &m, &buf, &r);
+    if (R == owner) {
         frpc_on_peer_lost(a, lm_lost, NULL);
-        int st = stop_until_lost(a, 0, stop_ms, 10000);
-        SAY("resumed: rank 0 is %s", state_name(st));
-        if (st != FRPC_PEER_LEFT)
-            FAIL("rank 0 is %s, want LEFT (it shut down)", state_name(st));
+        for (int p = owner - 1; p >= 0; p--) {
+            int st = p == owner - 1 ? stop_until_lost(a, p, stop_ms, 10000)
+                                    : wait_lost(a, p, 10000);
+            SAY("resumed: rank %d is %s", p, state_name(st));
+            if (st != FRPC_PEER_LEFT)
+                FAIL("rank %d is %s, want LEFT (it shut down)", p,
+                     state_name(st));
+        }
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
         printf("ok: rank %d\n", R);
         exit(0);
@@ -809,15 +822,19 @@ static void mode_left_behind_data(frpc_agent *a, int stop_ms)
         (rc = frpc_put_async(m, 0, r.desc, sizeof r.desc, 0, LB_LEN, 30000,
                              &f[1])))
         FAIL("get/put_async: %s", frpc_strerror(rc));
-    msleep(200);
+    msleep(200 + (owner - 1 - R) * LB_TURN_MS);
     long long t = now_ms();
     rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 2000);
-    SAY("graceful shutdown with transfers to the stopped rank 1: %s after "
-        "%lld ms", frpc_strerror(rc), now_ms() - t);
-    if (rc != FRPC_ETIMEDOUT && rc != 0)
-        FAIL("shutdown: %s, want FRPC_ETIMEDOUT", frpc_strerror(rc));
+    SAY("graceful shutdown with transfers to the stopped rank %d: %s after "
+        "%lld ms", owner, frpc_strerror(rc), now_ms() - t);
+    /* A later one: a rank left before it, which the header counts as a
+     * rank lost. */
+    int want = R == owner - 1 ? FRPC_ETIMEDOUT : FRPC_EPEERLOST;
+    if (rc != want && rc != 0)
+        FAIL("shutdown: %s, want %s", frpc_strerror(rc), frpc_strerror(want));
     if (!peer_stopped())
-        FAIL("rank 1 resumed before rank 0 ended (a loaded machine?)");
+        FAIL("rank %d resumed before rank %d ended (a loaded machine?)",
+             owner, R);
     for (int i = 0; i < 2; i++)
         frpc_future_free(f[i]);
     frpc_mem_deregister(m, 1000);

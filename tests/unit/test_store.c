@@ -1145,6 +1145,37 @@ START_TEST(test_leave_is_left)
 }
 END_TEST
 
+/* A watcher stopped after its WATCH was answered (it asks nothing for a
+ * while) still gets the events that came next: the server pushes them, a
+ * data request on the connection passes over them, and they are read
+ * even once the store has closed. */
+START_TEST(test_events_pushed_after_an_answered_watch)
+{
+    fr_store_event ev[4];
+    size_t n = 0;
+    uint64_t total = 0;
+    ck_assert_int_eq(fr_store_leave(mains[1]), 0);
+    expect_event(1, FR_STORE_LEFT, "left");
+    ck_assert_int_eq(fr_store_leave(mains[2]), 0); /* pushed */
+    ck_assert_int_eq(fr_store_set(mains[0], "k", "v", 1), 0);
+    expect_value(watcher, "k", "v"); /* behind the push */
+    ck_assert_int_eq(fr_store_leave(mains[0]), 0); /* pushed too */
+    fr_store_server_stop(srv);
+    srv = NULL;
+    ck_assert_int_eq(fr_store_watch(watcher, 1, 0, ev, 4, &n, &total), 0);
+    ck_assert_uint_eq(total, 3);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_int_eq(ev[1].rank, 2);
+    ck_assert_int_eq(ev[1].state, FR_STORE_LEFT);
+    ck_assert_int_eq(ev[2].rank, 0);
+    ck_assert_int_eq(ev[2].state, FR_STORE_LEFT);
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_watch(watcher, 3, 0, ev, 4, &n, &total),
+                     FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(now_ms() - t0, 3000);
+}
+END_TEST
+
 /* A LEAVE sent just before the close still counts: the server serves what
  * it read before it sees the EOF. */
 START_TEST(test_leave_then_close_at_once_is_left)
@@ -1545,6 +1576,9 @@ int main(void)
          test_close_without_leave_is_death, 30, &job3},
         {"leave is an event and fails waits that need the rank",
          test_leave_is_left, 30, &job3},
+        {"events after an answered WATCH are pushed, read even once the "
+         "store has closed, and passed over by other requests",
+         test_events_pushed_after_an_answered_watch, 30, &job3},
         {"leave sent just before the close is still a leave",
          test_leave_then_close_at_once_is_left, 30},
         {"wait_gone returns when the others left or died, else times out",
