@@ -426,6 +426,13 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
                        value, vlen);
 }
 
+/* FRPC_ETIMEDOUT for a reply that did not come by the caller's bound. */
+static int store_late(fr_store_client *c)
+{
+    return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer in "
+                "time (rank 0 stopped or starved?)");
+}
+
 /* Closes c, whose stream failed (errno says how), with the reason. */
 static int broken_conn(fr_store_client *c)
 {
@@ -520,8 +527,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
      * ran out of time while rank 0 was stopped is LEFT, not DEAD. */
     int r = op == FR_STORE_OP_LEAVE ? 0 : drop_owed(c, deadline);
     if (r > 0)
-        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
-                    "in time (rank 0 stopped or starved?)");
+        return store_late(c);
     if (r < 0 || send_all(c->fd, iov, 5, io))
         goto broken;
     if (add_key && *added < 0)
@@ -530,16 +536,13 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
     if (add_key && (r = added_reply(c, deadline, added, &refused)) != 0) {
         if (r < 0)
             goto broken;
-        return r == 2 ? refused
-                      : fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not "
-                             "answer in time (rank 0 stopped or starved?)");
+        return r == 2 ? refused : store_late(c);
     }
     if (op == FR_STORE_OP_LEAVE && (r = drop_owed(c, deadline)) != 0) {
         if (r < 0)
             goto broken;
         c->owed++;
-        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
-                    "in time (rank 0 stopped or starved?)");
+        return store_late(c);
     }
     r = recv_rep(c, rep, deadline);
     if (r > 0 && c->cap > 0) {
@@ -548,8 +551,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
          * closes the connection). Its reply is owed, the connection
          * stays, and the caller decides whether to ask again. */
         c->owed++;
-        return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer "
-                    "in time (rank 0 stopped or starved?)");
+        return store_late(c);
     }
     if (r != 0)
         goto broken;
@@ -757,7 +759,10 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
                                             FR_STORE_GRACE_MS
                                       : INT64_MAX;
     bool mine = false; /* the WATCH unanswered is this call's */
-    if (drop_owed(c, deadline) != 0)
+    int r = drop_owed(c, deadline);
+    if (r > 0)
+        return store_late(c);
+    if (r < 0)
         return broken_conn(c);
     for (;;) {
         if (!c->watch_out && !readable_now(c->fd)) {
@@ -771,7 +776,7 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
         int64_t num = 0;
         uint8_t *v;
         size_t vlen, n = 0;
-        int r = read_frame(c, deadline, &st, &num, &v, &vlen);
+        r = read_frame(c, deadline, &st, &num, &v, &vlen);
         if (r == -2) {
             lost(c); /* the unread value is still in the stream */
             return fail(c, FRPC_ENOMEM, "out of memory");
