@@ -185,10 +185,9 @@ static int send_events(struct fr_store_server *s, struct conn *c,
                        int32_t status)
 {
     const size_t most = 6 + sizeof(((fr_store_event *)0)->reason);
-    size_t n;
-    const fr_store_event *ev = fr_store_members_events(s->members, &n);
-    if (n > FR_STORE_MAX_VALUE / most)
-        n = FR_STORE_MAX_VALUE / most;
+    size_t n, all;
+    const fr_store_event *ev = fr_store_members_events(s->members, &all);
+    n = all > FR_STORE_MAX_VALUE / most ? FR_STORE_MAX_VALUE / most : all;
     uint8_t *buf = malloc(n * most + 1);
     if (!buf)
         return status ? 0 : conn_reply(c, FRPC_ENOMEM, 0, NULL, 0);
@@ -196,7 +195,7 @@ static int send_events(struct fr_store_server *s, struct conn *c,
     int rc = conn_reply(c, status, (int64_t)n, buf, len);
     free(buf);
     if (rc == 0)
-        c->told = n;
+        c->told = all; /* not n: a cut list is pushed once, not each pass */
     return rc;
 }
 
