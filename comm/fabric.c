@@ -1332,14 +1332,18 @@ static int take_poll(fr_fabric *f)
 {
     if (pthread_mutex_trylock(&f->poll_lock))
         return 0;
-    atomic_store(&f->poll_owner, pthread_self());
-    atomic_store(&f->poll_owned, 1);
+    /* Release and acquire (fr_fabric_polling_here), not sequentially
+     * consistent stores: only the owner's own reads may find itself, and
+     * an xchg per store cost the poll of every 8-byte get. */
+    atomic_store_explicit(&f->poll_owner, pthread_self(),
+                          memory_order_relaxed);
+    atomic_store_explicit(&f->poll_owned, 1, memory_order_release);
     return 1;
 }
 
 static void give_poll(fr_fabric *f)
 {
-    atomic_store(&f->poll_owned, 0);
+    atomic_store_explicit(&f->poll_owned, 0, memory_order_release);
     pthread_mutex_unlock(&f->poll_lock);
 }
 
@@ -1434,8 +1438,11 @@ void fr_fabric_settle(fr_fabric *f, uint64_t deadline_ns,
 
 int fr_fabric_polling_here(fr_fabric *f)
 {
-    return atomic_load(&f->poll_owned) &&
-           pthread_equal(atomic_load(&f->poll_owner), pthread_self());
+    /* Owned seen set (acquire): the owner read is its taker's. */
+    return atomic_load_explicit(&f->poll_owned, memory_order_acquire) &&
+           pthread_equal(atomic_load_explicit(&f->poll_owner,
+                                              memory_order_relaxed),
+                         pthread_self());
 }
 
 /* A poll by this thread if no other holds the CQ: FRPC_EAGAIN if one

@@ -204,6 +204,43 @@ void fr__rma_close_regions(fr_fabric *f)
     }
 }
 
+/* Bytes of a transfer of n chunks and nsegs segments. */
+static size_t xfer_size(unsigned n, unsigned nsegs)
+{
+    return sizeof(fr_rma_xfer) + n * sizeof(fr_rma_chunk) +
+           nsegs * sizeof(fr_rma_seg);
+}
+
+/* Single-chunk transfers (every small get or put) reuse the one kept in
+ * f->rma_spare; any other is malloc'd. */
+static int is_single(unsigned n, unsigned nsegs)
+{
+    return n == 1 && nsegs == 1;
+}
+
+static fr_rma_xfer *alloc_xfer(fr_fabric *f, unsigned n, unsigned nsegs)
+{
+    fr_rma_xfer *x = NULL;
+    size_t size = xfer_size(n, nsegs);
+    if (is_single(n, nsegs) &&
+        (x = atomic_exchange_explicit(&f->rma_spare, NULL,
+                                      memory_order_acquire)))
+        return memset(x, 0, size);
+    return fr_zalloc(size);
+}
+
+/* Frees x, or keeps it as the spare if it is single and none is kept. */
+static void free_xfer(fr_fabric *f, fr_rma_xfer *x)
+{
+    fr_rma_xfer *none = NULL;
+    if (is_single(x->chunks, x->op.nsegs) &&
+        atomic_compare_exchange_strong_explicit(&f->rma_spare, &none, x,
+                                                memory_order_release,
+                                                memory_order_relaxed))
+        return;
+    free(x);
+}
+
 static void link_x(fr_rma_xfer **head, fr_rma_xfer *x)
 {
     x->prev = NULL;
@@ -251,7 +288,7 @@ static void after_unlock(fr_fabric *f, fr_rma_xfer *x, int run, int free_it)
         report(x);
     }
     if (free_it)
-        free(x);
+        free_xfer(f, x);
 }
 
 /* Maps a failed chunk's provider error to a code and words. */
@@ -281,14 +318,14 @@ static ssize_t post_chunk_now(fr_fabric *f, fr_rma_xfer *x,
     uint64_t raddr = sg->remote_addr + c->off;
     fi_addr_t peer = f->peer[x->op.dst];
 
+    if (!sg->write)
+        return fi_read(f->ep, local, c->len, desc, peer, raddr, sg->key,
+                       &c->op.fictx);
     struct iovec iov = {.iov_base = local, .iov_len = c->len};
     struct fi_rma_iov rma = {.addr = raddr, .len = c->len, .key = sg->key};
     struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &desc, .iov_count = 1,
                              .addr = peer, .rma_iov = &rma,
                              .rma_iov_count = 1, .context = &c->op.fictx};
-    if (!sg->write)
-        return fi_read(f->ep, local, c->len, desc, peer, raddr, sg->key,
-                       &c->op.fictx);
     return fi_writemsg(f->ep, &msg, FI_COMPLETION | f->rma_write_flags);
 }
 
@@ -347,8 +384,7 @@ void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err)
 /* A new transfer for op, its chunks laid out, or NULL (no memory). */
 static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
 {
-    fr_rma_xfer *x = fr_zalloc(sizeof(*x) + n * sizeof(x->chunk[0]) +
-                               op->nsegs * sizeof(x->seg[0]));
+    fr_rma_xfer *x = alloc_xfer(f, n, op->nsegs);
     if (!x)
         return NULL;
     x->op = *op;
@@ -454,7 +490,7 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
         unlink_x(&f->rma_active, x);
         atomic_fetch_sub(&f->transfers, 1);
         pthread_mutex_unlock(&f->rndv_lock);
-        free(x);
+        free_xfer(f, x);
         return rc;
     }
     run = end_if_complete_locked(f, x);
@@ -495,7 +531,7 @@ int fr__rma_end_lost(fr_fabric *f)
             link_x(&f->rma_abandoned, x);
         pthread_mutex_unlock(&f->rndv_lock);
         if (free_it)
-            free(x);
+            free_xfer(f, x);
     }
     return n;
 }
@@ -514,6 +550,7 @@ void fr__rma_free_all(fr_fabric *f, int keep_posted)
         }
         report(x);
     }
+    free(atomic_exchange(&f->rma_spare, NULL));
     if (keep_posted)
         return;
     fr_rma_xfer **lists[2] = {&f->rma_active, &f->rma_abandoned};

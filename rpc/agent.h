@@ -405,6 +405,10 @@ void fr_agent_free_spare_requests(frpc_agent *a);
  * ENORANK, ETOOBIG, ESHUTDOWN), with a message in *why (malloc'ed). */
 int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                   size_t len, char **why);
+/* The part of fr_call_check that is about dst and this agent (ENORANK,
+ * ESHUTDOWN), for fabrpc's own operations whose name is not the caller's
+ * (one-sided transfers): name only words *why. */
+int fr_call_check_peer(frpc_agent *a, int dst, const char *name, char **why);
 /* On the thread in frpc_shutdown (on = 1, then 0): its own calls pass
  * fr_call_check's shutdown refusal meanwhile (its goodbye or
  * announcement to the others, fr_liveness_say_goodbye_by); other
@@ -516,6 +520,11 @@ void fr_progress_posting_end(frpc_agent *a);
  * sleeps. Returns 1 if p is done. */
 int fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t until_ns,
                           int give_up);
+/* fr_progress_wait_call right after fr_progress_posting_begin, in place
+ * of fr_progress_posting_end: the posting's count as a spinning caller
+ * becomes the wait's (two atomic operations less per sync transfer). */
+int fr_progress_wait_posted(frpc_agent *a, fr_pending *p, uint64_t until_ns,
+                            int give_up);
 
 /* Drives progress until done(arg) is true or until_ns passes. Returns 1 if
  * done. Used by the multi-future waits. */

@@ -65,14 +65,19 @@ int fr_call_check(frpc_agent *a, int dst, const char *name, const void *args,
                    "function, not the application's", name, dst);
         return FRPC_EINVAL;
     }
-    if (dst < 0 || dst >= a->set.world) {
-        *why = fmt("call to '%s': rank %d does not exist", name, dst);
-        return FRPC_ENORANK;
-    }
-    if (len > a->set.max_msg) {
+    if (dst >= 0 && dst < a->set.world && len > a->set.max_msg) {
         *why = fmt("call to '%s' on rank %d: args exceed the message limit",
                    name, dst);
         return FRPC_ETOOBIG;
+    }
+    return fr_call_check_peer(a, dst, name, why);
+}
+
+int fr_call_check_peer(frpc_agent *a, int dst, const char *name, char **why)
+{
+    if (dst < 0 || dst >= a->set.world) {
+        *why = fmt("call to '%s': rank %d does not exist", name, dst);
+        return FRPC_ENORANK;
     }
     /* While a graceful shutdown drains, handlers serving other ranks may
      * still call out (they run on the polling thread or the pool); nobody

@@ -265,17 +265,14 @@ uint64_t fr_pending_deadline_of(fr_pending_table *t, uint64_t id,
     return d;
 }
 
-/* The message the caller reads: names the call for every local error and
- * keeps the remote text as it came. Runs once, before done is set. */
+/* The message the caller reads for a local error (not 0 or EREMOTE, whose
+ * text stays as it came): names the call. Runs once, before done is set. */
 static void explain(fr_pending *p)
 {
     char buf[600];
     const char *name = p->fname ? p->fname : "?";
     char *old = p->res.error;
     switch (p->res.status) {
-    case 0:
-    case FRPC_EREMOTE:
-        return;
     case FRPC_ENOFUNC:
         snprintf(buf, sizeof(buf), "no function '%s' on rank %u", name,
                  p->dst);
@@ -326,7 +323,8 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     p->res.data = data;
     p->res.len = len;
     p->res.error = err;
-    explain(p);
+    if (status != 0 && status != FRPC_EREMOTE) /* kept as they came */
+        explain(p);
     count(t, status);
     if (p->fstat) { /* under the lock: the only writer of these figures */
         if (!now)
@@ -543,9 +541,16 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err)
 {
-    fr_answer x = {.id = id, .src = src, .status = status,
-                   .remote_code = remote_code, .data = data, .len = len,
-                   .err = err};
+    /* Field by field: an initializer would zero small, which a single
+     * answer never uses (its data is the caller's). */
+    fr_answer x;
+    x.id = id;
+    x.src = src;
+    x.status = status;
+    x.remote_code = remote_code;
+    x.data = data;
+    x.len = len;
+    x.err = err;
     return (int)fr_pending_complete_many(t, &x, 1, 0);
 }
 

@@ -469,14 +469,17 @@ static int sleeps_itself(frpc_agent *a)
             a->set.progress == FRPC_PROGRESS_BLOCKING);
 }
 
-static int wait_for(frpc_agent *a, waiter *w, uint64_t until)
+/* spinning: the caller counts as spinning already (it posted under
+ * fr_progress_posting_begin): its first spin takes that count over. */
+static int wait_for(frpc_agent *a, waiter *w, uint64_t until, int spinning)
 {
     unsigned backoff = FR_BACKOFF_MIN_US;
 
     fr_standin_release(a);
 
-    for (;;) {
-        caller_starts_spinning(a);
+    for (;; spinning = 0) {
+        if (!spinning)
+            caller_starts_spinning(a);
         int r = spin(a, w, until);
         if (r < 0 && sleeps_itself(a) && !fr_fabric_polling_here(a->fab)) {
             /* Sleep on the CQ's fd or our doorbell ourselves, still counted
@@ -526,13 +529,25 @@ static void nap_one(frpc_agent *a, waiter *w, uint64_t until)
     fr_pending_wait(&a->pend, w->arg, until, 0);
 }
 
+static int wait_call(frpc_agent *a, fr_pending *p, uint64_t until,
+                     int give_up, int spinning)
+{
+    waiter w = {.done = pending_done, .nap = nap_one, .arg = p};
+    if (wait_for(a, &w, until, spinning))
+        return 1;
+    return give_up ? fr_pending_wait(&a->pend, p, 0, 1) : 0;
+}
+
 int fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t until,
                           int give_up)
 {
-    waiter w = {.done = pending_done, .nap = nap_one, .arg = p};
-    if (wait_for(a, &w, until))
-        return 1;
-    return give_up ? fr_pending_wait(&a->pend, p, 0, 1) : 0;
+    return wait_call(a, p, until, give_up, 0);
+}
+
+int fr_progress_wait_posted(frpc_agent *a, fr_pending *p, uint64_t until,
+                            int give_up)
+{
+    return wait_call(a, p, until, give_up, 1);
 }
 
 /* The multi-future waits sleep until any call completes. */
@@ -546,5 +561,5 @@ int fr_progress_wait_until(frpc_agent *a, int (*done)(void *), void *arg,
 {
     waiter w = {.done = done, .nap = nap_any, .arg = arg,
                 .epoch = atomic_load(&a->pend.epoch)};
-    return wait_for(a, &w, until);
+    return wait_for(a, &w, until, 0);
 }

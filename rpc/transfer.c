@@ -118,8 +118,8 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
         return FRPC_EACCES;
     if (roff > d->len || len > d->len - roff)
         return FRPC_EINVAL;
-    rc = fr_call_check(a, (int)d->rank, write ? "frpc_put" : "frpc_get",
-                       NULL, 0, &why);
+    rc = fr_call_check_peer(a, (int)d->rank, write ? "frpc_put" : "frpc_get",
+                            &why);
     free(why);
     return rc;
 }
@@ -140,7 +140,8 @@ static int by_messages(const frpc_agent *a, const fr_memdesc *d)
 }
 
 /* Lays one checked op out both ways: for the provider (*seg) and for
- * the emulation (*eseg, which names the slice by its descriptor). */
+ * the emulation (*eseg, which names the slice by its descriptor; NULL
+ * when the op is sure to go natively). */
 static void lay(frpc_mem *local, size_t loff, const void *desc,
                 const fr_memdesc *d, size_t roff, size_t len, int write,
                 fr_rma_seg *seg, fr_emu_seg *eseg)
@@ -148,6 +149,8 @@ static void lay(frpc_mem *local, size_t loff, const void *desc,
     *seg = (fr_rma_seg){.write = write, .local = local->mr,
                         .local_off = loff, .remote_addr = d->addr + roff,
                         .key = d->key, .len = len};
+    if (!eseg)
+        return;
     eseg->write = write;
     eseg->local = local;
     eseg->local_off = loff;
@@ -196,11 +199,11 @@ static int run(frpc_agent *a, const char *name, uint32_t dst, int timeout_ms,
     if (rc == 0) {
         fr_progress_posting_begin(a);
         rc = start(a, &p, arg);
-        fr_progress_posting_end(a);
-        if (rc)
+        if (rc) {
+            fr_progress_posting_end(a);
             fr_pending_abort(&a->pend, &p, rc, NULL);
-        else
-            fr_progress_wait_call(a, &p, p.deadline, 1);
+        } else
+            fr_progress_wait_posted(a, &p, p.deadline, 1);
         rc = p.res.status;
         frpc_result_clear(&p.res);
         fr_pending_release(&p);
@@ -262,8 +265,11 @@ static int transfer(frpc_mem *local, size_t loff, const void *desc,
     }
     if (len == 0 && !out)
         return 0;
-    one_args o = {.local = local, .emu = by_messages(a, &d)};
-    lay(local, loff, desc, &d, roff, len, write, &o.seg, &o.eseg);
+    one_args o; /* not zeroed: eseg (64 bytes and more) only if emu */
+    o.local = local;
+    o.emu = by_messages(a, &d);
+    lay(local, loff, desc, &d, roff, len, write, &o.seg,
+        o.emu ? &o.eseg : NULL);
     fr_agent_enter(a);
     rc = run(a, write ? "frpc_put" : "frpc_get", d.rank, timeout_ms,
              len ? start_one : start_nothing, &o, out);
