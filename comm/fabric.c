@@ -1299,7 +1299,10 @@ static void report_unreachable(fr_fabric *f)
 
 static int poll_cq(fr_fabric *f, int read)
 {
-    atomic_fetch_add_explicit(&f->pass, 1, memory_order_relaxed);
+    /* Only the poll owner counts passes: a store, not a locked add. */
+    atomic_store_explicit(
+        &f->pass, atomic_load_explicit(&f->pass, memory_order_relaxed) + 1,
+        memory_order_relaxed);
     if (f->unposted)
         repost_unposted(f);
     /* First what an outer poll of this thread left: the rest of the
@@ -1835,8 +1838,6 @@ int fr_fabric_flush(fr_fabric *f, uint64_t deadline_ns)
  * endpoint ends it. */
 static int rma_ops_owed(fr_fabric *f)
 {
-    if (atomic_load(&f->rma_ops_out) == 0)
-        return 0;
     for (uint32_t r = 0; r < f->world; r++)
         if (atomic_load(&f->rma_ops_to[r]) > 0 && !fr__lost(f, r))
             return 1;
@@ -1865,8 +1866,6 @@ int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)
  * its operations come back with errors and the close is safe. */
 static int provider_holds_lost_ops(fr_fabric *f)
 {
-    if (atomic_load(&f->rma_ops_out) == 0)
-        return 0;
     for (uint32_t r = 0; r < f->world; r++)
         if (atomic_load(&f->rma_ops_to[r]) > 0 && fr__lost(f, r))
             return 1;

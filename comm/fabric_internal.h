@@ -310,9 +310,9 @@ struct fr_fabric {
      * any, a peer may need us to poll for its reads to progress. */
     atomic_int transfers;
     /* one-sided operations (RMA chunks, rendezvous reads) posted and not
-     * yet given back by the provider (fr_fabric_quiesce), in all and per
-     * peer (fr__rma_ops_add) */
-    atomic_int rma_ops_out;
+     * yet given back by the provider (fr_fabric_quiesce), per peer
+     * (fr__rma_ops_add); no total: it cost every transfer two locked adds
+     * for loops that run only at shutdown */
     atomic_int *rma_ops_to;
 
     /* Coalescing (batch.c): frames to a peer that already had one since
@@ -398,7 +398,6 @@ static inline int fr__unsendable(fr_fabric *f, uint32_t dst)
 static inline void fr__rma_ops_add(fr_fabric *f, uint32_t dst, int delta)
 {
     atomic_fetch_add(&f->rma_ops_to[dst], delta);
-    atomic_fetch_add(&f->rma_ops_out, delta);
 }
 int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                   uint64_t deadline_ns);

@@ -248,9 +248,9 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
                                     "wait)",
                                     name, dst));
     timeout_ms = fr_agent_timeout(a, timeout_ms);
-    rc = fr_pending_add_with_room(&a->pend, &p, (uint32_t)dst, name,
-                                  timeout_ms, fr_deadline_ms(timeout_ms),
-                                  NULL, NULL, 0, fr_agent_fn_stat(a, name));
+    rc = fr_pending_add_sync(&a->pend, &p, (uint32_t)dst, name, timeout_ms,
+                             fr_deadline_ms(timeout_ms), NULL, 0,
+                             fr_agent_fn_stat(a, name));
     if (rc) {
         fr_progress_end_wait(a);
         return fail_early(res, rc, add_refused_why(a, rc, name, dst));

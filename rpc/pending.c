@@ -238,7 +238,8 @@ static int remove_locked(fr_pending_table *t, fr_pending *p)
     p->next = NULL;
     /* An entry is on incoming before it is on its chain: drain, so that
      * an entry with a deadline is in the heap now. */
-    if (p->deadline != UINT64_MAX && p->heap_idx == SIZE_MAX)
+    if (p->deadline != UINT64_MAX && p->heap_idx == SIZE_MAX &&
+        !p->self_timed)
         drain_incoming_locked(t);
     heap_remove(t, p);
     atomic_fetch_sub(&t->inflight, 1);
@@ -400,7 +401,7 @@ static size_t take_slot(fr_pending_table *t)
 static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
                   const char *fname, int timeout_ms, uint64_t deadline,
                   fr_pending_done_fn on_done, void *room, size_t cap,
-                  struct fr_fn_stat *fstat, size_t counted)
+                  struct fr_fn_stat *fstat, size_t counted, int self_timed)
 {
     memset(&p->res, 0, sizeof(p->res));
     p->reply_room = room;
@@ -417,12 +418,13 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
     p->timeout_ms = timeout_ms;
     p->deadline = deadline;
     p->heap_idx = SIZE_MAX;
+    p->self_timed = self_timed;
     p->on_done = on_done;
     p->next = p->done_next = p->in_next = NULL;
     p->cond_made = 0;
     atomic_init(&p->done, 0);
     p->id = atomic_fetch_add(&t->next_id, 1);
-    if (deadline != UINT64_MAX) {
+    if (deadline != UINT64_MAX && !self_timed) {
         if (reserve_heap(t, counted)) {
             atomic_fetch_sub(&t->inflight, 1);
             atomic_fetch_add(&t->st.refused, 1);
@@ -444,11 +446,11 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
     return 0;
 }
 
-int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
-                             uint32_t dst, const char *fname, int timeout_ms,
-                             uint64_t deadline, fr_pending_done_fn on_done,
-                             void *room, size_t cap,
-                             struct fr_fn_stat *fstat)
+/* Takes a slot in flight (refused past the limit), then inserts p. */
+static int add_in_slot(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                       const char *fname, int timeout_ms, uint64_t deadline,
+                       fr_pending_done_fn on_done, void *room, size_t cap,
+                       struct fr_fn_stat *fstat, int self_timed)
 {
     if (atomic_load_explicit(&t->closed, memory_order_relaxed))
         return FRPC_ESHUTDOWN;
@@ -456,7 +458,25 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
     if (!counted)
         return FRPC_EAGAIN;
     return insert(t, p, dst, fname, timeout_ms, deadline, on_done, room, cap,
-                  fstat, counted);
+                  fstat, counted, self_timed);
+}
+
+int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
+                             uint32_t dst, const char *fname, int timeout_ms,
+                             uint64_t deadline, fr_pending_done_fn on_done,
+                             void *room, size_t cap,
+                             struct fr_fn_stat *fstat)
+{
+    return add_in_slot(t, p, dst, fname, timeout_ms, deadline, on_done, room,
+                       cap, fstat, 0);
+}
+
+int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                        const char *fname, int timeout_ms, uint64_t deadline,
+                        void *room, size_t cap, struct fr_fn_stat *fstat)
+{
+    return add_in_slot(t, p, dst, fname, timeout_ms, deadline, NULL, room,
+                       cap, fstat, 1);
 }
 
 int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
@@ -467,7 +487,7 @@ int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
         return FRPC_ESHUTDOWN;
     size_t counted = atomic_fetch_add(&t->inflight, 1) + 1;
     return insert(t, p, dst, fname, timeout_ms, deadline, on_done, NULL, 0,
-                  NULL, counted);
+                  NULL, counted, 0);
 }
 
 /* Where e's small reply goes: its reply room, or a copy of its own. */

@@ -47,6 +47,8 @@ struct fr_pending {
     int timeout_ms;        /* for the timeout message */
     uint64_t deadline;     /* fr_now_ns clock; UINT64_MAX: none */
     size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
+    int self_timed;        /* its waiter ends it at its deadline, never
+                            * the heap (fr_pending_add_sync) */
     const char *fname;     /* for error messages; must outlive the entry */
     struct fr_fn_stat *fstat; /* the call's figures (fnstats.h), or NULL */
     uint64_t t0;           /* fr_now_ns at the add, when fstat is set */
@@ -156,6 +158,16 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              uint64_t deadline, fr_pending_done_fn on_done,
                              void *room, size_t cap,
                              struct fr_fn_stat *fstat);
+
+/* fr_pending_add_with_room (on_done NULL) for an entry whose adder waits
+ * for it itself until its deadline, then ends it (fr_progress_wait_call
+ * or _posted with give_up, until p->deadline): a sync call or transfer.
+ * The entry stays out of the deadline heap, so no other thread expires
+ * it; an answer taken after the deadline is still late (FRPC_ETIMEDOUT).
+ * Its add and completion skip the heap's locked operations. */
+int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
+                        const char *fname, int timeout_ms, uint64_t deadline,
+                        void *room, size_t cap, struct fr_fn_stat *fstat);
 
 /*
  * Completes the call id if it is still waiting and was sent to src: takes
