@@ -306,8 +306,9 @@ struct fr_fabric {
     uint64_t next_expiry_scan;  /* the poll owner's: when to look again */
     uint64_t next_cookie;
     atomic_uint_fast64_t next_key;
-    /* Rendezvous transfers under way, both directions: while there are
-     * any, a peer may need us to poll for its reads to progress. */
+    /* Rendezvous and one-sided transfers under way: while there are
+     * any, a peer may need us to poll for its reads to progress. Changed
+     * only under rndv_lock (fr__transfers_add_locked), read without. */
     atomic_int transfers;
     /* one-sided operations (RMA chunks, rendezvous reads) posted and not
      * yet given back by the provider (fr_fabric_quiesce), per peer
@@ -393,6 +394,16 @@ static inline int fr__unsendable(fr_fabric *f, uint32_t dst)
 {
     return atomic_load_explicit(&f->lost[dst], memory_order_relaxed) != 0;
 }
+/* Counts delta transfers under way; rndv_lock held (the only writers):
+ * a load and a store, not a locked add. */
+static inline void fr__transfers_add_locked(fr_fabric *f, int delta)
+{
+    atomic_store_explicit(
+        &f->transfers,
+        atomic_load_explicit(&f->transfers, memory_order_relaxed) + delta,
+        memory_order_relaxed);
+}
+
 /* Counts delta one-sided operations posted to (or given back from) dst:
  * fr_fabric_quiesce waits for those to ranks not lost. */
 static inline void fr__rma_ops_add(fr_fabric *f, uint32_t dst, int delta)

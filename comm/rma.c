@@ -261,6 +261,21 @@ static void unlink_x(fr_rma_xfer **head, fr_rma_xfer *x)
     x->next = x->prev = NULL;
 }
 
+/* Lists x as under way (rma_active, transfers): rndv_lock held, or
+ * taken here. */
+static void list_x_locked(fr_fabric *f, fr_rma_xfer *x)
+{
+    link_x(&f->rma_active, x);
+    fr__transfers_add_locked(f, 1);
+}
+
+static void list_x(fr_fabric *f, fr_rma_xfer *x)
+{
+    pthread_mutex_lock(&f->rndv_lock);
+    list_x_locked(f, x);
+    pthread_mutex_unlock(&f->rndv_lock);
+}
+
 /* Under rndv_lock: ends x if it can end now (not posting, every chunk
  * done, not ended yet). Returns 1 if the caller is to run its done. */
 static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
@@ -269,7 +284,7 @@ static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
         return 0;
     x->ended = 1;
     unlink_x(&f->rma_active, x);
-    atomic_fetch_sub(&f->transfers, 1);
+    fr__transfers_add_locked(f, -1);
     return 1;
 }
 
@@ -462,10 +477,14 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
     /* Every chunk counts as out before its post: it may complete at once
      * on the polling thread. Those never posted are taken back below. */
     x->out = n;
-    pthread_mutex_lock(&f->rndv_lock);
-    link_x(&f->rma_active, x);
-    atomic_fetch_add(&f->transfers, 1);
-    pthread_mutex_unlock(&f->rndv_lock);
+    /* A single chunk is listed after its post, under the lock that ends
+     * the posting: one lock less per small transfer. Meanwhile its
+     * completion on a polling thread only counts it (posting), and
+     * fr__rma_end_lost skips a posting transfer anyway. Longer ones are
+     * listed first: they count as under way (transfers) while they post. */
+    int listed = n > 1;
+    if (listed)
+        list_x(f, x);
 
     for (i = 0; i < n; i++)
         if ((rc = post_with_room(f, x, &x->chunk[i], &why)))
@@ -474,6 +493,8 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
         fr_doorbell_ring(f->bell, op->dst); /* its poll serves the chunks */
 
     pthread_mutex_lock(&f->rndv_lock);
+    if (!listed && i > 0)
+        list_x_locked(f, x);
     x->posting = 0;
     if (rc) {
         x->out -= n - i;
@@ -487,8 +508,10 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
         }
     }
     if (i == 0) { /* nothing posted: the caller hears it, not done */
-        unlink_x(&f->rma_active, x);
-        atomic_fetch_sub(&f->transfers, 1);
+        if (listed) {
+            unlink_x(&f->rma_active, x);
+            fr__transfers_add_locked(f, -1);
+        }
         pthread_mutex_unlock(&f->rndv_lock);
         free_xfer(f, x);
         return rc;
@@ -515,7 +538,7 @@ int fr__rma_end_lost(fr_fabric *f)
             continue;
         x->ended = 1;
         unlink_x(&f->rma_active, x);
-        atomic_fetch_sub(&f->transfers, 1);
+        fr__transfers_add_locked(f, -1);
         x->err = FRPC_EPEERLOST;
         x->why = "peer lost during a one-sided transfer";
         x->next = ended; /* a private list until reported */

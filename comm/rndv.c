@@ -190,7 +190,7 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     o->cookie = d.cookie = take_cookie(f, o);
     o->next = f->rndv_out;
     f->rndv_out = o;
-    atomic_fetch_add(&f->transfers, 1);
+    fr__transfers_add_locked(f, 1);
     pthread_mutex_unlock(&f->rndv_lock);
     e.flags |= FR_ENV_F_RNDV;
     /* Counted before the frame goes: the receiver may read the payload
@@ -229,7 +229,7 @@ static int end_outs(fr_fabric *f, uint32_t peer, int lent_only)
             *pp = o->next;
             o->next = gone;
             gone = o;
-            atomic_fetch_sub(&f->transfers, 1);
+            fr__transfers_add_locked(f, -1);
         } else {
             pp = &o->next;
         }
@@ -279,7 +279,7 @@ static fr_rndv_out *take_out(fr_fabric *f,
         if (match(*pp, key)) {
             o = *pp;
             *pp = o->next;
-            atomic_fetch_sub(&f->transfers, 1);
+            fr__transfers_add_locked(f, -1);
             break;
         }
     }
@@ -345,7 +345,7 @@ static void link_in_locked(fr_rndv_in **head, fr_rndv_in *in)
 static void unlink_in(fr_fabric *f, fr_rndv_in *in)
 {
     pthread_mutex_lock(&f->rndv_lock);
-    atomic_fetch_sub(&f->transfers, 1);
+    fr__transfers_add_locked(f, -1);
     unlink_in_locked(&f->rndv_in, in);
     pthread_mutex_unlock(&f->rndv_lock);
 }
@@ -598,7 +598,7 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
     }
     pthread_mutex_lock(&f->rndv_lock);
     link_in_locked(&f->rndv_in, in);
-    atomic_fetch_add(&f->transfers, 1);
+    fr__transfers_add_locked(f, 1);
     pthread_mutex_unlock(&f->rndv_lock);
     in->posting = 1; /* not ended under post_reads' feet */
     rc = post_reads(f, in);
@@ -632,7 +632,7 @@ int fr__rndv_end_lost(fr_fabric *f)
             !(fr__lost(f, in->src) || (expiry && now >= in->deadline)))
             continue;
         unlink_in_locked(&f->rndv_in, in);
-        atomic_fetch_sub(&f->transfers, 1);
+        fr__transfers_add_locked(f, -1);
         in->next = ended;
         ended = in;
     }

@@ -205,10 +205,12 @@ static void push_on_chain(fr_pending_table *t, fr_pending *p)
 {
     _Atomic(fr_pending *) *head = slot_of(t, p->id);
     fr_pending *h = atomic_load_explicit(head, memory_order_relaxed);
+    /* Sequentially consistent on success: an adder's look at closed
+     * after it is ordered after the push (see insert). */
     do
         p->next = h;
     while (!atomic_compare_exchange_weak_explicit(
-        head, &h, p, memory_order_release, memory_order_relaxed));
+        head, &h, p, memory_order_seq_cst, memory_order_relaxed));
 }
 
 /* Unlinks p from its chain. Adders may push on the head meanwhile: the
@@ -302,14 +304,22 @@ static void explain(fr_pending *p)
     free(old);
 }
 
-static void count(fr_pending_table *t, int status)
+/* One more of c, under the table lock (the only writer of the outcome
+ * counts): a load and a store, not a locked add; readers load it. */
+static void bump_locked(atomic_uint_fast64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+static void count_locked(fr_pending_table *t, int status)
 {
     switch (status) {
-    case 0: atomic_fetch_add(&t->st.ok, 1); break;
-    case FRPC_EREMOTE: atomic_fetch_add(&t->st.remote, 1); break;
-    case FRPC_ETIMEDOUT: atomic_fetch_add(&t->st.timed_out, 1); break;
-    case FRPC_ECANCELED: atomic_fetch_add(&t->st.cancelled, 1); break;
-    default: atomic_fetch_add(&t->st.failed, 1); break;
+    case 0: bump_locked(&t->st.ok); break;
+    case FRPC_EREMOTE: bump_locked(&t->st.remote); break;
+    case FRPC_ETIMEDOUT: bump_locked(&t->st.timed_out); break;
+    case FRPC_ECANCELED: bump_locked(&t->st.cancelled); break;
+    default: bump_locked(&t->st.failed); break;
     }
 }
 
@@ -326,7 +336,7 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     p->res.error = err;
     if (status != 0 && status != FRPC_EREMOTE) /* kept as they came */
         explain(p);
-    count(t, status);
+    count_locked(t, status);
     if (p->fstat) { /* under the lock: the only writer of these figures */
         if (!now)
             now = fr_now_ns();
@@ -437,10 +447,11 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
         lower_next_deadline(t, deadline);
     }
     push_on_chain(t, p); /* last: from here a completer may find p */
-    /* Closed meanwhile? The closer stores closed, then sweeps the chains;
-     * we pushed, then look at closed (both sequentially consistent, as in
-     * Dekker's): so its sweep found p, or we see closed and take p back. */
-    atomic_thread_fence(memory_order_seq_cst);
+    /* Closed meanwhile? The closer stores closed, then sweeps the chains
+     * (loading their heads); we pushed, then look at closed: all four
+     * sequentially consistent, as in Dekker's (the push a seq_cst
+     * compare-and-swap, so no fence: an mfence each add), so its sweep
+     * found p, or we see closed and take p back. */
     if (atomic_load(&t->closed) && take_back(t, p))
         return FRPC_ESHUTDOWN;
     return 0;
