@@ -249,7 +249,7 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
                                     name, dst));
     timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_sync(&a->pend, &p, (uint32_t)dst, name, timeout_ms,
-                             fr_deadline_ms(timeout_ms), NULL, 0,
+                             fr_deadline_ms(timeout_ms),
                              fr_agent_fn_stat(a, name));
     if (rc) {
         fr_progress_end_wait(a);

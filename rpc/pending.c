@@ -484,10 +484,10 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
 
 int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
                         const char *fname, int timeout_ms, uint64_t deadline,
-                        void *room, size_t cap, struct fr_fn_stat *fstat)
+                        struct fr_fn_stat *fstat)
 {
-    return add_in_slot(t, p, dst, fname, timeout_ms, deadline, NULL, room,
-                       cap, fstat, 1);
+    return add_in_slot(t, p, dst, fname, timeout_ms, deadline, NULL, NULL, 0,
+                       fstat, 1);
 }
 
 int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,

@@ -195,7 +195,7 @@ static int run(frpc_agent *a, const char *name, uint32_t dst, int timeout_ms,
     fr_pending p;
     timeout_ms = fr_agent_timeout(a, timeout_ms);
     rc = fr_pending_add_sync(&a->pend, &p, dst, name, timeout_ms,
-                             fr_deadline_ms(timeout_ms), NULL, 0, NULL);
+                             fr_deadline_ms(timeout_ms), NULL);
     if (rc == 0) {
         fr_progress_posting_begin(a);
         rc = start(a, &p, arg);
