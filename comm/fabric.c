@@ -669,12 +669,14 @@ static int send_parts(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                       uint64_t deadline_ns)
 {
     size_t frame = FR_ENV_HDR_SIZE + len;
-    size_t room = f->inject_max - FR_ENV_HDR_SIZE;
-    /* Parts of even length: the receiver copies one part while the next
-     * is still being injected, so a short last part waits on a long
-     * first one least. */
-    size_t parts = (frame + room - 1) / room;
-    size_t stride = (frame + parts - 1) / parts;
+    /* Every part full but the last, not parts of even length: shm copies
+     * an inject into the receiver's region under the region's lock, which
+     * the receiver holds while it copies the previous part out, so a
+     * short last part waits least. A 4096-byte call's round trip, 5
+     * interleaved pairs (`latency --provider shm --sizes 4k,6000,8k
+     * --baseline`): 5.55-5.99 us in two even parts, 4.78-5.09 in a full
+     * one and 96 bytes; 8 KiB 8.55-9.27 -> 7.63-7.99. */
+    size_t stride = f->inject_max - FR_ENV_HDR_SIZE;
     fr_env pe = {.kind = FR_ENV_PART,
                  .req_id = atomic_fetch_add(&f->next_split, 1),
                  .src_rank = f->rank,
