@@ -170,15 +170,16 @@ static int progress_until_hangup(bench_fi *s, int fd, int sleepy)
 static void serve(int fd, const char *prov, size_t len)
 {
     bench_fi s = {.role = "child"};
-    uint8_t *buf = calloc(1, len);
+    uint8_t *buf = malloc(len);
     struct fid_mr *mr = NULL;
     region reg;
     int sleepy = 1, rc = -1;
 
     if (!buf) {
-        bench_fi_fail(&s, "calloc", -FI_ENOMEM);
+        bench_fi_fail(&s, "malloc", -FI_ENOMEM);
         goto out;
     }
+    memset(buf, 0x5b, len); /* real pages, as fabrpc's rows */
     if (open_side(&s, prov, &sleepy) ||
         bench_fi_reg(&s, buf, len, FI_REMOTE_READ | FI_REMOTE_WRITE,
                      CHILD_KEY, &mr) ||
@@ -334,8 +335,9 @@ static int raw_batches(void *ctx, size_t size, long w, long n)
 static int open_parent(raw *r, int fd, size_t max, long maxw)
 {
     int sleepy = 0; /* busy polling, as fabrpc's busy progress */
-    if (!(r->buf = calloc(1, max)))
-        return bench_fi_fail(&r->fi, "calloc", -FI_ENOMEM);
+    if (!(r->buf = malloc(max)))
+        return bench_fi_fail(&r->fi, "malloc", -FI_ENOMEM);
+    memset(r->buf, 0x5a, max); /* real pages, as fabrpc's rows (bench_rma.c) */
     if (open_side(&r->fi, r->prov, &sleepy) ||
         bench_fi_reg(&r->fi, r->buf, max, FI_READ | FI_WRITE, PARENT_KEY,
                      &r->mr) ||

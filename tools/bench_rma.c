@@ -234,9 +234,13 @@ int bench_run_rma(frpc_agent *a, const bench_opts *o)
     int rc;
     for (int i = 0; i < o->nsizes; i++)
         max = o->sizes[i] > max ? o->sizes[i] : max;
-    void *buf = calloc(1, max);
+    void *buf = malloc(max);
     if (!buf)
         return failed("region", FRPC_ENOMEM);
+    /* Written before it is timed, as Mercury's hg_bw fills its buffers:
+     * an untouched region reads as the kernel's one zero page, not
+     * memory. */
+    memset(buf, 0x5a + frpc_rank(a), max);
     int access = FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE;
     frpc_mem *m;
     if ((rc = frpc_mem_register(a, buf, max, frpc_rank(a) ? access : 0, &m))) {
