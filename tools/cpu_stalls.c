@@ -85,6 +85,7 @@ int main(int argc, char **argv)
         if (n == 0) {
             printf("thread %d: no gap over %.0f us in %.1f s\n", i, GAP_US,
                    secs);
+            free(r[i].gap);
             continue;
         }
         printf("thread %d: %ld gaps over %.0f us in %.1f s (%.0f/s); "
