@@ -159,12 +159,13 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              void *room, size_t cap,
                              struct fr_fn_stat *fstat);
 
-/* fr_pending_add_with_room (no on_done, no reply room) for an entry whose adder waits
- * for it itself until its deadline, then ends it (fr_progress_wait_call
- * or _posted with give_up, until p->deadline): a sync call or transfer.
- * The entry stays out of the deadline heap, so no other thread expires
- * it; an answer taken after the deadline is still late (FRPC_ETIMEDOUT).
- * Its add and completion skip the heap's locked operations. */
+/* fr_pending_add_with_room (no on_done, no reply room) for an entry
+ * whose adder waits for it itself until its deadline, then ends it
+ * (fr_progress_wait_call or _posted with give_up, until p->deadline): a
+ * sync call or transfer. The entry stays out of the deadline heap, so no
+ * other thread expires it; an answer taken after the deadline is still
+ * late (FRPC_ETIMEDOUT). Its add and completion skip the heap's locked
+ * operations. */
 int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
                         const char *fname, int timeout_ms, uint64_t deadline,
                         struct fr_fn_stat *fstat);
