@@ -1163,8 +1163,12 @@ int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
      * a call on it, would wait for itself to end. */
     if (fr_agent_inside || fr_agent_runs_handlers(a))
         return FRPC_EDEADLK;
+    /* One shutdown per agent: a second, from another thread while the
+     * first runs, would free what the first still uses. */
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&a->shutting_down, &idle, how + 1))
+        return FRPC_ESHUTDOWN;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    atomic_store(&a->shutting_down, how + 1);
     /* Every rank mapped this rank's region during frpc_init (a repair
      * finds it in its own maps): its name goes now, before any goodbye,
      * so that a kill from here on leaves nothing in /dev/shm (the others,

@@ -569,8 +569,11 @@ enum {
  * stops waiting for the provider); FRPC_EBOOTSTRAP (graceful only) if the
  * store failed the last barrier other than by time (on rank 0: its own
  * connection to the store it serves failed); FRPC_EINVAL for a NULL agent
- * or a bad how, and FRPC_EDEADLK (above), in which cases nothing is
- * freed. The agent is freed in every other case. Blocks.
+ * or a bad how, FRPC_EDEADLK (above), and FRPC_ESHUTDOWN at once when
+ * another thread's frpc_shutdown of the agent is under way (that one
+ * frees it; as for any call, this one may not race with its return), in
+ * which cases nothing is freed. The agent is freed in every other case.
+ * Blocks.
  */
 int frpc_shutdown(frpc_agent *agent, int how, int timeout_ms);
 
@@ -1071,8 +1074,10 @@ int frpc_future_then(frpc_future *f, frpc_future_fn fn, void *user);
 /*
  * Cancels f if it is still in flight: it completes with FRPC_ECANCELED and
  * a late answer is dropped (the callee may still run the handler). Returns
- * 0 if this cancelled it, 1 if f had completed already (its outcome
- * stands: not an error, since completion may always win the race),
+ * 0 if this cancelled it, 1 if f's call had ended already (its outcome
+ * stands: not an error, since completion may always win the race; a lent
+ * future whose call ended may still wait for its args, see
+ * frpc_call_async_lent, and frpc_future_test says 0 until it is done),
  * FRPC_EINVAL for a NULL f. Never blocks itself, but may run f's
  * callback before it returns (see frpc_future_then), and then takes as
  * long as the callback does.
@@ -1500,7 +1505,9 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * The calls_ fields count more than the application's frpc_call*: each
  * frpc_notify, each one-sided transfer or batch (frpc_get, frpc_put,
  * frpc_transfer and their _async, native or emulated) is one call with
- * one outcome (but a transfer of len 0, which posts nothing, is none),
+ * one outcome (but a frpc_get or frpc_put of len 0, which posts nothing,
+ * is none; an _async form of len 0, and a batch with no byte to move and
+ * no notification, are one each, ended at once with 0: their future),
  * an emulated transfer also one call per piece it moves
  * (which its owner counts in requests_received and requests_answered),
  * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes and
@@ -1556,10 +1563,12 @@ typedef struct frpc_stats {
                                     (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
                                     or slice, access not granted (not
-                                    FRPC_EAGAIN nor FRPC_ESHUTDOWN)
+                                    FRPC_EAGAIN nor FRPC_ESHUTDOWN, nor a
+                                    NULL region or descriptor)
                                     (since 1.1) */
     uint64_t mem_registered;     /* regions registered now (since 1.1) */
-    uint64_t transfer_batches;   /* frpc_transfer(_async) posted (since
+    uint64_t transfer_batches;   /* frpc_transfer(_async) posted, one
+                                    with no byte to move too (since
                                     1.1) */
     uint64_t notifications_sent; /* frpc_notify's taken by their target
                                     (answered); batches' sent once their

@@ -378,6 +378,10 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
         fr_memdesc d;
         if ((rc = check_op_shape(x, &a)))
             goto fail;
+        if (!x->desc) { /* a NULL, as frpc_get's: no refusal counted */
+            rc = FRPC_EINVAL;
+            goto fail;
+        }
         if ((rc = check(x->local, x->local_off, x->desc, x->desc_len,
                         x->remote_off, x->len, write, &d)))
             goto refused;

@@ -15,9 +15,9 @@
  *             FRPC_ETIMEDOUT. Over shm they are done at their timeout
  *             (the args taken back; rank 1 throws away late copies, so
  *             its check sees no byte written over them after); elsewhere
- *             they are not done (test 0, error FRPC_EINPROGRESS) while
- *             rank 1 cannot have read their args, and done once it polls
- *             again. Up to 3 tries: the hold's own
+ *             they are not done (test 0, error FRPC_EINPROGRESS; a
+ *             cancel is 1 and changes nothing) while rank 1 cannot have
+ *             read their args, and done once it polls again. Up to 3 tries: the hold's own
  *             answer may leave only when the handler returns (coalesced
  *             with another frame of that poll), and then there is no hold
  *             left to judge (a CI run once saw the calls answered).
@@ -240,6 +240,14 @@ static int try_timeout(void)
             CHECK(frpc_future_test(f[i]) == 0,
                   "lent call done while the callee could not have read it");
             au_expect_status(f[i], FRPC_EINPROGRESS, "lent call in the hold");
+            /* fabrpc.h: cancel is 1 once the call ended (its timeout
+             * stands), and the future still waits for its args. */
+            int cr = frpc_future_cancel(f[i]);
+            CHECK(cr == 1, "cancel of a lent call past its timeout: %d, "
+                  "want 1", cr);
+            CHECK(frpc_future_test(f[i]) == 0,
+                  "a lent call done by a cancel while the callee could "
+                  "not have read it");
         }
     }
     CHECK(frpc_wait_all(f, N, CALL_TIMEOUT_MS) == 0, "wait_all");

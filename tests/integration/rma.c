@@ -537,6 +537,23 @@ static int mode_bad(void)
           "\"frpc.get\" has per-function figures: %llu calls, %llu handled",
           (unsigned long long)fs.calls, (unsigned long long)fs.handled);
     printf("ok: a get of len 0 is no call; no figures for \"frpc.get\"\n");
+    /* Its async form is one: a future, ended at once with 0. */
+    frpc_future *zf = NULL;
+    expect(frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, 0, 5000,
+                          &zf),
+           0, "an async get of len 0");
+    CHECK(zf && frpc_future_wait(zf, 5000) == 0,
+          "the future of an async get of len 0 did not end with 0");
+    frpc_future_free(zf);
+    CHECK(frpc_get_stats(agent, &z0) == 0, "stats");
+    CHECK(z0.calls_started == z1.calls_started + 1 &&
+              z0.calls_ok == z1.calls_ok + 1,
+          "an async get of len 0: calls_started %llu -> %llu, calls_ok "
+          "%llu -> %llu, want one more each",
+          (unsigned long long)z1.calls_started,
+          (unsigned long long)z0.calls_started,
+          (unsigned long long)z1.calls_ok, (unsigned long long)z0.calls_ok);
+    printf("ok: an async get of len 0 is one call, ended at once\n");
     expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 0, 5000),
            FRPC_EPROTO, "random bytes as a descriptor, len 0");
     expect(frpc_get(local, 0, desc, FRPC_MEM_DESC_SIZE - 1, 0, 8, 5000),

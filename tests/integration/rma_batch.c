@@ -258,6 +258,21 @@ static void refused(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
           frpc_strerror(rc));
     printf("ok: nothing of a refused batch was posted\n");
 
+    /* A NULL descriptor is a wrong argument, as for frpc_get: not a
+     * refused transfer. */
+    ops[1] = ops[0];
+    ops[1].desc = NULL;
+    stats(&s0);
+    expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
+           "a batch with a NULL descriptor");
+    stats(&s1);
+    CHECK(s1.transfers_refused == s0.transfers_refused &&
+              s1.transfers_put == s0.transfers_put,
+          "a NULL descriptor counted as refused (%llu -> %llu) or posted",
+          (unsigned long long)s0.transfers_refused,
+          (unsigned long long)s1.transfers_refused);
+    printf("ok: a NULL descriptor in a batch: FRPC_EINVAL, not counted\n");
+
     ops[1] = ops[0];
     ops[1].desc = mydesc; /* another owner: this rank */
     expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,

@@ -1729,6 +1729,57 @@ START_TEST(a_request_no_thread_can_take_ends_eshutdown)
 }
 END_TEST
 
+/* "FRPC_ESHUTDOWN at once when another thread's frpc_shutdown of the
+ * agent is under way ... nothing is freed": a second shutdown, graceful
+ * or immediate, while the first waits for a pool handler (pre-fix: the
+ * two freed the agent twice, a crash, or the first never returned). */
+static atomic_int slow_go;
+static void slow(frpc_request *req, void *user)
+{
+    while (!atomic_load(&slow_go))
+        usleep(1000);
+    frpc_respond(req, NULL, 0);
+}
+
+static void *first_shutdown(void *arg)
+{
+    *(int *)arg = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 30000);
+    return NULL;
+}
+
+START_TEST(a_second_shutdown_while_one_runs_is_eshutdown)
+{
+    frpc_future *f = NULL;
+    int first = -1;
+    pthread_t t;
+    atomic_store(&slow_go, 0);
+    ck_assert_int_eq(frpc_register(agent, "slow", slow, NULL, 0), 0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "slow", NULL, 0, 30000, &f),
+                     0);
+    ck_assert_int_eq(pthread_create(&t, NULL, first_shutdown, &first), 0);
+    /* Under way once a registration is refused (the drain waits for the
+     * call to "slow", which waits for slow_go). */
+    int rc = 0;
+    for (int i = 0; i < 20000 && rc != FRPC_ESHUTDOWN; i++) {
+        rc = frpc_register(agent, "late", echo, NULL, 0);
+        if (rc != FRPC_ESHUTDOWN)
+            usleep(1000);
+    }
+    ck_assert_msg(rc == FRPC_ESHUTDOWN, "the shutdown never began: %s",
+                  frpc_err_name(rc));
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 100),
+                     FRPC_ESHUTDOWN);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 100),
+                     FRPC_ESHUTDOWN);
+    atomic_store(&slow_go, 1);
+    pthread_join(t, NULL);
+    agent = NULL;
+    ck_assert_msg(first == 0, "the first shutdown: %s", frpc_err_name(first));
+    ck_assert_int_eq(frpc_future_wait(f, 0), 0);
+    frpc_future_free(f);
+}
+END_TEST
+
 /* "Futures may be freed after frpc_shutdown: all are complete by then":
  * and read, waited for and cancelled (1: completed) without the agent,
  * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
@@ -2016,6 +2067,10 @@ int main(void)
         {"a request no pool thread can take is refused: its caller gets "
          "FRPC_ESHUTDOWN, not FRPC_EREMOTE",
          a_request_no_thread_can_take_ends_eshutdown, .fixture = &with_agent},
+        {"a second frpc_shutdown while one runs is FRPC_ESHUTDOWN, "
+         "nothing freed twice",
+         a_second_shutdown_while_one_runs_is_eshutdown,
+         .fixture = &with_agent},
         {"after frpc_shutdown, futures are read, cancelled (1) and freed",
          futures_outlive_the_agent, .fixture = &with_agent},
         {"frpc_shutdown from a callback frpc_future_then runs at once on "
