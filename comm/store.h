@@ -358,6 +358,12 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
  * close c. Errors: FRPC_EINVAL (not a MAIN connection), FRPC_EBOOTSTRAP. */
 int fr_store_leave(fr_store_client *c);
 
+/* 1 if the last operation's request went out whole (so the store, which
+ * serves a connection's requests in order, applies it unless it dies),
+ * even when that operation then failed by its bound: a stopped store
+ * applies a late ADD once it resumes. 0 otherwise, and for a NULL c. */
+int fr_store_last_sent(const fr_store_client *c);
+
 /* Bounds every later operation on c by deadline_ms (monotonic ms, the
  * clock of fr_now_ns; 0: no bound beyond each operation's own): past it
  * the operation ends FRPC_ETIMEDOUT and, when only its reply was still to

@@ -66,6 +66,8 @@ struct fr_store_client {
     /* fr_store_watch sent a WATCH whose answer it has not read (it
      * returned pushed events that came first): the next call reads it. */
     bool watch_out;
+    /* The last call's request went out (fr_store_last_sent). */
+    bool sent;
     char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
 
@@ -499,6 +501,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
                        int64_t deadline, int64_t *num, void **value,
                        size_t *vlen)
 {
+    c->sent = false;
     if (c->fd < 0)
         return fail(c, FRPC_EBOOTSTRAP,
                     "the connection to the bootstrap store was lost");
@@ -530,6 +533,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
         return store_late(c);
     if (r < 0 || send_all(c->fd, iov, 5, io))
         goto broken;
+    c->sent = true;
     if (add_key && *added < 0)
         *added = 0; /* sent: counted once the store reads it */
     int refused = 0;
@@ -604,6 +608,11 @@ static int roundtrip(fr_store_client *c, uint8_t op, const char *key,
 const char *fr_store_last_error(const fr_store_client *c)
 {
     return c ? c->err : "";
+}
+
+int fr_store_last_sent(const fr_store_client *c)
+{
+    return c && c->sent;
 }
 
 int fr_store_set(fr_store_client *c, const char *key, const void *value,

@@ -984,9 +984,45 @@ static int lock_store_for_user(frpc_agent *a, uint64_t deadline)
     }
 }
 
+/* How long a barrier that ran out may take past its timeout to take its
+ * entry back (a round trip to the store; rank 0 stopped: this long). */
+#define FR_BARRIER_TAKE_BACK_MS 500
+
+/* A barrier that ran out takes its entry back, so that the ranks stay in
+ * step: this rank's next frpc_barrier is this barrier again (a loop that
+ * retries on FRPC_ETIMEDOUT pairs with the others' first). If the others
+ * had all arrived meanwhile it did complete: the entry goes back in (a
+ * rank between two of its waits' slices waits a round trip more) and 0.
+ * A take-back that went out unanswered (rank 0 stopped) is applied when
+ * the store resumes; one that could not go out leaves the entry, which
+ * the next barrier then waits on without arriving again (barrier_kept).
+ * Under store_lock, which barrier_gen's every change holds. */
+static int take_back(frpc_agent *a, const char *key, int added)
+{
+    int64_t n = 0;
+    a->barrier_gen--; /* the next barrier is this one, whatever follows */
+    if (!added) /* the arrival never went out */
+        return FRPC_ETIMEDOUT;
+    int64_t old = cap_store(a, fr_deadline_ms(FR_BARRIER_TAKE_BACK_MS));
+    int rc = fr_store_add(a->store, key, -1, &n);
+    if (rc == 0 && n >= a->set.world - 1) {
+        /* It had completed: the entry goes back in, and it is done. */
+        rc = fr_store_add(a->store, key, 1, NULL);
+        if (rc == 0)
+            a->barrier_gen++;
+        else /* sent, it counts when the store reads it */
+            a->barrier_kept = fr_store_last_sent(a->store);
+    } else if (rc != 0) {
+        a->barrier_kept = !fr_store_last_sent(a->store);
+    }
+    fr_store_cap(a->store, old);
+    return rc == 0 && n >= a->set.world - 1 ? 0 : FRPC_ETIMEDOUT;
+}
+
 /* frpc_barrier's: as barrier(), waiting in slices so that it ends
- * FRPC_ESHUTDOWN once frpc_shutdown begins on another thread. Its count
- * stays in the store: the others' barrier completes as if it waited. */
+ * FRPC_ESHUTDOWN once frpc_shutdown begins on another thread (its count
+ * stays in the store then: the others' barrier completes as if it
+ * waited), and taking its entry back when it runs out (take_back). */
 static int user_barrier(frpc_agent *a, int timeout_ms)
 {
     char key[64];
@@ -1000,6 +1036,10 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
         return rc;
     snprintf(key, sizeof(key), "barrier/%llu",
              (unsigned long long)a->barrier_gen++);
+    /* A timed-out barrier's entry that could not be taken back counts
+     * for this one (take_back). */
+    int added = a->barrier_kept;
+    a->barrier_kept = 0;
     /* Always a cap, far off without a timeout: a slice that the store
      * leaves unanswered (rank 0 stopped) is then asked again, not taken
      * for a lost store. */
@@ -1009,7 +1049,7 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
     /* This rank's count goes with its first wait (fr_store_arrive: no
      * other rank's arrival between them); until it went out (a stopped
      * store still owed replies), each slice tries again. */
-    for (int added = 0; rc == 0;) {
+    while (rc == 0) {
         int slice = FR_BARRIER_SLICE_MS;
         if (deadline != UINT64_MAX && left_ms(deadline) < slice)
             slice = left_ms(deadline);
@@ -1024,6 +1064,8 @@ static int user_barrier(frpc_agent *a, int timeout_ms)
             rc = 0;
     }
     fr_store_cap(a->store, old);
+    if (rc == FRPC_ETIMEDOUT)
+        rc = take_back(a, key, added);
     pthread_mutex_unlock(&a->store_lock);
     return rc;
 }

@@ -98,6 +98,7 @@ struct frpc_agent {
     fr_store_client *store;
     pthread_mutex_t store_lock; /* a store client is single-threaded */
     uint64_t barrier_gen;
+    int barrier_kept; /* a timed-out barrier's entry stayed (take_back) */
 
     fr_registry reg;
     fr_pending_table pend;

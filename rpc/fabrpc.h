@@ -639,7 +639,17 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
 /*
  * Waits until every rank has entered frpc_barrier (the same number of times)
  * or timeout_ms passes (see "Timeouts"). Requests keep being served while
- * waiting. Errors: FRPC_ETIMEDOUT, FRPC_EPEERLOST (a rank is lost: the
+ * waiting. A barrier that runs out did not happen for this rank: its
+ * entry is taken back (a round trip to the store, which may add up to
+ * half a second past timeout_ms when rank 0 is stopped), so the next
+ * frpc_barrier of this rank is the same barrier again, and a loop that
+ * retries on FRPC_ETIMEDOUT meets the others' first; if the others all
+ * arrived while it was taken back, the barrier completed and returns 0
+ * (and if the store could not be told in that half second, rank 0
+ * stopped, the entry stays and may complete the others' barrier once
+ * the store resumes: this rank's next one, the same barrier, then
+ * returns at once).
+ * Errors: FRPC_ETIMEDOUT, FRPC_EPEERLOST (a rank is lost: the
  * barrier can never complete. The store, which holds the barrier, may
  * learn of the loss a moment, tens of milliseconds, before this agent
  * does: frpc_peer_state can still say ALIVE for the lost rank just after
@@ -655,7 +665,7 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * thread waits already, as for nested calls: with config.threads 1, from
  * any pool handler or callback), FRPC_EINVAL (NULL agent). Two threads'
  * barriers take turns; the second waits for the first no longer than its
- * own timeout_ms. Blocks.
+ * own timeout_ms (running out there, it entered nothing either). Blocks.
  */
 int frpc_barrier(frpc_agent *agent, int timeout_ms);
 
