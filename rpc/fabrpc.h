@@ -441,7 +441,9 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * until their init timeout (under fabrpc-run, mpirun or srun the failed
  * rank's exit ends the job first); rank 0's message then names the
  * refusal ("the store refused 1 connection(s) without the job key, the
- * last: a process claiming rank 1 failed the job key proof: ...").
+ * last: a process claiming rank 1 failed the job key proof: ..."), when
+ * its own init timeout is the first to run out (another rank's giving
+ * up ends rank 0's frpc_init first, with that rank's news).
  * Rank 0's failure closes the store once the ranks connected to it have
  * left, so that they fail with their own message (e.g. no common provider),
  * and, when the job cannot start (a rank claimed twice or out of range, a

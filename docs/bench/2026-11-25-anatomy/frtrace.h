@@ -1,3 +1,6 @@
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* built with -include before config.h */
+#endif
 #ifndef FRTRACE_H
 #define FRTRACE_H
 #include <stdint.h>
