@@ -36,6 +36,10 @@ typedef enum fr_fault_site {
                                frpc_shutdown leaves the store, after its
                                last barrier: a rank killed inside its
                                shutdown (agent.c) */
+    FR_FAULT_ADDR_STOPS,    /* the process stops itself (SIGSTOP) as it
+                               would publish its endpoint address: a rank
+                               that joined the job and then went no
+                               further (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

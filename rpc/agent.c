@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -362,8 +363,16 @@ out:
     return rc;
 }
 
-static int exchange_token(frpc_agent *a, uint64_t deadline)
+/* Each bootstrap step after the providers' agreement names, on failure,
+ * what it waited for: "timed out" alone does not say which rank. */
+typedef struct boot_step {
+    const char *what; /* "while waiting for the job's token from" */
+    int rank;         /* whose entry or answer, -1 if none */
+} boot_step;
+
+static int exchange_token(frpc_agent *a, uint64_t deadline, boot_step *st)
 {
+    *st = (boot_step){"while waiting for the job's token from", 0};
     char *v = NULL;
     size_t n = 0;
     int rc;
@@ -382,9 +391,11 @@ static int exchange_token(frpc_agent *a, uint64_t deadline)
     return rc;
 }
 
-static int exchange_addresses(frpc_agent *a, uint64_t deadline)
+static int exchange_addresses(frpc_agent *a, uint64_t deadline,
+                              boot_step *st)
 {
     char addr[FR_ADDR_MAX], key[64];
+    *st = (boot_step){"while publishing its endpoint address", -1};
     size_t len = sizeof(addr);
     int rc = fr_fabric_getname(a->fab, addr, &len);
     if (rc)
@@ -392,12 +403,15 @@ static int exchange_addresses(frpc_agent *a, uint64_t deadline)
     if (a->set.world == 1)
         return fr_fabric_set_peer(a->fab, 0, addr, len);
     snprintf(key, sizeof(key), "addr/%d", a->set.rank);
+    if (fr_fault_hit(FR_FAULT_ADDR_STOPS))
+        raise(SIGSTOP);
     if ((rc = fr_store_set(a->store, key, addr, len)))
         return rc;
     for (int r = 0; r < a->set.world && !rc; r++) {
         char *v = NULL;
         size_t n = 0;
         snprintf(key, sizeof(key), "addr/%d", r);
+        *st = (boot_step){"while waiting for the endpoint address of", r};
         rc = store_get_str(a, key, deadline, &v, &n);
         if (!rc)
             rc = fr_fabric_set_peer(a->fab, (uint32_t)r, v, n);
@@ -615,6 +629,37 @@ int fr_agent_job_whole(void *ctx)
     return rc == FRPC_EPEERLOST || rc == FRPC_EBOOTSTRAP ? rc : 0;
 }
 
+static int connect_peers(frpc_agent *a, uint64_t deadline, boot_step *st)
+{
+    *st = (boot_step){"while sending a first message to every rank's endpoint", -1};
+    return fr_fabric_connect_peers(a->fab, deadline, fr_agent_job_whole, a);
+}
+
+/* A step that ran out of time says what it waited for: a rank that
+ * joined and then stopped (SIGSTOP, a debugger, a swapped-out host) is
+ * named, so the user knows which process to look at. */
+static void say_step_failed(const frpc_agent *a, const boot_step *st, int rc,
+                            char *err, size_t errlen)
+{
+    char whom[32] = "";
+    if (st->rank >= 0)
+        snprintf(whom, sizeof(whom), " rank %d", st->rank);
+    if (rc == FRPC_ETIMEDOUT)
+        say(err, errlen,
+            "bootstrap: rank %d timed out (init_timeout_ms %d ms) %s%s "
+            "(store at %s:%u)%s", a->set.rank, a->set.init_timeout_ms,
+            st->what, whom, a->set.store_host, a->set.store_port,
+            st->rank >= 0 ? ": that rank joined the job but went no "
+                            "further (stopped, or too slow)" : "");
+    else
+        say(err, errlen,
+            "bootstrap through the store at %s:%u failed on rank %d "
+            "%s%s: %s%s%s",
+            a->set.store_host, a->set.store_port, a->set.rank, st->what,
+            whom, frpc_strerror(rc), *store_why(a) ? ": " : "",
+            store_why(a));
+}
+
 static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
                      char *err, size_t errlen)
 {
@@ -631,7 +676,8 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         if ((rc = open_transport(a, err, errlen)) ||
             (rc = open_doorbell(a, err, errlen)))
             return rc;
-        return exchange_addresses(a, deadline);
+        boot_step st;
+        return exchange_addresses(a, deadline, &st);
     }
     if ((rc = connect_store(a, deadline, err, errlen)))
         return rc;
@@ -640,20 +686,14 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
     fr_store_cap(a->store, (int64_t)(deadline / 1000000u));
     if ((rc = agree_provider(a, deadline, peers, err, errlen)))
         return rc;
-    if ((rc = exchange_token(a, deadline)) ||
+    boot_step st = {"", -1};
+    if ((rc = exchange_token(a, deadline, &st)) ||
         (rc = open_transport(a, err, errlen)) ||
         (rc = open_doorbell(a, err, errlen)) ||
-        (rc = exchange_addresses(a, deadline)) ||
-        (rc = fr_fabric_connect_peers(a->fab, deadline, fr_agent_job_whole,
-                                         a))) {
+        (rc = exchange_addresses(a, deadline, &st)) ||
+        (rc = connect_peers(a, deadline, &st))) {
         if (err && !err[0])
-            say(err, errlen,
-                "bootstrap through the store at %s:%u failed on rank %d: "
-                "%s%s%s",
-                a->set.store_host, a->set.store_port, a->set.rank,
-                frpc_strerror(rc),
-                *store_why(a) ? ": " : "",
-                store_why(a));
+            say_step_failed(a, &st, rc, err, errlen);
         return rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
     }
     return 0;

@@ -474,13 +474,16 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * FRPC_ENOBACKEND (strict mode, or no provider common to all ranks, or
  * config.rma native where the provider cannot do RMA, or libfabric
  * (libfabric.so.1) could not be loaded), FRPC_EBOOTSTRAP
- * (store unreachable, a rank did not join in time (for instance because
- * its job key was not the job's: that rank gets FRPC_EACCES) or gave its
- * own frpc_init up (its timeout ran out first) or was claimed twice, the ranks disagree on world size or version, or a value
+ * (store unreachable; a rank did not join in time (for instance because
+ * its job key was not the job's: that rank gets FRPC_EACCES), or joined
+ * and went no further (the message names it and the step it never came
+ * to), or gave its own frpc_init up (its timeout ran out first), or was
+ * claimed twice; the ranks disagree on world size or version; or a value
  * in the store is garbled; the message says which), FRPC_EACCES (this rank's job
  * key is not the job's: another key, or none where the job has one, or
  * one where it has none), FRPC_EPEERLOST (a
- * rank died during init), FRPC_ETRANSPORT (libfabric failed; the message
+ * rank other than 0 died during init; rank 0's death takes the store with
+ * it: FRPC_EBOOTSTRAP), FRPC_ETRANSPORT (libfabric failed; the message
  * has its text), FRPC_ENOMEM. The details go to cfg->errbuf when given.
  * frpc_init may be called again in the same process once frpc_shutdown
  * has returned.

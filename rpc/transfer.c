@@ -100,7 +100,8 @@ static void batch_done(const fr_rma *op, int status, const char *why)
 }
 
 /* Everything checked before anything is posted: FRPC_E* or 0, with the
- * descriptor decoded into *d. */
+ * descriptor decoded into *d. desc is not NULL: the callers refuse a NULL
+ * themselves, uncounted, before anything here counts a refusal. */
 static int check(frpc_mem *local, size_t loff, const void *desc,
                  size_t dlen, size_t roff, size_t len, int write,
                  fr_memdesc *d)
@@ -109,7 +110,7 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
     char *why = NULL;
     int rc;
 
-    if (!desc || loff > local->len || len > local->len - loff ||
+    if (loff > local->len || len > local->len - loff ||
         (!write && !local->writable)) /* a get into read-only memory */
         return FRPC_EINVAL;
     if ((rc = fr_mem_decode(a, desc, dlen, d)))

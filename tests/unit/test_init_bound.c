@@ -13,7 +13,9 @@
  * (watch) store connection ends rank 1's frpc_init as soon as it next
  * asks its first connection, not at its init timeout. A rank killed
  * inside its own graceful frpc_shutdown, after the last barrier (rank 0
- * or rank 1, by a fault site), leaves no name in /dev/shm.
+ * or rank 1, by a fault site), leaves no name in /dev/shm. A rank that
+ * joined and then stopped (SIGSTOP, by a fault site) is named in rank 0's
+ * message, with the step it never came to, at rank 0's init timeout.
  */
 #include <check.h>
 #include <dirent.h>
@@ -377,6 +379,41 @@ START_TEST(rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once)
 }
 END_TEST
 
+/* A rank that joined the job and then stopped (here: as it would publish
+ * its endpoint address) is named by the others' frpc_init when their
+ * init timeout runs out, with the step it never came to. */
+#define STOPPED_INIT_MS 3000
+
+START_TEST(a_rank_stopped_after_joining_is_named_when_init_times_out)
+{
+    dying_job j;
+    start_dying_job(&j, "addrstops", 1, FR_FAULT_ADDR_STOPS);
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    shm_rank(&cfg, 0, j.r.addr);
+    cfg.init_timeout_ms = STOPPED_INIT_MS;
+    cfg.errbuf = j.r.err;
+    cfg.errbuf_len = sizeof(j.r.err);
+    int64_t t0 = now_ms();
+    int rc = frpc_init(&cfg, &a);
+    int64_t ms = now_ms() - t0;
+    if (a)
+        frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 1000);
+    int status = 0;
+    kill(j.child, SIGKILL);
+    ck_assert_int_eq(waitpid(j.child, &status, 0), j.child);
+    unlink_prefixed(j.prefix); /* the killed rank's names: nobody's now */
+    fprintf(stderr, "frpc_init: %s after %lld ms (timeout %d ms): %s\n",
+            frpc_err_name(rc), (long long)ms, STOPPED_INIT_MS, j.r.err);
+    ck_assert_int_eq(rc, FRPC_EBOOTSTRAP);
+    ck_assert_msg(ms < STOPPED_INIT_MS + SLACK_MS, "took %lld ms",
+                  (long long)ms);
+    ck_assert_msg(strstr(j.r.err, "endpoint address of rank 1") &&
+                      strstr(j.r.err, "went no further"),
+                  "message: %s", j.r.err);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -392,6 +429,9 @@ int main(void)
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
+        {"a rank that joined and then stopped is named, with the step it "
+         "never came to, when the others' init times out",
+         a_rank_stopped_after_joining_is_named_when_init_times_out},
         {"a rank killed inside its frpc_shutdown (after the last barrier) "
          "leaves no name in /dev/shm, and the other's shutdown ends",
          a_rank_killed_inside_its_shutdown_leaves_nothing},
