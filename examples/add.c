@@ -11,6 +11,7 @@ static int is_int(const msgpack_object *o)
  * is freed on every path. */
 static void add(frpc_request *req, void *user)
 {
+    (void)user;                        /* no state of its own */
     frpc_mp_view args;                 /* zero-copy msgpack view */
     if (frpc_request_unpack(req, &args) != 0) {
         frpc_respond_error(req, 1, "add wants msgpack [a, b]");

@@ -25,6 +25,9 @@
  * (its transfers end FRPC_EPEERLOST), and the program says so and exits 1
  * rather than hang.
  */
+/* clock_gettime under -std=c11, as a user may build it */
+#define _POSIX_C_SOURCE 200809L
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

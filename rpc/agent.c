@@ -879,7 +879,12 @@ int frpc_init(const frpc_config *cfg, frpc_agent **out)
         rc = FRPC_ENOBACKEND;
         goto fail;
     }
-    if ((rc = fr_pool_create(a->set.threads, a->set.queue_len, &a->pool))) {
+    /* With 2 threads or more a handler's wait adds one when none would
+     * be free (fabrpc.h, config.threads); with 1, handlers run one at a
+     * time, as the user asked. */
+    unsigned grow_to = a->set.threads >= 2 ? FR_POOL_MAX_THREADS : 1;
+    if ((rc = fr_pool_create_growing(a->set.threads, grow_to,
+                                     a->set.queue_len, &a->pool))) {
         say(err, errlen, "cannot start %u pool threads", a->set.threads);
         goto fail;
     }

@@ -285,7 +285,14 @@ typedef enum frpc_rma_mode {
  *                    pool that runs handlers (all but FRPC_INLINE ones;
  *                    with 2 or more, the progress thread runs them itself
  *                    while the pool is idle: see FRPC_INLINE) and future
- *                    callbacks.
+ *                    callbacks. With 2 or more (since 1.5), a pool thread
+ *                    that waits (a nested call, a future, a barrier) when
+ *                    no other pool thread would be left free starts one
+ *                    more, so that requests are still served: the pool
+ *                    grows while its handlers wait, up to 256 threads,
+ *                    and keeps them until frpc_shutdown. With 1 it never
+ *                    grows: handlers run one at a time, and a pool
+ *                    handler's wait fails FRPC_EDEADLK (see frpc_call).
  *  queue_len         1..2^20, else 1024. Tasks the pool queues before
  *                    back-pressure: when the queue is full, the thread that
  *                    submits runs the task itself (and so stops polling
@@ -666,9 +673,9 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * thread while this one waits: it ends within 100 ms; its entry still
  * counts for the others' barrier), FRPC_EDEADLK (called on the polling
  * thread, from an FRPC_INLINE handler or a callback it runs: no request
- * would be served meanwhile; or on a pool thread when every other pool
- * thread waits already, as for nested calls: with config.threads 1, from
- * any pool handler or callback), FRPC_EINVAL (NULL agent). Two threads'
+ * would be served meanwhile; or on a pool thread when no other could be
+ * left free, as for nested calls (see frpc_call): with config.threads 1,
+ * from any pool handler or callback), FRPC_EINVAL (NULL agent). Two threads'
  * barriers take turns; the second waits for the first no longer than its
  * own timeout_ms (running out there, it entered nothing either). Blocks.
  */
@@ -913,10 +920,18 @@ void frpc_result_clear(frpc_result *res);
  *
  * Nesting limit: a pool thread may wait for a call (frpc_call,
  * frpc_future_wait, frpc_wait_all/_any) only while at least one other pool
- * thread is free to serve requests, so at most threads-1 pool threads wait
- * at once (a pool handler the progress thread runs, see FRPC_INLINE,
- * holds no pool thread: its waits are not counted); an inline handler may
- * nest calls FRPC_MAX_INLINE_DEPTH deep. A
+ * thread is free to serve requests. With config.threads 2 or more the pool
+ * starts a thread when none would be free, so a burst of
+ * requests whose handlers each call another rank, or this one, is served
+ * whole; only the 256th thread's wait fails (255 pool threads wait at
+ * once at most). With config.threads 1 the one pool thread never waits.
+ * (A pool handler the progress thread runs, see FRPC_INLINE, holds no
+ * pool thread: its waits are not counted.) An inline handler may nest
+ * calls FRPC_MAX_INLINE_DEPTH deep, and the depth is the polling thread's:
+ * the inline handlers that a waiting inline handler's polls run on top of
+ * it (any rank's requests) count, so a burst of more than
+ * FRPC_MAX_INLINE_DEPTH requests to inline handlers that call can fail
+ * FRPC_EDEADLK: handlers that call belong on the pool. A
  * wait past either limit fails at once with FRPC_EDEADLK instead of
  * deadlocking (frpc_call then sends nothing). A wait with nothing to wait
  * for is no wait: frpc_future_wait on a completed future, and

@@ -10,7 +10,9 @@
  * wakes them all; a worker leaves only when stopping is set and the ring
  * is empty, so every queued task runs before the joins return. Worker ids
  * are written while create holds the lock; each worker knows its pool
- * (my_pool) before its first task.
+ * (my_pool) before its first task. A growing pool starts a worker inside
+ * fr_pool_block, under the lock, never once stopping is set: destroy
+ * then joins a count that no longer changes.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -39,8 +41,10 @@ struct fr_pool {
     atomic_uint count;        /* tasks in the ring; written under lock */
     unsigned blocked;         /* workers counted by fr_pool_block */
     int stopping;             /* destroy has begun */
-    unsigned nthreads;        /* workers started */
-    pthread_t worker[];       /* nthreads ids, written under lock */
+    unsigned base;            /* workers asked for at create */
+    unsigned max_threads;     /* what fr_pool_block may grow it to */
+    unsigned nthreads;        /* workers started; written under lock */
+    pthread_t worker[];       /* max_threads ids, written under lock */
 };
 
 /* The pool whose worker this thread is, or NULL: fr_pool_is_worker is
@@ -92,14 +96,21 @@ static void stop_and_free(fr_pool *p)
 
 int fr_pool_create(unsigned nthreads, unsigned capacity, fr_pool **out)
 {
+    return fr_pool_create_growing(nthreads, nthreads, capacity, out);
+}
+
+int fr_pool_create_growing(unsigned nthreads, unsigned max_threads,
+                           unsigned capacity, fr_pool **out)
+{
     fr_pool *p;
 
     if (out)
         *out = NULL;
-    if (!out || nthreads < 1 || nthreads > FR_POOL_MAX_THREADS ||
-        capacity < 1 || capacity > FR_POOL_MAX_CAPACITY)
+    if (!out || nthreads < 1 || max_threads < nthreads ||
+        max_threads > FR_POOL_MAX_THREADS || capacity < 1 ||
+        capacity > FR_POOL_MAX_CAPACITY)
         return FRPC_EINVAL;
-    p = calloc(1, sizeof(*p) + nthreads * sizeof(p->worker[0]));
+    p = calloc(1, sizeof(*p) + max_threads * sizeof(p->worker[0]));
     if (!p)
         return FRPC_ENOMEM;
     p->ring = malloc(capacity * sizeof(*p->ring));
@@ -108,6 +119,8 @@ int fr_pool_create(unsigned nthreads, unsigned capacity, fr_pool **out)
     if (pthread_cond_init(&p->nonempty, NULL) != 0)
         goto fail_lock;
     p->capacity = capacity;
+    p->base = nthreads;
+    p->max_threads = max_threads;
     atomic_init(&p->count, 0);
 
     pthread_mutex_lock(&p->lock);
@@ -168,6 +181,10 @@ int fr_pool_block(fr_pool *p)
     if (!fr_pool_is_worker(p))
         return 0;
     pthread_mutex_lock(&p->lock);
+    if (p->blocked + 1 >= p->nthreads && p->nthreads < p->max_threads &&
+        !p->stopping &&
+        fr_thread_create(&p->worker[p->nthreads], worker_main, p) == 0)
+        p->nthreads++; /* one more to serve the queue while this waits */
     if (p->blocked + 1 < p->nthreads)
         p->blocked++;
     else
@@ -189,7 +206,7 @@ void fr_pool_unblock(fr_pool *p)
 
 unsigned fr_pool_size(const fr_pool *p)
 {
-    return p ? p->nthreads : 0;
+    return p ? p->base : 0;
 }
 
 unsigned fr_pool_queued(const fr_pool *p)

@@ -34,6 +34,17 @@ typedef struct fr_pool fr_pool; /* opaque */
 int fr_pool_create(unsigned nthreads, unsigned capacity, fr_pool **out);
 
 /*
+ * fr_pool_create, for a pool that may grow to max_threads workers
+ * (nthreads..FR_POOL_MAX_THREADS): fr_pool_block starts a worker when the
+ * one asking would otherwise leave none unblocked, so that a worker's
+ * wait never stops the queue from being served (a burst of handlers that
+ * each make a nested call). Workers added stay until fr_pool_destroy.
+ * Errors and blocking as fr_pool_create.
+ */
+int fr_pool_create_growing(unsigned nthreads, unsigned max_threads,
+                           unsigned capacity, fr_pool **out);
+
+/*
  * Queues fn(arg) to run on a worker, in FIFO order, and returns 0. When
  * the queue is full the calling thread runs fn(arg) itself before
  * returning and the result is 1: the submitter is slowed by exactly the
@@ -51,9 +62,10 @@ int fr_pool_is_worker(const fr_pool *p);
 /*
  * Nesting guard, for a worker about to block on something other workers
  * may have to do. From a worker: returns 0 and counts the worker as
- * blocked if at least one other worker would stay unblocked, else
- * FRPC_EAGAIN (nothing counted; the caller should do the work itself or
- * fail rather than wait). Every 0 a worker gets must be paired with one
+ * blocked if at least one other worker would stay unblocked (in a growing
+ * pool below its max_threads, by starting one), else FRPC_EAGAIN
+ * (nothing counted; the caller should do the work itself or fail rather
+ * than wait). Every 0 a worker gets must be paired with one
  * fr_pool_unblock from the same worker. A non-worker always gets 0 and is
  * not counted (its unblock is a no-op). FRPC_EINVAL for NULL p. Takes the
  * pool lock briefly; does not block otherwise. Any thread.
@@ -64,7 +76,8 @@ int fr_pool_block(fr_pool *p);
  * A no-op for NULL and for non-workers. Takes the pool lock briefly. */
 void fr_pool_unblock(fr_pool *p);
 
-/* The number of workers; 0 for NULL. Any thread. */
+/* The number of workers it was created with (not those a growing pool
+ * added); 0 for NULL. Any thread. */
 unsigned fr_pool_size(const fr_pool *p);
 
 /* The number of tasks queued and not yet started, at some recent moment
