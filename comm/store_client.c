@@ -432,15 +432,18 @@ static int exchange(fr_store_client *c, uint8_t op, const char *key,
 static int store_late(fr_store_client *c)
 {
     return fail(c, FRPC_ETIMEDOUT, "the bootstrap store did not answer in "
-                "time (rank 0 stopped or starved?)");
+                "time (rank 0, which serves it, stopped or starved, or the "
+                "time allowed too short?)");
 }
 
 /* Closes c, whose stream failed (errno says how), with the reason. */
 static int broken_conn(fr_store_client *c)
 {
     /* A keepalive that went unanswered (the store's host down, or the
-     * network cut) is not the store's process closing: say which. */
-    if (errno == ETIMEDOUT || errno == EHOSTUNREACH) {
+     * network cut) is not the store's process closing: say which. A
+     * reset is what a store that took this rank for lost during a cut
+     * answers once the network is back (liveness.c tells it apart). */
+    if (errno == ETIMEDOUT || errno == EHOSTUNREACH || errno == ECONNRESET) {
         int e = errno;
         lost(c);
         return fail(c, FRPC_EBOOTSTRAP, "the connection to the bootstrap "

@@ -265,7 +265,14 @@ typedef enum frpc_rma_mode {
  *                    rank 0's own value), so rank 0's value is the one
  *                    that counts for them; a rank's own value bounds how
  *                    soon it finds rank 0's host gone. Give every rank the
- *                    same.
+ *                    same. The time counts from the last packet that came
+ *                    from the host (an idle connection is probed every
+ *                    second): a network outage or a frozen host (not a
+ *                    stopped process: see "Lost peers") shorter than
+ *                    peer_timeout_ms - 3 s is ridden out, one of
+ *                    peer_timeout_ms or more is not, and one in between
+ *                    may be, depending on when it began. Set it above
+ *                    the longest outage the job should survive, plus 3 s.
  *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
  *                    FABRPC_TIMEOUT_MS (1..2^31-1, or "none" for no
  *                    limit: there 0 or a negative number fails frpc_init
@@ -301,13 +308,17 @@ typedef enum frpc_rma_mode {
  *                    rank may have in flight at once (sync and async, to
  *                    all ranks): one more fails at once with FRPC_EAGAIN,
  *                    so memory stays bounded however fast calls are made.
- *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: a burst of small
- *                    frames to one rank (answers found in one poll, calls
- *                    issued back to back) goes as one transport message
- *                    while a thread is polling, or, for calls a thread
- *                    starts right after one of its waits returned, at its
- *                    next wait (see frpc_call_async); a lone frame is
- *                    never held back. 0 sends every frame alone.
+ *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: small frames
+ *                    to one rank that pile up while a thread is polling
+ *                    (answers found in one poll, calls issued back to
+ *                    back) are joined into one transport message, and
+ *                    calls a thread starts right after one of its waits
+ *                    returned may be held for its next wait to join them
+ *                    (see frpc_call_async). How many are joined depends
+ *                    on timing (which thread polls, and when: a burst
+ *                    may also go frame by frame; frpc_stats counts
+ *                    frames_coalesced); a lone frame is never held back.
+ *                    0 sends every frame alone.
  *  errbuf, errbuf_len optional: where frpc_init writes a one-paragraph
  *                    explanation when it fails (owned by the caller).
  *  notify_queue      1..2^24; FABRPC_NOTIFY_QUEUE, else 65536.

@@ -816,6 +816,24 @@ static void *liveness_main(void *arg)
 
 /* ---- the store's events -------------------------------------------- */
 
+/* Why rank 0 is lost, from how its store's connection ended: a
+ * keepalive that timed out (its host, or the network), a reset (the
+ * store took this rank for lost while the network was cut, and drops it
+ * now that it is back; or rank 0 died with bytes unread), or a close. */
+static const char *store_loss_why(const fr_store_client *watch)
+{
+    const char *e = fr_store_last_error(watch);
+    if (strstr(e, strerror(ETIMEDOUT)))
+        return "unreachable: the connection to the bootstrap store it "
+               "served timed out (its host down, or the network to it "
+               "cut?)";
+    if (strstr(e, strerror(ECONNRESET)))
+        return "unreachable or dead: the bootstrap store it served reset "
+               "the connection (after a network cut, rank 0 takes this "
+               "rank for lost and drops it)";
+    return "died (the bootstrap store it served closed)";
+}
+
 static void *watcher_main(void *arg)
 {
     frpc_agent *a = arg;
@@ -844,14 +862,7 @@ static void *watcher_main(void *arg)
             }
             if (!atomic_load(&l->stop) && a->set.rank != 0)
                 fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
-                                   strstr(fr_store_last_error(l->watch),
-                                          strerror(ETIMEDOUT))
-                                       ? "unreachable: the connection to "
-                                         "the bootstrap store it served "
-                                         "timed out (its host down, or "
-                                         "the network to it cut?)"
-                                       : "died (the bootstrap store it "
-                                         "served closed)");
+                                   store_loss_why(l->watch));
             break;
         }
         /* ev holds the first n of total events: the new ones are those

@@ -1576,6 +1576,38 @@ static int mode_cutoff(void)
     return 0;
 }
 
+/* Rank 2's host cut off for less than peer_timeout_ms - 3 s
+ * (run_host_cutoff.sh, fabrpc.h's peer_timeout_ms): nobody is taken for
+ * lost, and once the network is back (and peer_timeout_ms has passed
+ * since the cut) every rank calls every other. */
+static int mode_blip(void)
+{
+    au_start();
+    CHECK(nranks == 3, "blip needs 3 ranks");
+    au_register("ready", ready, NULL, FRPC_INLINE);
+    au_barrier();
+    say_ready();
+    wait_file("healed");
+    for (int r = 0; r < nranks; r++) {
+        if (r == me)
+            continue;
+        CHECK(frpc_peer_state(agent, r) == FRPC_PEER_ALIVE,
+              "rank %d taken for lost after a short outage", r);
+        frpc_result res;
+        int rc = frpc_call(agent, r, "ready", NULL, 0, 20000, &res);
+        CHECK(rc == 0, "the call to rank %d after the outage: %s", r,
+              au_why(rc, res.error));
+        frpc_result_clear(&res);
+    }
+    au_barrier();
+    double ms;
+    int rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == 0, "shutdown: %s", frpc_err_name(rc));
+    printf("ok: rank %d: nobody lost after the outage; shutdown in %.0f "
+           "ms\n", me, ms);
+    return 0;
+}
+
 /* ---- late-callback ------------------------------------------------------ */
 
 /* frpc_on_peer_lost's promises about when it is set: a loss found before
@@ -3376,6 +3408,7 @@ int main(int argc, char **argv)
                  {"term-in-init", mode_term_in_init},
                  {"vanish", mode_vanish},
                  {"cutoff", mode_cutoff},
+                 {"blip", mode_blip},
                  {"max-inflight", mode_max_inflight},
                  {"inflight-race", mode_inflight_race},
                  {"late-callback", mode_late_callback},
