@@ -65,6 +65,18 @@
 #define RBUF_MIN 4096u
 #define BUF_KEEP (64u * 1024u) /* larger buffers are freed once idle */
 #define ACCEPT_PAUSE_MS 100
+/* Connections accepted in one pass: the dead (dropped strangers) are
+ * closed between passes, so a flood never holds more descriptors than the
+ * cap below and one pass. */
+#define ACCEPT_BATCH 64
+/* Connections not yet members at most: every rank's two (it joins with
+ * its main and its watch connection at once), and this many more; past
+ * it, the oldest is dropped. A stranger that opens connections faster
+ * than they expire (FR_STORE_AUTH_MS) holds no more descriptors than
+ * that, and a rank, which proves its key within a round trip or two,
+ * keeps its place unless strangers open JOINING_SPARE connections
+ * meanwhile. */
+#define JOINING_SPARE 256
 #define MAX_HELLO 256u /* a HELLO may be longer in a later protocol */
 
 enum phase { PH_HELLO, PH_AUTH, PH_MEMBER };
@@ -112,6 +124,7 @@ struct fr_store_server {
     bool own_client;         /* fr_store_ident's: see other_process */
     _Atomic uint64_t own_end; /* its own client's end's key, or 0 */
     int liveness_ms; /* fr_store_ident's, for accepted connections */
+    size_t max_joining; /* connections not yet members, at most */
     bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
     bool work;                  /* a woken conn waits for a pass */
@@ -556,10 +569,29 @@ static bool room_for_conn(struct fr_store_server *s)
     return true;
 }
 
-/* Accepts every pending connection. */
+/* Past max_joining connections that are not members yet, the oldest is
+ * dropped (the stranger's, most likely: a rank's is a round trip old). */
+static void drop_oldest_joining(struct fr_store_server *s)
+{
+    struct conn *oldest = NULL;
+    size_t joining = 0;
+    for (size_t i = 0; i < s->nconns; i++) {
+        struct conn *c = s->conns[i];
+        if (c->phase == PH_MEMBER || c->dead)
+            continue;
+        joining++;
+        if (!oldest || c->auth_deadline < oldest->auth_deadline)
+            oldest = c;
+    }
+    if (joining > s->max_joining)
+        conn_kill(oldest, "too many connections waiting to authenticate: "
+                          "the oldest was dropped");
+}
+
+/* Accepts the pending connections, ACCEPT_BATCH at most. */
 static void accept_all(struct fr_store_server *s)
 {
-    for (;;) {
+    for (int k = 0; k < ACCEPT_BATCH; k++) {
         int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
@@ -582,6 +614,7 @@ static void accept_all(struct fr_store_server *s)
         c->rbuf = rbuf;
         c->rcap = RBUF_MIN;
         s->conns[s->nconns++] = c;
+        drop_oldest_joining(s);
     }
 }
 
@@ -729,6 +762,7 @@ int fr_store_server_start(const char *host, uint16_t port,
     s->self_rank = self->rank;
     s->own_client = self->own_client;
     s->liveness_ms = self->liveness_ms;
+    s->max_joining = 2 * (size_t)self->world + JOINING_SPARE;
     s->table = fr_store_table_new();
     s->members = fr_store_members_new(self);
     s->pfds = malloc(2 * sizeof(*s->pfds));

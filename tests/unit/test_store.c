@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -990,6 +991,55 @@ START_TEST(test_never_authenticating_closed)
 }
 END_TEST
 
+/* A flood of silent connections (a stranger's) holds no more of the
+ * server's descriptors than each rank's two, 256 more and one accept
+ * pass: the oldest waiting to authenticate are dropped at once, not at
+ * their 3 s deadline, and a rank that joins meanwhile gets in. Before, a
+ * flood ran rank 0 out of descriptors (ulimit -n 1024) and the job could
+ * not start. */
+#define FLOOD 700
+#define MAX_JOINING (2 * FIX_WORLD + 256) /* store_server.c */
+#define ACCEPT_PASS 64
+
+START_TEST(test_flood_of_strangers_bounded)
+{
+    struct rlimit rl;
+    ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < 2 * FLOOD + 200) {
+        rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur < 2 * FLOOD + 200) {
+        fprintf(stderr, "flood: open-files limit %llu: not run\n",
+                (unsigned long long)rl.rlim_cur);
+        return;
+    }
+    int fds[FLOOD];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < FLOOD; i++)
+        fds[i] = raw_connect();
+    fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
+    fr_store_client *c1 = join_ok(&me);
+    ck_assert_int_eq(fr_store_set(c1, "in", "yes", 3), 0);
+    expect_value(cli, "in", "yes");
+    /* Count those the server closed before their auth deadline. */
+    int closed = 0;
+    for (int i = 0; i < FLOOD; i++) {
+        int64_t left = t0 + FR_STORE_AUTH_MS - 500 - now_ms();
+        struct pollfd p = {.fd = fds[i], .events = POLLIN};
+        char b[8];
+        if (poll(&p, 1, left > 0 ? (int)left : 0) == 1 &&
+            recv(fds[i], b, sizeof(b), MSG_DONTWAIT) <= 0)
+            closed++;
+        close(fds[i]);
+    }
+    fprintf(stderr, "flood: %d of %d closed before their deadline\n",
+            closed, FLOOD);
+    ck_assert_int_ge(closed, FLOOD - MAX_JOINING - ACCEPT_PASS);
+    fr_store_close(c1);
+}
+END_TEST
+
 /* A member with another world size (or version, or a rank outside the
  * world) fails its own join with code and, at once, every other member's
  * wait that is not satisfied. */
@@ -1564,6 +1614,9 @@ int main(void)
          test_stranger_cannot_get_or_set, 30, &server},
         {"a connection that never authenticates is closed",
          test_never_authenticating_closed, 30, &server},
+        {"a flood of silent connections holds a bounded number of the "
+         "server's descriptors, and a rank still joins",
+         test_flood_of_strangers_bounded, 30, &server},
         {"world mismatch fails the other members' waits at once",
          test_world_mismatch_poisons_job, 30},
         {"version mismatch fails the other members' waits at once",
