@@ -1138,7 +1138,10 @@ int frpc_barrier(frpc_agent *a, int timeout_ms)
     return rc;
 }
 
-/* How long rank 0 waits for its own LEAVE past shutdown's deadline. */
+/* How long rank 0 waits for its own LEAVE past shutdown's deadline; and
+ * how long an immediate shutdown waits for its LEAVE's answer at most
+ * (a store that is stopped reads the LEAVE when it resumes, before the
+ * connection's end: LEFT all the same). */
 #define OWN_LEAVE_MS 500
 
 /* Tells the store this rank leaves (so nobody takes it for dead). Rank 0
@@ -1153,6 +1156,8 @@ static int leave_store(frpc_agent *a, int wait_others, uint64_t deadline)
     if (!a->store)
         return 0;
     pthread_mutex_lock(&a->store_lock);
+    if (!wait_others && deadline > fr_deadline_ms(OWN_LEAVE_MS))
+        deadline = fr_deadline_ms(OWN_LEAVE_MS); /* immediate: at once */
     if (deadline != UINT64_MAX) {
         /* Rank 0's LEAVE goes to its own server thread, which answers at
          * once, and the store closes right after: one not read by then

@@ -553,7 +553,12 @@ enum {
  * own thread answers at once and which is waited for up to half a second
  * past timeout_ms (the store closes right after, and a rank stopped
  * meanwhile learns from it, when it resumes, that rank 0 left, and that
- * the ranks that left before rank 0 did). A rank that shuts down after
+ * the ranks that left before rank 0 did). An immediate shutdown waits
+ * for the store's answer to that word at most half a second, whatever
+ * timeout_ms (a stopped rank 0 reads it when it resumes, before the
+ * connection's end, and takes this rank for LEFT all the same); so with
+ * rank 0 stopped it returns within about a second (its goodbye's half
+ * second, below, and this one). A rank that shuts down after
  * rank 0 was lost, or finds it
  * lost during a graceful shutdown, or whose graceful shutdown's barrier
  * fails, or that shuts down immediately (rank 0 too: a rank that missed

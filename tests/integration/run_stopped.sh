@@ -34,7 +34,7 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one caller 2 caller
     run_case "$PROV: rank 0 stopped 9 s: not lost, barrier ends at its timeout" \
         one store 3 store
-    run_case "$PROV: rank 0 stopped: the others' shutdown ends at its timeout, LEFT" \
+    run_case "$PROV: rank 0 stopped: the others' shutdown ends at its timeout (immediate: at once), LEFT" \
         one shutdown 3 shutdown
     run_case "$PROV: a rank stopped while the others shut down finds them LEFT, rank 0 too" \
         one left-meanwhile 3 left-meanwhile

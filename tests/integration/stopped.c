@@ -14,10 +14,11 @@
  *            and frpc_barrier(1500) ends FRPC_ETIMEDOUT within 4 s. Once
  *            it resumes, nobody took it (or anyone) for lost: calls to it
  *            work, a barrier and a graceful shutdown end 0 everywhere.
- *   shutdown 3 ranks. Rank 0 is stopped for STOPPED_MS while ranks 1 and
- *            2 shut down gracefully with a 2000 ms timeout: they end
- *            FRPC_ETIMEDOUT within 4.5 s; rank 0, resumed, finds them
- *            LEFT (not DEAD).
+ *   shutdown 3 ranks. Rank 0 is stopped for STOPPED_MS while rank 1
+ *            shuts down gracefully with a 2000 ms timeout (it ends
+ *            FRPC_ETIMEDOUT within 4.5 s) and rank 2 at once without
+ *            limit (0 within 4.5 s: it waited for rank 0 to resume);
+ *            rank 0, resumed, finds them LEFT (not DEAD).
  *   left-meanwhile 3 ranks. Rank 2 is stopped for STOPPED_MS while
  *            ranks 0 and 1 shut down gracefully (2000 ms: their barrier
  *            times out) and end, rank 0's store with them. Resumed, rank
@@ -1577,7 +1578,7 @@ int main(int argc, char **argv)
                     msleep(20);
                 }
             frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 5000);
-        } else {
+        } else if (R == 1) {
             msleep(300);
             long long t = now_ms();
             int rc = frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 2000);
@@ -1586,6 +1587,20 @@ int main(int argc, char **argv)
                 frpc_strerror(rc), took);
             if (rc != FRPC_ETIMEDOUT || took > 4500) /* pre-fix: 7.7-9 s */
                 FAIL("frpc_shutdown(2000): %s after %lld ms",
+                     rc ? frpc_strerror(rc) : "ok", took);
+        } else {
+            /* Immediate, without limit: within about a second (its
+             * goodbye's and its LEAVE's half seconds), not when rank 0
+             * resumes (before: its LEAVE's answer was waited for). */
+            msleep(300);
+            long long t = now_ms();
+            int rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE,
+                                   FRPC_TIMEOUT_NONE);
+            long long took = now_ms() - t;
+            SAY("immediate frpc_shutdown(none) with rank 0 stopped: %s "
+                "after %lld ms", frpc_strerror(rc), took);
+            if (rc != 0 || took > 4500)
+                FAIL("immediate frpc_shutdown(none): %s after %lld ms",
                      rc ? frpc_strerror(rc) : "ok", took);
         }
         printf("ok: rank %d\n", R);
