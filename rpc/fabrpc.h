@@ -307,7 +307,18 @@ typedef enum frpc_rma_mode {
  *  max_inflight      1..2^30; FABRPC_MAX_INFLIGHT, else 65536. Calls this
  *                    rank may have in flight at once (sync and async, to
  *                    all ranks): one more fails at once with FRPC_EAGAIN,
- *                    so memory stays bounded however fast calls are made.
+ *                    so memory stays bounded however fast calls are made,
+ *                    but for calls that ended while their request still
+ *                    waited to be sent: a call to a stopped rank that
+ *                    times out stops counting, while its args' copy may
+ *                    stay queued toward that rank (in fabrpc's rendezvous
+ *                    block, or over tcp in the provider) until the rank
+ *                    resumes or is lost, so a caller that keeps calling a
+ *                    stopped rank grows by its args meanwhile (about 20
+ *                    MB/s with 200 KB args and 500 ms timeouts; then, over
+ *                    tcp, the resumed rank works through every expired
+ *                    request first: tens of seconds). Give up on a rank
+ *                    whose calls keep timing out.
  *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: small frames
  *                    to one rank that pile up while a thread is polling
  *                    (answers found in one poll, calls issued back to
@@ -1212,7 +1223,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * native shm (libfabric 1.17) checks no key, so there a stale descriptor
  * reads or writes whatever the owner has mapped at that address now:
  * deregister a region (and free its memory) only once peers are done
- * with its descriptors; native udp (FABRPC_RMA=native) never ends a
+ * with its descriptors (one whose memory the owner unmapped makes the
+ * provider report an error fabrpc cannot match to the transfer, counted
+ * in cq_errors_unmatched: the transfer ends only at its timeout, never
+ * without one, and the local region it used stays busy, so
+ * frpc_mem_deregister of it keeps failing FRPC_ETIMEDOUT); native udp (FABRPC_RMA=native) never ends a
  * transfer its owner refuses, and jams the two ranks (below).
  *
  * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
