@@ -631,7 +631,8 @@ int fr_agent_job_whole(void *ctx)
 
 static int connect_peers(frpc_agent *a, uint64_t deadline, boot_step *st)
 {
-    *st = (boot_step){"while sending a first message to every rank's endpoint", -1};
+    *st = (boot_step){"while sending a first message to every rank's "
+                      "endpoint", -1};
     return fr_fabric_connect_peers(a->fab, deadline, fr_agent_job_whole, a);
 }
 

@@ -1535,13 +1535,20 @@ static void wait_file(const char *name)
  * end FRPC_EPEERLOST (rank 1 tells it that it drops what it sends), and
  * rank 2 then see rank 1 lost. Before: the call waited until rank 1's
  * process ended. */
-static int mode_cutoff(void)
+/* The start of run_host_cutoff.sh's modes: three ranks, one per host,
+ * each ready (the script cuts the network once all are). */
+static void start_on_three_hosts(const char *mode)
 {
     au_start();
-    CHECK(nranks == 3, "cutoff needs 3 ranks");
+    CHECK(nranks == 3, "%s needs 3 ranks", mode);
     au_register("ready", ready, NULL, FRPC_INLINE);
     au_barrier();
     say_ready();
+}
+
+static int mode_cutoff(void)
+{
+    start_on_three_hosts("cutoff");
     if (me != 2) {
         wait_dead(2);
         printf("cutoff: rank 2 DEAD here %.0f ms after the cut\n",
@@ -1582,11 +1589,7 @@ static int mode_cutoff(void)
  * since the cut) every rank calls every other. */
 static int mode_blip(void)
 {
-    au_start();
-    CHECK(nranks == 3, "blip needs 3 ranks");
-    au_register("ready", ready, NULL, FRPC_INLINE);
-    au_barrier();
-    say_ready();
+    start_on_three_hosts("blip");
     wait_file("healed");
     for (int r = 0; r < nranks; r++) {
         if (r == me)
