@@ -329,10 +329,28 @@ static void explain_no_rma(fr_backends *bs)
  */
 #define FR_RXM_MSG_RX_SIZE "256"
 
+/*
+ * sockets peeks its TCP stream for a whole 24-byte header and leaves a
+ * shorter piece in the socket. That piece keeps its whole segment (up to
+ * 64 KiB on loopback) charged to the receive buffer, 128 KiB by default
+ * (tcp_rmem), so the kernel advertises a zero window and the rest of the
+ * header never comes: every later frame between the two ranks waited
+ * (async then-calls over sockets, 2 ranks, 3,000 calls at once, 4 runs at
+ * a time on 2 cores: 4 of 400 runs stuck, ss showing Recv-Q 16 B and
+ * skmem r129248 of rb131072 at the receiver, 71 KB unsent in persist at
+ * the sender; the same failure in CI). FI_SOCKETS_MAX_BUF_SZ sets both
+ * buffers, up to net.core.rmem_max/wmem_max (doubled by the kernel):
+ * Debian's 212992 gives 416 KiB, room for the window to stay open with
+ * any one segment charged. 0 of 400 runs stuck with 4 MiB, 0 of 400 with
+ * 212992 (2026-12-01).
+ */
+#define FR_SOCKETS_BUF_SZ "4194304"
+
 static void tune_providers(void)
 {
     setenv("FI_OFI_RXD_MAX_UNACKED", "32", 0);
     setenv("FI_OFI_RXM_MSG_RX_SIZE", FR_RXM_MSG_RX_SIZE, 0);
+    setenv("FI_SOCKETS_MAX_BUF_SZ", FR_SOCKETS_BUF_SZ, 0);
     /* fabrpc reads a variable set to "" as unset (fabrpc.h), but
      * libfabric reads FI_PROVIDER="" as a list of no providers and hides
      * every one: frpc_init then failed with "these came up: none". */
