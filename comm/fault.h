@@ -40,6 +40,9 @@ typedef enum fr_fault_site {
                                would publish its endpoint address: a rank
                                that joined the job and then went no
                                further (agent.c) */
+    FR_FAULT_READ_EIO,      /* a rendezvous read completes with -FI_EIO,
+                               as sockets reports one from a sender killed
+                               meanwhile (rndv.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -57,6 +57,7 @@
 
 #include "comm/clock.h"
 #include "comm/fabric_internal.h"
+#include "comm/fault.h"
 
 #define FR_RNDV_NS_PER_BYTE 100u /* the slowest pull waited for */
 #define FR_RNDV_SCAN_NS 100000000ull /* how often polls look for expiry */
@@ -466,6 +467,8 @@ static void finish_in(fr_fabric *f, fr_rndv_in *in)
 
 void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
 {
+    if (!err && fr_fault_hit(FR_FAULT_READ_EIO))
+        err = -FI_EIO;
     fr_rndv_in *in = c->parent;
     fr__tx_give(f);
     fr__rma_ops_add(f, in->src, -1);
@@ -486,7 +489,10 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
      * be forged. Only sends report a peer unreachable. */
     if (err) {
         fr__note_dropped(f, in->src, err);
-        in->err = err;
+        /* An FRPC code, never the provider's: -FI_EIO is -5, which is
+         * FRPC_ETIMEDOUT, and a killed sender's failed read ended its
+         * call "timed out" long before its timeout (sockets). */
+        in->err = FRPC_ETRANSPORT;
     } else if (in->moving_deadline) {
         uint64_t next = fr_deadline_ms(FR_FABRIC_ANSWER_MS);
         pthread_mutex_lock(&f->rndv_lock); /* the expiry scan reads it */
@@ -537,7 +543,7 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
         if (ret) {
             /* Chunks already posted still complete; count the rest as
              * done-with-error so the transfer ends exactly once. */
-            in->err = rc ? rc : (int)ret;
+            in->err = rc ? rc : FRPC_ETRANSPORT; /* as in on_read */
             in->chunks_done += in->chunks - i;
             return in->chunks_done == in->chunks;
         }

@@ -1572,6 +1572,39 @@ START_TEST(a_send_refused_by_the_provider_ends_etransport)
 }
 END_TEST
 
+/* A rendezvous read that the provider fails with -FI_EIO (sockets, for a
+ * sender killed meanwhile) ends the call FRPC_ETRANSPORT, saying so: that
+ * code was taken for an FRPC one, -5, which is FRPC_ETIMEDOUT, and the
+ * call ended "timed out" with 29 s of its 30 left (a probe, sockets). */
+START_TEST(a_failed_rendezvous_read_is_no_timeout)
+{
+    enum { BIG = 256 << 10 }; /* past shm's parts: a rendezvous */
+    frpc_config cfg;
+    frpc_agent *a;
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    cfg.max_msg_size = 1 << 20;
+    ck_assert_int_eq(frpc_init(&cfg, &a), 0);
+    ck_assert_int_eq(frpc_register(a, "echo", echo, NULL, FRPC_INLINE), 0);
+    char *args = calloc(1, BIG);
+    ck_assert_ptr_nonnull(args);
+    frpc_result r;
+    fr_fault_arm(FR_FAULT_READ_EIO, 1);
+    int rc = frpc_call(a, 0, "echo", args, BIG, 30000, &r);
+    fr_fault_arm(FR_FAULT_READ_EIO, 0);
+    ck_assert_msg(rc == FRPC_ETRANSPORT && r.error &&
+                      strstr(r.error, "rendezvous read"),
+                  "%s: %s", frpc_err_name(rc), r.error ? r.error : "");
+    frpc_result_clear(&r);
+    ck_assert_int_eq(frpc_call(a, 0, "echo", args, BIG, 30000, &r), 0);
+    ck_assert_uint_eq(r.len, BIG);
+    frpc_result_clear(&r);
+    free(args);
+    ck_assert_int_eq(frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+}
+END_TEST
+
 /* Sends judged by liveness (fr_liveness_suspect: a pool thread's, an
  * application thread's, the polling thread's) while the agent ends: each
  * is judged by liveness's last look or ended at once, none left to
@@ -2058,6 +2091,9 @@ int main(void)
          "on",
          a_send_refused_by_the_provider_ends_etransport,
          .fixture = &with_agent},
+        {"a rendezvous read the provider fails ends FRPC_ETRANSPORT, not "
+         "FRPC_ETIMEDOUT",
+         a_failed_rendezvous_read_is_no_timeout},
         {"sends judged by liveness while the agent ends: none left after "
          "the pending table",
          suspects_racing_the_agents_end},
