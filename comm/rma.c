@@ -350,12 +350,8 @@ static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
     const fr_rma_seg *sg = &x->seg[c->seg];
     region_hold(sg->local);
     fr__rma_ops_add(f, x->op.dst, 1); /* before: it may complete */
-    if (f->rma_by_initiator)
-        fr__ledger_add(f, &c->op);
     ssize_t ret = post_chunk_now(f, x, c);
     if (ret) {
-        if (f->rma_by_initiator)
-            fr__ledger_drop(f, &c->op);
         fr__rma_ops_add(f, x->op.dst, -1);
         region_drop(sg->local);
     }
