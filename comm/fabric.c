@@ -206,6 +206,7 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     pthread_mutex_init(&f->poll_lock, NULL);
     pthread_mutex_init(&f->rndv_lock, NULL);
     pthread_mutex_init(&f->batch_lock, NULL);
+    pthread_mutex_init(&f->led_lock, NULL);
     fr__block_cache_init(&f->out_cache, FI_REMOTE_READ);
     fr__block_cache_init(&f->in_cache, 0);
     atomic_init(&f->poll_owned, 0);
@@ -1173,9 +1174,13 @@ static void handle_now(fr_fabric *f, fr_op *op, size_t len, int err,
         handle_send_done(f, (fr_send_slot *)op, err);
         break;
     case FR_OP_READ:
+        if (f->rma_by_initiator)
+            fr__ledger_drop(f, op);
         fr__rndv_on_read(f, (fr_read_chunk *)op, err);
         break;
     case FR_OP_RMA:
+        if (f->rma_by_initiator)
+            fr__ledger_drop(f, op);
         fr__rma_on_chunk(f, (fr_rma_chunk *)op, err);
         break;
     default:
@@ -1246,6 +1251,10 @@ static int read_cq(fr_fabric *f)
         if (!forged && fi_cq_readerr(f->cq, &ee, 0) != 1)
             return 0;
         if (!ee.op_context) {
+            /* shm's one-sided copy that failed as it was posted: the
+             * ledger finds which (fail_ledger, at the end of the poll). */
+            if (f->rma_by_initiator && !forged && fr__ledger_error(f))
+                return 1;
             /* Nothing of ours to end (a provider's internal operation):
              * counted, never silent. */
             atomic_fetch_add(&f->st.cq_errors_unmatched, 1);
@@ -1299,6 +1308,21 @@ static void report_unreachable(fr_fabric *f)
     }
 }
 
+/* Ends the one-sided operations the ledger found failed: their reports
+ * came without a context (ledger.c). The number ended. */
+static int fail_ledger(fr_fabric *f)
+{
+    int n = 0;
+    fr_op *op = fr__ledger_failed(f);
+    while (op) {
+        fr_op *next = op->led_next; /* op may be freed as it ends */
+        handle_completion(f, op, 0, FR_ERR_COPY_FAILED, FI_ADDR_NOTAVAIL);
+        op = next;
+        n++;
+    }
+    return n;
+}
+
 static int poll_cq(fr_fabric *f, int read)
 {
     /* Only the poll owner counts passes: a store, not a locked add. */
@@ -1312,6 +1336,8 @@ static int poll_cq(fr_fabric *f, int read)
     int rest = handle_frames_left(f);
     int n = read ? read_cq(f) : 0;
     int held = handle_held(f) + rest;
+    if (atomic_load_explicit(&f->led_errs, memory_order_relaxed))
+        held += fail_ledger(f);
     if (atomic_load_explicit(&f->lost_work, memory_order_relaxed) ||
         atomic_load_explicit(&f->transfers, memory_order_relaxed)) {
         int ended = fr__rndv_end_lost(f);
@@ -1944,6 +1970,7 @@ void fr_fabric_close(fr_fabric *f)
     pthread_mutex_destroy(&f->poll_lock);
     pthread_mutex_destroy(&f->rndv_lock);
     pthread_mutex_destroy(&f->batch_lock);
+    pthread_mutex_destroy(&f->led_lock);
     if (keep) {
         pthread_mutex_lock(&parked_lock);
         f->parked_next = parked;

@@ -269,6 +269,10 @@ typedef struct fr_rma {
     fr_rma_done_fn done;
     void *ctx;                /* the caller's, with id */
     uint64_t id;
+    /* Set by the fabric for done, with a failure that may as well be the
+     * owner's death: shm's failed copy says neither (ledger.c). The
+     * caller asks liveness before it believes the status. */
+    unsigned char owner_unsure;
 } fr_rma;
 
 /*

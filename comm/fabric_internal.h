@@ -27,6 +27,10 @@ enum fr_op_type { FR_OP_RECV = 1, FR_OP_SEND, FR_OP_READ, FR_OP_RMA };
 typedef struct fr_op {
     struct fi_context2 fictx;
     int type;
+    /* On the ledger (ledger.c) while posted: one-sided reads and writes
+     * on a provider that copies as it posts (rma_by_initiator). */
+    unsigned char on_ledger;
+    struct fr_op *led_prev, *led_next;
 } fr_op;
 
 /* What the poll owner read while it waited for room to send, held for
@@ -296,6 +300,12 @@ struct fr_fabric {
     fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
     fr_rma_xfer *rma_active;    /* one-sided transfers not ended */
     fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
+    /* shm's one-sided operations posted and not completed, and the
+     * provider's error reports that named none of them (ledger.c). */
+    pthread_mutex_t led_lock;
+    fr_op *led_head;
+    unsigned led_n;
+    atomic_uint led_errs;
     /* One freed single-chunk transfer kept for the next (rma.c): a sync
      * 8-byte get spent 165 of its 3,250 instructions on malloc, memset
      * and free. */
@@ -479,6 +489,19 @@ void fr__rndv_drop_out(fr_fabric *f, uint32_t peer);
 
 /* rma.c */
 void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err);
+
+/* The ledger (ledger.c): what an error report without a context belongs
+ * to, on a provider that copies as it posts. add before the post; drop
+ * when the post failed or the op's completion came; error for a report
+ * naming no op (0 if the ledger is empty: nothing to pin it on); failed
+ * detaches the ops now known to have failed, a list by led_next. */
+/* The error the ledger ends its failed ops with: the provider's copy
+ * failed, for a reason it did not say (rma.c: owner_unsure). */
+#define FR_ERR_COPY_FAILED (-FI_EFAULT)
+void fr__ledger_add(fr_fabric *f, fr_op *op);
+void fr__ledger_drop(fr_fabric *f, fr_op *op);
+int fr__ledger_error(fr_fabric *f);
+fr_op *fr__ledger_failed(fr_fabric *f);
 /* The poll owner ends the one-sided transfers whose peer was marked lost:
  * returns how many. */
 int fr__rma_end_lost(fr_fabric *f);

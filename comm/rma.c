@@ -310,6 +310,10 @@ static void after_unlock(fr_fabric *f, fr_rma_xfer *x, int run, int free_it)
 static int chunk_error(int err, const char **why)
 {
     switch (err < 0 ? -err : err) {
+    case -FR_ERR_COPY_FAILED:
+        *why = "the provider could not copy the owner's memory (unmapped "
+               "there, or the owner gone)";
+        return FRPC_EACCES;
     case FI_EACCES:
     case FI_EKEYREJECTED:
     case FI_EINVAL:
@@ -350,8 +354,12 @@ static ssize_t post_chunk(fr_fabric *f, fr_rma_xfer *x, fr_rma_chunk *c)
     const fr_rma_seg *sg = &x->seg[c->seg];
     region_hold(sg->local);
     fr__rma_ops_add(f, x->op.dst, 1); /* before: it may complete */
+    if (f->rma_by_initiator)
+        fr__ledger_add(f, &c->op);
     ssize_t ret = post_chunk_now(f, x, c);
     if (ret) {
+        if (f->rma_by_initiator)
+            fr__ledger_drop(f, &c->op);
         fr__rma_ops_add(f, x->op.dst, -1);
         region_drop(sg->local);
     }
@@ -368,8 +376,10 @@ static void chunk_over(fr_fabric *f, fr_rma_chunk *c, int err)
     pthread_mutex_lock(&f->rndv_lock);
     x->out--;
     x->chunks_done++;
-    if (err && !x->err)
+    if (err && !x->err) {
         x->err = chunk_error(err, &x->why);
+        x->op.owner_unsure = err == FR_ERR_COPY_FAILED;
+    }
     if (!err)
         x->bytes_done += c->len;
     run = end_if_complete_locked(f, x);

@@ -521,10 +521,14 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
             ret = -FI_EAGAIN;
             if (fr__tx_take(f)) {
                 fr__rma_ops_add(f, in->src, 1);
+                if (f->rma_by_initiator)
+                    fr__ledger_add(f, &in->chunk[i].op);
                 ret = fi_read(f->ep, in->buf + off, n, desc, f->peer[in->src],
                               in->desc.addr + off, in->desc.key,
                               &in->chunk[i].op.fictx);
                 if (ret) {
+                    if (f->rma_by_initiator)
+                        fr__ledger_drop(f, &in->chunk[i].op);
                     fr__rma_ops_add(f, in->src, -1);
                     fr__tx_give(f);
                 }

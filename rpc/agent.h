@@ -270,11 +270,13 @@ void fr_agent_mark_lost(frpc_agent *a, uint32_t rank, int state,
 const char *fr_agent_call_refused_why(const frpc_agent *a, uint32_t rank,
                                       const char *fname);
 
-/* The request id to dst whose send failed with FRPC_ETRANSPORT (msg:
- * its explanation, copied): it ends FRPC_EPEERLOST if dst is found lost
- * within a second, else FRPC_ETRANSPORT then. Any thread; never blocks. */
+/* The request id to dst failed in a way dst's death would explain too
+ * (a send's FRPC_ETRANSPORT; shm's failed copy, FRPC_EACCES): it ends
+ * FRPC_EPEERLOST if dst is found lost within a second (or, its process
+ * ended by then, once it is marked), else status, with msg (copied) for
+ * words. Any thread; never blocks. */
 void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
-                         const char *msg);
+                         int status, const char *msg);
 
 /* This rank's identity for the store (agent.c): who it is, the job it
  * believes in, how soon a vanished peer is given up. */

@@ -129,7 +129,7 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
         char msg[96];
         snprintf(msg, sizeof(msg), "sending the request to rank %u failed: "
                  "transport failure", dst);
-        fr_liveness_suspect(a, dst, id, msg);
+        fr_liveness_suspect(a, dst, id, FRPC_ETRANSPORT, msg);
         return 0;
     }
     return rc;

@@ -48,7 +48,7 @@ static void suspect_calls_to(frpc_agent *a, uint32_t rank)
              "on it failed): it may or may not have run",
              rank);
     for (size_t i = 0; i < n; i++)
-        fr_liveness_suspect(a, rank, ids[i], msg);
+        fr_liveness_suspect(a, rank, ids[i], FRPC_ETRANSPORT, msg);
     if (ids != some)
         free(ids);
 }

@@ -1223,11 +1223,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * native shm (libfabric 1.17) checks no key, so there a stale descriptor
  * reads or writes whatever the owner has mapped at that address now:
  * deregister a region (and free its memory) only once peers are done
- * with its descriptors (one whose memory the owner unmapped makes the
- * provider report an error fabrpc cannot match to the transfer, counted
- * in cq_errors_unmatched: the transfer ends only at its timeout, never
- * without one, and the local region it used stays busy, so
- * frpc_mem_deregister of it keeps failing FRPC_ETIMEDOUT); native udp (FABRPC_RMA=native) never ends a
+ * with its descriptors (where the owner unmapped the memory, the
+ * provider's copy fails, and the provider does not say whether for that
+ * or for the owner's death: the transfer ends FRPC_EACCES within about a
+ * second, or FRPC_EPEERLOST if the owner is found dead meanwhile, its
+ * local region free at once); native udp (FABRPC_RMA=native) never ends a
  * transfer its owner refuses, and jams the two ranks (below).
  *
  * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says

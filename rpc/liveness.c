@@ -95,6 +95,7 @@ typedef struct fr_suspect {
     struct fr_suspect *next;
     uint64_t id;
     uint32_t dst;
+    int status;       /* its end unless dst is found lost */
     uint64_t due_ns;
     char msg[128];
 } fr_suspect;
@@ -484,13 +485,14 @@ void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
 /* ---- requests whose send failed ------------------------------------- */
 
 void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
-                         const char *msg)
+                         int status, const char *msg)
 {
     fr_liveness *l = a->live;
     fr_suspect *s = l ? calloc(1, sizeof(*s)) : NULL;
     if (s) {
         s->id = id;
         s->dst = dst;
+        s->status = status;
         s->due_ns = fr_deadline_ms(FR_SUSPECT_MS);
         snprintf(s->msg, sizeof(s->msg), "%s", msg);
         /* Queued only while liveness still looks, decided under the lock:
@@ -512,13 +514,31 @@ void fr_liveness_suspect(frpc_agent *a, uint32_t dst, uint64_t id,
         free(s);
     }
     /* nobody to wait with: the error as it is */
-    fr_pending_complete(&a->pend, id, dst, FRPC_ETRANSPORT, 0, NULL, 0,
-                        strdup(msg));
+    fr_pending_complete(&a->pend, id, dst, status, 0, NULL, 0, strdup(msg));
+}
+
+/* 1 if pidfd says its process ended; never blocks. */
+static int pidfd_ended(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return pidfd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* 1 while dst's process has ended and its mark is still to come (the
+ * store's word, within FR_EXIT_GRACE_MS): a suspect due then waits for
+ * the mark. Without it, a transfer that shm's failed copy ended as the
+ * owner died was called FRPC_EACCES when liveness was slower than a
+ * second (run_peer_lost under TSan). Liveness thread only. */
+#define FR_ENDING_LOOK_NS (20u * 1000000u)
+static int ending(const fr_liveness *l, uint32_t dst)
+{
+    return l->exit_due[dst] != 0 || pidfd_ended(l->pidfd[dst]);
 }
 
 /* Ends the suspects that are due (all, with all set), or whose peer was
  * lost meanwhile: FRPC_EPEERLOST with the loss's words if it was (the
- * mark may not have failed the call yet), else their transport error.
+ * mark may not have failed the call yet), else their own status. One
+ * due while its peer's process has ended waits for the mark.
  * Returns the time of the next due one, or UINT64_MAX. */
 static uint64_t review_suspects(frpc_agent *a, int all)
 {
@@ -528,12 +548,16 @@ static uint64_t review_suspects(frpc_agent *a, int all)
     pthread_mutex_lock(&l->lock);
     for (p = &l->suspects; *p;) {
         fr_suspect *s = *p;
-        if (all || s->due_ns <= now || atomic_load(&l->slot[s->dst])) {
+        if (all || atomic_load(&l->slot[s->dst]) ||
+            (s->due_ns <= now && !ending(l, s->dst))) {
             *p = s->next;
             s->next = due;
             due = s;
         } else {
-            next = s->due_ns < next ? s->due_ns : next;
+            /* Due and waiting for a mark: looked at again soon. */
+            uint64_t when = s->due_ns > now ? s->due_ns
+                                            : now + FR_ENDING_LOOK_NS;
+            next = when < next ? when : next;
             p = &s->next;
         }
     }
@@ -544,7 +568,7 @@ static uint64_t review_suspects(frpc_agent *a, int all)
         const char *lost = fr_agent_peer_lost_why(a, s->dst);
         /* A no-op for a call that ended meanwhile (lost peer, timeout). */
         fr_pending_complete(&a->pend, s->id, s->dst,
-                            lost ? FRPC_EPEERLOST : FRPC_ETRANSPORT, 0, NULL,
+                            lost ? FRPC_EPEERLOST : s->status, 0, NULL,
                             0, strdup(lost ? lost : s->msg));
         free(s);
     }
@@ -726,13 +750,6 @@ static void exits_due(frpc_agent *a)
                                "frpc_shutdown; the store said nothing of "
                                "it)");
         }
-}
-
-/* 1 if pidfd says its process ended; never blocks. */
-static int pidfd_ended(int pidfd)
-{
-    struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    return pidfd >= 0 && poll(&p, 1, 0) > 0;
 }
 
 void fr_liveness_reap_ended(frpc_agent *a)

@@ -363,7 +363,7 @@ void fr_agent_on_send_error(void *ctx, uint32_t dst, const fr_env *env,
     snprintf(msg, sizeof(msg), "sending the request to rank %u failed: %s",
              dst, frpc_strerror(err));
     if (err == FRPC_ETRANSPORT) /* perhaps a dying peer: see liveness.c */
-        fr_liveness_suspect(a, dst, env->req_id, msg);
+        fr_liveness_suspect(a, dst, env->req_id, FRPC_ETRANSPORT, msg);
     else
         fr_pending_complete(&a->pend, env->req_id, dst, err, 0, NULL, 0,
                             strdup(msg));
@@ -374,7 +374,7 @@ void fr_agent_on_reply_unreadable(void *ctx, uint32_t src, const fr_env *env)
     char msg[128];
     snprintf(msg, sizeof(msg), "reading the reply from rank %u failed: "
              "transport failure", src);
-    fr_liveness_suspect(ctx, src, env->req_id, msg);
+    fr_liveness_suspect(ctx, src, env->req_id, FRPC_ETRANSPORT, msg);
 }
 
 void fr_agent_release_requests(frpc_agent *a)

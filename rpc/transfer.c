@@ -35,14 +35,15 @@
 #include "rpc/mem.h"
 
 /* How the fabric's done ends an entry: a transport failure may be the
- * owner's death seen first by its connection, so liveness decides within
- * a second (FRPC_EPEERLOST, or the failure then), as for a call whose
- * send failed. */
+ * owner's death seen first by its connection, and shm's failed copy
+ * (owner_unsure) its death as well as unmapped memory, so liveness
+ * decides (FRPC_EPEERLOST, or the failure), as for a call whose send
+ * failed. */
 static void finish(frpc_agent *a, const fr_rma *op, int status,
                    const char *why)
 {
-    if (status == FRPC_ETRANSPORT)
-        fr_liveness_suspect(a, op->dst, op->id,
+    if (status == FRPC_ETRANSPORT || (status && op->owner_unsure))
+        fr_liveness_suspect(a, op->dst, op->id, status,
                             why ? why : "transport failure");
     else
         fr_pending_complete(&a->pend, op->id, op->dst, status, 0, NULL, 0,

@@ -33,6 +33,7 @@
  *                 10-200 ms after a barrier: each succeeds or ends
  *                 FRPC_EPEERLOST within the bound, the next at once, and
  *                 the local region deregisters at once.
+ *                 PEERLOST_RMA_LEN=N moves N bytes each instead.
  *   store-death   4 ranks. Rank 0 (it serves the bootstrap store) kills
  *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
  *                 calls among 1-3 succeed, their shutdown ends in bounded
@@ -844,6 +845,12 @@ static int mode_rma_death(void)
 {
     start_lost();
     CHECK(nranks == 2, "rma-death needs 2 ranks");
+    /* PEERLOST_RMA_LEN=64: a tight loop of small transfers, many of them
+     * posted between the owner's death and its mark (shm's failed copies:
+     * FRPC_EPEERLOST, never FRPC_EACCES). */
+    const char *len_env = getenv("PEERLOST_RMA_LEN");
+    size_t len = len_env ? (size_t)strtoul(len_env, NULL, 10) : RNDV_LEN;
+    CHECK(len > 0 && len <= RNDV_LEN, "PEERLOST_RMA_LEN %zu", len);
     uint8_t *buf = malloc(RNDV_LEN);
     frpc_mem *mem;
     CHECK(buf, "malloc 64 MiB");
@@ -874,23 +881,23 @@ static int mode_rma_death(void)
         double t0 = au_now_ms(), slowest = 0;
         while (au_now_ms() - t0 < 60000) {
             double c0 = au_now_ms();
-            rc = ok % 2 ? frpc_put(mem, 0, desc, sizeof(desc), 0, RNDV_LEN,
+            rc = ok % 2 ? frpc_put(mem, 0, desc, sizeof(desc), 0, len,
                                    FRPC_TIMEOUT_NONE)
-                        : frpc_get(mem, 0, desc, sizeof(desc), 0, RNDV_LEN,
+                        : frpc_get(mem, 0, desc, sizeof(desc), 0, len,
                                    FRPC_TIMEOUT_NONE);
             double ms = au_now_ms() - c0;
             slowest = ms > slowest ? ms : slowest;
-            CHECK(rc == 0 || rc == FRPC_EPEERLOST, "64 MiB transfer %d: %s",
-                  ok, frpc_err_name(rc));
-            CHECK(ms < BOUND_MS, "64 MiB transfer took %.0f ms", ms);
+            CHECK(rc == 0 || rc == FRPC_EPEERLOST, "%zu B transfer %d: %s",
+                  len, ok, frpc_err_name(rc));
+            CHECK(ms < BOUND_MS, "%zu B transfer took %.0f ms", len, ms);
             if (rc == FRPC_EPEERLOST)
                 break;
             ok++;
         }
         CHECK(rc == FRPC_EPEERLOST, "rank 1 never lost in 60 s (%d ok)", ok);
-        printf("detection: %d transfers of 64 MiB succeeded, then "
+        printf("detection: %d transfers of %zu B succeeded, then "
                "FRPC_EPEERLOST %.1f ms after the kill; slowest %.1f ms\n",
-               ok, au_now_ms() - kill_time_ms(), slowest);
+               ok, len, au_now_ms() - kill_time_ms(), slowest);
         double c0 = au_now_ms();
         rc = frpc_get(mem, 0, desc, sizeof(desc), 0, 4096, FRPC_TIMEOUT_NONE);
         CHECK(rc == FRPC_EPEERLOST && au_now_ms() - c0 < AT_ONCE_MS,

@@ -33,6 +33,7 @@
  *            FRPC_ETRANSPORT, rank 0's once rank 1 tells it, never at its
  *            timeout; calls both ways work afterwards.
  *   modes, fallback  native or emulated transfers (rma_modes.c).
+ *   unmapped  a descriptor of memory its owner unmapped (rma_unmapped.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -213,6 +214,15 @@ int rma_emulated(void)
     char rep[2048];
     frpc_backend_report(agent, rep, sizeof(rep));
     return strstr(rep, "rma: emulated") != NULL;
+}
+
+frpc_mem *local_region(size_t len, uint8_t **buf)
+{
+    frpc_mem *local;
+    *buf = calloc(1, len);
+    CHECK(*buf && frpc_mem_register(agent, *buf, len, 0, &local) == 0,
+          "register the local side");
+    return local;
 }
 
 void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
@@ -848,7 +858,10 @@ int main(int argc, char **argv)
         return mode_dereg_shutdown();
     if (!strcmp(mode, "held-owner"))
         return mode_held_owner();
+    if (!strcmp(mode, "unmapped"))
+        return mode_unmapped();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
-            "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner\n");
+            "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
+            "unmapped\n");
     return 2;
 }

@@ -31,6 +31,9 @@ void start(size_t len);
 /* 1 if this rank's transfers are emulated (frpc_backend_report). */
 int rma_emulated(void);
 void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE]);
+/* A zeroed local region of len bytes for this rank's transfers (*buf:
+ * the caller's to free once the region is deregistered). */
+frpc_mem *local_region(size_t len, uint8_t **buf);
 /* Rank rank checks that its region's [off, off + len) holds seed's
  * pattern (from 0). */
 void owner_check(int rank, size_t off, size_t len, uint32_t seed);
@@ -58,5 +61,6 @@ int mode_modes(void);
 int mode_fallback(void);
 int mode_dereg_shutdown(void);
 int mode_held_owner(void);
+int mode_unmapped(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -54,16 +54,6 @@ static void stats(frpc_stats *st)
     CHECK(frpc_get_stats(agent, st) == 0, "frpc_get_stats");
 }
 
-static frpc_mem *local_region(size_t len, uint8_t **buf)
-{
-    frpc_mem *m;
-    *buf = malloc(len);
-    CHECK(*buf, "malloc %zu", len);
-    int rc = frpc_mem_register(agent, *buf, len, 0, &m);
-    CHECK(rc == 0, "register local: %s", frpc_strerror(rc));
-    return m;
-}
-
 static void nap_ms(int ms)
 {
     struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};

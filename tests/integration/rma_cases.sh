@@ -73,4 +73,11 @@ held_owner_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout
 if [ "$PROV" = shm ] || [ "$PROV" = tcp ]; then
     run_case "$PROV: a get from an owner whose poll an inline handler holds: FRPC_ETIMEDOUT where the owner's poll moves it, 0 on native shm" held_owner_2
 fi
+# A descriptor of memory its owner unmapped: natively on shm the provider
+# names no transfer in its report (comm/ledger.c); emulated, the owner
+# looks the region up.
+unmapped_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" unmapped; }
+if [ "$PROV" = shm ] || [ "${FABRPC_RMA:-}" = emulate ]; then
+    run_case "$PROV: a descriptor of memory its owner unmapped: gets and puts end FRPC_EACCES at once, no time limit too; the local region free" unmapped_2
+fi
 finish_cases

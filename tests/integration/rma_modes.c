@@ -222,16 +222,6 @@ static frpc_future *hold_poll_of(int rank)
     return stall;
 }
 
-/* A zeroed local region of len bytes for this rank's transfers. */
-static frpc_mem *local_region(size_t len, uint8_t **buf)
-{
-    frpc_mem *local;
-    *buf = calloc(1, len);
-    CHECK(*buf && frpc_mem_register(agent, *buf, len, 0, &local) == 0,
-          "register the local side");
-    return local;
-}
-
 /* Rank 1 serves emulated transfers only when it polls: while its polling
  * thread is held for 6 s, a get with a 300 ms timeout ends
  * FRPC_ETIMEDOUT at its time (3 s allows for a loaded machine and still

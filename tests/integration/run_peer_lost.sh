@@ -235,6 +235,13 @@ rma_death() {
     expect_grep "^\[0\] ok: no transfer in flight" "$JOB/out"
 }
 
+# Small transfers in a tight loop: many are posted between the owner's
+# death and its mark, where shm's copy fails without saying why.
+rma_death_small() {
+    killed rma-small 2 90 rma-death 1 0 PEERLOST_RMA_LEN=64
+    expect_grep "^\[0\] ok: no transfer in flight" "$JOB/out"
+}
+
 # "Everything else below holds for both" (native and emulated): the same
 # with each transfer in pieces, requests to the dying owner.
 rma_death_emulated() {
@@ -453,6 +460,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: a nested call waiting on a rank that dies in the handler is released" die_in_handler
     run_case "$PROV: a rank dies during a 64 MiB rendezvous: no call hangs or stays in flight" rndv_death
     run_case "$PROV: a rank dies during 64 MiB gets and puts: each ends, the region frees at once" rma_death
+    run_case "$PROV: the same with 64 B transfers in a tight loop: 0 or FRPC_EPEERLOST, never another code" rma_death_small
     run_case "$PROV: the same, emulated (FABRPC_RMA=emulate)" rma_death_emulated
     run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
     run_case "$PROV: a rank dies flooded with calls from 3 threads per rank (4 times): every call ends" storm

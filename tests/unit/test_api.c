@@ -1629,7 +1629,7 @@ static void *suspecter(void *arg)
     fr_agent_enter(agent); /* the agent's end waits for us to leave */
     atomic_fetch_add(&suspecters_in, 1);
     while (!end_waits_for_users(&epoch))
-        fr_liveness_suspect(agent, 0, id++, "a test's send failed");
+        fr_liveness_suspect(agent, 0, id++, FRPC_ETRANSPORT, "a test's send failed");
     fr_agent_leave(agent);
     return NULL;
 }
