@@ -78,6 +78,6 @@ fi
 # looks the region up.
 unmapped_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" unmapped; }
 if [ "$PROV" = shm ] || [ "${FABRPC_RMA:-}" = emulate ]; then
-    run_case "$PROV: a descriptor of memory its owner unmapped: gets and puts end FRPC_EACCES at once, no time limit too; the local region free" unmapped_2
+    run_case "$PROV: a descriptor of memory its owner unmapped: gets and puts end FRPC_EACCES within seconds, no time limit too; the local region free at once" unmapped_2
 fi
 finish_cases
