@@ -37,9 +37,14 @@ static int add(fr_parts *p, uint32_t src, uint64_t id, size_t total,
 static void assert_whole(const uint8_t *w, uint64_t id, size_t total)
 {
     ck_assert_ptr_nonnull(w);
-    for (size_t i = 0; i < total; i++)
-        ck_assert_msg(w[i] == frame_byte(id, i), "byte %zu of frame %llu",
-                      i, (unsigned long long)id);
+    /* One assertion for the frame: each ck_assert writes Check's mark to
+     * its pipe, and a byte-by-byte check made this test 4 minutes long
+     * under TSan. */
+    size_t i = 0;
+    while (i < total && w[i] == frame_byte(id, i))
+        i++;
+    ck_assert_msg(i == total, "byte %zu of frame %llu", i,
+                  (unsigned long long)id);
 }
 
 START_TEST(parts_in_any_order_make_the_frame)
