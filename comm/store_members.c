@@ -348,12 +348,15 @@ const fr_store_event *fr_store_members_events(const fr_store_members *m,
 }
 
 /* What fr_store_members_wait waits for (under mu): no other rank's MAIN
- * open, and, with latecomers in a poisoned job, every rank but one (the
- * rank the poison says never comes) joined. */
+ * open, and, with latecomers in a poisoned job, every rank joined (and so
+ * told). Not "all but the one that never comes": which one that is, the
+ * store cannot know (a duplicate may be an extra process, not a
+ * misnumbered one), and a rank started a second later found no store
+ * and waited its whole init timeout (probe: RANK=1 twice, rank 2 late). */
 static bool still_to_come(const fr_store_members *m, bool latecomers)
 {
     return m->alive > 0 ||
-           (latecomers && m->poisoned && m->njoined < m->world - 1);
+           (latecomers && m->poisoned && m->njoined < m->world);
 }
 
 int fr_store_members_wait(fr_store_members *m, int timeout_ms,

@@ -55,7 +55,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <dirent.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -77,6 +79,16 @@
  * keeps its place unless strangers open JOINING_SPARE connections
  * meanwhile. */
 #define JOINING_SPARE 256
+/* Under a low open-files limit the spare shrinks (joining_spare) so that
+ * a flood leaves room for what the job itself opens: per rank its two
+ * store connections, the provider's connections and a pidfd; and this
+ * many for the rest (the provider's own descriptors, the application's).
+ * At ulimit -n 256 a spare of 256 let strangers take every descriptor:
+ * accept failed EMFILE and a late rank was refused until its init
+ * timeout (probe, 4 of 4 runs). Never fewer than JOINING_MIN. */
+#define FDS_PER_RANK 6
+#define FDS_RESERVED 64
+#define JOINING_MIN 16
 #define MAX_HELLO 256u /* a HELLO may be longer in a later protocol */
 
 enum phase { PH_HELLO, PH_AUTH, PH_MEMBER };
@@ -741,6 +753,33 @@ static void server_free(struct fr_store_server *s)
     free(s);
 }
 
+/* Descriptors this process has open now (32 if it cannot tell). */
+static long open_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return 32;
+    long n = 0;
+    while (readdir(d))
+        n++;
+    closedir(d);
+    return n - 2; /* . and .. (the directory's own fd was in the count) */
+}
+
+/* How many connections beyond the ranks' own may wait to authenticate. */
+static size_t joining_spare(int world)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY)
+        return JOINING_SPARE;
+    /* A flood holds the cap plus one pass of accepts (ACCEPT_BATCH). */
+    long room = (long)rl.rlim_cur - open_fds() -
+                (long)FDS_PER_RANK * world - FDS_RESERVED - ACCEPT_BATCH;
+    if (room < JOINING_MIN)
+        return JOINING_MIN;
+    return room < JOINING_SPARE ? (size_t)room : JOINING_SPARE;
+}
+
 int fr_store_server_start(const char *host, uint16_t port,
                           const fr_store_ident *self, fr_store_server **out,
                           char *errbuf, size_t errlen)
@@ -762,7 +801,7 @@ int fr_store_server_start(const char *host, uint16_t port,
     s->self_rank = self->rank;
     s->own_client = self->own_client;
     s->liveness_ms = self->liveness_ms;
-    s->max_joining = 2 * (size_t)self->world + JOINING_SPARE;
+    s->max_joining = 2 * (size_t)self->world + joining_spare(self->world);
     s->table = fr_store_table_new();
     s->members = fr_store_members_new(self);
     s->pfds = malloc(2 * sizeof(*s->pfds));

@@ -602,8 +602,8 @@ static int connect_doorbells(frpc_agent *a, uint64_t deadline, char *err,
  * rank leaves at once; one still waiting for this rank is told that it
  * left), within the init deadline and FAILED_INIT_LINGER_MS. A job that
  * cannot start (a rank claimed twice, or out of range) is also kept for
- * the ranks not there yet, but the one that never comes: a rank started
- * a moment later would otherwise find no store until its init timeout.
+ * the ranks not there yet: a rank started a moment later would otherwise
+ * find no store until its init timeout.
  */
 static void linger_store(frpc_agent *a, uint64_t deadline)
 {

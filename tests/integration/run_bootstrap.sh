@@ -201,6 +201,35 @@ rank_claimed_twice() {
     [ $((end - start)) -lt 25 ] || fail "took $((end - start)) s"
 }
 
+# Rank 1 started twice as an extra process (not a misnumbered one), rank
+# 2 half a second after the second: rank 0's failed init keeps the store
+# for every rank not there yet (up to 3 s), so rank 2 is told why at once.
+# Before, the store waited for all ranks but one, closed with ranks 0 and
+# 1 told, and rank 2 found no store until its init timeout.
+rank_twice_then_late() {
+    local port i r pids=() start end
+    port=$(free_port)
+    start=$(date +%s)
+    for i in 0 1 2 3; do
+        r=$i
+        [ $i = 2 ] && { r=1; sleep 0.5; }
+        [ $i = 3 ] && { r=2; sleep 0.5; }
+        FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_INIT_TIMEOUT_MS=40000 run_bounded 60 "$HELLO" \
+            >"$TMPD/late.$i" 2>&1 &
+        pids[$i]=$!
+        echo "$!" >>"$TMPD/late.pid"
+    done
+    for i in 0 1 2 3; do
+        if wait "${pids[$i]}"; then fail "process $i: init succeeded"; fi
+    done
+    end=$(date +%s)
+    for i in 0 1 2 3; do cat "$TMPD/late.$i"; done
+    expect_grep "rank 1 was claimed twice" "$TMPD/late.3"
+    # Well before the 40 s init timeout, on a loaded machine too.
+    [ $((end - start)) -lt 25 ] || fail "took $((end - start)) s"
+}
+
 run_case "torchrun variables" torchrun
 run_case "mpirun variables" mpirun
 run_case "srun variables" slurm
@@ -214,4 +243,5 @@ run_case "invalid rank is refused" bad_env
 run_case "a rank started twice: refused, and every init fails at once" rank_claimed_twice 1
 run_case "rank 0 started twice: the second refused, every init fails at once" rank_claimed_twice 0
 run_case "rank 0 started twice at once, rank 1 later: it fails at once too" rank_claimed_twice 0 0.5
+run_case "rank 1 started twice, rank 2 later: rank 2 is told why at once" rank_twice_then_late
 finish_cases
