@@ -23,6 +23,8 @@
  *   region in its on_done; the region stays busy (the caller holds it)
  *   until done has run, so frpc_mem_deregister waits for every piece,
  *   also those of a transfer whose own wait ended (timeout, cancel).
+ *   Once that wait has ended no more pieces are sent: the sender looks
+ *   at the transfer's entry before each (one lookup per piece).
  */
 #include "config.h"
 
@@ -216,7 +218,13 @@ static void pump_locked(emu_xfer *x)
         emu_piece next = {.x = x}, *c;
         while (next_piece_locked(x, &next)) {
             pthread_mutex_unlock(&x->lock);
-            if ((c = malloc(sizeof(*c)))) {
+            if (!fr_pending_deadline_of(&x->a->pend, x->op.id, x->op.dst)) {
+                /* The transfer's own entry ended (cancel, timeout): no
+                 * more pieces; those out end as they come. A cancelled
+                 * 32 MiB get went on moving all its pieces, writing
+                 * the local region for 2 s after the cancel. */
+                piece_over(x, next.len, FRPC_ECANCELED, NULL);
+            } else if ((c = malloc(sizeof(*c)))) {
                 *c = next;
                 send_piece(x, c);
             } else {

@@ -1495,7 +1495,9 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * takes when it is ready, with no handler of its own running: alone
  * (frpc_notify), or after a batch's data (frpc_transfer). From one source
  * they are taken in the order the source sent them (a batch's is sent
- * when its data has landed). A rank holds up to config.notify_queue
+ * when its data has landed, so async batches in flight at once notify in
+ * the order they finish, which may not be the order they were started).
+ * A rank holds up to config.notify_queue
  * untaken; past that a sender gets FRPC_EAGAIN and nothing is lost.
  * Since 1.1.
  */

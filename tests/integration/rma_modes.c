@@ -20,7 +20,8 @@
  *             Then rank 1's polling thread is held for 1.5 s: rank 0's
  *             emulated get times out at its 300 ms, a cancelled one ends
  *             at once, and deregistering rank 0's region waits for the
- *             cancelled get's piece (stalled_owner).
+ *             cancelled get's piece; a cancelled get of 6 pieces writes
+ *             nothing past its first window (stalled_owner).
  *   dereg-shutdown  two ranks, emulated: rank 1's polling thread is held,
  *             so rank 0's get from it stays out; a thread of rank 0's
  *             deregisters the get's local region (no timeout) and is
@@ -228,7 +229,9 @@ static frpc_future *hold_poll_of(int rank)
  * tells it from the stall's end), a cancelled one FRPC_ECANCELED at once, and
  * deregistering the local region waits for the cancelled one's piece
  * (FRPC_ETIMEDOUT with 1 ms to wait), then succeeds once it came back. */
-static void stalled_owner(frpc_mem *local, const uint8_t *desc)
+#define CANCEL_LEN ((20u << 20) + 5) /* 6 emulated pieces of 4 MiB or less */
+static void stalled_owner(frpc_mem *local, uint8_t *lbuf,
+                          const uint8_t *desc)
 {
     frpc_future *stall = hold_poll_of(1), *g;
     double t0 = now_ms();
@@ -248,16 +251,44 @@ static void stalled_owner(frpc_mem *local, const uint8_t *desc)
     printf("ok: a get from a stalled owner cancelled\n");
     expect(frpc_mem_deregister(local, 1), FRPC_ETIMEDOUT,
            "deregistering while the cancelled get's piece is out");
+    /* A cancelled get of 6 pieces: only its first window (16 MiB, 4
+     * pieces) was sent; the rest must not go once the owner is back, nor
+     * write the local region. Before, every piece went, writing it for
+     * seconds after the cancel (probe: 5 cancelled 32 MiB gets). */
+    const size_t window = (size_t)16 << 20;
+    memset(lbuf + window, 0xee, CANCEL_LEN - window);
+    frpc_stats s0, s1;
+    CHECK(frpc_get_stats(agent, &s0) == 0, "stats");
+    rc = frpc_get_async(local, 0, desc, FRPC_MEM_DESC_SIZE, 0, CANCEL_LEN,
+                        TIMEOUT_MS, &g);
+    CHECK(rc == 0, "get_async of %u B: %s", CANCEL_LEN, frpc_strerror(rc));
+    CHECK(frpc_future_cancel(g) == 0, "cancel of a large get");
+    frpc_future_free(g);
     CHECK(frpc_future_wait(stall, TIMEOUT_MS) == 0 &&
               frpc_future_error(stall, NULL, NULL) == 0,
           "the stall call");
     frpc_future_free(stall);
+    double w0 = now_ms();
+    do { /* the pieces out come back */
+        CHECK(frpc_get_stats(agent, &s1) == 0, "stats");
+        CHECK(now_ms() - w0 < 60000, "%llu calls still in flight",
+              (unsigned long long)s1.calls_in_flight);
+    } while (s1.calls_in_flight > 0);
+    size_t kept = 0;
+    while (kept < CANCEL_LEN - window && lbuf[window + kept] == 0xee)
+        kept++;
+    CHECK(kept == CANCEL_LEN - window, "a cancelled get wrote byte %zu of "
+          "the local region, past its first window, after its cancel",
+          window + kept);
+    printf("ok: a cancelled 6-piece get wrote nothing past its first "
+           "window (%llu calls started)\n",
+           (unsigned long long)(s1.calls_started - s0.calls_started));
 }
 
 int mode_fallback(void)
 {
     static const size_t sizes[] = {1, 4097, (9u << 20) + 5};
-    const size_t max = (9u << 20) + 64;
+    const size_t max = CANCEL_LEN + 64;
     int rank = atoi(getenv("FABRPC_RANK") ? getenv("FABRPC_RANK") : "0");
     unsetenv("FABRPC_RMA");
     if (rank == 1)
@@ -301,7 +332,7 @@ int mode_fallback(void)
            me == 1 ? "emulated" : "native", peer,
            peer == 1 ? "emulated" : "native");
     if (me == 0)
-        stalled_owner(local, desc);
+        stalled_owner(local, lbuf, desc);
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier"); /* stall over */
     CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister local");
     free(lbuf);
