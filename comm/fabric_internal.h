@@ -490,14 +490,14 @@ void fr__rndv_drop_out(fr_fabric *f, uint32_t peer);
 /* rma.c */
 void fr__rma_on_chunk(fr_fabric *f, fr_rma_chunk *c, int err);
 
+/* The error the ledger ends its failed ops with: the provider's copy
+ * failed, for a reason it did not say (rma.c: owner_unsure). */
+#define FR_ERR_COPY_FAILED (-FI_EFAULT)
 /* The ledger (ledger.c): what an error report without a context belongs
  * to, on a provider that copies as it posts. add before the post; drop
  * when the post failed or the op's completion came; error for a report
  * naming no op (0 if the ledger is empty: nothing to pin it on); failed
  * detaches the ops now known to have failed, a list by led_next. */
-/* The error the ledger ends its failed ops with: the provider's copy
- * failed, for a reason it did not say (rma.c: owner_unsure). */
-#define FR_ERR_COPY_FAILED (-FI_EFAULT)
 void fr__ledger_add(fr_fabric *f, fr_op *op);
 void fr__ledger_drop(fr_fabric *f, fr_op *op);
 int fr__ledger_error(fr_fabric *f);

@@ -524,12 +524,14 @@ static int pidfd_ended(int pidfd)
     return pidfd >= 0 && poll(&p, 1, 0) > 0;
 }
 
+/* How often a due suspect waiting for its peer's mark is looked at. */
+#define FR_ENDING_LOOK_NS (20u * 1000000u)
+
 /* 1 while dst's process has ended and its mark is still to come (the
  * store's word, within FR_EXIT_GRACE_MS): a suspect due then waits for
  * the mark. Without it, a transfer that shm's failed copy ended as the
  * owner died was called FRPC_EACCES when liveness was slower than a
  * second (run_peer_lost under TSan). Liveness thread only. */
-#define FR_ENDING_LOOK_NS (20u * 1000000u)
 static int ending(const fr_liveness *l, uint32_t dst)
 {
     return l->exit_due[dst] != 0 || pidfd_ended(l->pidfd[dst]);
