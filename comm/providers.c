@@ -5,18 +5,14 @@
 
 #include <ctype.h>
 #include <pthread.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <rdma/fi_errno.h>
 
 #include "comm/providers.h"
-#include "comm/threads.h"
+#include "comm/signal_hold.h"
 
 static int has_name(char names[][FR_BACKEND_NAME], int n, const char *s)
 {
@@ -131,60 +127,18 @@ static void came_up(const struct fi_info *all, char *buf, size_t len)
 }
 
 /*
- * fi_getinfo with the asynchronous signals held off on this thread. The
- * first call loads every provider (a noticeable part of a second) under
- * libfabric's init lock, and libfabric's destructor takes that lock too.
- * A handler that calls exit() (what many programs do on SIGTERM or
- * SIGINT) ran that destructor on the thread that held the lock: the rank
- * hung until SIGKILL. Held off, the signal arrives when fi_getinfo
- * returns. Faults, traps and abort stay deliverable: they are the
- * thread's own.
- *
- * A process-directed signal then goes to another thread, whose exit()
- * would run the destructor while this one is inside libfabric: the exit
- * handler below waits (bounded) for it to come out, and it stops there
- * for good instead of going back into a library being torn down.
+ * fi_getinfo with the asynchronous signals held off on this thread
+ * (signal_hold.h): the first call loads every provider (a noticeable part
+ * of a second) under libfabric's init lock, which libfabric's destructor
+ * takes too, so a handler that called exit() there hung the rank.
+ * frpc_init holds them for its whole run already; this is for the other
+ * callers.
  */
-static atomic_int getinfo_inside, getinfo_exiting;
-
-/* Bounded: fi_getinfo ends (seconds at worst, under sanitizers). */
-static void getinfo_at_exit(void)
-{
-    atomic_store(&getinfo_exiting, 1);
-    for (int i = 0; i < 10000 && atomic_load(&getinfo_inside) > 0; i++)
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-}
-
-/* At load: an exit that begins before the first frpc_init is seen too. */
-__attribute__((constructor)) static void getinfo_register_exit(void)
-{
-    atexit(getinfo_at_exit);
-}
-
-/* Stops this thread for good once the process exits (see above). */
-static void stop_if_exiting(void)
-{
-    while (atomic_load(&getinfo_exiting))
-        pause(); /* the exiting thread ends the process */
-}
-
 static int getinfo_held(struct fi_info *hints, struct fi_info **all)
 {
-    sigset_t hold, old;
-    fr_async_signals(&hold);
-    int masked = pthread_sigmask(SIG_BLOCK, &hold, &old) == 0;
-    /* Counted in, then the flag read (the exit handler sets the flag,
-     * then reads the count): one of the two sees the other. */
-    atomic_fetch_add(&getinfo_inside, 1);
-    if (atomic_load(&getinfo_exiting)) {
-        atomic_fetch_sub(&getinfo_inside, 1);
-        stop_if_exiting();
-    }
+    fr_hold_begin();
     int ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, all);
-    atomic_fetch_sub(&getinfo_inside, 1);
-    stop_if_exiting();
-    if (masked)
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fr_hold_end();
     return ret;
 }
 

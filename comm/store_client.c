@@ -42,6 +42,7 @@
 #include <unistd.h>
 
 #include "comm/sha256.h"
+#include "comm/signal_hold.h"
 #include "comm/store_proto.h"
 #include "comm/tsan.h"
 
@@ -206,10 +207,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
         if (now >= deadline)
             break;
         int64_t nap = backoff < deadline - now ? backoff : deadline - now;
-        struct timespec ts = {.tv_sec = nap / 1000,
-                              .tv_nsec = (nap % 1000) * 1000000};
-        while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-            ;
+        fr_hold_poll(NULL, 0, (int)nap); /* a signal cuts it short */
         backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
     if (rc == 0) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "comm/sha256.h"
+#include "comm/signal_hold.h"
 #include "comm/store_proto.h"
 
 /* Both sides: TCP_NODELAY and keepalive. With TCP_USER_TIMEOUT set,
@@ -62,7 +63,7 @@ int fr_store__wait_fd(int fd, short ev, int64_t deadline)
                  : left > 1000000000   ? 1000000000
                                        : (int)left;
         struct pollfd p = {.fd = fd, .events = ev};
-        int rc = poll(&p, 1, ms);
+        int rc = fr_hold_poll(&p, 1, ms); /* signals held in init come */
         if (rc > 0)
             return 0; /* ready, or an error the next call will report */
         if (rc == 0 || errno != EINTR)

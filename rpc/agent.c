@@ -20,6 +20,7 @@
 #include "comm/fault.h"
 #include "comm/fi_load.h"
 #include "comm/sha256.h"
+#include "comm/signal_hold.h"
 #include "rpc/agent.h"
 #include "rpc/emu.h"
 
@@ -609,10 +610,16 @@ static void linger_store(frpc_agent *a, uint64_t deadline)
 {
     if (!a->store_srv)
         return;
-    int ms = left_ms(deadline);
-    fr_store_server_wait_told(a->store_srv, ms < FAILED_INIT_LINGER_MS
-                                                ? ms
-                                                : FAILED_INIT_LINGER_MS);
+    uint64_t until = fr_deadline_ms(FAILED_INIT_LINGER_MS);
+    until = deadline < until ? deadline : until;
+    /* In slices: between them a signal held off in frpc_init comes in
+     * (comm/signal_hold.h), not only after the whole linger. */
+    while (fr_now_ns() < until) {
+        int ms = left_ms(until);
+        if (fr_store_server_wait_told(a->store_srv, ms < 20 ? ms : 20) == 0)
+            break;
+        fr_hold_poll(NULL, 0, 0);
+    }
 }
 
 /* A wait on a key nobody sets ends at once with the store's word on a
@@ -783,7 +790,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     free(a);
 }
 
-int frpc_init(const frpc_config *cfg, frpc_agent **out)
+static int init_held(const frpc_config *cfg, frpc_agent **out)
 {
     frpc_config defaults;
     char local_err[1024] = "";
@@ -948,6 +955,18 @@ fail:
     }
     linger_store(a, deadline);
     destroy(a, fr_deadline_ms(1000));
+    return rc;
+}
+
+/* The caller's thread sets up libfabric's providers, endpoints and
+ * regions: it holds the asynchronous signals off except while it waits
+ * for the others (comm/signal_hold.h), so that a handler calling exit()
+ * never interrupts it inside libfabric, malloc or a lock of ours. */
+int frpc_init(const frpc_config *cfg, frpc_agent **out)
+{
+    fr_hold_begin();
+    int rc = init_held(cfg, out);
+    fr_hold_end();
     return rc;
 }
 

@@ -438,15 +438,19 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * program sets itself. libfabric's shm provider puts a handler of its own
  * in front of the program's for SIGINT, SIGTERM, SIGSEGV and SIGBUS when
  * an shm endpoint opens: it removes the endpoint's shared-memory files,
- * then passes the signal on to the handler it found. While frpc_init asks libfabric for its
- * providers (its first call loads them all, a few hundred ms, under a
- * lock that libfabric's exit code takes too), the calling thread holds
- * off the signals others send it (not those its own actions raise:
- * SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGPIPE); one that
- * arrives then is delivered as that step ends, so a handler that calls
- * exit() ends the process instead of hanging it. If the program exits
- * from another thread meanwhile, the thread in frpc_init never returns
- * and the process ends.
+ * then passes the signal on to the handler it found. frpc_init sets up
+ * libfabric (providers, endpoints, shared-memory regions) on the calling
+ * thread, and that thread holds off the signals others send it (not those
+ * its own actions raise: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS,
+ * SIGABRT, SIGPIPE) for the whole of frpc_init except while it waits for
+ * the other ranks or the bootstrap store: there a signal is delivered at
+ * once, and one that came meanwhile is delivered at the next such wait or
+ * when frpc_init returns (the first fi_getinfo, a few hundred ms, is the
+ * longest step without a wait). So a handler that calls exit() never runs
+ * inside libfabric, malloc or one of fabrpc's locks, and ends the process
+ * instead of hanging it. If the program exits from another thread
+ * meanwhile, exit waits (at most 10 s) until the thread in frpc_init
+ * reaches such a wait, where it stops for good, and the process ends.
  *
  * Open files: rank 0 serves two store connections per rank, and every
  * rank holds a handle on each same-host peer's process and, over tcp, a

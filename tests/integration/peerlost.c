@@ -160,9 +160,10 @@
  *                 the loss or its init timeout. PEERLOST_TERM_EXIT=process
  *                 or =main: rank 1 has a SIGTERM handler that calls
  *                 exit(7), and the signal goes to the process or to the
- *                 thread in frpc_init: it must exit 7 (before the fix it
- *                 hung in libfabric's destructor when the signal came
- *                 during the first fi_getinfo).
+ *                 thread in frpc_init: it must exit 7 (it hung in
+ *                 libfabric's destructor when the signal came during the
+ *                 first fi_getinfo, and later in its free() when the
+ *                 signal came inside malloc in frpc_init).
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.

@@ -1,0 +1,228 @@
+/*
+ * Unit tests of the signal hold frpc_init runs under (comm/signal_hold.c):
+ * a signal sent to a held thread is delivered only while it waits in
+ * fr_hold_poll or when the hold ends; the thread's mask is put back as it
+ * was; and exit() from another thread waits until the held thread leaves
+ * its busy part, which then never returns into the library.
+ */
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "comm/signal_hold.h"
+
+static volatile sig_atomic_t taken;
+
+static void count_it(int sig)
+{
+    (void)sig;
+    taken++;
+}
+
+static void catch_usr1(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = count_it;
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+    taken = 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+START_TEST(held_until_the_hold_ends)
+{
+    catch_usr1();
+    fr_hold_begin();
+    ck_assert_int_eq(pthread_kill(pthread_self(), SIGUSR1), 0);
+    ck_assert_int_eq(taken, 0);
+    fr_hold_begin(); /* nested: changes nothing */
+    fr_hold_end();
+    ck_assert_int_eq(taken, 0);
+    fr_hold_end();
+    ck_assert_int_eq(taken, 1);
+}
+END_TEST
+
+START_TEST(taken_while_the_holder_waits)
+{
+    catch_usr1();
+    fr_hold_begin();
+    ck_assert_int_eq(pthread_kill(pthread_self(), SIGUSR1), 0);
+    ck_assert_int_eq(taken, 0);
+    errno = 0;
+    ck_assert_int_eq(fr_hold_poll(NULL, 0, 0), -1);
+    ck_assert_int_eq(errno, EINTR);
+    ck_assert_int_eq(taken, 1);
+    /* held again once the wait is over */
+    ck_assert_int_eq(pthread_kill(pthread_self(), SIGUSR1), 0);
+    ck_assert_int_eq(taken, 1);
+    fr_hold_end();
+    ck_assert_int_eq(taken, 2);
+}
+END_TEST
+
+static pthread_t holder;
+
+static void *signal_later(void *arg)
+{
+    (void)arg;
+    usleep(100000);
+    pthread_kill(holder, SIGUSR1);
+    return NULL;
+}
+
+START_TEST(a_signal_during_a_wait_ends_it)
+{
+    catch_usr1();
+    holder = pthread_self();
+    fr_hold_begin();
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, signal_later, NULL), 0);
+    double t0 = now_s();
+    errno = 0;
+    int rc = fr_hold_poll(NULL, 0, 60000);
+    double waited = now_s() - t0;
+    ck_assert_int_eq(rc, -1);
+    ck_assert_int_eq(errno, EINTR);
+    ck_assert_int_eq(taken, 1);
+    ck_assert_msg(waited < 30, "the wait went on for %.1f s", waited);
+    pthread_join(t, NULL);
+    fr_hold_end();
+}
+END_TEST
+
+START_TEST(the_mask_is_put_back)
+{
+    catch_usr1();
+    sigset_t usr2, now;
+    sigemptyset(&usr2);
+    sigaddset(&usr2, SIGUSR2);
+    ck_assert_int_eq(pthread_sigmask(SIG_BLOCK, &usr2, NULL), 0);
+    signal(SIGUSR2, SIG_DFL); /* would end the test if it got through */
+    fr_hold_begin();
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    ck_assert(sigismember(&now, SIGUSR1) && sigismember(&now, SIGTERM));
+    /* what the caller blocked stays blocked in the waits */
+    ck_assert_int_eq(pthread_kill(pthread_self(), SIGUSR2), 0);
+    ck_assert_int_eq(fr_hold_poll(NULL, 0, 10), 0);
+    fr_hold_end();
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    ck_assert(sigismember(&now, SIGUSR2));
+    ck_assert(!sigismember(&now, SIGUSR1) && !sigismember(&now, SIGTERM));
+    /* faults and abort are never held */
+    fr_hold_begin();
+    pthread_sigmask(SIG_BLOCK, NULL, &now);
+    ck_assert(!sigismember(&now, SIGSEGV) && !sigismember(&now, SIGABRT));
+    fr_hold_end();
+    sigset_t pending;
+    sigpending(&pending);
+    ck_assert(sigismember(&pending, SIGUSR2)); /* still waiting, unseen */
+}
+END_TEST
+
+/* ---- exit from another thread ------------------------------------------ */
+
+static int report[2]; /* the held thread's steps, to the parent */
+static int busy_then_wait;
+static atomic_int began;
+
+static void step(const char *c)
+{
+    if (write(report[1], c, 1) != 1)
+        _exit(98);
+}
+
+static void *held_thread(void *arg)
+{
+    (void)arg;
+    fr_hold_begin();
+    step("B");
+    atomic_store(&began, 1);
+    usleep(300000); /* busy: not a wait of the hold's */
+    step("W");
+    if (busy_then_wait)
+        fr_hold_poll(NULL, 0, 60000);
+    else
+        fr_hold_end();
+    step("R"); /* never: it stops */
+    return NULL;
+}
+
+/* A child whose main thread exits while another is held and busy: the
+ * exit must wait until that thread reaches its wait (or its hold's end),
+ * and the thread must not come back from it. */
+static void exit_during_hold(int wait_in_poll)
+{
+    ck_assert_int_eq(pipe(report), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(report[0]);
+        busy_then_wait = wait_in_poll;
+        pthread_t t;
+        if (pthread_create(&t, NULL, held_thread, NULL) != 0)
+            _exit(99);
+        while (!atomic_load(&began))
+            usleep(1000);
+        exit(5);
+    }
+    close(report[1]);
+    char steps[8] = "";
+    size_t n = 0;
+    ssize_t r;
+    while (n < sizeof(steps) - 1 &&
+           (r = read(report[0], steps + n, sizeof(steps) - 1 - n)) > 0)
+        n += (size_t)r;
+    close(report[0]);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x", st);
+    ck_assert_str_eq(steps, "BW");
+}
+
+START_TEST(exit_waits_for_a_held_thread_to_wait)
+{
+    exit_during_hold(1);
+}
+END_TEST
+
+START_TEST(exit_waits_for_a_held_thread_to_end_its_hold)
+{
+    exit_during_hold(0);
+}
+END_TEST
+
+int main(void)
+{
+    const fr_test_case tests[] = {
+        {"a signal sent to a held thread comes when its hold ends",
+         held_until_the_hold_ends},
+        {"a held thread takes a signal while it waits in fr_hold_poll",
+         taken_while_the_holder_waits},
+        {"a signal during a long fr_hold_poll ends the wait",
+         a_signal_during_a_wait_ends_it},
+        {"the thread's mask is put back; faults are never held",
+         the_mask_is_put_back},
+        {"exit() from another thread waits for the held thread's wait",
+         exit_waits_for_a_held_thread_to_wait},
+        {"exit() from another thread waits for the held thread's end",
+         exit_waits_for_a_held_thread_to_end_its_hold},
+    };
+    return fr_run_tests("signal_hold", tests, sizeof(tests) / sizeof(tests[0]),
+                        60);
+}
