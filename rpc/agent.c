@@ -724,8 +724,7 @@ static void wait_users(frpc_agent *a, uint64_t deadline)
             fr_fabric_revoke_loans(a->fab);
             revoked = 1;
         }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        fr_hold_poll(NULL, 0, 1); /* 1 ms; a signal held off comes in */
     }
 }
 
@@ -1205,8 +1204,7 @@ static int drain(frpc_agent *a, uint64_t deadline)
     while (atomic_load(&a->pend.inflight)) {
         if (fr_now_ns() >= deadline)
             return 0;
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        fr_hold_poll(NULL, 0, 1); /* 1 ms; a signal held off comes in */
     }
     return 1;
 }
@@ -1221,8 +1219,7 @@ static int store_lost(frpc_agent *a, uint64_t deadline)
     uint64_t until = fr_deadline_ms(1000);
     until = deadline < until ? deadline : until;
     while (!fr_agent_peer_lost_why(a, 0) && fr_now_ns() < until) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        fr_hold_poll(NULL, 0, 1); /* 1 ms; a signal held off comes in */
     }
     fr_agent_mark_lost(a, 0, FRPC_PEER_DEAD,
                        "died (the bootstrap store it served closed)");
@@ -1246,8 +1243,7 @@ static void quiet_before_goodbye(frpc_agent *a, uint64_t deadline)
     while ((atomic_load(&a->handling) > 0 ||
             fr_fabric_payloads_unread(a->fab)) &&
            fr_now_ns() < until) {
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
+        fr_hold_poll(NULL, 0, 1); /* 1 ms; a signal held off comes in */
     }
 }
 
@@ -1266,7 +1262,20 @@ static void announce_immediate_leaving(frpc_agent *a, uint64_t deadline)
     fr_call_shutdown_own(0);
 }
 
+static int shutdown_held(frpc_agent *a, int how, int timeout_ms);
+
+/* As frpc_init: the caller's thread closes libfabric's endpoints and
+ * regions, with the asynchronous signals held off except while it waits
+ * (comm/signal_hold.h). */
 int frpc_shutdown(frpc_agent *a, int how, int timeout_ms)
+{
+    fr_hold_begin();
+    int rc = shutdown_held(a, how, timeout_ms);
+    fr_hold_end();
+    return rc;
+}
+
+static int shutdown_held(frpc_agent *a, int how, int timeout_ms)
 {
     int rc = 0;
     if (!a || (how != FRPC_SHUTDOWN_GRACEFUL && how != FRPC_SHUTDOWN_IMMEDIATE))

@@ -446,11 +446,15 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * the other ranks or the bootstrap store: there a signal is delivered at
  * once, and one that came meanwhile is delivered at the next such wait or
  * when frpc_init returns (the first fi_getinfo, a few hundred ms, is the
- * longest step without a wait). So a handler that calls exit() never runs
- * inside libfabric, malloc or one of fabrpc's locks, and ends the process
+ * longest step without a wait). frpc_shutdown, which closes them, does
+ * the same (it lets signals in while it waits for its calls, the others
+ * or the store). So a handler that calls exit() never runs inside
+ * libfabric, malloc or one of fabrpc's locks, and ends the process
  * instead of hanging it. If the program exits from another thread
- * meanwhile, exit waits (at most 10 s) until the thread in frpc_init
- * reaches such a wait, where it stops for good, and the process ends.
+ * meanwhile, exit waits (at most 10 s) until the thread in frpc_init or
+ * frpc_shutdown reaches such a wait, where it stops for good, and the
+ * process ends; the exiting thread itself goes on (an exit handler of the
+ * program's may shut an agent down).
  *
  * Open files: rank 0 serves two store connections per rank, and every
  * rank holds a handle on each same-host peer's process and, over tcp, a

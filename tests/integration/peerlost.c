@@ -164,6 +164,10 @@
  *                 libfabric's destructor when the signal came during the
  *                 first fi_getinfo, and later in its free() when the
  *                 signal came inside malloc in frpc_init).
+ *                 PEERLOST_TERM_AT=shutdown: the signal comes
+ *                 PEERLOST_TERM_US microseconds into rank 1's graceful
+ *                 frpc_shutdown, after a barrier: it must exit 7 too, and
+ *                 rank 0's shutdown ends 0 or FRPC_EPEERLOST.
  *   init-only     frpc_init, print its status, error text and duration
  *                 ("init: rc=NAME ms=N err=TEXT"), shut down if it worked.
  *                 Exits 0 when init failed, 3 when it worked.
@@ -3213,7 +3217,7 @@ static int term_at_main;
 
 static void *term_later(void *arg)
 {
-    au_sleep_us(*(unsigned *)arg * 1000u);
+    au_sleep_us(*(unsigned *)arg);
     if (term_at_main)
         pthread_kill(term_main, SIGTERM);
     else
@@ -3228,36 +3232,56 @@ static void term_exit_7(int sig)
     exit(7);
 }
 
+/* Rank 1 is sent SIGTERM us microseconds from now. */
+static void term_in(unsigned *us)
+{
+    pthread_t t;
+    term_main = pthread_self();
+    CHECK(pthread_create(&t, NULL, term_later, us) == 0, "thread");
+    pthread_detach(t); /* the process ends before it could be joined */
+}
+
 static int mode_term_in_init(void)
 {
-    static unsigned term_ms;
+    static unsigned term_us;
     const char *r = getenv("FABRPC_RANK"), *d = getenv("PEERLOST_TERM_MS");
+    const char *at = getenv("PEERLOST_TERM_AT");
+    int in_shutdown = at && strcmp(at, "shutdown") == 0;
     me = r ? atoi(r) : -1;
     if (me == 1) {
-        pthread_t t;
         const char *how = getenv("PEERLOST_TERM_EXIT");
         if (how) { /* "process" or "main": where the SIGTERM is aimed */
             signal(SIGTERM, term_exit_7);
             term_at_main = strcmp(how, "main") == 0;
         }
-        term_main = pthread_self();
-        term_ms = d ? (unsigned)atoi(d) : 0;
-        CHECK(pthread_create(&t, NULL, term_later, &term_ms) == 0, "thread");
-        pthread_detach(t); /* the process ends before it could be joined */
+        if (in_shutdown) /* PEERLOST_TERM_US into frpc_shutdown */
+            d = getenv("PEERLOST_TERM_US");
+        term_us = d ? (unsigned)atoi(d) * (in_shutdown ? 1u : 1000u) : 0;
+        if (!in_shutdown)
+            term_in(&term_us);
     }
     char err[1024];
     frpc_config cfg;
     config_with_errbuf(&cfg, err, sizeof(err));
     int rc = frpc_init(&cfg, &agent);
-    if (me == 1)
+    if (me == 1 && !in_shutdown)
         for (;;)
             pause(); /* only the SIGTERM ends this rank */
     printf("init: %s %s\n", frpc_err_name(rc), err);
     if (rc == 0) {
         rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
         printf("barrier: %s\n", frpc_err_name(rc));
+        if (me == 1 && in_shutdown) {
+            term_in(&term_us);
+            (void)frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, SHUTDOWN_MS);
+            for (;;)
+                pause(); /* the SIGTERM came in it, or comes now */
+        }
         double ms;
-        timed_shutdown(SHUTDOWN_MS, &ms);
+        rc = timed_shutdown(SHUTDOWN_MS, &ms);
+        CHECK(!in_shutdown || rc == 0 || rc == FRPC_EPEERLOST,
+              "shutdown beside a rank ended in its own: %s",
+              frpc_err_name(rc));
     }
     printf("ok: rank %d done\n", me);
     return 0;

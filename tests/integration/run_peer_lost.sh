@@ -426,30 +426,48 @@ signal_in_init() {
     done
 }
 
+# A term-in-init job whose rank 1 has a SIGTERM handler that calls
+# exit(7), aimed at HOW ("process" or "main"): it must exit 7, and rank 0
+# finish. NAME HOW VAR=VALUE...
+texit_job() {
+    local name=$1 how=$2 st=0
+    shift 2
+    # exit() in a handler is what is tried: TSan would report it, and
+    # LSan's check at exit needs the allocator's lock
+    job "$name" 2 30 term-in-init PEERLOST_TERM_EXIT=$how "$@" \
+        "TSAN_OPTIONS=${TSAN_OPTIONS:-} report_signal_unsafe=0" \
+        "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0" || st=$?
+    expect_status $st 7
+    expect_grep "^fabrpc-run: rank 1 exited with status 7" "$JOB/err"
+    expect_ok 0
+}
+
 # A program's own SIGTERM handler that calls exit(): before the fix a
 # signal in the first 0-100 ms of frpc_init (inside libfabric's first
 # fi_getinfo) hung the rank in libfabric's destructor (6 of 10 tries).
+# From 25 ms: at once the signal finds the rank in its own start (malloc,
+# say), where exit() in a handler may hang any program. Up to 200 ms: all
+# of frpc_init (about 115 ms on an idle machine). Before frpc_init held
+# signals off for its whole run, one came inside malloc in
+# fr_fabric_open, and exit() hung in libfabric's destructor's free (1 of
+# 54 tries, gdb). Rank 0 only waits out its init timeout.
 signal_exit_in_init() {
-    local ms st how
+    local ms how
     for how in process main; do
-        # From 25 ms: at once the signal finds the rank in its own start
-        # (malloc, say), where exit() in a handler may hang any program.
-        # Up to 200 ms: all of frpc_init (about 115 ms on an idle
-        # machine). Before frpc_init held signals off for its whole run,
-        # one came inside malloc in fr_fabric_open, and exit() hung in
-        # libfabric's destructor's free (1 of 54 tries, gdb). Rank 0 only
-        # waits out its init timeout.
         for ms in 25 50 75 100 125 150 175 200; do
-            st=0
-            # exit() in a handler is what is tried: TSan would report it,
-            # and LSan's check at exit needs the allocator's lock
-            job "texit$how$ms" 2 30 term-in-init PEERLOST_TERM_MS=$ms \
-                PEERLOST_TERM_EXIT=$how FABRPC_INIT_TIMEOUT_MS=1000 \
-                "TSAN_OPTIONS=${TSAN_OPTIONS:-} report_signal_unsafe=0" \
-                "ASAN_OPTIONS=${ASAN_OPTIONS:-}:detect_leaks=0" || st=$?
-            expect_status $st 7
-            expect_grep "^fabrpc-run: rank 1 exited with status 7" "$JOB/err"
-            expect_ok 0
+            texit_job "texit$how$ms" $how PEERLOST_TERM_MS=$ms \
+                FABRPC_INIT_TIMEOUT_MS=1000
+        done
+    done
+}
+
+# The same during frpc_shutdown, which closes what frpc_init opened.
+signal_exit_in_shutdown() {
+    local us how
+    for how in process main; do
+        for us in 0 300 1000 3000 10000; do
+            texit_job "sexit$how$us" $how PEERLOST_TERM_AT=shutdown \
+                PEERLOST_TERM_US=$us
         done
     done
 }
@@ -458,6 +476,7 @@ PROV=shm
 run_case "a rank's abort() ends it by SIGABRT (134), no .btr file" signal_abort
 run_case "SIGTERM 0-400 ms into a rank's start ends it by SIGTERM (143), no hang" signal_in_init
 run_case "SIGTERM 25-200 ms into a rank's start, its handler calls exit(7): exit 7, no hang" signal_exit_in_init
+run_case "SIGTERM 0-10 ms into a rank's shutdown, its handler calls exit(7): exit 7, no hang" signal_exit_in_shutdown
 
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run

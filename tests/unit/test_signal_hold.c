@@ -163,6 +163,44 @@ static void *held_thread(void *arg)
     return NULL;
 }
 
+/* waitpid with a bound: a child that hangs is killed and reported. */
+static int wait_child(pid_t pid, double secs)
+{
+    int st;
+    double t0 = now_s();
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+        if (now_s() - t0 > secs) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            ck_abort_msg("the child still ran after %.0f s", secs);
+        }
+        usleep(10000);
+    }
+    return st;
+}
+
+/* The steps the child wrote, once it has ended (its end closed the pipe). */
+static void read_steps(char *steps, size_t len)
+{
+    size_t n = 0;
+    ssize_t r;
+    close(report[1]);
+    while (n < len - 1 && (r = read(report[0], steps + n, len - 1 - n)) > 0)
+        n += (size_t)r;
+    steps[n] = '\0';
+    close(report[0]);
+}
+
+/* The child pid exits 5, having written the steps want. */
+static void expect_exit_5_after(pid_t pid, const char *want)
+{
+    int st = wait_child(pid, 30);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x", st);
+    char steps[8];
+    read_steps(steps, sizeof(steps));
+    ck_assert_str_eq(steps, want);
+}
+
 /* A child whose main thread exits while another is held and busy: the
  * exit must wait until that thread reaches its wait (or its hold's end),
  * and the thread must not come back from it. */
@@ -181,18 +219,7 @@ static void exit_during_hold(int wait_in_poll)
             usleep(1000);
         exit(5);
     }
-    close(report[1]);
-    char steps[8] = "";
-    size_t n = 0;
-    ssize_t r;
-    while (n < sizeof(steps) - 1 &&
-           (r = read(report[0], steps + n, sizeof(steps) - 1 - n)) > 0)
-        n += (size_t)r;
-    close(report[0]);
-    int st;
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x", st);
-    ck_assert_str_eq(steps, "BW");
+    expect_exit_5_after(pid, "BW");
 }
 
 START_TEST(exit_waits_for_a_held_thread_to_wait)
@@ -204,6 +231,58 @@ END_TEST
 START_TEST(exit_waits_for_a_held_thread_to_end_its_hold)
 {
     exit_during_hold(0);
+}
+END_TEST
+
+/* ---- exit on the held thread itself ---------------------------------- */
+
+START_TEST(a_held_thread_that_exits_is_not_waited_for)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        fr_hold_begin();
+        exit(5); /* the exit handler must not wait 10 s for this thread */
+    }
+    double t0 = now_s();
+    int st = wait_child(pid, 30);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 5, "status %#x", st);
+    ck_assert_msg(now_s() - t0 < 5, "exit took %.1f s", now_s() - t0);
+}
+END_TEST
+
+/* Registered before signal_hold's own exit handler (a constructor of a
+ * higher priority), so it runs after it, as a program's handler does
+ * when the program loads libfabrpc with dlopen after atexit(). */
+static int hold_when_exiting;
+
+static void late_exit_handler(void)
+{
+    if (!hold_when_exiting)
+        return;
+    fr_hold_begin(); /* frpc_shutdown from a program's exit handler */
+    step("H");
+    fr_hold_poll(NULL, 0, 1);
+    fr_hold_end();
+    step("E");
+}
+
+__attribute__((constructor(101))) static void register_late_exit_handler(void)
+{
+    atexit(late_exit_handler);
+}
+
+START_TEST(the_exiting_thread_may_hold_in_an_exit_handler)
+{
+    ck_assert_int_eq(pipe(report), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(report[0]);
+        hold_when_exiting = 1;
+        exit(5);
+    }
+    expect_exit_5_after(pid, "HE");
 }
 END_TEST
 
@@ -222,6 +301,10 @@ int main(void)
          exit_waits_for_a_held_thread_to_wait},
         {"exit() from another thread waits for the held thread's end",
          exit_waits_for_a_held_thread_to_end_its_hold},
+        {"exit() on a held thread does not wait for that thread",
+         a_held_thread_that_exits_is_not_waited_for},
+        {"the exiting thread may hold in a later exit handler",
+         the_exiting_thread_may_hold_in_an_exit_handler},
     };
     return fr_run_tests("signal_hold", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
