@@ -444,11 +444,14 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * its own actions raise: SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS,
  * SIGABRT, SIGPIPE) for the whole of frpc_init except while it waits for
  * the other ranks or the bootstrap store: there a signal is delivered at
- * once, and one that came meanwhile is delivered at the next such wait or
- * when frpc_init returns (the first fi_getinfo, a few hundred ms, is the
- * longest step without a wait). frpc_shutdown, which closes them, does
- * the same (it lets signals in while it waits for its calls, the others
- * or the store). So a handler that calls exit() never runs inside
+ * once (a SIGTERM without a handler ends a rank that waits for one that
+ * never comes then, not at its init timeout), and one that came
+ * meanwhile is delivered at the next such wait or when frpc_init returns
+ * (the longest step without a wait is the first fi_getinfo, a few hundred
+ * ms). frpc_shutdown, which closes them, does the same (it lets signals
+ * in while it waits for its calls, the others or the store; sending what
+ * it answered before it leaves, up to a second, is a step without one).
+ * So a handler that calls exit() never runs inside
  * libfabric, malloc or one of fabrpc's locks, and ends the process
  * instead of hanging it. If the program exits from another thread
  * meanwhile, exit waits (at most 10 s) until the thread in frpc_init or

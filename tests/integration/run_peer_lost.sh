@@ -472,11 +472,41 @@ signal_exit_in_shutdown() {
     done
 }
 
+# A SIGTERM while frpc_init waits for a rank that never comes is let in
+# by the wait (fabrpc.h, "Signals"): the rank dies by it at once, not at
+# its 60 s init timeout. Rank 0 alone waits for rank 1 in its store; rank
+# 1 alone (no store there) keeps trying to connect.
+signal_while_init_waits() {
+    local dir=$TMPD/init-waits port r pid st t0 ms
+    mkdir -p "$dir"
+    port=$(free_port)
+    for r in 0 1; do
+        FABRPC_RANK=$r FABRPC_WORLD_SIZE=2 FABRPC_STORE_ADDR=127.0.0.1:$port \
+            FABRPC_JOB_KEY=peerlost-$$-$port FABRPC_PROVIDER=$PROV \
+            FABRPC_INIT_TIMEOUT_MS=60000 PEERLOST_DIR=$dir \
+            "$PEERLOST" init-only >"$dir/$r.out" 2>"$dir/$r.err" &
+        pid=$!
+        echo $pid >>"$TMPD/init-waits.pid"
+        sleep 1
+        t0=$(date +%s%N)
+        kill -TERM $pid
+        st=0
+        wait_bounded 30 $pid || st=$?
+        ms=$((($(date +%s%N) - t0) / 1000000))
+        echo "    rank $r alone, SIGTERM 1 s into frpc_init: status $st after $ms ms"
+        if [ $st -ne 143 ] || [ $ms -ge 10000 ]; then
+            cat "$dir/$r.out" "$dir/$r.err" >&2
+            fail "rank $r: status $st after $ms ms, want 143 (SIGTERM) at once"
+        fi
+    done
+}
+
 PROV=shm
 run_case "a rank's abort() ends it by SIGABRT (134), no .btr file" signal_abort
 run_case "SIGTERM 0-400 ms into a rank's start ends it by SIGTERM (143), no hang" signal_in_init
 run_case "SIGTERM 25-200 ms into a rank's start, its handler calls exit(7): exit 7, no hang" signal_exit_in_init
 run_case "SIGTERM 0-10 ms into a rank's shutdown, its handler calls exit(7): exit 7, no hang" signal_exit_in_shutdown
+run_case "SIGTERM while frpc_init waits for a missing rank ends it at once (143), not at its init timeout" signal_while_init_waits
 
 for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
