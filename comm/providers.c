@@ -12,7 +12,6 @@
 #include <rdma/fi_errno.h>
 
 #include "comm/providers.h"
-#include "comm/signal_hold.h"
 
 static int has_name(char names[][FR_BACKEND_NAME], int n, const char *s)
 {
@@ -126,20 +125,13 @@ static void came_up(const struct fi_info *all, char *buf, size_t len)
     }
 }
 
-/*
- * fi_getinfo with the asynchronous signals held off on this thread
- * (signal_hold.h): the first call loads every provider (a noticeable part
- * of a second) under libfabric's init lock, which libfabric's destructor
- * takes too, so a handler that called exit() there hung the rank.
- * frpc_init holds them for its whole run already; this is for the other
- * callers.
- */
-static int getinfo_held(struct fi_info *hints, struct fi_info **all)
+/* Every provider's fi_info. The first call loads them all (a noticeable
+ * part of a second) under libfabric's init lock, which its destructor
+ * takes too: frpc_init, the library's caller, runs it with the
+ * asynchronous signals held off (signal_hold.h). */
+static int getinfo_all(struct fi_info *hints, struct fi_info **all)
 {
-    fr_hold_begin();
-    int ret = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, all);
-    fr_hold_end();
-    return ret;
+    return fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, all);
 }
 
 /* One fi_getinfo for all providers: each call rescans them all, which
@@ -236,7 +228,7 @@ static void explain_no_rma(fr_backends *bs)
         ;
     if (i == bs->n || !(hints = make_hints(0)))
         return;
-    if (getinfo_held(hints, &all))
+    if (getinfo_all(hints, &all))
         all = NULL;
     fi_freeinfo(hints);
     for (i = 0; i < bs->n; i++) {
@@ -334,7 +326,7 @@ int fr_backends_discover(fr_backends *bs, const char *list)
     bs->n = n;
     if (!(hints = make_hints(1)))
         return FRPC_ENOMEM;
-    ret = getinfo_held(hints, &all);
+    ret = getinfo_all(hints, &all);
     fi_freeinfo(hints);
     match_all(bs, ret ? NULL : all, ret);
     if (all)
