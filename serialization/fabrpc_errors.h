@@ -29,7 +29,7 @@
     X(ENOBACKEND, -15, "backend not available")                               \
     X(EBOOTSTRAP, -16, "bootstrap failed")                                    \
     X(EAGAIN,     -17, "resource temporarily unavailable")               \
-    X(EDEADLK,    -18, "waiting here would deadlock (nesting limit)")        \
+    X(EDEADLK,    -18, "waiting here could deadlock")                        \
     X(EINPROGRESS, -19, "still in progress")
 
 enum frpc_error {
