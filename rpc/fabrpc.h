@@ -1479,8 +1479,11 @@ typedef struct frpc_xfer {
  * notification, FRPC_EAGAIN (the owner's queue is full) and FRPC_ETOOBIG
  * (notify_len over this rank's config.max_msg_size: refused before
  * anything is posted; or over the owner's: sent back by the owner once
- * the data has landed). Blocks. Since 1.1 (frpc_transfer and
- * frpc_transfer_sized).
+ * the data has landed). Emulated, FRPC_ETOOBIG may also be a piece of
+ * the data refused by an owner whose config.max_msg_size is smaller than
+ * this rank's (see "Native or emulated"): then some of the data may not
+ * have landed, and the notification was not sent. Blocks. Since 1.1
+ * (frpc_transfer and frpc_transfer_sized).
  */
 #define frpc_transfer(ops, n, notify, notify_len, timeout_ms)                 \
     frpc_transfer_sized((ops), (n), sizeof(*(ops)), (notify), (notify_len),  \
@@ -1585,7 +1588,10 @@ int frpc_on_notify(frpc_agent *agent, frpc_notify_fn fn, void *user);
  * an emulated transfer also one call per piece it moves
  * (which its owner counts in requests_received and requests_answered),
  * and so are fabrpc's own calls (such as frpc_shutdown's goodbyes and
- * announcements of its leaving).
+ * announcements of its leaving, and the word a rank sends a peer whose
+ * tcp connection dropped under a transfer: its first tries have short
+ * timeouts and may end in calls_timed_out or calls_failed although no
+ * call of the application's did).
  */
 typedef struct frpc_stats {
     uint64_t calls_started;      /* calls begun (sync and async; see
