@@ -42,6 +42,7 @@
 
 struct rank_rec {
     bool joined, open;
+    bool told; /* a process claiming it was refused for a mismatch */
     uint8_t state; /* 0 alive, FR_STORE_DEAD, FR_STORE_LEFT */
 };
 
@@ -52,6 +53,7 @@ struct fr_store_members {
     size_t key_len;
     struct rank_rec *ranks;
     int njoined;
+    int nreached; /* ranks joined or told (under mu): see reached */
     fr_store_event *ev;
     size_t nev, capev;
     char poison[FR_STORE_MAX_ERR + 1]; /* "" while not poisoned */
@@ -121,6 +123,25 @@ static void poison(fr_store_members *m, const char *msg)
     pthread_mutex_unlock(&m->mu);
 }
 
+/* Rank has been heard from: joined, or a process claiming it was told
+ * why the job cannot start. A refused world size or protocol version
+ * comes from the process launched as that rank (a launcher that gave
+ * its ranks different sizes), so rank 0's failed init does not keep
+ * the store for it (fr_store_members_wait): rank 0 of 2 with rank 1
+ * started for 3 failed after its 3 s linger instead of at once. A rank
+ * claimed twice, or out of range, names no rank that was told. */
+static void reached(fr_store_members *m, struct rank_rec *r, bool joining)
+{
+    pthread_mutex_lock(&m->mu);
+    if (!r->joined && !r->told)
+        m->nreached++;
+    if (joining && !r->joined)
+        m->njoined++;
+    if (!joining)
+        r->told = true;
+    pthread_mutex_unlock(&m->mu);
+}
+
 /* A process that cannot be one of the job ends it while it is still
  * joining (the rank it should have been will never come, or the ranks
  * disagree: every rank fails at once, with msg); once everyone has
@@ -162,17 +183,19 @@ static int admit(fr_store_members *m, const fr_store_hello *h,
 {
     /* Once everyone has joined, a mismatch too is only refused: it had
      * poisoned every later barrier of a running job. */
-    if (h->world != m->world) {
-        snprintf(msg, n, "rank %d was started with world size %d, rank %d "
-                 "with %d", (int)h->rank, (int)h->world, m->self, m->world);
+    if (h->world != m->world || h->version != m->version) {
+        if (h->world != m->world)
+            snprintf(msg, n, "rank %d was started with world size %d, rank "
+                     "%d with %d", (int)h->rank, (int)h->world, m->self,
+                     m->world);
+        else
+            snprintf(msg, n, "rank %d speaks fabrpc protocol %u, rank %d "
+                     "speaks %u", (int)h->rank, (unsigned)h->version,
+                     m->self, (unsigned)m->version);
         poison_joining(m, msg);
-        return FRPC_EBOOTSTRAP;
-    }
-    if (h->version != m->version) {
-        snprintf(msg, n, "rank %d speaks fabrpc protocol %u, rank %d speaks "
-                 "%u", (int)h->rank, (unsigned)h->version, m->self,
-                 (unsigned)m->version);
-        poison_joining(m, msg);
+        if (h->rank >= 0 && h->rank < m->world && h->rank != m->self &&
+            h->role == FR_STORE_ROLE_MAIN)
+            reached(m, &m->ranks[h->rank], false);
         return FRPC_EBOOTSTRAP;
     }
     if (h->rank < 0 || h->rank >= m->world) {
@@ -196,9 +219,8 @@ static int admit(fr_store_members *m, const fr_store_hello *h,
      * process claiming it is told apart by the server. */
     if (r->open || (h->rank == m->self && other_process))
         return claimed_twice(m, (int)h->rank, msg, n);
+    reached(m, r, true);
     pthread_mutex_lock(&m->mu);
-    if (!r->joined)
-        m->njoined++;
     if (h->rank != m->self)
         m->alive++;
     pthread_mutex_unlock(&m->mu);
@@ -349,14 +371,15 @@ const fr_store_event *fr_store_members_events(const fr_store_members *m,
 
 /* What fr_store_members_wait waits for (under mu): no other rank's MAIN
  * open, and, with latecomers in a poisoned job, every rank joined (and so
- * told). Not "all but the one that never comes": which one that is, the
- * store cannot know (a duplicate may be an extra process, not a
- * misnumbered one), and a rank started a second later found no store
- * and waited its whole init timeout (probe: RANK=1 twice, rank 2 late). */
+ * told) or told at its refusal (reached). Not "all but the one that never
+ * comes": which one that is, the store cannot know (a duplicate may be an
+ * extra process, not a misnumbered one), and a rank started a second
+ * later found no store and waited its whole init timeout (probe: RANK=1
+ * twice, rank 2 late). */
 static bool still_to_come(const fr_store_members *m, bool latecomers)
 {
     return m->alive > 0 ||
-           (latecomers && m->poisoned && m->njoined < m->world);
+           (latecomers && m->poisoned && m->nreached < m->world);
 }
 
 int fr_store_members_wait(fr_store_members *m, int timeout_ms,

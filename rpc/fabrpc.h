@@ -488,8 +488,9 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * left, so that they fail with their own message (e.g. no common provider),
  * and, when the job cannot start (a rank claimed twice or out of range, a
  * world size or version mismatch), once every rank has joined and so been
- * told: it waits up to 3 s in all, within its init timeout (all 3 s when
- * a rank never comes). A rank that comes later than that finds nothing at the
+ * told (a process refused for its world size or version was told, and
+ * counts for the rank it claimed): it waits up to 3 s in all, within its
+ * init timeout (all 3 s when a rank never comes). A rank that comes later than that finds nothing at the
  * store's address and fails with FRPC_EBOOTSTRAP ("cannot reach bootstrap
  * store") only at its own init timeout. A rank started with a rank not below
  * its world size (RANK=2 WORLD_SIZE=2) fails with FRPC_EINVAL, and first
