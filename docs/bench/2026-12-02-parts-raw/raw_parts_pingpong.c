@@ -161,7 +161,18 @@ int main(int argc, char **argv)
         qsort(t, (size_t)iters, sizeof(double), cmp);
         printf("raw S=%zu %s p50 %.2f us\n", S,
                split ? "two injects" : "one inject", t[iters / 2]);
-        wait(NULL);
     }
+    xfer(fd_out, fd_in, name, &len); /* both done before either closes */
+    /* Closed, so that shm removes its region's name from /dev/shm. */
+    fi_close(&ep->fid);
+    fi_close(&av->fid);
+    fi_close(&cq->fid);
+    fi_close(&dom->fid);
+    fi_close(&fab->fid);
+    fi_freeinfo(info);
+    fi_freeinfo(hints);
+    free(t);
+    if (!child)
+        wait(NULL);
     return 0;
 }
