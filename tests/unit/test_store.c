@@ -1561,16 +1561,20 @@ START_TEST(test_wait_told_waits_for_latecomers_of_a_poisoned_job)
 }
 END_TEST
 
-/* A rank refused for its world size was told why at its refusal: rank
- * 0's failed init keeps the store for no one else in a job of 2 (it
- * waited its whole 3 s linger), but still for rank 2 in a job of 3. */
-START_TEST(test_wait_told_counts_a_rank_refused_for_its_world_size)
+/* A rank refused for its world size (_i 0) or protocol version (_i 1)
+ * was told why at its refusal: rank 0's failed init keeps the store for
+ * no one else in a job of 2 (it waited its whole 3 s linger), but still
+ * for rank 2 in a job of 3. */
+START_TEST(test_wait_told_counts_a_rank_refused_for_a_mismatch)
 {
     for (int world = 2; world <= 3; world++) {
         fr_store_ident r0 = job(0, world, KEY, FR_STORE_ROLE_MAIN);
         start_server(&r0);
         fr_store_client *c0 = join_ok(&r0), *odd = NULL;
-        fr_store_ident r1 = job(1, world + 1, KEY, FR_STORE_ROLE_MAIN);
+        fr_store_ident r1 = job(1, _i ? world : world + 1, KEY,
+                                FR_STORE_ROLE_MAIN);
+        if (_i)
+            r1.version = r0.version + 1;
         char err[256];
         ck_assert_int_eq(join(&r1, &odd, err, sizeof(err)), FRPC_EBOOTSTRAP);
         if (world == 2) {
@@ -1772,8 +1776,9 @@ int main(void)
          test_serving_rank_claimed_before_its_own_connection, 30},
         {"a poisoned job's store waits for every rank not there yet",
          test_wait_told_waits_for_latecomers_of_a_poisoned_job, 30},
-        {"a rank refused for its world size counts as told",
-         test_wait_told_counts_a_rank_refused_for_its_world_size, 30},
+        {"a rank refused for its world size or version counts as told",
+         test_wait_told_counts_a_rank_refused_for_a_mismatch, 30,
+         .loop_end = 2},
         {"the serving rank's own connection joins; its watch is no claim",
          test_serving_rank_own_connection_joins, 30},
         {"a connection's end is told apart by address and port: the same "
