@@ -23,7 +23,8 @@
  *   ownersmall  rank 1 with FABRPC_MAX_MSG=300, rank 0 not: a notification
  *           over 300 B to rank 1, alone or after a batch (whose bytes
  *           land), fails FRPC_ETOOBIG sent back by rank 1; emulated, so
- *           does a get or put whose piece is over it (natively they work).
+ *           does a get or put whose piece is over it (natively they work),
+ *           and a batch of one, whose notification is then not sent.
  *   longbatch  2 ranks: rank 0 puts LONG_OPS (70,000) bytes one by one in
  *           one batch with a notification, more ops than a callee's
  *           window of request ids (rpc/dedup.h): emulated, each op is a
@@ -851,8 +852,35 @@ int mode_ownersmall(void)
                want, "a get of a piece over the owner's max_msg_size");
         expect(frpc_put(l, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, TIMEOUT_MS),
                want, "a put of a piece over the owner's max_msg_size");
+        /* And in a batch with a notification that fits: emulated, the
+         * piece's FRPC_ETOOBIG, and the notification is not sent. */
+        op.remote_off = 0;
+        op.len = 4096;
+        expect(frpc_transfer(&op, 1, note, 100, TIMEOUT_MS), want,
+               "a batch of a put over the owner's max_msg_size, with a "
+               "100 B notification");
+        CHECK(frpc_barrier(agent, 120000) == 0, "the batch's barrier");
         CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
         free(lbuf);
+    } else {
+        /* Rank 0's batch above: its notification came only if its put
+         * did (natively); none of the earlier ones, over this rank's
+         * limit, was taken. */
+        CHECK(frpc_barrier(agent, 120000) == 0, "the batch's barrier");
+        char got[FRPC_NOTIFY_MAX];
+        size_t len;
+        int src;
+        if (!rma_emulated()) {
+            int rc = frpc_notify_wait(agent, &src, got, sizeof(got), &len,
+                                      TIMEOUT_MS);
+            CHECK(rc == 0 && src == 0 && len == 100,
+                  "the batch's 100 B notification: %s, %zu B",
+                  frpc_strerror(rc), len);
+        }
+        expect(frpc_notify_wait(agent, &src, got, sizeof(got), &len, 200),
+               FRPC_ETIMEDOUT, "no other notification came");
+        printf("ok: a batch whose piece the owner refused sent no "
+               "notification\n");
     }
     finish();
     return 0;
