@@ -19,13 +19,16 @@
  *   counter).
  *   session ops (no key): HELLO=5, AUTH=6 (below), WATCH=7 (arg = events
  *   the client has seen, value = i64 timeout ms, <= 0: no limit; parks
- *   until the server has more events, then returns them all: num = their
- *   count, value = per event i32 rank, u8 state, u8 reason length, reason),
+ *   until the server has more events, then returns those from number
+ *   `seen` on, as many as fit in FR_STORE_MAX_VALUE (about 10,000): num =
+ *   the number of the event after the last one returned, value = per
+ *   event i32 rank, u8 state, u8 reason length, reason),
  *   LEAVE=8 (MAIN only: the rank leaves the job).
  *   Pushes: once a WATCH connection has sent a WATCH, the server also
  *   sends it, unasked, a frame with status FR_STORE_PUSHED (1) and a
- *   WATCH's answer (num, value) each time the events change while it has
- *   no WATCH parked and no reply under way: a client stopped after its
+ *   WATCH's answer (num, value) holding the events from the last one it
+ *   was sent on, whenever there are more while it has no WATCH parked and
+ *   no reply under way: a client stopped after its
  *   WATCH was answered reads the next events when it resumes, even if the
  *   store has closed since. Such frames are no reply: a client reads them
  *   wherever they come (fr_store_watch returns them; other requests skip
@@ -138,8 +141,9 @@
 #define FR_STORE_MAX_KEY 255u
 #define FR_STORE_MAX_VALUE (1u << 20)
 
-#define FR_STORE_PROTO 2u /* bump when the store wire protocol changes
-                            (2: pushed WATCH events) */
+#define FR_STORE_PROTO 3u /* bump when the store wire protocol changes
+                            (2: pushed WATCH events; 3: WATCH events in
+                            pages from the client's count) */
 /* The status of a frame the server sends a WATCH connection unasked: the
  * events, as a WATCH's answer (see WATCH above). */
 #define FR_STORE_PUSHED 1
@@ -338,10 +342,13 @@ int fr_store_barrier(fr_store_client *c, const char *key, int world,
 
 /*
  * Waits until the server has more than seen events (at most timeout_ms;
- * <= 0: no limit), then copies the first min(cap, total) events into ev
- * (may be NULL when cap is 0): events are never reordered, so ev[seen..]
- * are the new ones. *n_out gets the number copied, *total the number of
- * events so far (either may be NULL). Events the server pushed since the
+ * <= 0: no limit), then copies new ones into ev, at most cap (ev may be
+ * NULL when cap is 0): ev[i] is event number seen + i (events are never
+ * reordered). *n_out gets the number copied, and *total seen + *n_out,
+ * the seen for the next call, or with cap 0 the number of events the
+ * store has told of (either may be NULL). A call may return fewer events
+ * than there are (the store sends about 10,000 at a time): call again
+ * with the new seen. Events the server pushed since the
  * last call (see "Pushes" above) are read first, with no request sent,
  * so a caller that was stopped gets the events that came meanwhile even
  * when the store is gone by then. Errors: FRPC_ETIMEDOUT (nothing new),

@@ -52,6 +52,13 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 500
 
+struct held_push {
+    struct held_push *next;
+    int64_t num;
+    size_t len;
+    uint8_t value[];
+};
+
 struct fr_store_client {
     int fd; /* -1 once the connection is lost */
     /* A second descriptor of the same socket, closed only by
@@ -69,6 +76,10 @@ struct fr_store_client {
     bool watch_out;
     /* The last call's request went out (fr_store_last_sent). */
     bool sent;
+    /* Pushed events another request read past (recv_rep), oldest first:
+     * each frame holds only the events after the previous one's, so
+     * fr_store_watch takes them before reading the stream. */
+    struct held_push *pushes, **pushes_tail;
     char err[FR_STORE_MAX_ERR + 1]; /* the last failed call's message */
 };
 
@@ -239,6 +250,11 @@ void fr_store_close(fr_store_client *c)
         close(c->fd);
     if (c->shut_fd >= 0)
         close(c->shut_fd);
+    while (c->pushes) {
+        struct held_push *h = c->pushes;
+        c->pushes = h->next;
+        free(h);
+    }
     free(c);
 }
 
@@ -342,8 +358,33 @@ static int skip_bytes(fr_store_client *c, uint32_t len, int64_t deadline)
     return 0;
 }
 
-/* recv_reply for a reply's header, skipping the events the server pushed
- * ahead of it (store.h, "Pushes"): they answer no request. */
+/* Reads the value of a pushed frame whose header is rep and keeps it for
+ * fr_store_watch: 0, or -1 (broken, or no memory: the stream cannot be
+ * trusted to hold every event then). */
+static int hold_push(fr_store_client *c, const uint8_t rep[FR_STORE_REP_HDR],
+                     int64_t deadline)
+{
+    uint32_t len = (uint32_t)fr_store__get(rep + 12, 4);
+    struct held_push *h;
+    if (len > FR_STORE_MAX_VALUE || !(h = malloc(sizeof(*h) + len)))
+        return -1;
+    h->next = NULL;
+    h->num = (int64_t)fr_store__get(rep + 4, 8);
+    h->len = len;
+    if (recv_all(c->fd, h->value, len, deadline) != 0) {
+        free(h);
+        return -1;
+    }
+    if (!c->pushes)
+        c->pushes_tail = &c->pushes;
+    *c->pushes_tail = h;
+    c->pushes_tail = &h->next;
+    return 0;
+}
+
+/* recv_reply for a reply's header, keeping the events the server pushed
+ * ahead of it (store.h, "Pushes") for fr_store_watch: they answer no
+ * request. */
 static int recv_rep(fr_store_client *c, uint8_t rep[FR_STORE_REP_HDR],
                     int64_t deadline)
 {
@@ -351,7 +392,7 @@ static int recv_rep(fr_store_client *c, uint8_t rep[FR_STORE_REP_HDR],
         int r = recv_reply(c->fd, rep, FR_STORE_REP_HDR, deadline);
         if (r || (int32_t)fr_store__get(rep, 4) != FR_STORE_PUSHED)
             return r;
-        if (skip_bytes(c, (uint32_t)fr_store__get(rep + 12, 4), deadline))
+        if (hold_push(c, rep, deadline))
             return -1;
     }
 }
@@ -754,9 +795,6 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
         *n_out = 0;
     if (!c || (cap && !ev) || seen > INT64_MAX)
         return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
-    if (c->fd < 0)
-        return fail(c, FRPC_EBOOTSTRAP,
-                    "the connection to the bootstrap store was lost");
     put_timeout(tmo, timeout_ms);
     req_header(hdr, FR_STORE_OP_WATCH, 0, sizeof(tmo), (int64_t)seen);
     /* Without a limit, no deadline of the client's own: a server that
@@ -769,24 +807,40 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
                                             FR_STORE_GRACE_MS
                                       : INT64_MAX;
     bool mine = false; /* the WATCH unanswered is this call's */
-    int r = drop_owed(c, deadline);
+    int r = c->fd < 0 ? 0 : drop_owed(c, deadline);
     if (r > 0)
         return store_late(c);
     if (r < 0)
         return broken_conn(c);
     for (;;) {
-        if (!c->watch_out && !readable_now(c->fd)) {
-            struct iovec iov[2] = {{hdr, sizeof(hdr)}, {tmo, sizeof(tmo)}};
-            if (send_all(c->fd, iov, 2,
-                         fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS))
-                return broken_conn(c);
-            c->watch_out = mine = true;
-        }
         int32_t st = 0;
         int64_t num = 0;
         uint8_t *v;
         size_t vlen, n = 0;
-        r = read_frame(c, deadline, &st, &num, &v, &vlen);
+        if (c->pushes) {
+            /* held by another request (recv_rep): first, even once the
+             * connection is lost */
+            struct held_push *h = c->pushes;
+            c->pushes = h->next;
+            st = FR_STORE_PUSHED;
+            num = h->num;
+            vlen = h->len;
+            v = memmove(h, h->value, h->len); /* owned, as read_frame's */
+            r = 0;
+        } else {
+            if (c->fd < 0)
+                return fail(c, FRPC_EBOOTSTRAP,
+                            "the connection to the bootstrap store was lost");
+            if (!c->watch_out && !readable_now(c->fd)) {
+                struct iovec iov[2] = {{hdr, sizeof(hdr)},
+                                       {tmo, sizeof(tmo)}};
+                if (send_all(c->fd, iov, 2,
+                             fr_store__now_ms() + FR_STORE_IO_TIMEOUT_MS))
+                    return broken_conn(c);
+                c->watch_out = mine = true;
+            }
+            r = read_frame(c, deadline, &st, &num, &v, &vlen);
+        }
         if (r == -2) {
             lost(c); /* the unread value is still in the stream */
             return fail(c, FRPC_ENOMEM, "out of memory");
@@ -804,7 +858,21 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
             free(v);
             continue; /* nothing this caller has not seen */
         }
-        r = num < 0 || fr_store__events_decode(v, vlen, ev, cap, &n) != 0;
+        /* The frame holds events num - count .. num - 1 (a page). */
+        size_t count = 0;
+        r = num < 0 ||
+            fr_store__events_decode(v, vlen, 0, NULL, 0, &n, &count) != 0 ||
+            count > (uint64_t)num;
+        uint64_t from = r ? 0 : (uint64_t)num - count;
+        if (!r && from > seen) {
+            /* Pushed after events this caller did not take (a smaller
+             * cap): the WATCH sent next is answered from seen. */
+            free(v);
+            continue;
+        }
+        if (!r && cap)
+            r = fr_store__events_decode(v, vlen, (size_t)(seen - from), ev,
+                                        cap, &n, &count) != 0;
         free(v);
         if (r) {
             lost(c);
@@ -814,7 +882,7 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
         if (n_out)
             *n_out = n;
         if (total)
-            *total = (uint64_t)num;
+            *total = cap ? seen + n : (uint64_t)num;
         return 0;
     }
 }

@@ -189,10 +189,12 @@ int fr_store__nonce(uint8_t out[FR_STORE_NONCE_LEN]);
  * bytes); returns the bytes written. */
 size_t fr_store__events_encode(const fr_store_event *ev, size_t n,
                                uint8_t *out);
-/* Decodes up to cap events of a WATCH value into ev; *n gets how many.
- * -1 when the value is malformed. */
-int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
-                            size_t cap, size_t *n);
+/* Decodes a WATCH value: passes over its first skip events, copies up to
+ * cap of the next into ev (*n: how many); *count gets the number of
+ * events the value holds. -1 when the value is malformed. */
+int fr_store__events_decode(const uint8_t *p, size_t len, size_t skip,
+                            fr_store_event *ev, size_t cap, size_t *n,
+                            size_t *count);
 
 /* ---- the server's membership record (store_members.c) ------------------- */
 

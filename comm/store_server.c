@@ -201,26 +201,32 @@ static int conn_refuse(struct conn *c, int32_t status, const char *msg)
 
 static void conn_flush(struct conn *c);
 
-/* Queues every event for c with status (0: a WATCH's answer;
- * FR_STORE_PUSHED: unasked): 0, or -1 the reply could not be buffered. At
- * most world <= 2^20 events of at most 101 bytes: the value may exceed
- * FR_STORE_MAX_VALUE only for worlds over 10000 that all died, and then
- * ends early. */
+/* Queues the events from number `from` on for c, with status (0: a
+ * WATCH's answer; FR_STORE_PUSHED: unasked): 0, or -1 the reply could not
+ * be buffered. num is the number of the event after the last one sent.
+ * At most as many as fit in FR_STORE_MAX_VALUE (about 10,000 of 101
+ * bytes): a job of more ranks that all died or left is told in pages, the
+ * next one pushed or asked for by the next WATCH. (One list cut at that
+ * size, as before protocol 3, left the rest untold and the watcher asking
+ * again at once, for ever.) */
 static int send_events(struct fr_store_server *s, struct conn *c,
-                       int32_t status)
+                       int32_t status, uint64_t from)
 {
     const size_t most = 6 + sizeof(((fr_store_event *)0)->reason);
     size_t n, all;
     const fr_store_event *ev = fr_store_members_events(s->members, &all);
-    n = all > FR_STORE_MAX_VALUE / most ? FR_STORE_MAX_VALUE / most : all;
+    if (from > all)
+        from = all;
+    n = all - from > FR_STORE_MAX_VALUE / most ? FR_STORE_MAX_VALUE / most
+                                               : all - from;
     uint8_t *buf = malloc(n * most + 1);
     if (!buf)
         return status ? 0 : conn_reply(c, FRPC_ENOMEM, 0, NULL, 0);
-    size_t len = fr_store__events_encode(ev, n, buf);
-    int rc = conn_reply(c, status, (int64_t)n, buf, len);
+    size_t len = fr_store__events_encode(ev + from, n, buf);
+    int rc = conn_reply(c, status, (int64_t)(from + n), buf, len);
     free(buf);
     if (rc == 0)
-        c->told = all; /* not n: a cut list is pushed once, not each pass */
+        c->told = from + n;
     return rc;
 }
 
@@ -232,7 +238,7 @@ static int answer_watch(struct fr_store_server *s, struct conn *c)
     fr_store_members_events(s->members, &n);
     if ((uint64_t)n <= c->seen)
         return 0;
-    return send_events(s, c, 0) < 0 ? -1 : 1;
+    return send_events(s, c, 0, c->seen) < 0 ? -1 : 1;
 }
 
 /* Sends c the events it was not told yet, unasked, if it watches and has
@@ -247,7 +253,8 @@ static void push_events(struct fr_store_server *s, struct conn *c)
         c->woff < c->wlen)
         return;
     fr_store_members_events(s->members, &n);
-    if ((uint64_t)n > c->told && send_events(s, c, FR_STORE_PUSHED) == 0)
+    if ((uint64_t)n > c->told &&
+        send_events(s, c, FR_STORE_PUSHED, c->told) == 0)
         conn_flush(c);
 }
 

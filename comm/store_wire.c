@@ -82,10 +82,11 @@ size_t fr_store__events_encode(const fr_store_event *ev, size_t n,
     return (size_t)(p - out);
 }
 
-int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
-                            size_t cap, size_t *n)
+int fr_store__events_decode(const uint8_t *p, size_t len, size_t skip,
+                            fr_store_event *ev, size_t cap, size_t *n,
+                            size_t *count)
 {
-    size_t k = 0;
+    size_t k = 0, all = 0;
     while (len > 0) {
         if (len < 6)
             return -1;
@@ -94,7 +95,7 @@ int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
         if (rl >= sizeof(ev->reason) || len < 6 + rl || rank < 0 ||
             (p[4] != FR_STORE_DEAD && p[4] != FR_STORE_LEFT))
             return -1;
-        if (k < cap) {
+        if (all++ >= skip && k < cap) {
             ev[k].rank = rank;
             ev[k].state = p[4];
             memcpy(ev[k].reason, p + 6, rl);
@@ -105,5 +106,6 @@ int fr_store__events_decode(const uint8_t *p, size_t len, fr_store_event *ev,
         len -= 6 + rl;
     }
     *n = k;
+    *count = all;
     return 0;
 }

@@ -884,9 +884,8 @@ static void *watcher_main(void *arg)
                                    store_loss_why(l->watch));
             break;
         }
-        /* ev holds the first n of total events: the new ones are those
-         * from seen on. */
-        for (size_t i = (size_t)seen; i < n; i++) {
+        /* ev holds events seen .. total - 1, all new */
+        for (size_t i = 0; i < n; i++) {
             char why[160];
             if (ev[i].rank < 0)
                 continue;

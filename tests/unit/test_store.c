@@ -1298,17 +1298,77 @@ START_TEST(test_events_pushed_after_an_answered_watch)
     ck_assert_int_eq(fr_store_leave(mains[0]), 0); /* pushed too */
     fr_store_server_stop(srv);
     srv = NULL;
+    /* each push holds the events after the one before: one a call */
     ck_assert_int_eq(fr_store_watch(watcher, 1, 0, ev, 4, &n, &total), 0);
+    ck_assert_uint_eq(total, 2);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ev[0].rank, 2);
+    ck_assert_int_eq(ev[0].state, FR_STORE_LEFT);
+    ck_assert_int_eq(fr_store_watch(watcher, 2, 0, ev, 4, &n, &total), 0);
     ck_assert_uint_eq(total, 3);
-    ck_assert_uint_eq(n, 3);
-    ck_assert_int_eq(ev[1].rank, 2);
-    ck_assert_int_eq(ev[1].state, FR_STORE_LEFT);
-    ck_assert_int_eq(ev[2].rank, 0);
-    ck_assert_int_eq(ev[2].state, FR_STORE_LEFT);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_int_eq(ev[0].rank, 0);
+    ck_assert_int_eq(ev[0].state, FR_STORE_LEFT);
     int64_t t0 = now_ms();
     ck_assert_int_eq(fr_store_watch(watcher, 3, 0, ev, 4, &n, &total),
                      FRPC_EBOOTSTRAP);
     ck_assert_int_lt(now_ms() - t0, 3000);
+}
+END_TEST
+
+/* More events than one WATCH answer holds (about 10,000: a job of more
+ * ranks that all left): they come in pages, each WATCH from the caller's
+ * count, every rank told once, and then the watch waits. Before protocol
+ * 3 one cut list was all a watcher got, and its next WATCH was answered
+ * at once with nothing new, for ever. */
+#define BIG_WORLD 10400
+START_TEST(test_events_beyond_one_answer_come_in_pages)
+{
+    fr_store_ident r0 = job(0, BIG_WORLD, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident w0 = job(0, BIG_WORLD, KEY, FR_STORE_ROLE_WATCH);
+    start_server(&r0);
+    fr_store_client *c[2] = {join_ok(&r0), join_ok(&w0)};
+    for (int r = 1; r < BIG_WORLD; r++) {
+        int fd = raw_connect();
+        raw_join_as(fd, r, BIG_WORLD, FR_STORE_ROLE_MAIN);
+        raw_send(fd, FR_STORE_OP_LEAVE, 0, 0, "", 0);
+        uint8_t rep[16];
+        raw_recv(fd, rep, sizeof(rep));
+        ck_assert_int_eq(rep[0], 0);
+        close(fd);
+    }
+    static fr_store_event ev[BIG_WORLD];
+    static unsigned char told[BIG_WORLD];
+    uint64_t seen = 0;
+    int calls = 0;
+    while (seen < BIG_WORLD - 1) {
+        size_t n = 0;
+        uint64_t total = 0;
+        ck_assert_int_eq(fr_store_watch(c[1], seen, 10000, ev, BIG_WORLD, &n,
+                                        &total), 0);
+        ck_assert_uint_gt(n, 0);
+        ck_assert_uint_eq(total, seen + n);
+        for (size_t i = 0; i < n; i++) {
+            ck_assert(ev[i].rank > 0 && ev[i].rank < BIG_WORLD);
+            ck_assert_int_eq(ev[i].state, FR_STORE_LEFT);
+            ck_assert_int_eq(told[ev[i].rank], 0);
+            told[ev[i].rank] = 1;
+        }
+        seen = total;
+        calls++;
+    }
+    ck_assert_int_ge(calls, 2); /* more than one page */
+    ck_assert_uint_eq(seen, BIG_WORLD - 1);
+    ck_assert_int_eq(fr_store_watch(c[1], seen, 200, ev, BIG_WORLD, NULL,
+                                    NULL), FRPC_ETIMEDOUT);
+    /* a small cap takes them a few at a time, from any count */
+    size_t n = 0;
+    uint64_t total = 0;
+    ck_assert_int_eq(fr_store_watch(c[1], 10279, 10000, ev, 3, &n, &total),
+                     0);
+    ck_assert_uint_eq(n, 3);
+    ck_assert_uint_eq(total, 10282);
+    stop_all(c, 2);
 }
 END_TEST
 
@@ -1759,6 +1819,9 @@ int main(void)
         {"events after an answered WATCH are pushed, read even once the "
          "store has closed, and passed over by other requests",
          test_events_pushed_after_an_answered_watch, 30, &job3},
+        {"more events than one WATCH answer holds come in pages, each rank "
+         "told once",
+         test_events_beyond_one_answer_come_in_pages, 120},
         {"leave sent just before the close is still a leave",
          test_leave_then_close_at_once_is_left, 30},
         {"wait_gone returns when the others left or died, else times out",
