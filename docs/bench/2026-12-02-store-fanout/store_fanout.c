@@ -2,7 +2,8 @@
  * The store's WATCH traffic when a job ends: N ranks each with a MAIN and
  * a WATCH connection to one store (as every rank's liveness watcher
  * has), a thread per watcher in a WATCH loop; ranks 1..N-1 then leave one
- * after another. Prints the time until every watcher has been told all
+ * after another, or with "together" all at once, each from a thread of
+ * its own (as a job's ranks reaching frpc_shutdown). Prints the time until every watcher has been told all
  * N-1 leaves, the answers the watchers read and the events they carried
  * (each watcher needs each event once). Built against a build tree's
  * comm/.libs/libfrcomm.a (run.sh); not part of the library or its tests.
@@ -10,6 +11,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "comm/store.h"
@@ -50,10 +52,18 @@ static void *watch_loop(void *arg)
     return NULL;
 }
 
+static void *leave_one(void *c)
+{
+    if (fr_store_leave(c))
+        fprintf(stderr, "a leave failed\n");
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     char err[256];
     world = argc > 1 ? atoi(argv[1]) : 256;
+    int together = argc > 2 && strcmp(argv[2], "together") == 0;
     if (world < 2)
         return 2;
     fr_store_ident id = {.rank = 0, .world = world, .version = 1,
@@ -67,6 +77,7 @@ int main(int argc, char **argv)
     fr_store_client **mains = calloc((size_t)world, sizeof(*mains));
     watchers = calloc((size_t)world, sizeof(*watchers));
     pthread_t *th = calloc((size_t)world, sizeof(*th));
+    pthread_t *leavers = calloc((size_t)world, sizeof(*leavers));
     for (int r = 0; r < world; r++) {
         id.rank = r;
         id.role = FR_STORE_ROLE_MAIN;
@@ -83,14 +94,20 @@ int main(int argc, char **argv)
         pthread_create(&th[r], NULL, watch_loop, (void *)r);
     nanosleep(&(struct timespec){.tv_nsec = 100000000}, NULL);
     double t0 = now_s();
-    for (int r = 1; r < world; r++)
-        if (fr_store_leave(mains[r]))
-            fprintf(stderr, "rank %d: leave failed\n", r);
+    if (together) {
+        for (long r = 1; r < world; r++)
+            pthread_create(&leavers[r], NULL, leave_one, mains[r]);
+        for (int r = 1; r < world; r++)
+            pthread_join(leavers[r], NULL);
+    } else {
+        for (int r = 1; r < world; r++)
+            leave_one(mains[r]);
+    }
     for (int r = 0; r < world; r++)
         pthread_join(th[r], NULL);
-    printf("N=%d all watchers told in %.3f s; %ld answers carrying %ld "
+    printf("N=%d%s all watchers told in %.3f s; %ld answers carrying %ld "
            "events (%.1f per watcher per rank)\n",
-           world, now_s() - t0, answers, events,
+           world, together ? " together" : "", now_s() - t0, answers, events,
            (double)events / world / (world - 1));
     for (int r = 0; r < world; r++) {
         fr_store_close(mains[r]);
