@@ -28,11 +28,12 @@
  *   sends it, unasked, a frame with status FR_STORE_PUSHED (1) and a
  *   WATCH's answer (num, value) holding the events from the last one it
  *   was sent on, whenever there are more while it has no WATCH parked and
- *   no reply under way: a client stopped after its
- *   WATCH was answered reads the next events when it resumes, even if the
- *   store has closed since. Such frames are no reply: a client reads them
- *   wherever they come (fr_store_watch returns them; other requests skip
- *   them).
+ *   no reply under way: a client stopped after its WATCH was answered
+ *   reads the next events when it resumes, even if the store has closed
+ *   since. Such frames are no reply: a client reads them wherever they
+ *   come (fr_store_watch returns them; another request keeps them for
+ *   the next fr_store_watch, since each holds only events after the
+ *   last one sent).
  * A counter is a value holding a decimal integer ("42", as torch's
  * TCPStore keeps them): GET of a counter returns that text, a SET of
  * decimal text may be ADDed to, and ADD or WAIT_GE on any other value
