@@ -973,6 +973,35 @@ START_TEST(test_stranger_cannot_get_or_set)
 }
 END_TEST
 
+/* A rank of a fabrpc that speaks another store protocol (protocol 3 told
+ * events in pages; 2 sent every event each time) is refused at HELLO with
+ * both protocols named, and the store goes on. */
+START_TEST(test_other_protocol_refused_naming_both)
+{
+    fr_store_hello h = {.proto = FR_STORE_PROTO - 1, .version = VERSION,
+                        .rank = 1, .world = FIX_WORLD, .has_key = 1};
+    uint8_t hello[FR_STORE_HELLO_LEN], rep[16];
+    char text[FR_STORE_MAX_ERR + 1] = "", theirs[64], ours[64];
+    fr_store__hello_encode(&h, hello);
+    int fd = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello),
+                         (char *)hello, sizeof(hello));
+    raw_recv(fd, rep, sizeof(rep));
+    ck_assert_int_eq((int32_t)fr_store__get(rep, 4), FRPC_EPROTO);
+    uint32_t len = (uint32_t)fr_store__get(rep + 12, 4);
+    ck_assert_uint_gt(len, 0);
+    ck_assert_uint_le(len, FR_STORE_MAX_ERR);
+    raw_recv(fd, text, len);
+    snprintf(theirs, sizeof(theirs), "protocol %u",
+             (unsigned)FR_STORE_PROTO - 1);
+    snprintf(ours, sizeof(ours), "speaks %u", (unsigned)FR_STORE_PROTO);
+    ck_assert_msg(strstr(text, theirs) && strstr(text, ours), "text: %s",
+                  text);
+    ck_assert(closed_by_server(fd));
+    ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), 0);
+    expect_value(cli, "k", "v");
+}
+END_TEST
+
 START_TEST(test_never_authenticating_closed)
 {
     int idle = raw_connect();
@@ -1798,6 +1827,8 @@ int main(void)
          test_stranger_cannot_get_or_set, 30, &server},
         {"a connection that never authenticates is closed",
          test_never_authenticating_closed, 30, &server},
+        {"a rank speaking another store protocol is refused naming both",
+         test_other_protocol_refused_naming_both, 30, &server},
         {"a flood of silent connections holds a bounded number of the "
          "server's descriptors, and a rank still joins",
          test_flood_of_strangers_bounded, 30, &server},
