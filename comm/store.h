@@ -346,10 +346,11 @@ int fr_store_barrier(fr_store_client *c, const char *key, int world,
  * <= 0: no limit), then copies new ones into ev, at most cap (ev may be
  * NULL when cap is 0): ev[i] is event number seen + i (events are never
  * reordered). *n_out gets the number copied, and *total seen + *n_out,
- * the seen for the next call, or with cap 0 the number of events the
- * store has told of (either may be NULL). A call may return fewer events
- * than there are (the store sends about 10,000 at a time): call again
- * with the new seen. Events the server pushed since the
+ * the seen for the next call, or with cap 0 the number of the event
+ * after the last of the answer's page (either may be NULL). A call may
+ * return fewer events than there are (the store sends about 10,000 at a
+ * time): call again with the new seen; so with cap 0 and more than that
+ * many new events, *total is less than the store's count. Events the server pushed since the
  * last call (see "Pushes" above) are read first, with no request sent,
  * so a caller that was stopped gets the events that came meanwhile even
  * when the store is gone by then. Errors: FRPC_ETIMEDOUT (nothing new),

@@ -1397,6 +1397,14 @@ START_TEST(test_events_beyond_one_answer_come_in_pages)
                      0);
     ck_assert_uint_eq(n, 3);
     ck_assert_uint_eq(total, 10282);
+    /* cap 0 counts: the end of the page an answer holds, so from 0 a
+     * lower bound, from past the first page the whole count */
+    ck_assert_int_eq(fr_store_watch(c[1], 0, 10000, NULL, 0, &n, &total), 0);
+    ck_assert_uint_eq(n, 0);
+    ck_assert_uint_eq(total, 10280); /* a full page, as 10279 above */
+    ck_assert_int_eq(fr_store_watch(c[1], 1000, 10000, NULL, 0, NULL, &total),
+                     0);
+    ck_assert_uint_eq(total, BIG_WORLD - 1);
     stop_all(c, 2);
 }
 END_TEST
