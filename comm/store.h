@@ -350,13 +350,13 @@ int fr_store_barrier(fr_store_client *c, const char *key, int world,
  * after the last of the answer's page (either may be NULL). A call may
  * return fewer events than there are (the store sends about 10,000 at a
  * time): call again with the new seen; so with cap 0 and more than that
- * many new events, *total is less than the store's count. Events the server pushed since the
- * last call (see "Pushes" above) are read first, with no request sent,
- * so a caller that was stopped gets the events that came meanwhile even
- * when the store is gone by then. Errors: FRPC_ETIMEDOUT (nothing new),
- * FRPC_EINVAL, FRPC_EBOOTSTRAP (the connection to the store is lost, e.g.
- * rank 0 died: returned promptly), FRPC_ENOMEM. Blocks; meant for a WATCH
- * client on its own thread.
+ * many new events, *total is less than the store's count. Events the
+ * server pushed since the last call (see "Pushes" above) are read first,
+ * with no request sent, so a caller that was stopped gets the events that
+ * came meanwhile even when the store is gone by then. Errors:
+ * FRPC_ETIMEDOUT (nothing new), FRPC_EINVAL, FRPC_EBOOTSTRAP (the
+ * connection to the store is lost, e.g. rank 0 died: returned promptly),
+ * FRPC_ENOMEM. Blocks; meant for a WATCH client on its own thread.
  */
 int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
                    fr_store_event *ev, size_t cap, size_t *n_out,

@@ -3220,7 +3220,7 @@ static int term_at_main;
  * handed to a thread that takes it, maybe this one, whose handler must
  * then run. Under ThreadSanitizer, which defers a handler to the thread's
  * next interceptor, a thread that ended meanwhile took the signal with it
- * (1 in 20 jobs hung until the launcher's timeout). */
+ * (4 of 90 jobs hung until the launcher's timeout). */
 static void *term_later(void *arg)
 {
     au_sleep_us(*(unsigned *)arg);
