@@ -353,7 +353,8 @@ int fr_fabric_set_identity(fr_fabric *f, uint32_t rank, uint32_t world,
     if (fr__batch_init(f))
         return FRPC_ENOMEM;
     /* Wholes are frames, so no longer than eager_max. */
-    if (f->parts_in && !(f->parts = fr_parts_new(world, f->opts.eager_max)))
+    if (f->parts_in && !(f->parts = fr_parts_new(world, f->opts.eager_max,
+                                                 FR_ENV_HDR_SIZE)))
         return FRPC_ENOMEM;
     if (f->opts.coalesce) {
         size_t cap = FR_BATCH_MAX;
@@ -902,11 +903,15 @@ int fr_fabric_refuse(fr_fabric *f, const fr_env *req, int code,
     return fr_fabric_refuse_by(f, req, code, text, fr__answer_deadline(req));
 }
 
-static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
-                         fi_addr_t src);
+static void handle_frame_at(fr_fabric *f, const uint8_t *hdr,
+                            const uint8_t *body, size_t len, fi_addr_t src,
+                            void **owned);
 
 /* A part (parts.h): handled once its frame is whole, as a frame of its
- * own that must come from the rank that sent its parts. */
+ * own that must come from the rank that sent its parts. The whole has
+ * its header at its end (fr_parts_new's head), so its payload starts a
+ * malloc'd buffer that the upper layer may keep (fr_fabric_msg.owned):
+ * a 4 KiB request or reply is not copied again there. */
 static void on_part(fr_fabric *f, const fr_env *env, const uint8_t *payload,
                     fi_addr_t src)
 {
@@ -919,13 +924,16 @@ static void on_part(fr_fabric *f, const fr_env *env, const uint8_t *payload,
                       : FRPC_EPROTO;
     if (rc == 0)
         return;
-    if (rc < 0 || fr_env_decode_header(whole, total, UINT64_MAX, &in) ||
+    const uint8_t *hdr = rc < 0 ? NULL : whole + (total - FR_ENV_HDR_SIZE);
+    void *owned = whole;
+    if (rc < 0 ||
+        fr_env_decode_header(hdr, FR_ENV_HDR_SIZE, UINT64_MAX, &in) ||
         in.kind == FR_ENV_PART || (in.flags & FR_ENV_F_MORE) ||
         in.src_rank != env->src_rank)
         atomic_fetch_add(&f->st.dropped_malformed, 1);
     else
-        handle_frame(f, whole, total, src);
-    free(whole);
+        handle_frame_at(f, hdr, whole, total, src, &owned);
+    free(owned);
 }
 
 /* A member we marked lost still sends us requests (it was cut off from
@@ -950,14 +958,20 @@ static void tell_severed(fr_fabric *f, uint32_t dst, uint64_t req_id)
         atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
 }
 
-static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
-                         fi_addr_t src)
+/* Handles the frame whose header is hdr[0..FR_ENV_HDR_SIZE) and payload
+ * body[0..len - FR_ENV_HDR_SIZE). owned: NULL, or a malloc'd buffer that
+ * body starts, offered to the upper layer with the message (set to NULL
+ * when it was taken; the caller frees what is left). */
+static void handle_frame_at(fr_fabric *f, const uint8_t *hdr,
+                            const uint8_t *body, size_t len, fi_addr_t src,
+                            void **owned)
 {
     fr_env env;
     const uint8_t *payload;
     int rc, self;
 
-    if (fr_env_decode_header(buf, len, UINT64_MAX, &env) ||
+    if (len < FR_ENV_HDR_SIZE ||
+        fr_env_decode_header(hdr, FR_ENV_HDR_SIZE, UINT64_MAX, &env) ||
         env.src_rank >= f->world) {
         atomic_fetch_add(&f->st.dropped_malformed, 1);
         return;
@@ -984,8 +998,8 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
         atomic_fetch_add(&f->st.dropped_token, 1);
         return;
     }
-    rc = fr_env_decode_rest(buf, len, fr__max_payload(f, env.kind), &env,
-                            &payload);
+    rc = fr_env_decode_body(body, len - FR_ENV_HDR_SIZE,
+                            fr__max_payload(f, env.kind), &env, &payload);
     if (rc == FRPC_ETOOBIG) {
         if (env.kind == FR_ENV_REQUEST)
             fr_fabric_refuse(f, &env, FRPC_ETOOBIG,
@@ -994,7 +1008,7 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
             fr__fabric_local_error(f, &env, env.src_rank, FRPC_ETOOBIG,
                                    "reply larger than this rank's limit");
         if (env.flags & FR_ENV_F_RNDV)
-            fr__rndv_refused(f, &env, buf + FR_ENV_HDR_SIZE);
+            fr__rndv_refused(f, &env, body);
         return;
     }
     if (rc) {
@@ -1021,8 +1035,13 @@ static void handle_frame(fr_fabric *f, const uint8_t *buf, size_t len,
         if (severed) {
             m.payload = (const uint8_t *)FR_SEVERED_TEXT;
             m.len = m.env.payload_len = sizeof(FR_SEVERED_TEXT) - 1;
+        } else if (owned && *owned && payload) {
+            m.owned = *owned;
+            m.owned_malloced = 1;
         }
         fr__fabric_deliver(f, &m);
+        if (owned && m.owned_malloced)
+            *owned = m.owned;
         /* After its call ended with the sender's words: the rest of our
          * calls to it can never end otherwise (tell_severed). */
         if (severed && f->opts.cb.on_peer_unreachable &&
@@ -1054,7 +1073,8 @@ static int handle_frames_left(fr_fabric *f)
             break;
         }
         f->msg_pos += n;
-        handle_frame(f, frame, n, f->msg_src);
+        handle_frame_at(f, frame, frame + FR_ENV_HDR_SIZE, n, f->msg_src,
+                        NULL);
         handled++;
     }
     return handled;

@@ -97,11 +97,15 @@ typedef struct fr_fabric_msg {
     fr_env env;
     const uint8_t *payload; /* NULL when len is 0 */
     size_t len;
-    /* Non-NULL when payload lives in a block the callee may keep: set owned
-     * to NULL to take it. A request's block must then be given back with
-     * fr_fabric_release_block; any other is free()d. Otherwise payload is a
-     * receive buffer reused after the callback returns. */
+    /* Non-NULL when payload lives in a block the callee may keep (owned ==
+     * payload): set owned to NULL to take it. A request's block must then
+     * be given back with fr_fabric_release_block, unless owned_malloced;
+     * any other is free()d. Otherwise payload is a receive buffer reused
+     * after the callback returns. */
     void *owned;
+    /* owned came from malloc (a frame put together from parts), a
+     * request's too: free() it. */
+    int owned_malloced;
 } fr_fabric_msg;
 
 typedef struct fr_fabric_callbacks {

@@ -28,15 +28,15 @@ typedef struct source {
 struct fr_parts {
     pthread_mutex_t lock;
     uint32_t world;
-    size_t max_frame;
+    size_t max_frame, head;
     uint64_t clock, dropped;
     unsigned pending;
     source **src; /* allocated at a source's first part */
 };
 
-fr_parts *fr_parts_new(uint32_t world, size_t max_frame)
+fr_parts *fr_parts_new(uint32_t world, size_t max_frame, size_t head)
 {
-    if (world == 0 || max_frame == 0)
+    if (world == 0 || max_frame == 0 || head > max_frame)
         return NULL;
     fr_parts *p = calloc(1, sizeof(*p));
     if (!p || !(p->src = calloc(world, sizeof(*p->src)))) {
@@ -46,6 +46,7 @@ fr_parts *fr_parts_new(uint32_t world, size_t max_frame)
     pthread_mutex_init(&p->lock, NULL);
     p->world = world;
     p->max_frame = max_frame;
+    p->head = head;
     return p;
 }
 
@@ -111,6 +112,22 @@ static int overlaps(const partial *pt, size_t off, size_t len)
     return 0;
 }
 
+/* Copies the frame's bytes [off, off + len) to their places in buf: the
+ * first head bytes of the frame at its end, the rest from buf's start. */
+static void place(uint8_t *buf, size_t total, size_t head, size_t off,
+                  const uint8_t *bytes, size_t len)
+{
+    if (off < head) {
+        size_t n = head - off < len ? head - off : len;
+        memcpy(buf + (total - head) + off, bytes, n);
+        off += n;
+        bytes += n;
+        len -= n;
+    }
+    if (len)
+        memcpy(buf + (off - head), bytes, len);
+}
+
 static int add_locked(fr_parts *p, uint32_t src, uint64_t id, size_t total,
                       size_t off, const void *bytes, size_t len,
                       uint8_t **whole)
@@ -121,7 +138,8 @@ static int add_locked(fr_parts *p, uint32_t src, uint64_t id, size_t total,
     if (!s && !(s = p->src[src] = calloc(1, sizeof(*s))))
         return FRPC_ENOMEM;
     partial *pt = find(s, id);
-    if (total > p->max_frame || off >= total || len > total - off) {
+    if (total > p->max_frame || total < p->head || off >= total ||
+        len > total - off) {
         if (pt)
             drop(p, pt);
         return FRPC_EPROTO;
@@ -138,7 +156,7 @@ static int add_locked(fr_parts *p, uint32_t src, uint64_t id, size_t total,
         drop(p, pt);
         return FRPC_EPROTO;
     }
-    memcpy(pt->buf + off, bytes, len);
+    place(pt->buf, total, p->head, off, bytes, len);
     pt->range[pt->n].off = off;
     pt->range[pt->n].len = len;
     pt->n++;

@@ -35,8 +35,12 @@
 typedef struct fr_parts fr_parts;
 
 /* A table for sources 0..world-1 and wholes of at most max_frame bytes.
- * NULL without memory or for world == 0 or max_frame == 0. */
-fr_parts *fr_parts_new(uint32_t world, size_t max_frame);
+ * A whole is laid out with its first head bytes (its header) at its end,
+ * after the rest: so the rest (a payload) starts a malloc'd buffer, which
+ * the receiver can hand on without copying it (a request's args, a
+ * reply for the caller to free). head 0: as the frame is. NULL without
+ * memory or for world == 0, max_frame == 0 or head > max_frame. */
+fr_parts *fr_parts_new(uint32_t world, size_t max_frame, size_t head);
 
 /* Frees the table and every frame in the making. NULL is a no-op. */
 void fr_parts_free(fr_parts *p);
@@ -46,9 +50,10 @@ void fr_parts_free(fr_parts *p);
  * whose whole length is total. Returns:
  *   0             the frame is not whole yet (the bytes were copied);
  *   1             this part made it whole: *whole is a malloc'd buffer of
- *                 total bytes that the caller owns and frees;
- *   FRPC_EPROTO   src out of range, total over max_frame, the part
- *                 outside total, or in conflict with the frame's earlier
+ *                 total bytes, the frame's bytes from head on, then its
+ *                 first head bytes, that the caller owns and frees;
+ *   FRPC_EPROTO   src out of range, total over max_frame or under head,
+ *                 the part outside total, or in conflict with the frame's earlier
  *                 parts (another total, an overlap, too many parts): the
  *                 part is dropped, and so is the frame in the making;
  *   FRPC_ENOMEM   no memory: the part is dropped, and so is its frame;

@@ -76,9 +76,10 @@ struct frpc_request {
      * UINT64_MAX for none. */
     uint64_t caller_deadline;
     uint64_t t0;       /* fr_now_ns when it arrived (frpc_fn_stats) */
-    void *args; /* a fabric block, or in_place */
+    void *args; /* a fabric block, a malloc'd whole, or in_place */
     size_t len;
     int args_block; /* args is a fabric block: give it back, not free() */
+    int args_malloced; /* args is a whole from parts: free() it */
     int recycled;   /* FR_REQ_RECYCLE_ARGS of room: back to the agent */
     /* Eager args live here, in the request's own allocation: one malloc
      * per request rather than two. */

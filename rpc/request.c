@@ -68,6 +68,8 @@ static void free_request(frpc_request *r)
     frpc_agent *a = r->agent;
     if (r->args_block)
         fr_fabric_release_block(a->fab, r->args, r->len);
+    else if (r->args_malloced)
+        free(r->args);
     if (!r->recycled) {
         free(r);
         return;
@@ -255,8 +257,9 @@ static void on_request(frpc_agent *a, fr_fabric_msg *m)
                              : UINT64_MAX;
     r->len = m->len;
     if (m->owned) {
-        r->args = m->owned; /* a rendezvous block: keep it, no copy */
-        r->args_block = 1;
+        r->args = m->owned; /* kept, not copied */
+        r->args_block = !m->owned_malloced;
+        r->args_malloced = m->owned_malloced;
         m->owned = NULL;
     } else if (copy) {
         r->args = r->in_place;

@@ -191,30 +191,38 @@ int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
     return 0;
 }
 
-int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
-                       const fr_env *env, const uint8_t **payload)
+int fr_env_decode_body(const void *body, size_t body_len,
+                       uint64_t max_payload, const fr_env *env,
+                       const uint8_t **payload)
 {
-    if (buf == NULL || env == NULL || payload == NULL ||
-        len < FR_ENV_HDR_SIZE)
+    if ((body == NULL && body_len) || env == NULL || payload == NULL)
         return FRPC_EINVAL;
     /* The limit before the length: fr_env_decode's order. A rendezvous
      * frame's limit is its descriptor's, a part's its whole's. */
     if (!(env->flags & FR_ENV_F_RNDV) && env->kind != FR_ENV_PART &&
         env->payload_len > max_payload)
         return FRPC_ETOOBIG;
-    if ((uint64_t)(len - FR_ENV_HDR_SIZE) != env->payload_len)
+    if ((uint64_t)body_len != env->payload_len)
         return FRPC_EPROTO;
 
-    const uint8_t *body = (const uint8_t *)buf + FR_ENV_HDR_SIZE;
     if (env->flags & FR_ENV_F_RNDV) {
         fr_rndv_desc d;
-        int rc = fr_rndv_decode(body, (size_t)env->payload_len, max_payload,
-                                &d);
+        int rc = fr_rndv_decode(body, body_len, max_payload, &d);
         if (rc != 0)
             return rc;
     }
-    *payload = env->payload_len ? body : NULL;
+    *payload = env->payload_len ? (const uint8_t *)body : NULL;
     return 0;
+}
+
+int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
+                       const fr_env *env, const uint8_t **payload)
+{
+    if (buf == NULL || len < FR_ENV_HDR_SIZE)
+        return FRPC_EINVAL;
+    return fr_env_decode_body((const uint8_t *)buf + FR_ENV_HDR_SIZE,
+                              len - FR_ENV_HDR_SIZE, max_payload, env,
+                              payload);
 }
 
 int fr_env_decode(const void *buf, size_t len, uint64_t max_payload,

@@ -160,6 +160,14 @@ int fr_env_decode_header(const void *buf, size_t len, uint64_t max_payload,
 int fr_env_decode_rest(const void *buf, size_t len, uint64_t max_payload,
                        const fr_env *env, const uint8_t **payload);
 
+/* fr_env_decode_rest for a frame whose payload body[0..body_len) is not
+ * right after its header (a frame put together from parts keeps its
+ * header apart, parts.h). Same checks and errors; FRPC_EINVAL for NULL
+ * env or payload, or a NULL body with body_len > 0. Pure. */
+int fr_env_decode_body(const void *body, size_t body_len,
+                       uint64_t max_payload, const fr_env *env,
+                       const uint8_t **payload);
+
 /*
  * The length of the frame at the start of msg[0..len) (header plus its
  * payload_len), for splitting a message that carries several. Checks only

@@ -1,7 +1,7 @@
 /*
  * Reassembly of parted frames (comm/parts.h): a frame comes out whole and
  * byte for byte, from parts in any order and interleaved with other
- * frames; a part that contradicts its frame, lies outside it or names a
+ * frames, its header last; a part that contradicts its frame, lies outside it or names a
  * frame too long is refused with its frame; a source that starts more
  * frames than it may have in the making loses the oldest, counted; and
  * random streams of good and bad parts never crash it or leak a frame.
@@ -16,6 +16,8 @@
 #include "check_main.h"
 
 #define MAXF 16384
+/* The head the fabric gives (its envelope's header): a whole has it last. */
+#define HEAD 48
 
 static uint8_t frame_byte(uint64_t id, size_t i)
 {
@@ -34,22 +36,35 @@ static int add(fr_parts *p, uint32_t src, uint64_t id, size_t total,
     return rc;
 }
 
-static void assert_whole(const uint8_t *w, uint64_t id, size_t total)
+/* The frame's byte at w[j] of a whole laid out with its first head bytes
+ * last (parts.h). */
+static size_t frame_index(size_t j, size_t total, size_t head)
+{
+    return j < total - head ? j + head : j - (total - head);
+}
+
+static void assert_whole_head(const uint8_t *w, uint64_t id, size_t total,
+                              size_t head)
 {
     ck_assert_ptr_nonnull(w);
     /* One assertion for the frame: each ck_assert writes Check's mark to
      * its pipe, and a byte-by-byte check made this test 4 minutes long
      * under TSan. */
-    size_t i = 0;
-    while (i < total && w[i] == frame_byte(id, i))
-        i++;
-    ck_assert_msg(i == total, "byte %zu of frame %llu", i,
+    size_t j = 0;
+    while (j < total && w[j] == frame_byte(id, frame_index(j, total, head)))
+        j++;
+    ck_assert_msg(j == total, "byte %zu of frame %llu", j,
                   (unsigned long long)id);
+}
+
+static void assert_whole(const uint8_t *w, uint64_t id, size_t total)
+{
+    assert_whole_head(w, id, total, HEAD);
 }
 
 START_TEST(parts_in_any_order_make_the_frame)
 {
-    fr_parts *p = fr_parts_new(4, MAXF);
+    fr_parts *p = fr_parts_new(4, MAXF, HEAD);
     uint8_t *w = NULL;
     /* in order */
     ck_assert_int_eq(add(p, 1, 7, 5000, 0, 4048, &w), 0);
@@ -87,7 +102,7 @@ END_TEST
 
 START_TEST(a_part_in_conflict_drops_its_frame)
 {
-    fr_parts *p = fr_parts_new(2, MAXF);
+    fr_parts *p = fr_parts_new(2, MAXF, HEAD);
     uint8_t *w = NULL;
     /* another total */
     ck_assert_int_eq(add(p, 0, 1, 6000, 0, 3000, &w), 0);
@@ -107,25 +122,29 @@ START_TEST(a_part_in_conflict_drops_its_frame)
     ck_assert_uint_eq(fr_parts_dropped(p), 3);
     /* too many parts */
     for (unsigned i = 0; i < FR_PARTS_MAX; i++)
-        ck_assert_int_eq(add(p, 1, 9, 2 * FR_PARTS_MAX + 1, i, 1, &w), 0);
-    ck_assert_int_eq(add(p, 1, 9, 2 * FR_PARTS_MAX + 1, FR_PARTS_MAX, 1,
+        ck_assert_int_eq(add(p, 1, 9, HEAD + 2 * FR_PARTS_MAX, i, 1, &w), 0);
+    ck_assert_int_eq(add(p, 1, 9, HEAD + 2 * FR_PARTS_MAX, FR_PARTS_MAX, 1,
                          &w), FRPC_EPROTO);
     ck_assert_uint_eq(fr_parts_dropped(p), 4);
+    /* a whole shorter than its head: no frame is */
+    ck_assert_int_eq(add(p, 1, 10, HEAD - 1, 0, 10, &w), FRPC_EPROTO);
+    ck_assert_uint_eq(fr_parts_pending(p), 0);
     ck_assert_ptr_null(w);
     /* bad arguments */
     ck_assert_int_eq(fr_parts_add(NULL, 0, 1, 10, 0, "x", 1, &w),
                      FRPC_EINVAL);
     ck_assert_int_eq(fr_parts_add(p, 0, 1, 10, 0, "x", 0, &w), FRPC_EINVAL);
     ck_assert_int_eq(fr_parts_add(p, 0, 1, 10, 0, NULL, 1, &w), FRPC_EINVAL);
-    ck_assert_ptr_null(fr_parts_new(0, 10));
-    ck_assert_ptr_null(fr_parts_new(1, 0));
+    ck_assert_ptr_null(fr_parts_new(0, 10, 0));
+    ck_assert_ptr_null(fr_parts_new(1, 0, 0));
+    ck_assert_ptr_null(fr_parts_new(1, 10, 11)); /* head over the limit */
     fr_parts_free(p);
 }
 END_TEST
 
 START_TEST(too_many_frames_in_the_making_evict_the_oldest)
 {
-    fr_parts *p = fr_parts_new(2, MAXF);
+    fr_parts *p = fr_parts_new(2, MAXF, HEAD);
     uint8_t *w = NULL;
     for (uint64_t id = 1; id <= FR_PARTS_PER_SOURCE; id++)
         ck_assert_int_eq(add(p, 0, id, 200, 0, 100, &w), 0);
@@ -152,6 +171,37 @@ START_TEST(too_many_frames_in_the_making_evict_the_oldest)
 }
 END_TEST
 
+/* The head moves to the end whichever parts carry it, also a part that
+ * holds part of it and part of the rest; head 0 keeps the frame as it is;
+ * a frame of its head alone is whole. */
+START_TEST(the_head_goes_last)
+{
+    fr_parts *p = fr_parts_new(1, MAXF, HEAD);
+    uint8_t *w = NULL;
+    ck_assert_int_eq(add(p, 0, 1, 5000, 100, 4900, &w), 0);
+    ck_assert_int_eq(add(p, 0, 1, 5000, 30, 70, &w), 0); /* across it */
+    ck_assert_int_eq(add(p, 0, 1, 5000, 0, 30, &w), 1);
+    assert_whole_head(w, 1, 5000, HEAD);
+    /* the payload starts the buffer: the frame's byte HEAD */
+    ck_assert_uint_eq(w[0], frame_byte(1, HEAD));
+    ck_assert_uint_eq(w[5000 - HEAD], frame_byte(1, 0));
+    free(w);
+    w = NULL;
+    ck_assert_int_eq(add(p, 0, 2, HEAD, 0, HEAD, &w), 1);
+    assert_whole_head(w, 2, HEAD, HEAD);
+    free(w);
+    fr_parts_free(p);
+
+    p = fr_parts_new(1, MAXF, 0);
+    w = NULL;
+    ck_assert_int_eq(add(p, 0, 3, 5000, 4048, 952, &w), 0);
+    ck_assert_int_eq(add(p, 0, 3, 5000, 0, 4048, &w), 1);
+    assert_whole_head(w, 3, 5000, 0);
+    free(w);
+    fr_parts_free(p);
+}
+END_TEST
+
 /* Random parts, some from frames cut right, some wrong, shuffled: every
  * frame cut right and not evicted comes out whole and exact; the table
  * ends empty once each frame is finished or dropped. */
@@ -161,7 +211,7 @@ START_TEST(random_parts_never_crash_or_leak)
     enum { FRAMES = 12, MAXP = 8 };
     struct { uint32_t src; uint64_t id; size_t total, off, len; } part[FRAMES * MAXP];
     size_t n = 0;
-    fr_parts *p = fr_parts_new(3, MAXF);
+    fr_parts *p = fr_parts_new(3, MAXF, HEAD);
     for (uint64_t f = 1; f <= FRAMES; f++) {
         size_t total = 49 + fr_xorshift64(&seed) % (MAXF - 48);
         unsigned k = 1 + (unsigned)(fr_xorshift64(&seed) % MAXP);
@@ -214,6 +264,7 @@ int main(void)
         {"a source with too many frames in the making loses the oldest, "
          "counted",
          too_many_frames_in_the_making_evict_the_oldest},
+        {"a whole has its head last, the rest first", the_head_goes_last},
         {"random and broken parts never crash or leak",
          random_parts_never_crash_or_leak, .loop_end = 200},
     };
