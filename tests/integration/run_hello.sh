@@ -62,6 +62,13 @@ paramserver_killed() {
     local port key r pids=() st t0 secs
     port=$(free_port)
     key=ps-$$-$RANDOM
+    # Emptied here, before any rank starts: a rank's own redirection
+    # empties its file only once its shell has forked, and the wait below
+    # once found the previous case's "step 5:" in k0.out first (CI's ASan
+    # stage, tcp after shm): rank 2 was killed before it joined, and the
+    # others waited for it to their 60 s init timeout (fabrpc.h: "a rank
+    # did not join in time").
+    for r in 0 1 2; do : >"$TMPD/k$r.out"; done
     for r in 0 1 2; do
         FABRPC_RANK=$r FABRPC_WORLD_SIZE=3 FABRPC_STORE_ADDR=127.0.0.1:$port \
             FABRPC_JOB_KEY=$key FABRPC_JOB_ID=$key FABRPC_PROVIDER=$1 \
