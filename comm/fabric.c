@@ -1040,7 +1040,7 @@ static void handle_frame_at(fr_fabric *f, const uint8_t *hdr,
             m.owned_malloced = 1;
         }
         fr__fabric_deliver(f, &m);
-        if (owned && m.owned_malloced)
+        if (m.owned_malloced) /* only when offered: owned is set */
             *owned = m.owned;
         /* After its call ended with the sender's words: the rest of our
          * calls to it can never end otherwise (tell_severed). */

@@ -53,9 +53,10 @@ void fr_parts_free(fr_parts *p);
  *                 total bytes, the frame's bytes from head on, then its
  *                 first head bytes, that the caller owns and frees;
  *   FRPC_EPROTO   src out of range, total over max_frame or under head,
- *                 the part outside total, or in conflict with the frame's earlier
- *                 parts (another total, an overlap, too many parts): the
- *                 part is dropped, and so is the frame in the making;
+ *                 the part outside total, or in conflict with the frame's
+ *                 earlier parts (another total, an overlap, too many
+ *                 parts): the part is dropped, and so is the frame in the
+ *                 making;
  *   FRPC_ENOMEM   no memory: the part is dropped, and so is its frame;
  *   FRPC_EINVAL   NULL p, bytes or whole, or len == 0.
  * Never blocks but on its own lock.

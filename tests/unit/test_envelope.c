@@ -463,6 +463,41 @@ START_TEST(header_decodes_without_its_payload)
 }
 END_TEST
 
+/* A payload kept apart from its header (a whole from parts) decodes as
+ * if it followed it: the same checks, the payload where it lies. */
+START_TEST(a_payload_apart_from_its_header_decodes_the_same)
+{
+    uint8_t buf[FR_ENV_HDR_SIZE + 64], apart[64];
+    fr_env e = mk(FR_ENV_REQUEST, 0), d;
+    const uint8_t *pl = NULL;
+    size_t n = frame(&e, buf);
+    memcpy(apart, buf + FR_ENV_HDR_SIZE, n - FR_ENV_HDR_SIZE);
+    ck_assert_int_eq(fr_env_decode_header(buf, FR_ENV_HDR_SIZE, MAXP, &d), 0);
+    ck_assert_int_eq(fr_env_decode_body(apart, n - FR_ENV_HDR_SIZE, MAXP, &d,
+                                        &pl), 0);
+    ck_assert_ptr_eq(pl, apart);
+    /* a length that disagrees, a payload over the limit */
+    ck_assert_int_eq(fr_env_decode_body(apart, n - FR_ENV_HDR_SIZE - 1, MAXP,
+                                        &d, &pl), FRPC_EPROTO);
+    ck_assert_int_eq(fr_env_decode_body(apart, n - FR_ENV_HDR_SIZE,
+                                        d.payload_len - 1, &d, &pl),
+                     FRPC_ETOOBIG);
+    /* NULL: the body only when it is empty */
+    ck_assert_int_eq(fr_env_decode_body(NULL, 1, MAXP, &d, &pl), FRPC_EINVAL);
+    ck_assert_int_eq(fr_env_decode_body(apart, n - FR_ENV_HDR_SIZE, MAXP,
+                                        NULL, &pl), FRPC_EINVAL);
+    ck_assert_int_eq(fr_env_decode_body(apart, n - FR_ENV_HDR_SIZE, MAXP, &d,
+                                        NULL), FRPC_EINVAL);
+    fr_env done = mk(FR_ENV_RNDV_DONE, 0);
+    pl = apart;
+    ck_assert_int_eq(fr_env_decode_body(NULL, 0, MAXP, &done, &pl), 0);
+    ck_assert_ptr_null(pl);
+    /* fr_env_decode_rest, which it serves: a frame shorter than a header */
+    ck_assert_int_eq(fr_env_decode_rest(buf, FR_ENV_HDR_SIZE - 1, MAXP, &d,
+                                        &pl), FRPC_EINVAL);
+}
+END_TEST
+
 START_TEST(function_id_is_fnv1a_stable_and_nonzero)
 {
     /* Published FNV-1a 64 test vectors. */
@@ -638,6 +673,8 @@ int main(void)
         { "null arguments are invalid", null_arguments_are_invalid },
         { "header decodes without its payload",
           header_decodes_without_its_payload },
+        { "a payload apart from its header decodes the same",
+          a_payload_apart_from_its_header_decodes_the_same },
         { "function id is FNV-1a, stable and nonzero",
           function_id_is_fnv1a_stable_and_nonzero },
         { "random bytes never crash", random_bytes_never_crash },
