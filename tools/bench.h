@@ -60,6 +60,10 @@ typedef struct bench_opts {
      * agent's pool (flags 0, what frpc_register users get by default),
      * 0 when FRPC_INLINE (the default: the fast path) */
     int handler_pool;
+    /* set by main once frpc_init has succeeded: rank 0's agent busy-polls
+     * (--progress busy, or FABRPC_PROGRESS=busy), so its spinning
+     * threads would share the CPUs with bench_core_ns's measurement */
+    int progress_busy;
 } bench_opts;
 
 /*
@@ -97,6 +101,10 @@ typedef struct bench_row {
      * spread says the machine was disturbed (bench_spread.c): 0 or 1,
      * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */
     int disturbed;
+    /* the machine's state around the row: a cache line's round trip
+     * between two CPUs just before and just after it (bench_core_ns); NAN
+     * when not measured (left out) */
+    double core_ns_before, core_ns_after;
 } bench_row;
 
 #define BENCH_UNJUDGED (-2)
@@ -119,6 +127,12 @@ bench_row *bench_kept(int *n);
 void bench_flush(void);
 
 double bench_now_us(void);
+
+/* The machine's state now (core_rtt.h): a cache line's round trip between
+ * the first two usable CPUs, over BENCH_CORE_MS; NAN when o's agent
+ * busy-polls or it cannot be measured. Blocks about BENCH_CORE_MS. */
+#define BENCH_CORE_MS 20
+double bench_core_ns(const bench_opts *o);
 
 /* The q-quantile (0..1) of v[0..n), n > 0; sorts v (bench_modes.c). */
 double bench_quantile(double *v, long n, double q);

@@ -170,14 +170,11 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     return rt;
 }
 
-/* Emits a baseline's row for one size (p99: NAN when unknown) and, unless
- * ratio_of is NULL, sets *ratio_of(kept fabrpc row) to fabrpc's p50 over
- * it in the fabrpc latency row of that size. */
-static void emit_baseline(const char *system, const char *provider,
-                          size_t size, long iters, double p50, double p99,
-                          double *(*ratio_of)(bench_row *))
+/* A baseline's row for one size (p99: NAN when unknown). */
+static bench_row baseline_row(const char *system, const char *provider,
+                              size_t size, long iters, double p50,
+                              double p99)
 {
-    int nkept;
     bench_row r = bench_row_new(system, provider, "latency");
     r.size = (long)size;
     r.inflight = 1;
@@ -186,12 +183,30 @@ static void emit_baseline(const char *system, const char *provider,
     r.p99_us = p99;
     r.calls_per_s = 1e6 / p50;
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
+    return r;
+}
+
+/* Emits r and, unless ratio_of is NULL, sets *ratio_of(kept fabrpc row)
+ * to fabrpc's p50 over r's in the fabrpc latency row of r's size. */
+static void emit_row(const bench_row *r, double *(*ratio_of)(bench_row *))
+{
+    int nkept;
     bench_row *kept = bench_kept(&nkept);
     for (int k = 0; ratio_of && k < nkept; k++)
         if (!strcmp(kept[k].system, "fabrpc") &&
-            !strcmp(kept[k].metric, "latency") && kept[k].size == r.size)
-            *ratio_of(&kept[k]) = kept[k].p50_us / p50;
-    bench_emit(&r);
+            !strcmp(kept[k].metric, "latency") && kept[k].size == r->size)
+            *ratio_of(&kept[k]) = kept[k].p50_us / r->p50_us;
+    bench_emit(r);
+}
+
+/* Emits a baseline's row for one size (p99: NAN when unknown); ratio_of
+ * as emit_row's. */
+static void emit_baseline(const char *system, const char *provider,
+                          size_t size, long iters, double p50, double p99,
+                          double *(*ratio_of)(bench_row *))
+{
+    bench_row r = baseline_row(system, provider, size, iters, p50, p99);
+    emit_row(&r, ratio_of);
 }
 
 static double *ratio_fi(bench_row *r) { return &r->ratio; }
@@ -252,13 +267,17 @@ int bench_baseline(const char *fi_provider, const char *provider,
     for (int i = 0; i < o->nsizes; i++) {
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
+        double core_before = bench_core_ns(o);
         double rt = pingpong(fi_provider, size, iters);
         if (isnan(rt)) {
             rc = 3;
             continue;
         }
         /* rt is a mean: fi_pingpong gives no percentiles */
-        emit_baseline(PINGPONG, provider, size, iters, rt, NAN, ratio_fi);
+        bench_row r = baseline_row(PINGPONG, provider, size, iters, rt, NAN);
+        r.core_ns_before = core_before;
+        r.core_ns_after = bench_core_ns(o);
+        emit_row(&r, ratio_fi);
     }
     return rc;
 }

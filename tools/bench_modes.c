@@ -176,7 +176,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
 {
     long iters = bench_iters(o, size);
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
-    double sum = 0;
+    double sum = 0, core_before = bench_core_ns(o);
     for (long i = -warm; i < iters; i++) {
         frpc_result res = {0};
         double t0 = bench_now_us();
@@ -191,6 +191,8 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
             sum += (lat[i] = t1 - t0);
     }
     bench_row r = bench_row_new("fabrpc", frpc_provider(a), "latency");
+    r.core_ns_before = core_before;
+    r.core_ns_after = bench_core_ns(o);
     r.size = (long)size;
     r.inflight = 1;
     r.iters = iters;
@@ -363,6 +365,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         bench_times_free(&t);
         return 1;
     }
+    double core_before = bench_core_ns(o);
     frpc_get_stats(a, &s0);
     double t0 = bench_now_us();
     if (run_window(a, start, name, buf, size, w, iters, want, o->batch,
@@ -372,6 +375,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     }
     double secs = (bench_now_us() - t0) / 1e6;
     frpc_get_stats(a, &s1);
+    double core_after = bench_core_ns(o);
     bench_row r = bench_row_new("fabrpc", frpc_provider(a),
                                 o->batch ? (o->mode == BENCH_RATE
                                                 ? "rate_batched"
@@ -380,6 +384,8 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.size = (long)size;
     r.inflight = w;
     r.iters = iters;
+    r.core_ns_before = core_before;
+    r.core_ns_after = core_after;
     r.coalesce = o->coalesce;
     r.handler = handler_name(o);
     if (o->mode == BENCH_BANDWIDTH)

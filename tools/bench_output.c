@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "bench.h"
+#include "core_rtt.h"
 
 #define MAX_KEPT 128
 
@@ -24,7 +25,8 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN, .ratio_fi_msg = NAN,
                    .frames_per_msg = NAN, .max_us = NAN,
                    .not_timed_out = NAN, .coalesce = -1, .lent = -1, .disturbed = -1,
-                   .job_s = NAN, .seconds = NAN};
+                   .job_s = NAN, .seconds = NAN, .core_ns_before = NAN,
+                   .core_ns_after = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
 }
@@ -123,8 +125,15 @@ static void print_row(const bench_row *r)
     put_bool("lent", r->lent, 0, 0);
     put_str("handler", r->handler);
     put_bool("disturbed", r->disturbed, 0, 0);
+    put_extra("core_ns_before", r->core_ns_before, 0);
+    put_extra("core_ns_after", r->core_ns_after, 0);
     printf(out.json ? "}\n" : "\n");
     fflush(stdout);
+}
+
+double bench_core_ns(const bench_opts *o)
+{
+    return o->progress_busy ? NAN : core_rtt_ns(BENCH_CORE_MS);
 }
 
 void bench_emit(const bench_row *row)

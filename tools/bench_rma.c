@@ -114,6 +114,10 @@ int bench_rma_row(const bench_opts *o, const char *system,
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
     bench_row r = bench_row_new(system, provider, metric);
     double secs;
+    /* not around the raw baselines' rows: their forked peer busy-polls */
+    int fabrpc = !strcmp(system, "fabrpc");
+    if (fabrpc)
+        r.core_ns_before = bench_core_ns(o);
 
     if (w == 1) {
         double sum = 0, *lat = malloc(sizeof(double) * (size_t)iters);
@@ -145,7 +149,8 @@ int bench_rma_row(const bench_opts *o, const char *system,
     r.iters = iters;
     r.calls_per_s = (double)iters / secs;
     r.mb_per_s = (double)size * r.calls_per_s / 1e6;
-    if (!strcmp(system, "fabrpc")) { /* not the raw baselines' rows */
+    if (fabrpc) { /* not the raw baselines' rows */
+        r.core_ns_after = bench_core_ns(o);
         r.coalesce = o->coalesce;
         if (w == 1)
             bench_judge_tail(&r);

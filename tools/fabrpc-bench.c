@@ -120,7 +120,9 @@ static const char usage_text[] =
     "                   ratio_to_fi_msg,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
     "                   frames per transport message), coalesce (see\n"
-    "                   --coalesce), disturbed (see below)\n"
+    "                   --coalesce), disturbed (see below),\n"
+    "                   core_ns_before and core_ns_after (the machine's\n"
+    "                   state, below)\n"
     "  --baseline       latency, rate or rma. latency: after fabrpc's rows,\n"
     "                   rank 0 runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
@@ -174,6 +176,17 @@ static const char usage_text[] =
     "(something else had the machine for a tenth of the run or more);\n"
     "null when a slice would hold fewer than 4 W calls (completions come in\n"
     "bursts of up to W). A machine slow all through the run is not caught.\n"
+    "\n"
+    "the machine's state: rank 0 gives fabrpc's rows of latency, rate,\n"
+    "bandwidth and rma, and fi_pingpong's rows, the round trip of a cache\n"
+    "line between the first two CPUs it may use, measured over 20 ms just\n"
+    "before and just after the row (keys core_ns_before, core_ns_after;\n"
+    "left out with a busy-polling agent, whose threads would share the\n"
+    "CPUs, or with fewer than two CPUs). A small call's round trip moves\n"
+    "with it: on the reference machine it is about 50, 120 or 530 ns, as\n"
+    "the host places its two vCPUs, and an 8 B shm round trip, fabrpc's or\n"
+    "fi_pingpong's, is about 2.5x slower at 530 (docs/bench/\n"
+    "2026-12-03-bimodal). Compare figures taken in the same state.\n"
     "\n"
     "An option given with a mode it does not go with (those named above;\n"
     "--provider, --progress, --ranks and --json go with all) is refused.\n"
@@ -517,6 +530,19 @@ static int coalesce_used(const bench_opts *o)
 }
 
 /*
+ * Whether this rank's agent busy-polls, once frpc_init has succeeded: as
+ * coalesce_used, --progress, else FABRPC_PROGRESS (config.c takes only
+ * its exact names, so once frpc_init has succeeded "busy" is busy).
+ */
+static int progress_busy(const bench_opts *o)
+{
+    const char *v = getenv("FABRPC_PROGRESS");
+    if (o->progress_set)
+        return o->progress == FRPC_PROGRESS_BUSY;
+    return v && !strcmp(v, "busy");
+}
+
+/*
  * frpc_init failed with rc. FRPC_EINVAL is a value in the options or the
  * environment that fabrpc refuses (an unknown --provider, a bad
  * FABRPC_COALESCE, ...): bad usage, exit 2; anything else, 1. Every rank
@@ -585,6 +611,7 @@ int main(int argc, char **argv)
     if ((rc = frpc_init(&cfg, &a)))
         return init_failed(rc, err);
     o.coalesce = coalesce_used(&o);
+    o.progress_busy = progress_busy(&o);
     snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
     snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
     if (o.provider && !in_list(o.provider, prov)) {

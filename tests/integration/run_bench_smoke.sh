@@ -226,6 +226,27 @@ baseline() {
         expect_grep '^\{"system":"fi_pingpong","provider":"'$1'".*"size":8,' "$out" &&
         expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out"
 }
+# The machine's state around each fabrpc and fi_pingpong row: given when
+# rank 0 may use two CPUs and its agent does not busy-poll (a cache line's
+# round trip between two CPUs: some ns, never 0, under 100 us even on a
+# loaded machine's 20 ms); left out with --progress busy.
+STATE='"core_ns_before":[1-9][0-9]{0,4},"core_ns_after":[1-9][0-9]{0,4}[,}]'
+core_state() {
+    local out="$TMPD/state-$1.out"
+    bench state-$1 latency --provider $1 --sizes 8 --iters 20 --json \
+        --baseline || [ -s "$out" ] || return 1
+    check_json "$out" latency 1 || return 1
+    if [ "$(nproc)" -ge 2 ]; then
+        every_row "$STATE" "$out"
+    else
+        echo "note: one CPU here; checking that the state is left out"
+        ! grep -q '"core_ns_' "$out"
+    fi &&
+        bench stateb-$1 latency --provider $1 --sizes 8 --iters 20 --json \
+            --progress busy &&
+        check_json "$TMPD/stateb-$1.out" latency 1 &&
+        ! grep -q '"core_ns_' "$TMPD/stateb-$1.out"
+}
 # --progress blocking adds the rows and ratios of a blocking TCP ping-pong
 # and of a blocking ping-pong over raw libfabric on the same provider, and
 # a busy TCP ping-pong's row (they need no fi_pingpong; exit 3 only says
@@ -319,6 +340,7 @@ for prov in shm tcp; do
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
     run_case "timeouts, $prov: every call times out" mode_timeouts $prov
     run_case "baseline against fi_pingpong, $prov" baseline $prov
+    run_case "the machine's state around rows, $prov" core_state $prov
     run_case "blocking baselines (TCP, raw libfabric), $prov" baseline_blocking $prov
 done
 run_case "table output has the header and rows" table
