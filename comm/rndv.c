@@ -56,6 +56,7 @@
 #include <string.h>
 
 #include "comm/clock.h"
+#include "comm/copy_out.h"
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
 
@@ -117,7 +118,11 @@ static int out_block(fr_fabric *f, fr_rndv_out *o, const void *payload,
     if (o->source == FR_RNDV_COPY) {
         if ((rc = fr__block_get(f, &f->out_cache, len, &o->blk)))
             return rc;
-        memcpy(o->blk.buf, payload, len);
+        /* over shm the peer's core reads it (its process_vm_readv) */
+        if (f->rma_by_initiator)
+            fr_copy_out(o->blk.buf, payload, len);
+        else
+            memcpy(o->blk.buf, payload, len);
         return 0;
     }
     o->blk.buf = (void *)payload;
