@@ -360,12 +360,13 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         return 1;
     }
     frpc_stats s0, s1;
+    /* before the warm-up, which then leads straight into the timed run */
+    double core_before = bench_core_ns(o);
     if (run_window(a, start, name, buf, size, w, warm, want, o->batch,
                    NULL)) {
         bench_times_free(&t);
         return 1;
     }
-    double core_before = bench_core_ns(o);
     frpc_get_stats(a, &s0);
     double t0 = bench_now_us();
     if (run_window(a, start, name, buf, size, w, iters, want, o->batch,
