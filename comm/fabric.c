@@ -1791,6 +1791,9 @@ static int connect_pass(fr_fabric *f, const uint8_t *hdr, uint8_t *todo,
         atomic_fetch_add(&f->ctl_pending, 1);
         ssize_t ret = post_slot_once(f, sl, r, FR_ENV_HDR_SIZE);
         if (ret == -FI_EAGAIN) {
+            /* shm's first try left its connection request with r */
+            if (fr_fault_hit(FR_FAULT_CONNECT_SENT_DIES))
+                exit(9);
             atomic_fetch_sub(&f->ctl_pending, 1);
             fr__put_slot(f, sl);
             left++;

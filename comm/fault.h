@@ -43,8 +43,20 @@ typedef enum fr_fault_site {
     FR_FAULT_READ_EIO,      /* a rendezvous read completes with -FI_EIO,
                                as sockets reports one from a sender killed
                                meanwhile (rndv.c) */
+    FR_FAULT_CONNECT_SENT_DIES, /* the process ends (exit(9), its exit
+                               handlers removing its shm region's name)
+                               when a first send to a peer must be tried
+                               again (on shm: once it left its connection
+                               request with the peer), as a rank killed
+                               in its first sends (fabric.c) */
+    FR_FAULT_ADDR_LATE,     /* the rank sleeps FR_FAULT_LATE_MS after it
+                               published its endpoint address, before it
+                               reads the others': a rank slow to map its
+                               peers (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
+
+#define FR_FAULT_LATE_MS 500
 
 extern atomic_int fr__fault_left[FR_FAULT_SITES];
 

@@ -408,6 +408,8 @@ static int exchange_addresses(frpc_agent *a, uint64_t deadline,
         raise(SIGSTOP);
     if ((rc = fr_store_set(a->store, key, addr, len)))
         return rc;
+    if (fr_fault_hit(FR_FAULT_ADDR_LATE))
+        nanosleep(&(struct timespec){0, FR_FAULT_LATE_MS * 1000000L}, NULL);
     for (int r = 0; r < a->set.world && !rc; r++) {
         char *v = NULL;
         size_t n = 0;
@@ -636,6 +638,28 @@ int fr_agent_job_whole(void *ctx)
     return rc == FRPC_EPEERLOST || rc == FRPC_EBOOTSTRAP ? rc : 0;
 }
 
+/*
+ * On shm no rank sends before every rank has put every address in its
+ * address vector. A rank's first send to a peer leaves a connection
+ * request in the peer's queue, and the peer's progress reads the
+ * sender's region through the mapping its own fi_av_insert made (or
+ * makes then, by name). When the sender died in between, its region's
+ * name went with it (its exit, or our cleaning after a death): the
+ * mapping failed, quietly, and Debian's libfabric 1.17 dereferences it
+ * (smr_progress_connreq: rank 0 killed by SIGSEGV in its first fi_cq_read,
+ * 1 of 300 jobs whose rank 1 exits during frpc_init). After this barrier
+ * every mapping was made while its rank lived, and a mapping outlives
+ * its name.
+ */
+static int addresses_mapped(frpc_agent *a, uint64_t deadline, boot_step *st)
+{
+    if (strcmp(a->provider, "shm") != 0)
+        return 0;
+    *st = (boot_step){"while waiting for every rank to map the others' "
+                      "endpoints", -1};
+    return barrier(a, left_ms(deadline));
+}
+
 static int connect_peers(frpc_agent *a, uint64_t deadline, boot_step *st)
 {
     *st = (boot_step){"while sending a first message to every rank's "
@@ -699,6 +723,7 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         (rc = open_transport(a, err, errlen)) ||
         (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline, &st)) ||
+        (rc = addresses_mapped(a, deadline, &st)) ||
         (rc = connect_peers(a, deadline, &st))) {
         if (err && !err[0])
             say_step_failed(a, &st, rc, err, errlen);

@@ -308,6 +308,30 @@ START_TEST(a_rank_dying_while_the_ranks_connect_ends_init_at_once)
 }
 END_TEST
 
+/* libfabric 1.17's shm reads a sender's region, on its first message,
+ * through the mapping the receiver's fi_av_insert made, and dereferences
+ * it when that failed: a rank that sent, died and took its region's name
+ * with it before the other mapped it killed the other by SIGSEGV (1 of
+ * 300 term-in-init jobs of run_peer_lost). Rank 0 here maps late; rank 1
+ * dies, with its exit handlers, once its first frames completed. frpc_init
+ * keeps every send until every rank mapped every other, so rank 0 sees a
+ * death, not a crash. */
+START_TEST(a_rank_dying_after_its_first_sends_does_not_crash_a_late_mapper)
+{
+    dying_job j;
+    start_dying_job(&j, "sentdies", 1, FR_FAULT_CONNECT_SENT_DIES);
+    fr_fault_arm(FR_FAULT_ADDR_LATE, 1);
+    run_here(&j, 0, 0);
+    fr_fault_arm(FR_FAULT_ADDR_LATE, 0);
+    int status = end_dying_job(&j);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
+                  "rank 1 did not end at the fault (status 0x%x)", status);
+    ck_assert_msg(j.r.rc == FRPC_EPEERLOST, "frpc_init: %s: %s",
+                  frpc_err_name(j.r.rc), j.r.err);
+    ck_assert_msg(strstr(j.r.err, "rank 1"), "message: %s", j.r.err);
+}
+END_TEST
+
 /* The header: a rank's own frpc_shutdown removes its /dev/shm name as it
  * starts, so a rank killed inside it leaves nothing; the other, told at
  * the last barrier that it leaves, does not clean after it. victim dies
@@ -426,6 +450,10 @@ int main(void)
         {"a rank that dies while the ranks connect ends the others' "
          "frpc_init at once with FRPC_EPEERLOST, not at the init timeout",
          a_rank_dying_while_the_ranks_connect_ends_init_at_once},
+        {"a rank that dies just after its first sends, before the other "
+         "mapped its region, ends the other's frpc_init FRPC_EPEERLOST, "
+         "not by SIGSEGV in libfabric's shm",
+         a_rank_dying_after_its_first_sends_does_not_crash_a_late_mapper},
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
