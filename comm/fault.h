@@ -53,6 +53,11 @@ typedef enum fr_fault_site {
                                published its endpoint address, before it
                                reads the others': a rank slow to map its
                                peers (agent.c) */
+    FR_FAULT_JOINED_DIES,   /* the process ends (exit(9), its exit
+                               handlers removing its doorbell's name) as
+                               frpc_init's first barrier passes (agent.c) */
+    FR_FAULT_BELLS_LATE,    /* the rank sleeps FR_FAULT_LATE_MS before it
+                               maps the others' doorbells (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

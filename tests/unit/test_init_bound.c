@@ -316,19 +316,41 @@ END_TEST
  * dies, with its exit handlers, once its first frames completed. frpc_init
  * keeps every send until every rank mapped every other, so rank 0 sees a
  * death, not a crash. */
-START_TEST(a_rank_dying_after_its_first_sends_does_not_crash_a_late_mapper)
+/* Rank 1 dies at child_site (exit(9)) while rank 0, here, is made late
+ * at late_site: rank 0's frpc_init must end FRPC_EPEERLOST, its message
+ * naming rank 1. */
+static void late_rank_sees_a_death(const char *tag, fr_fault_site child_site,
+                                   fr_fault_site late_site)
 {
     dying_job j;
-    start_dying_job(&j, "sentdies", 1, FR_FAULT_CONNECT_SENT_DIES);
-    fr_fault_arm(FR_FAULT_ADDR_LATE, 1);
+    start_dying_job(&j, tag, 1, child_site);
+    fr_fault_arm(late_site, 1);
     run_here(&j, 0, 0);
-    fr_fault_arm(FR_FAULT_ADDR_LATE, 0);
+    fr_fault_arm(late_site, 0);
     int status = end_dying_job(&j);
     ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
                   "rank 1 did not end at the fault (status 0x%x)", status);
     ck_assert_msg(j.r.rc == FRPC_EPEERLOST, "frpc_init: %s: %s",
                   frpc_err_name(j.r.rc), j.r.err);
-    ck_assert_msg(strstr(j.r.err, "rank 1"), "message: %s", j.r.err);
+    ck_assert_msg(strstr(j.r.err, "rank 1 died"), "message: %s", j.r.err);
+}
+
+START_TEST(a_rank_dying_after_its_first_sends_does_not_crash_a_late_mapper)
+{
+    late_rank_sees_a_death("sentdies", FR_FAULT_CONNECT_SENT_DIES,
+                           FR_FAULT_ADDR_LATE);
+}
+END_TEST
+
+/* The header: a rank other than 0 that dies during init ends the others'
+ * frpc_init FRPC_EPEERLOST. One that dies just after the first barrier
+ * takes its doorbell's name with it, and a rank that maps the bells after
+ * that found one missing: FRPC_ETRANSPORT ("cannot map a peer's
+ * doorbell", 5 of 700 term-in-init jobs of run_peer_lost). */
+START_TEST(a_rank_dying_after_the_first_barrier_ends_init_epeerlost)
+{
+    late_rank_sees_a_death("joineddies", FR_FAULT_JOINED_DIES,
+                           FR_FAULT_BELLS_LATE);
 }
 END_TEST
 
@@ -454,6 +476,10 @@ int main(void)
          "mapped its region, ends the other's frpc_init FRPC_EPEERLOST, "
          "not by SIGSEGV in libfabric's shm",
          a_rank_dying_after_its_first_sends_does_not_crash_a_late_mapper},
+        {"a rank that dies just after frpc_init's first barrier, its "
+         "doorbell gone, ends the other's frpc_init FRPC_EPEERLOST, not "
+         "FRPC_ETRANSPORT",
+         a_rank_dying_after_the_first_barrier_ends_init_epeerlost},
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
