@@ -58,6 +58,12 @@ typedef enum fr_fault_site {
                                frpc_init's first barrier passes (agent.c) */
     FR_FAULT_BELLS_LATE,    /* the rank sleeps FR_FAULT_LATE_MS before it
                                maps the others' doorbells (agent.c) */
+    FR_FAULT_LOCK_DIES,     /* on shm, as the ranks start to connect,
+                               the process takes the next rank's region
+                               lock, as a sender does, and ends
+                               (_exit(9): its names stay, as a SIGKILL
+                               leaves them) before it lets it go
+                               (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

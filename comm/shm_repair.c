@@ -5,6 +5,7 @@
  *   4  int pid           of the process that made the region
  *  16  ptr base_addr     the region's address in that process
  *  24  pthread_spinlock_t lock
+ *  28  int signal      set by a sender: the owner's progress reads its queue
  * It is only trusted when the running libfabric is 1.17 and both the
  * version and the pid match; what values mean "free" and "taken" is
  * learnt from glibc's own spin-lock functions (spin_values).
@@ -29,6 +30,7 @@
 #define SMR_V117_VERSION 4
 #define SMR_V117_PID_OFF 4
 #define SMR_V117_LOCK_OFF 24
+#define SMR_V117_SIGNAL_OFF 28
 #define HEAD_LEN 4096
 
 _Static_assert(sizeof(pthread_spinlock_t) == sizeof(int),
@@ -213,6 +215,40 @@ static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
     if (ours)
         munmap(head, HEAD_LEN);
     return released;
+}
+
+int fr_shm_take_lock(const char *name, int pid)
+{
+    int fd = shm_open(name, O_RDWR, 0);
+    if (fd < 0 || fi_version() != FI_VERSION(1, 17)) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    uint8_t *head = mmap(NULL, HEAD_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
+                         fd, 0);
+    close(fd);
+    if (head == MAP_FAILED)
+        return -1;
+    int made_by;
+    memcpy(&made_by, head + SMR_V117_PID_OFF, sizeof(made_by));
+    if (head[0] != SMR_V117_VERSION || made_by != pid) {
+        munmap(head, HEAD_LEN);
+        return -1;
+    }
+    int free_v, taken_v;
+    spin_values(&free_v, &taken_v);
+    int *lock = (int *)(void *)(head + SMR_V117_LOCK_OFF);
+    for (;;) {
+        int expect = free_v;
+        if (__atomic_compare_exchange_n(lock, &expect, taken_v, 0,
+                                        __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            __atomic_store_n((int *)(void *)(head + SMR_V117_SIGNAL_OFF), 1,
+                             __ATOMIC_RELEASE);
+            return 0;
+        }
+        sched_yield();
+    }
 }
 
 int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,

@@ -48,4 +48,11 @@ typedef struct fr_shm_region_ref {
 int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
                          unsigned hold_ms);
 
+/* Takes the lock of the region named name, made by pid, and raises the
+ * region's signal, as a sender does that queued a message and has not
+ * let the lock go yet; keeps both (and its mapping): for fault injection,
+ * a process that then dies holding it. 0, or -1 when the region is not there or not
+ * of the layout known (libfabric 1.17). Spins while the lock is held. */
+int fr_shm_take_lock(const char *name, int pid);
+
 #endif /* FR_COMM_SHM_REPAIR_H */

@@ -20,6 +20,7 @@
 #include "comm/fault.h"
 #include "comm/fi_load.h"
 #include "comm/sha256.h"
+#include "comm/shm_repair.h"
 #include "comm/signal_hold.h"
 #include "rpc/agent.h"
 #include "rpc/emu.h"
@@ -706,10 +707,33 @@ static int addresses_mapped(frpc_agent *a, uint64_t deadline, boot_step *st)
     return barrier(a, left_ms(deadline));
 }
 
-static int connect_peers(frpc_agent *a, uint64_t deadline, boot_step *st)
+/* Once the liveness thread watches the peers, or init failed. */
+static void stop_init_guard(frpc_agent *a)
+{
+    fr_init_guard_stop(a->init_guard);
+    a->init_guard = NULL;
+}
+
+/* The fault site FR_FAULT_LOCK_DIES: a sender killed inside the
+ * provider, the next rank's region locked. */
+static void die_holding_a_lock(const frpc_agent *a, const fr_peer_info *peers)
+{
+    uint32_t next = (uint32_t)(a->set.rank + 1) % (uint32_t)a->set.world;
+    char name[128];
+    if (!peers || strcmp(a->provider, "shm") != 0)
+        return;
+    fr_agent_shm_name(a, next, name, sizeof(name));
+    if (fr_shm_take_lock(name, peers[next].pid) == 0)
+        _exit(9);
+}
+
+static int connect_peers(frpc_agent *a, uint64_t deadline,
+                         const fr_peer_info *peers, boot_step *st)
 {
     *st = (boot_step){"while sending a first message to every rank's "
                       "endpoint", -1};
+    if (fr_fault_hit(FR_FAULT_LOCK_DIES))
+        die_holding_a_lock(a, peers);
     return fr_fabric_connect_peers(a->fab, deadline, fr_agent_job_whole, a);
 }
 
@@ -770,7 +794,8 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline, &st)) ||
         (rc = addresses_mapped(a, deadline, &st)) ||
-        (rc = connect_peers(a, deadline, &st))) {
+        (rc = fr_init_guard_start(a, peers, &a->init_guard)) ||
+        (rc = connect_peers(a, deadline, peers, &st))) {
         if (err && !err[0])
             say_step_failed(a, &st, rc, err, errlen);
         return rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
@@ -971,8 +996,12 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     fr_liveness_set_peers(a, peers);
     /* Everything a rank may fail to get is got before the barrier, so
      * that no rank returns 0 while another then fails. */
-    if ((rc = fr_liveness_connect(a, peers, deadline, err, errlen)) ||
-        (rc = fr_liveness_start(a)) || (rc = fr_progress_start(a))) {
+    if (!(rc = fr_liveness_connect(a, peers, deadline, err, errlen)) &&
+        !(rc = fr_liveness_start(a))) {
+        stop_init_guard(a); /* the liveness thread watches from now on */
+        rc = fr_progress_start(a);
+    }
+    if (rc) {
         if (rc == FRPC_ENOMEM && !err[0])
             say(err, errlen, "rank %d: cannot start its threads",
                 a->set.rank);
@@ -998,6 +1027,7 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     *out = a;
     return 0;
 fail:
+    stop_init_guard(a);
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;

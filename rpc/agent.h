@@ -86,6 +86,8 @@ struct frpc_request {
     _Alignas(max_align_t) unsigned char in_place[];
 };
 
+typedef struct fr_init_guard fr_init_guard; /* init_guard.c */
+
 struct frpc_agent {
     fr_settings set;
     fr_backends backends;
@@ -98,6 +100,7 @@ struct frpc_agent {
     fr_store_server *store_srv; /* rank 0 only */
     fr_store_client *store;
     pthread_mutex_t store_lock; /* a store client is single-threaded */
+    fr_init_guard *init_guard; /* frpc_init's, until liveness watches */
     uint64_t barrier_gen;
     int barrier_kept; /* a timed-out barrier's entry stayed (take_back) */
 
@@ -312,6 +315,30 @@ typedef struct fr_peer_info {
     int pid;       /* 0: unknown */
     int same_host; /* same boot and pid namespace: its pid can be watched */
 } fr_peer_info;
+
+/* A pidfd of this host's process pid (readable once it ends, also
+ * before its parent reaps it), or -1 with errno (ESRCH: gone and reaped;
+ * ENOSYS: an old kernel). */
+int fr_pidfd_open(int pid);
+
+/* A shm lock held this long after a death is held by the dead (see
+ * comm/shm_repair.h): live holders keep it for microseconds. */
+#define FR_SHM_STUCK_MS 250
+
+/* Watches the same-host ranks' processes (peers[rank]) from frpc_init's
+ * first shm send until the liveness thread, which does it afterwards,
+ * has started: when one ends, the shm region locks of this host's ranks
+ * that no live process holds are released (a rank killed holding one
+ * left the others spinning inside libfabric for ever: init_guard.c). *out
+ * is NULL when there is nothing to watch (not shm, one rank, no same-host
+ * peer whose pidfd could be had). 0, or FRPC_ENOMEM (no memory, no
+ * thread). Does not block. */
+int fr_init_guard_start(frpc_agent *a, const fr_peer_info *peers,
+                        fr_init_guard **out);
+/* Stops the guard's thread and frees it (NULL: nothing). Blocks while a
+ * repair is under way: up to FR_SHM_STUCK_MS for each region whose lock
+ * stays held. */
+void fr_init_guard_stop(fr_init_guard *g);
 
 /* Allocates the agent's liveness state (before the transport opens: the
  * fabric's callbacks may mark ranks). FRPC_ENOMEM. */

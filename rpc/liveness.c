@@ -57,9 +57,6 @@
  * rank's data over tcp), and, resumed, found the store closed and took
  * rank 0 for dead. */
 #define FR_WATCH_NO_LIMIT 0
-/* A shm lock held this long after a death is held by the dead (see
- * comm/shm_repair.h): live holders keep it for microseconds. */
-#define FR_SHM_STUCK_MS 250
 /* How long a peer whose process ended waits for the store to say whether
  * it left before it is taken for dead (see the design notes): the store
  * learns it from the same exit, within milliseconds. */
@@ -942,12 +939,13 @@ void fr_liveness_set_peers(frpc_agent *a, const fr_peer_info *peers)
     }
 }
 
-static int open_pidfd(int pid)
+int fr_pidfd_open(int pid)
 {
 #ifdef SYS_pidfd_open
     return (int)syscall(SYS_pidfd_open, pid, 0);
 #else
     (void)pid;
+    errno = ENOSYS;
     return -1; /* older kernels' headers: the store alone watches */
 #endif
 }
@@ -962,7 +960,7 @@ void fr_processes_ended(const int *pid, size_t n, int wait_ms,
         ended[i] = 0;
         if (pid[i] <= 0)
             continue;
-        int fd = open_pidfd(pid[i]);
+        int fd = fr_pidfd_open(pid[i]);
         if (fd < 0) { /* ESRCH: gone and reaped */
             ended[i] = errno == ESRCH ||
                        (kill(pid[i], 0) != 0 && errno == ESRCH);
@@ -1014,7 +1012,7 @@ int fr_liveness_connect(frpc_agent *a, const fr_peer_info *peers,
     for (uint32_t r = 0; r < l->world; r++)
         if (r != (uint32_t)a->set.rank && peers[r].same_host &&
             peers[r].pid > 0)
-            l->pidfd[r] = open_pidfd(peers[r].pid); /* -1: store only */
+            l->pidfd[r] = fr_pidfd_open(peers[r].pid); /* -1: store only */
     if (l->world == 1)
         return 0;
     fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_WATCH);

@@ -324,7 +324,7 @@ static void late_rank_sees_a_death(const char *tag, fr_fault_site child_site,
 {
     dying_job j;
     start_dying_job(&j, tag, 1, child_site);
-    fr_fault_arm(late_site, 1);
+    fr_fault_arm(late_site, 1); /* FR_FAULT_SITES: none */
     run_here(&j, 0, 0);
     fr_fault_arm(late_site, 0);
     int status = end_dying_job(&j);
@@ -351,6 +351,18 @@ START_TEST(a_rank_dying_after_the_first_barrier_ends_init_epeerlost)
 {
     late_rank_sees_a_death("joineddies", FR_FAULT_JOINED_DIES,
                            FR_FAULT_BELLS_LATE);
+}
+END_TEST
+
+/* libfabric 1.17's shm: a sender takes the receiver's region lock to
+ * queue into it, the receiver to read its queue. A rank killed holding
+ * one (here rank 1, rank 0's, as the ranks start to connect) left rank 0
+ * spinning inside the provider for ever: the repair of such a lock
+ * (comm/shm_repair.h) ran only once the liveness thread had started, and
+ * frpc_init's deadline cannot end a thread stuck inside the provider. */
+START_TEST(a_rank_killed_holding_a_peers_lock_as_the_ranks_connect)
+{
+    late_rank_sees_a_death("lockdies", FR_FAULT_LOCK_DIES, FR_FAULT_SITES);
 }
 END_TEST
 
@@ -480,6 +492,10 @@ int main(void)
          "doorbell gone, ends the other's frpc_init FRPC_EPEERLOST, not "
          "FRPC_ETRANSPORT",
          a_rank_dying_after_the_first_barrier_ends_init_epeerlost},
+        {"a rank killed holding the other's shm region lock as the ranks "
+         "connect ends the other's frpc_init FRPC_EPEERLOST, not a spin "
+         "for ever inside libfabric",
+         a_rank_killed_holding_a_peers_lock_as_the_ranks_connect},
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},
