@@ -64,6 +64,9 @@ typedef enum fr_fault_site {
                                (_exit(9): its names stay, as a SIGKILL
                                leaves them) before it lets it go
                                (agent.c) */
+    FR_FAULT_SHUT_LATE,     /* the rank sleeps FR_FAULT_LATE_MS in its
+                               shutdown once its liveness thread has
+                               stopped, before its last polls (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

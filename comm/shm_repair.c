@@ -194,24 +194,40 @@ static uint8_t *mapped_here(const char *name)
     return at;
 }
 
-static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
+/* The head of the region named name, made by pid, in libfabric 1.17's
+ * layout: mapped here by name (*ours = 1: the caller unmaps it,
+ * HEAD_LEN), else this process's own mapping of it (mapped_here); NULL if
+ * neither, or another layout or maker. */
+static uint8_t *region_head(const char *name, int pid, int *ours)
 {
-    int fd = shm_open(r->name, O_RDWR, 0);
-    int released = 0, ours = fd >= 0;
+    int fd = shm_open(name, O_RDWR, 0);
     uint8_t *head = NULL;
-    if (ours) {
+    *ours = fd >= 0;
+    if (*ours) {
         head = mmap(NULL, HEAD_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (head == MAP_FAILED)
-            return 0;
-    } else if (!(head = mapped_here(r->name))) {
-        return 0;
+            return NULL;
+    } else if (!(head = mapped_here(name))) {
+        return NULL;
     }
-    int pid;
-    memcpy(&pid, head + SMR_V117_PID_OFF, sizeof(pid));
-    if (head[0] == SMR_V117_VERSION && pid == r->pid)
-        released = release_if_stuck((int *)(void *)(head + SMR_V117_LOCK_OFF),
-                                    hold_ms);
+    int made_by;
+    memcpy(&made_by, head + SMR_V117_PID_OFF, sizeof(made_by));
+    if (head[0] == SMR_V117_VERSION && made_by == pid)
+        return head;
+    if (*ours)
+        munmap(head, HEAD_LEN);
+    return NULL;
+}
+
+static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
+{
+    int ours, released = 0;
+    uint8_t *head = region_head(r->name, r->pid, &ours);
+    if (!head)
+        return 0;
+    released = release_if_stuck((int *)(void *)(head + SMR_V117_LOCK_OFF),
+                                hold_ms);
     if (ours)
         munmap(head, HEAD_LEN);
     return released;
@@ -219,23 +235,12 @@ static int repair_one(const fr_shm_region_ref *r, unsigned hold_ms)
 
 int fr_shm_take_lock(const char *name, int pid)
 {
-    int fd = shm_open(name, O_RDWR, 0);
-    if (fd < 0 || fi_version() != FI_VERSION(1, 17)) {
-        if (fd >= 0)
-            close(fd);
+    int ours;
+    uint8_t *head = fi_version() == FI_VERSION(1, 17)
+                        ? region_head(name, pid, &ours)
+                        : NULL;
+    if (!head)
         return -1;
-    }
-    uint8_t *head = mmap(NULL, HEAD_LEN, PROT_READ | PROT_WRITE, MAP_SHARED,
-                         fd, 0);
-    close(fd);
-    if (head == MAP_FAILED)
-        return -1;
-    int made_by;
-    memcpy(&made_by, head + SMR_V117_PID_OFF, sizeof(made_by));
-    if (head[0] != SMR_V117_VERSION || made_by != pid) {
-        munmap(head, HEAD_LEN);
-        return -1;
-    }
     int free_v, taken_v;
     spin_values(&free_v, &taken_v);
     int *lock = (int *)(void *)(head + SMR_V117_LOCK_OFF);

@@ -51,8 +51,11 @@ int fr_shm_release_stuck(const fr_shm_region_ref *regions, int n,
 /* Takes the lock of the region named name, made by pid, and raises the
  * region's signal, as a sender does that queued a message and has not
  * let the lock go yet; keeps both (and its mapping): for fault injection,
- * a process that then dies holding it. 0, or -1 when the region is not there or not
- * of the layout known (libfabric 1.17). Spins while the lock is held. */
+ * a process that then dies holding it. The region is found as
+ * fr_shm_release_stuck finds it (by name, else this process's mapping:
+ * a sender has its peers' regions mapped after their names are gone). 0,
+ * or -1 when it is not found or not of the layout known (libfabric
+ * 1.17). Spins while the lock is held. */
 int fr_shm_take_lock(const char *name, int pid);
 
 #endif /* FR_COMM_SHM_REPAIR_H */

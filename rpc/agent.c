@@ -707,12 +707,6 @@ static int addresses_mapped(frpc_agent *a, uint64_t deadline, boot_step *st)
     return barrier(a, left_ms(deadline));
 }
 
-/* Once the liveness thread watches the peers, or init failed. */
-static void stop_init_guard(frpc_agent *a)
-{
-    fr_init_guard_stop(a->init_guard);
-    a->init_guard = NULL;
-}
 
 /* The fault site FR_FAULT_LOCK_DIES: a sender killed inside the
  * provider, the next rank's region locked. */
@@ -794,7 +788,7 @@ static int bootstrap(frpc_agent *a, uint64_t deadline, fr_peer_info *peers,
         (rc = open_doorbell(a, err, errlen)) ||
         (rc = exchange_addresses(a, deadline, &st)) ||
         (rc = addresses_mapped(a, deadline, &st)) ||
-        (rc = fr_init_guard_start(a, peers, &a->init_guard)) ||
+        (rc = fr_shm_guard_start(a, peers, &a->shm_guard)) ||
         (rc = connect_peers(a, deadline, peers, &st))) {
         if (err && !err[0])
             say_step_failed(a, &st, rc, err, errlen);
@@ -835,6 +829,24 @@ static void end_calls(frpc_agent *a)
     fr_pending_close(&a->pend, FR_SHUT_BEFORE_ANSWER);
 }
 
+/* Once the liveness thread watches the peers, or the regions go. */
+static void stop_shm_guard(frpc_agent *a)
+{
+    fr_shm_guard_stop(a->shm_guard);
+    a->shm_guard = NULL;
+}
+
+/* From the liveness thread's stop until the fabric closes the guard
+ * watches the peers it watched (without a guard for want of memory or a
+ * thread, as before it was made). */
+static void guard_after_liveness(frpc_agent *a)
+{
+    fr_peer_info *peers = fr_liveness_unlost_peers(a);
+    if (peers && !a->shm_guard)
+        fr_shm_guard_start(a, peers, &a->shm_guard);
+    free(peers);
+}
+
 /* Frees the agent; deadline bounds the wait for the provider to give
  * back the one-sided operations it holds (fr_fabric_quiesce). */
 static void destroy(frpc_agent *a, uint64_t deadline)
@@ -844,6 +856,9 @@ static void destroy(frpc_agent *a, uint64_t deadline)
      * caller's deadline, for ever without one: wait_users would too. */
     fr_fabric_end_waits(a->fab);
     fr_liveness_stop(a);
+    guard_after_liveness(a);
+    if (fr_fault_hit(FR_FAULT_SHUT_LATE))
+        nanosleep(&(struct timespec){0, FR_FAULT_LATE_MS * 1000000L}, NULL);
     fr_progress_stop(a);
     wait_users(a, deadline);
     /* The progress thread, if it was stopped in pool handlers (standin.h):
@@ -864,6 +879,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_agent_release_requests(a);
     fr_agent_free_spare_requests(a);
     fr_mem_end_all(a); /* before the domain closes */
+    stop_shm_guard(a); /* before the regions it repairs are unmapped */
     fr_fabric_close(a->fab);
     fr_doorbell_close(a->bell);
     fr_store_close(a->store);
@@ -998,7 +1014,7 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
      * that no rank returns 0 while another then fails. */
     if (!(rc = fr_liveness_connect(a, peers, deadline, err, errlen)) &&
         !(rc = fr_liveness_start(a))) {
-        stop_init_guard(a); /* the liveness thread watches from now on */
+        stop_shm_guard(a); /* the liveness thread watches from now on */
         rc = fr_progress_start(a);
     }
     if (rc) {
@@ -1027,7 +1043,7 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     *out = a;
     return 0;
 fail:
-    stop_init_guard(a);
+    stop_shm_guard(a);
     /* A late barrier's and a garbled store value's codes, as listed. */
     if (rc == FRPC_ETIMEDOUT || rc == FRPC_EPROTO)
         rc = FRPC_EBOOTSTRAP;

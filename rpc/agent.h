@@ -13,6 +13,7 @@
 #include "comm/clock.h"
 #include "comm/fabric.h"
 #include "comm/providers.h"
+#include "comm/shm_repair.h"
 #include "comm/store.h"
 #include "rpc/fabrpc.h"
 #include "rpc/dedup.h"
@@ -86,7 +87,7 @@ struct frpc_request {
     _Alignas(max_align_t) unsigned char in_place[];
 };
 
-typedef struct fr_init_guard fr_init_guard; /* init_guard.c */
+typedef struct fr_shm_guard fr_shm_guard; /* shm_guard.c */
 
 struct frpc_agent {
     fr_settings set;
@@ -100,7 +101,7 @@ struct frpc_agent {
     fr_store_server *store_srv; /* rank 0 only */
     fr_store_client *store;
     pthread_mutex_t store_lock; /* a store client is single-threaded */
-    fr_init_guard *init_guard; /* frpc_init's, until liveness watches */
+    fr_shm_guard *shm_guard; /* while the liveness thread does not run */
     uint64_t barrier_gen;
     int barrier_kept; /* a timed-out barrier's entry stayed (take_back) */
 
@@ -325,20 +326,34 @@ int fr_pidfd_open(int pid);
  * comm/shm_repair.h): live holders keep it for microseconds. */
 #define FR_SHM_STUCK_MS 250
 
-/* Watches the same-host ranks' processes (peers[rank]) from frpc_init's
- * first shm send until the liveness thread, which does it afterwards,
- * has started: when one ends, the shm region locks of this host's ranks
- * that no live process holds are released (a rank killed holding one
- * left the others spinning inside libfabric for ever: init_guard.c). *out
- * is NULL when there is nothing to watch (not shm, one rank, no same-host
- * peer whose pidfd could be had). 0, or FRPC_ENOMEM (no memory, no
- * thread). Does not block. */
-int fr_init_guard_start(frpc_agent *a, const fr_peer_info *peers,
-                        fr_init_guard **out);
+/* Watches the same-host ranks' processes (peers[rank], pid > 0 and
+ * same_host) while the liveness thread does not: from frpc_init's first
+ * shm send until that thread runs, and in shutdown from its stop until
+ * the fabric closes. When one ends, the shm region locks of this host's
+ * ranks that no live process holds are released (a rank killed holding
+ * one left the others spinning inside libfabric for ever: shm_guard.c).
+ * *out is NULL when there is nothing to watch (not shm, one rank, no
+ * same-host peer whose pidfd could be had). 0, or FRPC_ENOMEM (no
+ * memory, no thread). Does not block. */
+int fr_shm_guard_start(frpc_agent *a, const fr_peer_info *peers,
+                       fr_shm_guard **out);
 /* Stops the guard's thread and frees it (NULL: nothing). Blocks while a
  * repair is under way: up to FR_SHM_STUCK_MS for each region whose lock
- * stays held. */
-void fr_init_guard_stop(fr_init_guard *g);
+ * stays held. Before the fabric closes: a repair reads the regions
+ * through this process's mappings. */
+void fr_shm_guard_stop(fr_shm_guard *g);
+
+/* Releases the locks of these regions (this host's ranks') that a dead
+ * rank held (fr_shm_release_stuck, FR_SHM_STUCK_MS) and says so on stderr
+ * as rank rank. Blocks up to FR_SHM_STUCK_MS a region whose lock stays
+ * held. */
+void fr_shm_repair_after(int rank, uint32_t dead,
+                         const fr_shm_region_ref *regions, int n);
+
+/* The peers the liveness thread watched and had not found lost, for the
+ * guard to watch once it has stopped (a copy the caller frees), or NULL
+ * (no memory, no liveness state). */
+fr_peer_info *fr_liveness_unlost_peers(const frpc_agent *a);
 
 /* Allocates the agent's liveness state (before the transport opens: the
  * fabric's callbacks may mark ranks). FRPC_ENOMEM. */

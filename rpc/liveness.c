@@ -662,12 +662,7 @@ static void clean_after(frpc_agent *a, fr_loss *x)
         refs[n].pid = l->pid[r];
         n++;
     }
-    int released = fr_shm_release_stuck(refs, n, FR_SHM_STUCK_MS);
-    if (released)
-        fprintf(stderr,
-                "fabrpc: rank %d: released %d shared-memory lock%s that "
-                "rank %u held when it died\n",
-                a->set.rank, released, released == 1 ? "" : "s", x->rank);
+    fr_shm_repair_after(a->set.rank, x->rank, refs, n);
     /* Its bell too: a rank killed in frpc_init's last moment had not
      * removed it yet. */
     fr_agent_unlink_names_of(a, x->rank);
@@ -1067,6 +1062,20 @@ void fr_liveness_open(frpc_agent *a)
     l->open = 1;
     pthread_cond_broadcast(&l->gate);
     pthread_mutex_unlock(&l->lock);
+}
+
+fr_peer_info *fr_liveness_unlost_peers(const frpc_agent *a)
+{
+    fr_liveness *l = a->live;
+    fr_peer_info *p = l ? calloc(l->world, sizeof(*p)) : NULL;
+    for (uint32_t r = 0; p && r < l->world; r++) {
+        fr_loss *x = atomic_load(&l->slot[r]);
+        if (x && x->state == FRPC_PEER_DEAD)
+            continue; /* cleaned after when it died */
+        p[r].pid = l->pid[r];
+        p[r].same_host = l->same_host[r];
+    }
+    return p;
 }
 
 void fr_liveness_stop(frpc_agent *a)

@@ -31,7 +31,9 @@
 
 #include "comm/clock.h"
 #include "comm/fault.h"
+#include "comm/shm_repair.h"
 #include "comm/store.h"
+#include "rpc/agent.h"
 #include "rpc/fabrpc.h"
 #include "serialization/envelope.h"
 
@@ -222,8 +224,7 @@ typedef struct dying_job {
  * rank child_rank, which arms site (FR_FAULT_SITES: none) before its
  * frpc_init, or FR_FAULT_SHUTDOWN_DIES after it, before its graceful
  * frpc_shutdown. */
-static void start_dying_job(dying_job *j, const char *tag, int child_rank,
-                            fr_fault_site site)
+static void name_job(dying_job *j, const char *tag)
 {
     char job[64];
     snprintf(job, sizeof(job), "%s%d", tag, (int)getpid());
@@ -232,6 +233,12 @@ static void start_dying_job(dying_job *j, const char *tag, int child_rank,
     setenv("FABRPC_JOB_ID", job, 1);
     j->r.rc = 1;
     snprintf(j->r.addr, sizeof(j->r.addr), HOST ":%u", free_port());
+}
+
+static void start_dying_job(dying_job *j, const char *tag, int child_rank,
+                            fr_fault_site site)
+{
+    name_job(j, tag);
     j->child = fork();
     ck_assert_int_ge(j->child, 0);
     if (j->child == 0) {
@@ -366,6 +373,76 @@ START_TEST(a_rank_killed_holding_a_peers_lock_as_the_ranks_connect)
 }
 END_TEST
 
+/* The same after frpc_init, in frpc_shutdown: once rank 0's liveness
+ * thread has stopped, rank 1 takes rank 0's region lock and dies; rank 0
+ * still polls its region (the quiesce before the fabric closes). Rank 1
+ * waits for a byte on go before it does. */
+static void start_job_dying_on_go(dying_job *j, int go)
+{
+    name_job(j, "shutlock");
+    j->child = fork();
+    ck_assert_int_ge(j->child, 0);
+    if (j->child == 0) {
+        frpc_config cfg;
+        frpc_agent *a = NULL;
+        char c, name[128];
+        shm_rank(&cfg, 1, j->r.addr);
+        if (frpc_init(&cfg, &a) == 0 && read(go, &c, 1) == 1) {
+            fr_agent_shm_name(a, 0, name, sizeof(name));
+            if (fr_shm_take_lock(name, (int)getppid()) == 0)
+                _exit(9);
+        }
+        _exit(3);
+    }
+}
+
+typedef struct go_when_shut_late {
+    int go;     /* the pipe's write end */
+    int sent;   /* 1 once the byte went */
+} go_when_shut_late;
+
+static void *send_go_when_shut_late(void *arg)
+{
+    go_when_shut_late *g = arg;
+    int64_t until = now_ms() + DIES_INIT_MS;
+    while (atomic_load(&fr__fault_left[FR_FAULT_SHUT_LATE]) > 0 &&
+           now_ms() < until)
+        sleep_ms(1);
+    g->sent = write(g->go, "g", 1) == 1;
+    return NULL;
+}
+
+START_TEST(a_rank_killed_holding_the_others_lock_in_its_shutdown)
+{
+    dying_job j;
+    int go[2];
+    ck_assert_int_eq(pipe(go), 0);
+    start_job_dying_on_go(&j, go[0]);
+    close(go[0]);
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    shm_rank(&cfg, 0, j.r.addr);
+    ck_assert_int_eq(frpc_init(&cfg, &a), 0);
+    go_when_shut_late g = {.go = go[1]};
+    pthread_t t;
+    fr_fault_arm(FR_FAULT_SHUT_LATE, 1);
+    ck_assert_int_eq(pthread_create(&t, NULL, send_go_when_shut_late, &g), 0);
+    j.what = "frpc_shutdown";
+    int64_t t0 = now_ms();
+    j.r.rc = frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 5000);
+    j.r.ms = now_ms() - t0;
+    pthread_join(t, NULL);
+    fr_fault_arm(FR_FAULT_SHUT_LATE, 0);
+    close(go[1]);
+    int status = end_dying_job(&j);
+    ck_assert_msg(g.sent, "the shutdown never came to the fault site");
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 9,
+                  "rank 1 did not die holding the lock (status 0x%x)",
+                  status);
+    ck_assert_int_eq(j.r.rc, 0); /* immediate: 0 whoever was lost */
+}
+END_TEST
+
 /* The header: a rank's own frpc_shutdown removes its /dev/shm name as it
  * starts, so a rank killed inside it leaves nothing; the other, told at
  * the last barrier that it leaves, does not clean after it. victim dies
@@ -496,6 +573,10 @@ int main(void)
          "connect ends the other's frpc_init FRPC_EPEERLOST, not a spin "
          "for ever inside libfabric",
          a_rank_killed_holding_a_peers_lock_as_the_ranks_connect},
+        {"a rank killed holding the other's shm region lock while the "
+         "other shuts down (its liveness thread stopped) does not hang "
+         "that shutdown inside libfabric",
+         a_rank_killed_holding_the_others_lock_in_its_shutdown},
         {"rank 0 dying while a rank opens its watch connection ends that "
          "rank's frpc_init at once, not at the init timeout",
          rank0_dying_while_a_rank_opens_its_watch_ends_its_init_at_once},

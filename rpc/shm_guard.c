@@ -1,17 +1,20 @@
 /*
- * frpc_init's guard over its first shm sends (agent.h, fr_init_guard_*).
+ * The guard over shm's locks while the liveness thread does not run
+ * (agent.h, fr_shm_guard_*).
  *
  * libfabric 1.17's shm keeps a spin lock in each rank's region; a rank
  * killed holding one (a peer's, sending; its own, receiving) leaves every
  * thread that next takes it spinning inside the provider for ever, where
- * no deadline of ours reaches (comm/shm_repair.h). Once frpc_init has
- * started the liveness thread, that thread repairs such a lock after a
- * same-host death (liveness.c, clean_after). Before, from the first send
- * of the ranks' connect to the liveness thread's start, this guard does:
- * it sleeps in poll(2) on the same-host peers' pidfds and, when one's
- * process ends, releases the locks of this host's regions that nobody
- * alive holds. Without it, a rank killed there hung the others' frpc_init
- * (test_init_bound: the fault site FR_FAULT_LOCK_DIES).
+ * no deadline of ours reaches (comm/shm_repair.h). While the liveness
+ * thread runs, it repairs such a lock after a same-host death (liveness.c,
+ * clean_after). Before it starts (frpc_init's first sends, from the
+ * ranks' connect on) and after it stops (shutdown's last polls, until the
+ * fabric closes), this guard does: it sleeps in poll(2) on the same-host
+ * peers' pidfds and, when one's process ends, releases the locks of this
+ * host's regions that nobody alive holds, and removes the dead rank's
+ * names from /dev/shm. Without it, a rank killed there
+ * hung the others' frpc_init or frpc_shutdown (test_init_bound: the fault
+ * site FR_FAULT_LOCK_DIES).
  */
 #include "config.h"
 
@@ -27,8 +30,9 @@
 #include "comm/threads.h"
 #include "rpc/agent.h"
 
-struct fr_init_guard {
+struct fr_shm_guard {
     pthread_t thread;
+    const frpc_agent *a;  /* for the dead rank's names */
     int rank;             /* this rank, for the message */
     int n;                /* same-host ranks, this one included */
     uint32_t *ranks;      /* [n]: their ranks */
@@ -37,7 +41,7 @@ struct fr_init_guard {
     struct pollfd *p;     /* [n + 1]: the stop eventfd, then the pidfds */
 };
 
-static void guard_free(fr_init_guard *g)
+static void guard_free(fr_shm_guard *g)
 {
     if (!g)
         return;
@@ -51,19 +55,20 @@ static void guard_free(fr_init_guard *g)
     free(g);
 }
 
-static void repair_after(fr_init_guard *g, uint32_t dead)
+void fr_shm_repair_after(int rank, uint32_t dead,
+                         const fr_shm_region_ref *regions, int n)
 {
-    int released = fr_shm_release_stuck(g->refs, g->n, FR_SHM_STUCK_MS);
+    int released = fr_shm_release_stuck(regions, n, FR_SHM_STUCK_MS);
     if (released)
         fprintf(stderr,
                 "fabrpc: rank %d: released %d shared-memory lock%s that "
-                "rank %u held when it died during frpc_init\n",
-                g->rank, released, released == 1 ? "" : "s", dead);
+                "rank %u held when it died\n",
+                rank, released, released == 1 ? "" : "s", dead);
 }
 
 static void *guard_main(void *arg)
 {
-    fr_init_guard *g = arg;
+    fr_shm_guard *g = arg;
     for (;;) {
         int k = poll(g->p, (nfds_t)g->n + 1, -1);
         if (k < 0 && errno == EINTR)
@@ -74,19 +79,22 @@ static void *guard_main(void *arg)
             if (g->p[i].fd >= 0 && g->p[i].revents) {
                 close(g->p[i].fd);
                 g->p[i].fd = -1; /* poll skips it from now on */
-                repair_after(g, g->ranks[i - 1]);
+                fr_shm_repair_after(g->rank, g->ranks[i - 1], g->refs, g->n);
+                /* As the liveness thread does: a killed rank's names are
+                 * removed by the rank that finds it dead (fabrpc.h). */
+                fr_agent_unlink_names_of(g->a, g->ranks[i - 1]);
             }
     }
 }
 
-int fr_init_guard_start(frpc_agent *a, const fr_peer_info *peers,
-                        fr_init_guard **out)
+int fr_shm_guard_start(frpc_agent *a, const fr_peer_info *peers,
+                        fr_shm_guard **out)
 {
     int world = a->set.world, n = 0, watched = 0;
     *out = NULL;
     if (!peers || world < 2 || strcmp(a->provider, "shm") != 0)
         return 0;
-    fr_init_guard *g = calloc(1, sizeof(*g));
+    fr_shm_guard *g = calloc(1, sizeof(*g));
     if (!g || !(g->ranks = calloc((size_t)world, sizeof(*g->ranks))) ||
         !(g->names = calloc((size_t)world, sizeof(*g->names))) ||
         !(g->refs = calloc((size_t)world, sizeof(*g->refs))) ||
@@ -94,6 +102,7 @@ int fr_init_guard_start(frpc_agent *a, const fr_peer_info *peers,
         guard_free(g);
         return FRPC_ENOMEM;
     }
+    g->a = a;
     g->rank = a->set.rank;
     for (int i = 0; i <= world; i++)
         g->p[i].fd = -1;
@@ -128,7 +137,7 @@ int fr_init_guard_start(frpc_agent *a, const fr_peer_info *peers,
     return 0;
 }
 
-void fr_init_guard_stop(fr_init_guard *g)
+void fr_shm_guard_stop(fr_shm_guard *g)
 {
     uint64_t one = 1;
     if (!g)
