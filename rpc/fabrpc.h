@@ -227,7 +227,8 @@ typedef enum frpc_rma_mode {
  *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
  *                    to torch.distributed's own store), else
  *                    "127.0.0.1:29500". Rank 0 serves the bootstrap store
- *                    there; the others connect.
+ *                    there; the others connect. A world of one rank has
+ *                    no store (nothing to meet): store_addr is unused.
  *  providers         FABRPC_PROVIDER, else FI_PROVIDER, else automatic
  *                    (shm when all ranks share a host, otherwise the first of
  *                    verbs, efa, psm3, tcp, sockets that every rank has).
@@ -505,7 +506,9 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * twice"; rank 0's after the wait for late ranks above, and a rank started
  * within it is told too); once every rank has joined, it is only refused.
  * Rank 0 alike: the second one, which cannot listen at the store's address,
- * asks the store there (within a second) and is refused by it. cfg may be
+ * asks the store there (within a second) and is refused by it. A world of
+ * one rank has no store, so nothing tells two such processes (or two
+ * agents in one process) apart: each is a job of its own. cfg may be
  * NULL (every field unset); one not filled by frpc_config_init (its size
  * field not a size frpc_config has had in a release up to this library's)
  * fails with FRPC_EINVAL before anything else, errbuf untouched.
