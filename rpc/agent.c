@@ -707,7 +707,6 @@ static int addresses_mapped(frpc_agent *a, uint64_t deadline, boot_step *st)
     return barrier(a, left_ms(deadline));
 }
 
-
 /* The fault site FR_FAULT_LOCK_DIES: a sender killed inside the
  * provider, the next rank's region locked. */
 static void die_holding_a_lock(const frpc_agent *a, const fr_peer_info *peers)

@@ -343,12 +343,26 @@ int fr_shm_guard_start(frpc_agent *a, const fr_peer_info *peers,
  * through this process's mappings. */
 void fr_shm_guard_stop(fr_shm_guard *g);
 
-/* Releases the locks of these regions (this host's ranks') that a dead
- * rank held (fr_shm_release_stuck, FR_SHM_STUCK_MS) and says so on stderr
- * as rank rank. Blocks up to FR_SHM_STUCK_MS a region whose lock stays
- * held. */
-void fr_shm_repair_after(int rank, uint32_t dead,
-                         const fr_shm_region_ref *regions, int n);
+/* This host's shm regions that a repair looks at, in rank order. */
+typedef struct fr_shm_regions {
+    int n;
+    uint32_t *ranks;          /* [n] */
+    char (*names)[128];       /* [n]: the regions' names */
+    fr_shm_region_ref *refs;  /* [n]: names and pids */
+} fr_shm_regions;
+
+/* Fills *out with the region of each rank r for which pid_of(ctx, r)
+ * gives a pid (> 0; 0 leaves r out). The one builder of such lists, for
+ * the guard and the liveness thread's repair. 0, or FRPC_ENOMEM (*out
+ * empty). fr_shm_regions_free frees what it holds. */
+int fr_shm_regions_make(const frpc_agent *a, int (*pid_of)(void *, uint32_t),
+                        void *ctx, fr_shm_regions *out);
+void fr_shm_regions_free(fr_shm_regions *r);
+
+/* Releases the locks of these regions that a dead rank held
+ * (fr_shm_release_stuck, FR_SHM_STUCK_MS) and says so on stderr as rank
+ * rank. Blocks up to FR_SHM_STUCK_MS a region whose lock stays held. */
+void fr_shm_repair_after(int rank, uint32_t dead, const fr_shm_regions *r);
 
 /* The peers the liveness thread watched and had not found lost, for the
  * guard to watch once it has stopped (a copy the caller frees), or NULL

@@ -643,32 +643,41 @@ static void report(frpc_agent *a)
  * regions of this host's ranks (threads sending to them would spin for
  * ever inside the provider: comm/shm_repair.h) and its own region, which
  * it cannot remove (our mapping of it, if any, stays valid). */
+typedef struct {
+    frpc_agent *a;
+    uint32_t dead;
+} clean_pids;
+
+/* This host's live ranks and the one just dead: other lost ranks were
+ * seen to when they died. */
+static int cleaned_pid(void *ctx, uint32_t r)
+{
+    const clean_pids *c = ctx;
+    fr_liveness *l = c->a->live;
+    if (!l->same_host[r])
+        return 0;
+    if (r != c->dead && r != (uint32_t)c->a->set.rank &&
+        atomic_load(&l->slot[r]))
+        return 0;
+    return l->pid[r];
+}
+
 static void clean_after(frpc_agent *a, fr_loss *x)
 {
     fr_liveness *l = a->live;
-    char (*names)[128] = calloc(l->world, sizeof(*names));
-    fr_shm_region_ref *refs = calloc(l->world, sizeof(*refs));
-    int n = 0;
+    clean_pids ctx = {a, x->rank};
+    fr_shm_regions reg;
 
     x->cleaned = 1;
-    if (!a->bell || !l->same_host[x->rank] || !names || !refs)
-        goto out;
-    for (uint32_t r = 0; r < l->world; r++) {
-        if (!l->same_host[r] || (r != x->rank && r != (uint32_t)a->set.rank &&
-                                 atomic_load(&l->slot[r])))
-            continue; /* other lost ranks were seen to when they died */
-        fr_agent_shm_name(a, r, names[n], sizeof(names[n]));
-        refs[n].name = names[n];
-        refs[n].pid = l->pid[r];
-        n++;
+    if (!a->bell || !l->same_host[x->rank])
+        return;
+    if (fr_shm_regions_make(a, cleaned_pid, &ctx, &reg) == 0) {
+        fr_shm_repair_after(a->set.rank, x->rank, &reg);
+        fr_shm_regions_free(&reg);
     }
-    fr_shm_repair_after(a->set.rank, x->rank, refs, n);
     /* Its bell too: a rank killed in frpc_init's last moment had not
      * removed it yet. */
     fr_agent_unlink_names_of(a, x->rank);
-out:
-    free(names);
-    free(refs);
 }
 
 static void clean_after_deaths(frpc_agent *a)
