@@ -17,6 +17,10 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -598,6 +602,55 @@ START_TEST(a_null_out_is_explained_in_errbuf)
     c.errbuf_len = 1; /* truncated to nothing, still terminated */
     ck_assert_int_eq(frpc_init(&c, NULL), FRPC_EINVAL);
     ck_assert_int_eq(err[0], '\0');
+}
+END_TEST
+
+/* fabrpc.h: "A world of one rank has no store (nothing to meet):
+ * store_addr is unused", and two such agents are each a job of their own.
+ * The address given is one this test listens on, so a store could not
+ * be served there, and nothing may connect to it. */
+START_TEST(a_world_of_one_has_no_store)
+{
+    int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET,
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof(sa);
+    ck_assert_int_ge(ls, 0);
+    ck_assert_int_eq(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(ls, 4), 0);
+    ck_assert_int_eq(getsockname(ls, (struct sockaddr *)&sa, &sl), 0);
+    char addr[64], err[2][256];
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", ntohs(sa.sin_port));
+
+    frpc_agent *two[2] = {NULL, NULL};
+    for (int i = 0; i < 2; i++) {
+        frpc_config c;
+        alone(&c);
+        c.store_addr = addr;
+        c.errbuf = err[i];
+        c.errbuf_len = sizeof(err[i]);
+        int rc = frpc_init(&c, &two[i]);
+        ck_assert_msg(rc == 0, "agent %d: %s: %s", i, frpc_err_name(rc),
+                      err[i]);
+        ck_assert_int_eq(frpc_register(two[i], "echo", echo, NULL, 0), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        frpc_result res;
+        char msg[8];
+        snprintf(msg, sizeof(msg), "agent%d", i);
+        ck_assert_int_eq(frpc_call(two[i], 0, "echo", msg, sizeof(msg),
+                                   10000, &res),
+                         0);
+        ck_assert_uint_eq(res.len, sizeof(msg));
+        ck_assert_mem_eq(res.data, msg, sizeof(msg));
+        frpc_result_clear(&res);
+    }
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(
+            frpc_shutdown(two[i], FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+    /* Nobody came to the address. */
+    ck_assert_int_lt(accept(ls, NULL, NULL), 0);
+    close(ls);
 }
 END_TEST
 
@@ -2036,6 +2089,9 @@ int main(void)
          "empty job_key", empty_strings_count_as_unset_but_an_empty_key},
         {"frpc_init with out NULL says so in errbuf",
          a_null_out_is_explained_in_errbuf},
+        {"a world of one rank has no store: two such agents with one "
+         "store_addr held by a stranger both run",
+         a_world_of_one_has_no_store},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
          "is FRPC_EINVAL naming it",
          rma_mode_from_config_and_environment},
