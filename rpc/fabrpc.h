@@ -833,6 +833,24 @@ int frpc_register(frpc_agent *agent, const char *name, frpc_handler_fn handler,
  * is NULL (*len then 0). */
 const void *frpc_request_args(const frpc_request *req, size_t *len);
 
+/*
+ * Takes req's args out of it: *data (len bytes, from malloc) becomes the
+ * caller's, to free() or to answer with frpc_respond_owned, and req keeps
+ * none: frpc_request_args and frpc_request_unpack see no args from then
+ * on (a second take gives NULL and 0). Args that arrived in a buffer of
+ * their own (those over the eager size: about 4 KiB on shm, 15.5 KiB over
+ * tcp and verbs, and lent ones) are handed over as they are, without a
+ * copy; shorter ones are copied into a new buffer. So a handler that
+ * changes its args in place and answers with them
+ * (frpc_respond_owned(req, data, len)) copies no byte of a long one on
+ * either rank. No args: *data NULL, *len 0, and 0 returned.
+ * Errors: FRPC_EINVAL (req, data or len NULL: nothing taken), FRPC_ENOMEM
+ * (no memory for the copy: req keeps its args, *data NULL, *len 0). Does
+ * not block. The thread that holds req (its handler, or whoever has it
+ * to answer). Since 1.5.
+ */
+int frpc_request_take_args(frpc_request *req, void **data, size_t *len);
+
 /* The calling rank, or FRPC_EINVAL for a NULL req. */
 int frpc_request_source(const frpc_request *req);
 

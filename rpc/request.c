@@ -402,6 +402,33 @@ const void *frpc_request_args(const frpc_request *req, size_t *len)
     return req && req->len ? req->args : NULL;
 }
 
+int frpc_request_take_args(frpc_request *req, void **data, size_t *len)
+{
+    if (data)
+        *data = NULL;
+    if (len)
+        *len = 0;
+    if (!req || !data || !len)
+        return FRPC_EINVAL;
+    if (req->len == 0)
+        return 0;
+    if (req->args_block || req->args_malloced) {
+        /* A fabric block is a plain malloc'd buffer (comm/blockcache.c),
+         * not registered: it leaves the cache for good. */
+        *data = req->args;
+    } else if ((*data = malloc(req->len))) {
+        memcpy(*data, req->args, req->len);
+    } else {
+        return FRPC_ENOMEM;
+    }
+    *len = req->len;
+    req->args = NULL;
+    req->len = 0;
+    req->args_block = 0;
+    req->args_malloced = 0;
+    return 0;
+}
+
 int frpc_request_source(const frpc_request *req)
 {
     return req ? (int)req->src : FRPC_EINVAL;

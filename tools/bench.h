@@ -60,6 +60,10 @@ typedef struct bench_opts {
      * agent's pool (flags 0, what frpc_register users get by default),
      * 0 when FRPC_INLINE (the default: the fast path) */
     int handler_pool;
+    /* --reply: 1 when bench_echo takes its args and answers with them
+     * (frpc_request_take_args + frpc_respond_owned), 0 when it answers
+     * with frpc_respond (the default: fabrpc copies the reply) */
+    int reply_given;
     /* set by main once frpc_init has succeeded: rank 0's agent busy-polls
      * (--progress busy, or FABRPC_PROGRESS=busy), so its spinning
      * threads would share the CPUs with bench_core_ns's measurement */
@@ -97,6 +101,8 @@ typedef struct bench_row {
     /* fabrpc's rows of latency, rate and bandwidth: where the callee ran
      * the handler, "inline" or "pool"; NULL for other rows (not printed) */
     const char *handler;
+    /* the same rows: how bench_echo answered, "copied" or "given" */
+    const char *reply;
     /* latency, rate, bandwidth, fabrpc's rma W 1: whether the row's own
      * spread says the machine was disturbed (bench_spread.c): 0 or 1,
      * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */

@@ -81,6 +81,19 @@ static void echo(frpc_request *req, void *user)
     frpc_respond(req, args, len);
 }
 
+/* Answers with the args it was sent, taken from the request: a long
+ * reply is not copied (--reply given). */
+static void echo_given(frpc_request *req, void *user)
+{
+    void *args;
+    size_t len;
+    if (frpc_request_take_args(req, &args, &len)) {
+        frpc_respond_error(req, 1, "no memory for the args");
+        return;
+    }
+    frpc_respond_owned(req, args, len);
+}
+
 /* Answers any args with SINK_REPLY bytes. */
 static void sink(frpc_request *req, void *user)
 {
@@ -116,7 +129,8 @@ int bench_register(frpc_agent *a, int world, const bench_opts *o)
     reports.world = world;
     if (!(reports.r = calloc((size_t)world, sizeof(*reports.r))))
         return FRPC_ENOMEM;
-    if ((rc = frpc_register(a, "bench_echo", echo, NULL, flags)) ||
+    if ((rc = frpc_register(a, "bench_echo", o->reply_given ? echo_given : echo,
+                            NULL, flags)) ||
         (rc = frpc_register(a, "bench_sink", sink, NULL, flags)) ||
         (rc = frpc_register(a, "bench_report", report, NULL, FRPC_INLINE)) ||
         (rc = bench_register_timeouts(a)) || (rc = bench_register_rma(a)))
@@ -202,6 +216,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.mb_per_s = 2.0 * (double)size * r.calls_per_s / 1e6;
     r.coalesce = o->coalesce;
     r.handler = handler_name(o);
+    r.reply = o->reply_given ? "given" : "copied";
     bench_judge_tail(&r);
     bench_emit(&r);
     return 0;
@@ -389,6 +404,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
     r.core_ns_after = core_after;
     r.coalesce = o->coalesce;
     r.handler = handler_name(o);
+    r.reply = o->reply_given ? "given" : "copied";
     if (o->mode == BENCH_BANDWIDTH)
         r.lent = lend;
     r.calls_per_s = (double)iters / secs;

@@ -124,6 +124,7 @@ static void print_row(const bench_row *r)
     put_extra("not_timed_out", r->not_timed_out, 0);
     put_bool("lent", r->lent, 0, 0);
     put_str("handler", r->handler);
+    put_str("reply", r->reply);
     put_bool("disturbed", r->disturbed, 0, 0);
     put_extra("core_ns_before", r->core_ns_before, 0);
     put_extra("core_ns_after", r->core_ns_after, 0);

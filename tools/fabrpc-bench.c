@@ -107,6 +107,13 @@ static const char usage_text[] =
     "                   FRPC_INLINE: the default) or in its pool (pool:\n"
     "                   flags 0, frpc_register's default, which a handler\n"
     "                   that may block needs). Rows say which: key handler\n"
+    "  --reply copied|given\n"
+    "                   latency, rate, bandwidth: the callee's echo answers\n"
+    "                   with frpc_respond (copied: fabrpc copies the reply,\n"
+    "                   the default) or takes its args and answers with them\n"
+    "                   (given: frpc_request_take_args, then\n"
+    "                   frpc_respond_owned: a long reply is read by the\n"
+    "                   caller straight from it). Rows say which: key reply\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
@@ -309,6 +316,8 @@ static const struct {
     {"--lend", MODE(BENCH_BANDWIDTH)},
     {"--handler", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
                       MODE(BENCH_BANDWIDTH)},
+    {"--reply", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
+                    MODE(BENCH_BANDWIDTH)},
     {"--seconds", MODE(BENCH_IDLE)},
     {"--baseline", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) | MODE(BENCH_RMA)},
 };
@@ -409,6 +418,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             if (strcmp(val, "inline") && strcmp(val, "pool"))
                 return bad("bad --handler (inline or pool): %s", val);
             o->handler_pool = !strcmp(val, "pool");
+        } else if (!strcmp(a, "--reply")) {
+            if (strcmp(val, "copied") && strcmp(val, "given"))
+                return bad("bad --reply (copied or given): %s", val);
+            o->reply_given = !strcmp(val, "given");
         } else
             return bad("unknown option: %s", a);
     }

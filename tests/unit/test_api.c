@@ -101,6 +101,32 @@ static void release_held(void)
         frpc_respond(r, NULL, 0);
 }
 
+/* Takes its args, checks what the take says, turns each byte over in
+ * place and answers with the buffer. The first reply byte says whether
+ * the args were handed over as they arrived (1: the pointer
+ * frpc_request_args gave) or copied (0). */
+static void take_and_flip(frpc_request *req, void *user)
+{
+    size_t len, len2 = 1, seen_len;
+    const void *seen = frpc_request_args(req, &seen_len);
+    void *data = (void *)1, *again = (void *)1;
+    int rc = frpc_request_take_args(req, &data, &len);
+    if (rc || len != seen_len || (len && !data) ||
+        frpc_request_args(req, &len2) != NULL || len2 != 0 ||
+        frpc_request_take_args(req, &again, &len2) != 0 || again ||
+        len2 != 0) {
+        free(rc ? NULL : data);
+        frpc_respond_error(req, 2, "take_args broke a promise");
+        return;
+    }
+    unsigned char *b = data;
+    for (size_t i = 0; i < len; i++)
+        b[i] = (unsigned char)~b[i];
+    if (len)
+        b[0] = data == seen ? 1 : 0;
+    frpc_respond_owned(req, data, len);
+}
+
 static void agent_up(void)
 {
     frpc_config cfg;
@@ -119,6 +145,9 @@ static void agent_up(void)
     ck_assert_int_eq(frpc_register(agent, "echo_owned", echo_owned, NULL, 0),
                      0);
     ck_assert_int_eq(frpc_register(agent, "owned_too_big", owned_too_big,
+                                   NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "take_and_flip", take_and_flip,
                                    NULL, 0),
                      0);
 }
@@ -2020,6 +2049,51 @@ START_TEST(long_args_are_lent_and_owned_replies_given)
 }
 END_TEST
 
+/* frpc_request_take_args: args become the handler's (short ones a copy,
+ * lent ones the buffer they arrived in), req keeps none, and the buffer
+ * answers the call through frpc_respond_owned. */
+static void take_round(size_t len, int handed_over)
+{
+    uint8_t *args = malloc(len);
+    frpc_result res;
+    ck_assert_ptr_nonnull(args);
+    for (size_t i = 0; i < len; i++)
+        args[i] = (uint8_t)(i * 13 + 5);
+    ck_assert_int_eq(frpc_call(agent, 0, "take_and_flip", args, len, 10000,
+                               &res),
+                     0);
+    ck_assert_uint_eq(res.len, len);
+    const uint8_t *got = res.data;
+    ck_assert_int_eq(got[0], handed_over);
+    for (size_t i = 1; i < len; i++)
+        ck_assert_int_eq(got[i], (uint8_t)~args[i]);
+    frpc_result_clear(&res);
+    free(args);
+}
+
+START_TEST(take_args_hands_them_over)
+{
+    frpc_result res;
+    take_round(1, 0);
+    take_round(100, 0);            /* in the request: copied */
+    take_round(ZEROCOPY_MIN, 1);   /* lent: the buffer it was read into */
+    take_round(2 * ZEROCOPY_MIN, 1);
+    /* No args: nothing to take, no error. */
+    ck_assert_int_eq(frpc_call(agent, 0, "take_and_flip", NULL, 0, 10000,
+                               &res),
+                     0);
+    ck_assert_uint_eq(res.len, 0);
+    frpc_result_clear(&res);
+    /* Bad arguments: nothing taken, the outputs cleared. */
+    void *d = (void *)1;
+    size_t l = 7;
+    ck_assert_int_eq(frpc_request_take_args(NULL, &d, &l), FRPC_EINVAL);
+    ck_assert_ptr_null(d);
+    ck_assert_uint_eq(l, 0);
+    ck_assert_int_eq(frpc_request_take_args(NULL, NULL, NULL), FRPC_EINVAL);
+}
+END_TEST
+
 START_TEST(async_lent_args_copied_under_the_threshold_lent_from_it)
 {
     static uint8_t args[2 * ZEROCOPY_MIN];
@@ -2089,6 +2163,9 @@ int main(void)
          "empty job_key", empty_strings_count_as_unset_but_an_empty_key},
         {"frpc_init with out NULL says so in errbuf",
          a_null_out_is_explained_in_errbuf},
+        {"frpc_request_take_args: short args copied, lent ones handed over "
+         "as they arrived, none left in the request",
+         take_args_hands_them_over, .fixture = &with_agent},
         {"a world of one rank has no store: two such agents with one "
          "store_addr held by a stranger both run",
          a_world_of_one_has_no_store},
