@@ -838,9 +838,9 @@ const void *frpc_request_args(const frpc_request *req, size_t *len);
  * caller's, to free() or to answer with frpc_respond_owned, and req keeps
  * none: frpc_request_args and frpc_request_unpack see no args from then
  * on (a second take gives NULL and 0). Args that arrived in a buffer of
- * their own (those over the eager size: about 4 KiB on shm, 15.5 KiB over
- * tcp and verbs, and lent ones) are handed over as they are, without a
- * copy; shorter ones are copied into a new buffer. So a handler that
+ * their own (lent ones, and most others over about 4 KiB on shm, over
+ * about 15.5 KiB on tcp and verbs) are handed over as they are, without
+ * a copy; the others are copied into a new buffer. So a handler that
  * changes its args in place and answers with them
  * (frpc_respond_owned(req, data, len)) copies no byte of a long one on
  * either rank. No args: *data NULL, *len 0, and 0 returned.
