@@ -411,8 +411,12 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * init may take up to a second more to release what it set up; the
  * timeout cannot cut short libfabric's first look at its providers in a
  * process, fi_getinfo, which takes well under a second here but was once
- * seen take over 30 s on a loaded machine). On
- * success *out owns the agent until frpc_shutdown.
+ * seen take over 30 s on a loaded machine). A rank that never joins
+ * keeps the others here until that timeout, unless its launcher tells
+ * the store: under fabrpc-run a rank that ends before it joined makes
+ * every other rank's frpc_init fail at once with FRPC_EBOOTSTRAP, "rank
+ * 2 ended before it joined the job: exited with status 3 (fabrpc-run)".
+ * On success *out owns the agent until frpc_shutdown.
  *
  * Signals: fabrpc installs no signal handler, and a rank that aborts,
  * crashes or is sent SIGTERM or SIGINT dies by that signal. The threads
@@ -838,10 +842,12 @@ const void *frpc_request_args(const frpc_request *req, size_t *len);
  * caller's, to free() or to answer with frpc_respond_owned, and req keeps
  * none: frpc_request_args and frpc_request_unpack see no args from then
  * on (a second take gives NULL and 0). Args that arrived in a buffer of
- * their own (lent ones, and most others over about 4 KiB on shm, over
- * about 15.5 KiB on tcp and verbs) are handed over as they are, without
- * a copy; the others are copied into a new buffer. So a handler that
- * changes its args in place and answers with them
+ * their own (lent ones, and most others over about 4 KiB on shm, 15.5
+ * KiB on tcp and verbs, 64 KiB on sockets and udp) are handed over as
+ * they are, without a copy; such a buffer may be longer than len (up to
+ * twice, or 64 KiB for shorter args: its size a power of two), the rest
+ * given back by realloc(*data, *len) when it is kept long. The others are copied into a new buffer. So a
+ * handler that changes its args in place and answers with them
  * (frpc_respond_owned(req, data, len)) copies no byte of a long one on
  * either rank. No args: *data NULL, *len 0, and 0 returned.
  * Errors: FRPC_EINVAL (req, data or len NULL: nothing taken), FRPC_ENOMEM

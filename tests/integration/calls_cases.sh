@@ -8,7 +8,8 @@
 # replies given) up to ZC_MAX with every size lent, with the default
 # threshold, and with lending off. A callee that pauses while its large
 # reply is read does not fail the call before its timeout. On shm, the
-# threads' calls also with frames never sent in parts.
+# threads' calls also with frames never sent in parts. Handlers that take
+# their args keep every promise of frpc_request_take_args.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN ITEST PROV
 
@@ -55,6 +56,17 @@ zc_off() { FABRPC_ZEROCOPY_MIN=0 ZC_EXPECT_MIN=0 zc; }
 late() { FABRPC_COALESCE=0 run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" late; }
 fnstats() { run_bounded 120 "$FABRPC_RUN" -n "$1" --provider "$PROV" --timeout 100 "$ITEST" fnstats; }
 fnstats_off() { FABRPC_FN_STATS=0 run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" fnstats-off; }
+# Handlers take their args (frpc_request_take_args): from these sizes on
+# the header promises them without a copy (shm: about 4 KiB, its frames
+# of 4-64 KiB come in parts; tcp and verbs: 15.5 KiB; sockets and udp:
+# 64 KiB), also with lending off.
+case "$PROV" in
+shm) TAKE_GIVEN_MIN=8192 ;;
+tcp | verbs) TAKE_GIVEN_MIN=20000 ;;
+*) TAKE_GIVEN_MIN=65535 ;;
+esac
+take() { TAKE_GIVEN_MIN=$TAKE_GIVEN_MIN run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" take; }
+take_unlent() { FABRPC_ZEROCOPY_MIN=0 take; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
@@ -73,4 +85,6 @@ run_case "$PROV: per-function figures off (FABRPC_FN_STATS=0)" fnstats_off
 run_case "$PROV: zero-copy calls, every size lent, up to $((ZC_MAX >> 20)) MiB" zc_all
 run_case "$PROV: zero-copy calls from the default threshold" zc_default
 run_case "$PROV: zero-copy off: every payload copied" zc_off
+run_case "$PROV: handlers take their args: copied up to 1 KiB, handed over from $TAKE_GIVEN_MIN B" take
+run_case "$PROV: the same with lending off" take_unlent
 finish_cases

@@ -27,11 +27,15 @@
  *   fnstats  per-function figures (frpc_get_fn_stats) on both sides,
  *            against the calls made and timed by the test itself.
  *   fnstats-off  (FABRPC_FN_STATS=0) calls and answers go on; no figures.
+ *   take     handlers take their args (frpc_request_take_args) and answer
+ *            with them: every promise checked on the live request; args
+ *            of TAKE_GIVEN_MIN bytes or more must come without a copy.
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <malloc.h>
 #include <string.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -254,6 +258,129 @@ static int mode_zerocopy(void)
     /* Wait for the slow handlers before leaving. */
     CHECK(frpc_barrier(a, 120000) == 0, "barrier");
     free(buf);
+    finish(a);
+    return 0;
+}
+
+/* ---- take ----------------------------------------------------------- */
+
+/* Takes its args and checks every promise of frpc_request_take_args on
+ * the live request: NULL data or len take nothing; the take hands over
+ * the bytes that arrived; the request keeps none (args, unpack and a
+ * second take see nothing). Answers with the taken buffer itself, filled
+ * with the reply pattern, its first byte saying whether the buffer was
+ * the one frpc_request_args pointed at (1: handed over) or a copy (0). */
+static void take_handler(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len, l2 = 7;
+    const uint8_t *seen = frpc_request_args(req, &len);
+    int src = frpc_request_source(req);
+    void *data = (void *)1;
+    const char *broke = NULL;
+    frpc_mp_view view;
+    memset(&view, 0, sizeof(view));
+    if (frpc_request_take_args(req, NULL, &l2) != FRPC_EINVAL || l2 != 0 ||
+        frpc_request_take_args(req, &data, NULL) != FRPC_EINVAL || data ||
+        frpc_request_args(req, &l2) != seen || l2 != len)
+        broke = "a take with a NULL output took something";
+    else if (verify(seen, len, seed_of(src, me, len, 0)) != len)
+        broke = "args arrived wrong";
+    else if (frpc_request_take_args(req, &data, &l2) != 0 || l2 != len ||
+             (len && !data) || (!len && data))
+        broke = "the take did not give the args";
+    else if (len && verify(data, len, seed_of(src, me, len, 0)) != len)
+        broke = "the taken bytes are not the args";
+    else if (len && malloc_usable_size(data) >
+                        (len < 32768 ? 65536 : 2 * len) + 4096)
+        broke = "the taken buffer is longer than the header allows";
+    else if (frpc_request_args(req, &l2) != NULL || l2 != 0 ||
+             frpc_request_unpack(req, &view) != FRPC_EPROTO)
+        broke = "the request still has args after the take";
+    else {
+        void *again = (void *)1;
+        if (frpc_request_take_args(req, &again, &l2) != 0 || again ||
+            l2 != 0)
+            broke = "a second take gave something";
+    }
+    frpc_mp_view_free(&view); /* left empty on its error: a no-op */
+    if (broke) {
+        free(data == (void *)1 ? NULL : data);
+        frpc_respond_error(req, 97, broke);
+        return;
+    }
+    uint8_t given = len && data == (const void *)seen;
+    if (len > 1024) { /* a block of its own: realloc gives back the rest */
+        void *kept = realloc(data, len);
+        if (!kept || malloc_usable_size(kept) > len + 8192) {
+            free(kept ? kept : data);
+            frpc_respond_error(req, 96, "realloc kept the buffer's length");
+            return;
+        }
+        data = kept;
+    }
+    if (len) {
+        fill(data, len, seed_of(src, me, len, 1));
+        ((uint8_t *)data)[0] = given;
+    }
+    int rc = frpc_respond_owned(req, data, len);
+    if (rc)
+        fprintf(stderr, "FAIL: frpc_respond_owned: %s\n", frpc_strerror(rc));
+}
+
+/* Every rank calls every rank's take_handler with args of 0 B to 16 MiB.
+ * Args of at least TAKE_GIVEN_MIN bytes (the provider's eager limit, or
+ * zerocopy_min) must be handed over without a copy, those of at most 1
+ * KiB copied (they arrive inside the request's own frame). */
+static int mode_take(void)
+{
+    static const size_t sizes[] = {0,        1,         1024,     4000,
+                                   8192,     20000,     40000,    65535,
+                                   65536,    200000,    1u << 20, 16u << 20};
+    size_t given_min = env_size("TAKE_GIVEN_MIN", 65536);
+    frpc_agent *a = start();
+    int n = frpc_world_size(a);
+    CHECK(frpc_register(a, "take", take_handler, NULL, 0) == 0,
+          "register take");
+    CHECK(frpc_barrier(a, 60000) == 0, "barrier");
+    uint8_t *buf = malloc(16u << 20), *want = malloc(16u << 20);
+    CHECK(buf && want, "malloc");
+    for (int k = 0; k < n; k++) {
+        int dst = (me + k) % n;
+        char kinds[sizeof(sizes) / sizeof(sizes[0]) + 1] = "";
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            size_t len = sizes[s];
+            frpc_result res;
+            fill(buf, len, seed_of(me, dst, len, 0));
+            int rc = frpc_call(a, dst, "take", buf, len, CALL_TIMEOUT_MS,
+                               &res);
+            CHECK(rc == 0, "call %d -> %d, %zu B: %s", me, dst, len,
+                  res.error ? res.error : frpc_strerror(rc));
+            CHECK(res.len == len, "reply length %zu, want %zu", res.len, len);
+            if (len == 0) {
+                kinds[s] = '-';
+                frpc_result_clear(&res);
+                continue;
+            }
+            fill(want, len, seed_of(me, dst, len, 1));
+            const uint8_t *got = res.data;
+            CHECK(memcmp(got + 1, want + 1, len - 1) == 0,
+                  "reply bytes from %d (%zu B) are wrong", dst, len);
+            CHECK(got[0] <= 1, "reply flag %d", got[0]);
+            kinds[s] = got[0] ? 'g' : 'c';
+            CHECK(len < given_min || got[0] == 1,
+                  "%zu B args to rank %d were copied, want handed over "
+                  "(from %zu B)", len, dst, given_min);
+            CHECK(len > 1024 || got[0] == 0,
+                  "%zu B args to rank %d were handed over, want a copy",
+                  len, dst);
+            frpc_result_clear(&res);
+        }
+        printf("ok: rank %d -> rank %d: taken args, by size (c copied, "
+               "g given): %s\n", me, dst, kinds);
+    }
+    free(buf);
+    free(want);
     finish(a);
     return 0;
 }
@@ -1163,6 +1290,8 @@ int main(int argc, char **argv)
         return mode_zerocopy();
     if (strcmp(argv[1], "fnstats") == 0)
         return mode_fnstats();
+    if (strcmp(argv[1], "take") == 0)
+        return mode_take();
     if (strcmp(argv[1], "fnstats-off") == 0)
         return mode_fnstats_off();
     fprintf(stderr, "itest: unknown mode %s\n", argv[1]);
