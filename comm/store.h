@@ -23,7 +23,14 @@
  *   `seen` on, as many as fit in FR_STORE_MAX_VALUE (about 10,000): num =
  *   the number of the event after the last one returned, value = per
  *   event i32 rank, u8 state, u8 reason length, reason),
- *   LEAVE=8 (MAIN only: the rank leaves the job).
+ *   LEAVE=8 (MAIN only: the rank leaves the job),
+ *   GONE=9 (LAUNCHER only, and all it may send: the process started as
+ *   the rank its HELLO names has ended; value = the launcher's words,
+ *   e.g. "exited with status 3", at most FR_STORE_GONE_MAX bytes of
+ *   text; num = 1 when that rank had not joined, and so the job is
+ *   poisoned: "rank 2 ended before it joined the job: exited with status
+ *   3 (fabrpc-run)"; 0 when it had joined, its MAIN's closing being what
+ *   tells the others, or it was already told of).
  *   Pushes: once a WATCH connection has sent a WATCH, the server also
  *   sends it, unasked, a frame with status FR_STORE_PUSHED (1) and a
  *   WATCH's answer (num, value) holding the events from the last one it
@@ -69,7 +76,13 @@
  *
  * Roles. A rank's MAIN connection is the rank itself: its liveness. At most
  * one MAIN per rank, ever. WATCH connections (any number) are for a second
- * thread, typically parked in WATCH. Both may use every data op.
+ * thread, typically parked in WATCH. Both may use every data op. A
+ * LAUNCHER connection (the process that started the ranks, holding the
+ * job key) names in its HELLO a rank whose process it saw end, and may
+ * only send GONE: a rank that dies before it joins would otherwise keep
+ * every other rank waiting for it until its init timeout. A launcher's
+ * world or version mismatch, or a rank out of range, is refused without
+ * poisoning the job.
  *
  * Events. When a MAIN connection closes (EOF, reset, keepalive failure)
  * without LEAVE, that rank is DEAD; after LEAVE it has LEFT. A rank changes
@@ -150,8 +163,9 @@
 #define FR_STORE_PUSHED 1
 
 typedef enum {
-    FR_STORE_ROLE_MAIN = 0, /* the rank's own connection: its liveness */
-    FR_STORE_ROLE_WATCH = 1 /* a second connection, for liveness events */
+    FR_STORE_ROLE_MAIN = 0,    /* the rank's own connection: its liveness */
+    FR_STORE_ROLE_WATCH = 1,   /* a second connection, for liveness events */
+    FR_STORE_ROLE_LAUNCHER = 2 /* the job's launcher: GONE only */
 } fr_store_role;
 
 typedef struct fr_store_server fr_store_server;
@@ -267,6 +281,24 @@ int fr_store_server_wait_told(fr_store_server *s, int timeout_ms);
 int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
                      const fr_store_ident *me, fr_store_client **out,
                      char *errbuf, size_t errlen);
+
+/* The longest text a GONE may carry. */
+#define FR_STORE_GONE_MAX 160
+
+/*
+ * Tells the store at host:port, as the job's launcher, that the process
+ * started as rank launcher->rank has ended, why: the launcher's words
+ * (borrowed; cut to FR_STORE_GONE_MAX bytes). launcher holds the job's
+ * world, version and key (borrowed); its role is ignored. When that rank
+ * had not joined, the job is poisoned: every rank's bootstrap fails at
+ * once naming it, instead of at its init timeout; *poisoned (may be
+ * NULL) is then 1, else 0. Errors: fr_store_connect's (it retries until
+ * timeout_ms while the store is not up yet), and FRPC_EINVAL for a NULL
+ * why. Blocks up to timeout_ms and a round trip.
+ */
+int fr_store_report_gone(const char *host, uint16_t port, int timeout_ms,
+                         const fr_store_ident *launcher, const char *why,
+                         int *poisoned, char *errbuf, size_t errlen);
 
 /* Closes and frees c (without LEAVE: for a MAIN connection the server then
  * records the rank as DEAD). NULL is a no-op. */

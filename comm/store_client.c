@@ -165,7 +165,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
         *out = NULL;
     if (!host || !*host || port == 0 || !out || !me || me->world < 1 ||
         me->rank < 0 || (me->key_len && !me->key) ||
-        (me->role != FR_STORE_ROLE_MAIN && me->role != FR_STORE_ROLE_WATCH)) {
+        (unsigned)me->role > FR_STORE_ROLE_LAUNCHER) {
         fr_store__errf(errbuf, errlen,
                        "bootstrap store: host, port, out and a valid "
                        "identity are required");
@@ -885,6 +885,38 @@ int fr_store_watch(fr_store_client *c, uint64_t seen, int timeout_ms,
             *total = cap ? seen + n : (uint64_t)num;
         return 0;
     }
+}
+
+int fr_store_report_gone(const char *host, uint16_t port, int timeout_ms,
+                         const fr_store_ident *launcher, const char *why,
+                         int *poisoned, char *errbuf, size_t errlen)
+{
+    if (poisoned)
+        *poisoned = 0;
+    if (!launcher || !why) {
+        fr_store__errf(errbuf, errlen, "bootstrap store: a launcher and "
+                       "its words are required");
+        return FRPC_EINVAL;
+    }
+    fr_store_ident me = *launcher;
+    me.role = FR_STORE_ROLE_LAUNCHER;
+    me.own_server = NULL;
+    fr_store_client *c;
+    int rc = fr_store_connect(host, port, timeout_ms, &me, &c, errbuf,
+                              errlen);
+    if (rc)
+        return rc;
+    size_t len = strnlen(why, FR_STORE_GONE_MAX);
+    int64_t num = 0;
+    rc = roundtrip(c, FR_STORE_OP_GONE, "", 0, why, len, 0, &num, NULL,
+                   NULL);
+    if (rc)
+        fr_store__errf(errbuf, errlen, "bootstrap store: %s",
+                       fr_store_last_error(c));
+    else if (poisoned)
+        *poisoned = num == 1;
+    fr_store_close(c);
+    return rc;
 }
 
 int fr_store_leave(fr_store_client *c)

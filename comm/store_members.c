@@ -176,11 +176,34 @@ static int claimed_twice(fr_store_members *m, int rank, char *msg, size_t n)
     return FRPC_EEXIST;
 }
 
+/* A launcher (store.h, Roles) is refused for a world or version that is
+ * not the job's, or a rank out of range; it never poisons the job: it is
+ * no rank, and may belong to another job's launcher on this port. */
+static int admit_launcher(const fr_store_members *m, const fr_store_hello *h,
+                          char *msg, size_t n)
+{
+    if (h->world != m->world || h->version != m->version) {
+        snprintf(msg, n, "a launcher believes in world size %d and fabrpc "
+                 "protocol %u, rank %d in %d and %u", (int)h->world,
+                 (unsigned)h->version, m->self, m->world,
+                 (unsigned)m->version);
+        return FRPC_EBOOTSTRAP;
+    }
+    if (h->rank < 0 || h->rank >= m->world) {
+        snprintf(msg, n, "a launcher named rank %d, outside 0..%d",
+                 (int)h->rank, m->world - 1);
+        return FRPC_ENORANK;
+    }
+    return 0;
+}
+
 /* Admits an authenticated h: 0, or a refusal code with msg (store.h).
  * other_process: h is known not to come from the serving process. */
 static int admit(fr_store_members *m, const fr_store_hello *h,
                  bool other_process, char *msg, size_t n)
 {
+    if (h->role == FR_STORE_ROLE_LAUNCHER)
+        return admit_launcher(m, h, msg, n);
     /* Once everyone has joined, a mismatch too is only refused: it had
      * poisoned every later barrier of a running job. */
     if (h->world != m->world || h->version != m->version) {
@@ -347,6 +370,19 @@ void fr_store_members_closed(fr_store_members *m, int rank, const char *why)
 {
     m->ranks[rank].open = false;
     change(m, rank, FR_STORE_DEAD, why);
+}
+
+bool fr_store_members_gone(fr_store_members *m, int rank, const char *why)
+{
+    struct rank_rec *r = &m->ranks[rank];
+    if (r->joined || r->told || r->state)
+        return false;
+    char msg[FR_STORE_MAX_ERR + 1];
+    snprintf(msg, sizeof(msg), "rank %d ended before it joined the job: %s",
+             rank, why);
+    reached(m, r, false);
+    poison_joining(m, msg);
+    return true;
 }
 
 int fr_store_members_blocked(const fr_store_members *m, const char **msg)

@@ -25,7 +25,8 @@ enum fr_store_op {
     FR_STORE_OP_HELLO = 5,
     FR_STORE_OP_AUTH = 6,
     FR_STORE_OP_WATCH = 7,
-    FR_STORE_OP_LEAVE = 8
+    FR_STORE_OP_LEAVE = 8,
+    FR_STORE_OP_GONE = 9
 };
 
 /* request: u8 op, u16 keylen, u32 vallen, i64 arg */
@@ -242,6 +243,12 @@ int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
  * LEAVE (an event, DEAD, with reason why) or after it (nothing). */
 void fr_store_members_leave(fr_store_members *m, int rank);
 void fr_store_members_closed(fr_store_members *m, int rank, const char *why);
+
+/* The launcher saw rank's process end, why (its words): true when rank
+ * had not joined (nor been refused as a mismatch), and so never will:
+ * the job is poisoned, naming it. false when its MAIN came (its closing
+ * tells the others), or it was already heard of. */
+bool fr_store_members_gone(fr_store_members *m, int rank, const char *why);
 
 /* Why a wait that is not satisfied can never be: 0 (it may still be),
  * FRPC_EBOOTSTRAP (the job is poisoned) or FRPC_EPEERLOST (a rank died or

@@ -368,6 +368,21 @@ static int handle_auth(struct fr_store_server *s, struct conn *c,
     return conn_reply(c, 0, 0, NULL, 0);
 }
 
+/* GONE from a launcher: the rank its HELLO named has ended, val its
+ * words (made printable: they reach every rank's error text). */
+static int handle_gone(struct fr_store_server *s, struct conn *c,
+                       const uint8_t *val, uint32_t vlen)
+{
+    char why[FR_STORE_GONE_MAX + 1];
+    for (uint32_t i = 0; i < vlen; i++)
+        why[i] = val[i] >= 0x20 && val[i] < 0x7f ? (char)val[i] : '?';
+    why[vlen] = '\0';
+    bool poisoned = fr_store_members_gone(s->members, c->hello.rank, why);
+    if (poisoned)
+        s->changed = true;
+    return conn_reply(c, 0, poisoned, NULL, 0);
+}
+
 /* Handles one well-formed request. Returns 0, or -1 to close c. */
 static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
                   const char *key, const uint8_t *val, uint32_t vlen,
@@ -376,7 +391,14 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
     int64_t v = 0, timeout;
     int rc;
 
+    /* A launcher may say that a rank ended, and nothing else: it is no
+     * member, and a GONE from a member would let one rank poison others. */
+    if ((c->hello.role == FR_STORE_ROLE_LAUNCHER) !=
+        (op == FR_STORE_OP_GONE) && c->phase == PH_MEMBER)
+        return conn_reply(c, FRPC_EINVAL, 0, NULL, 0);
     switch (op) {
+    case FR_STORE_OP_GONE:
+        return handle_gone(s, c, val, vlen);
     case FR_STORE_OP_HELLO:
         return handle_hello(s, c, val, vlen);
     case FR_STORE_OP_AUTH:
@@ -481,6 +503,8 @@ static bool header_ok(enum phase ph, uint8_t op, uint16_t klen, uint32_t vlen)
                (vlen == 0 || vlen == FR_STORE_MAC_LEN);
     if (op == FR_STORE_OP_WATCH || op == FR_STORE_OP_LEAVE)
         return klen == 0 && vlen == (op == FR_STORE_OP_WATCH ? 8u : 0u);
+    if (op == FR_STORE_OP_GONE)
+        return klen == 0 && vlen <= FR_STORE_GONE_MAX;
     if (klen < 1 || klen > FR_STORE_MAX_KEY || vlen > FR_STORE_MAX_VALUE)
         return false;
     switch (op) {

@@ -37,8 +37,7 @@ bool fr_store__hello_decode(const uint8_t in[FR_STORE_HELLO_LEN],
     h->role = in[16];
     h->has_key = in[17];
     memcpy(h->nonce, in + 18, FR_STORE_NONCE_LEN);
-    return (h->role == FR_STORE_ROLE_MAIN || h->role == FR_STORE_ROLE_WATCH) &&
-           h->has_key <= 1;
+    return h->role <= FR_STORE_ROLE_LAUNCHER && h->has_key <= 1;
 }
 
 void fr_store__proof(const uint8_t *key, size_t key_len, bool server,

@@ -19,6 +19,11 @@
  *   Stopping is always SIGTERM (or the forwarded signal) to every group
  *   still running, then SIGKILL GRACE_S seconds later.
  * - The ranks' output is tagged line by line in run_output.c.
+ * - A rank that ends while rank 0 runs is reported to rank 0's store
+ *   (comm/store.h, GONE) from a short-lived thread of its own, all
+ *   signals blocked there: one that died before it joined would keep the
+ *   others waiting for it until their init timeout (60 s), and the loop
+ *   cannot wait for a store that may not be up yet.
  *
  * Exit status (also in --help): 0 when every rank exits 0; the status of
  * the first rank that failed (S for "exit S", 128+SIG for a signal, 127
@@ -45,6 +50,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <pthread.h>
+
+#include "comm/store.h"
+#include "serialization/envelope.h"
+
 #include "free_port.h"
 #include "run_output.h"
 
@@ -66,6 +76,8 @@ static struct {
     int fail_code;    /* exit status of the first failure; 0 = none */
     int keep_going;   /* --keep-going: a failed rank does not stop the job */
     char job_id[64];
+    long port;           /* rank 0's store */
+    int init_timeout_ms; /* the ranks' (FABRPC_INIT_TIMEOUT_MS) */
     struct rlimit nofile; /* restored in the ranks */
 } J;
 
@@ -80,8 +92,10 @@ static const char usage_text[] =
     "wait for them. Each output line of rank i is printed with \"[i] \"\n"
     "(its stdout to stdout, its stderr to stderr). If a rank fails, the\n"
     "others are stopped: SIGTERM, then SIGKILL after 3 s (unless\n"
-    "--keep-going). When every rank has ended, what a killed rank left in\n"
-    "/dev/shm is removed.\n"
+    "--keep-going). A rank that ends before it joined the job is told to\n"
+    "rank 0's bootstrap store, so the others' frpc_init fails at once\n"
+    "naming it rather than at their init timeout. When every rank has\n"
+    "ended, what a killed rank left in /dev/shm is removed.\n"
     "\n"
     "options:\n"
     "  -n N            number of ranks, 1 to 1024 (required)\n"
@@ -331,6 +345,58 @@ static void rank_ended(int i, int st)
         stop(SIGTERM);
 }
 
+/* What report_gone needs, its own copy (the job key is in the
+ * environment, which no thread changes once ranks run). */
+struct gone_report {
+    int rank;
+    char why[64];
+};
+
+static void *report_gone(void *arg)
+{
+    struct gone_report *g = arg;
+    const char *key = getenv("FABRPC_JOB_KEY");
+    fr_store_ident me = {.rank = g->rank, .world = J.n,
+                         .version = FR_ENV_VERSION,
+                         .key = (const uint8_t *)key,
+                         .key_len = key ? strlen(key) : 0};
+    char err[320];
+    /* Quiet either way: the ranks say what it meant, and a store already
+     * closed (the job ending) is no failure of the job's. */
+    fr_store_report_gone("127.0.0.1", (uint16_t)J.port, J.init_timeout_ms,
+                         &me, g->why, NULL, err, sizeof err);
+    free(g);
+    return NULL;
+}
+
+/* Rank i ended with wait status st while the job runs: rank 0's store
+ * hears of it (Design notes). */
+static void tell_store(int i, int st)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+    struct gone_report *g = malloc(sizeof *g);
+    if (!g || pthread_attr_init(&attr) != 0) {
+        free(g);
+        return;
+    }
+    g->rank = i;
+    if (WIFSIGNALED(st))
+        snprintf(g->why, sizeof g->why, "killed by signal %s (fabrpc-run)",
+                 sig_name(WTERMSIG(st)));
+    else
+        snprintf(g->why, sizeof g->why, "exited with status %d (fabrpc-run)",
+                 WEXITSTATUS(st));
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* inherited by the thread */
+    if (pthread_create(&t, &attr, report_gone, g) != 0)
+        free(g);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
+
 static void reap(void)
 {
     for (;;) {
@@ -347,6 +413,8 @@ static void reap(void)
             if (J.ranks[i].pid == pid) {
                 J.ranks[i].pid = 0;
                 J.nalive--;
+                if (i != 0 && J.ranks[0].pid > 0 && !J.stopping)
+                    tell_store(i, st);
                 rank_ended(i, st);
             }
     }
@@ -586,6 +654,11 @@ int main(int argc, char **argv)
     setenv("FABRPC_WORLD_SIZE", buf, 1);
     snprintf(buf, sizeof buf, "127.0.0.1:%ld", port);
     setenv("FABRPC_STORE_ADDR", buf, 1);
+    J.port = port;
+    const char *it = getenv("FABRPC_INIT_TIMEOUT_MS");
+    long itm = it ? strtol(it, &end, 10) : 0;
+    J.init_timeout_ms = it && *end == '\0' && itm > 0 && itm <= 86400000
+                            ? (int)itm : 60000;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(buf, sizeof buf, "%ld-%lld.%09ld", (long)getpid(),

@@ -845,6 +845,19 @@ static void *park(void *arg)
     return NULL;
 }
 
+/* Serves a job of world ranks keyed with KEY, joins its rank 0 and parks
+ * that rank's GET of key in a thread (*th, *p), given a moment to park. */
+static fr_store_client *rank0_waiting(int world, const char *key,
+                                      struct parked *p, pthread_t *th)
+{
+    fr_store_ident r0 = job(0, world, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&r0);
+    *p = (struct parked){.c = join_ok(&r0), .key = key};
+    *th = spawn(park, p);
+    sleep_ms(200);
+    return p->c;
+}
+
 /* p->c's part in the 3-rank barrier p->key. */
 static void *barrier_one(void *arg)
 {
@@ -859,15 +872,12 @@ static void *barrier_one(void *arg)
  * joins (it had poisoned the job: anyone could end a starting job). */
 START_TEST(test_wrong_key_refused_job_goes_on)
 {
-    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
     fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
     fr_store_ident bad = job(1, 2, OTHER_KEY, FR_STORE_ROLE_MAIN);
     fr_store_ident none = job(1, 2, NULL, FR_STORE_ROLE_MAIN);
-    start_server(&r0);
-    fr_store_client *c0 = join_ok(&r0), *c1;
-    struct parked p = {.c = c0, .key = "addr/1"};
-    pthread_t th = spawn(park, &p);
-    sleep_ms(200);
+    struct parked p;
+    pthread_t th;
+    fr_store_client *c0 = rank0_waiting(2, "addr/1", &p, &th), *c1;
     char err[256], last[320];
     int64_t t0 = now_ms();
     ck_assert_int_eq(join(&bad, &c1, err, sizeof(err)), FRPC_EACCES);
@@ -1214,6 +1224,153 @@ START_TEST(test_rank_out_of_range_poisons_a_joining_job)
 {
     mismatch_poisons(job(2, 2, KEY, FR_STORE_ROLE_MAIN), FRPC_ENORANK,
                      "rank 2 is outside 0..1 (world size 2)");
+}
+END_TEST
+
+/* ---- the launcher's report of a rank that ended ------------------------ */
+
+/* Reports, as the launcher of a 2-rank job keyed with key, that rank
+ * ended (why): the code, *poisoned and err set. */
+static int report(int rank, int world, const uint8_t *key, const char *why,
+                  int *poisoned, char *err, size_t errlen)
+{
+    fr_store_ident l = job(rank, world, key, FR_STORE_ROLE_MAIN);
+    err[0] = '\0';
+    return fr_store_report_gone(HOST, port, JOIN_TIMEOUT_MS, &l, why,
+                                poisoned, err, errlen);
+}
+
+/* A rank that ended before it joined: the waits of those that joined
+ * fail at once naming it (not at their init timeout), later ones too;
+ * its words come through made printable; a second report changes
+ * nothing. */
+START_TEST(test_launcher_report_of_a_rank_never_joined_poisons)
+{
+    struct parked p;
+    pthread_t th;
+    fr_store_client *c0 = rank0_waiting(3, "addr/2", &p, &th);
+    char err[256];
+    int poisoned = -1;
+    ck_assert_int_eq(report(2, 3, KEY, "exited with status 3\n(by test)",
+                            &poisoned, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(poisoned, 1);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(p.rc, FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(p.ms, 5000);
+    ck_assert_msg(strstr(p.err, "rank 2 ended before it joined the job: "
+                                "exited with status 3?(by test)"),
+                  "poison text: %s", p.err);
+    int64_t t0 = now_ms();
+    ck_assert_int_eq(fr_store_barrier(c0, "b", 3, LONG_MS), FRPC_EBOOTSTRAP);
+    ck_assert_int_lt(now_ms() - t0, 5000);
+    ck_assert_int_eq(report(2, 3, KEY, "again", &poisoned, err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(poisoned, 0);
+    /* The serving rank's wait for latecomers does not wait for it. */
+    fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c1 = join_ok(&r1);
+    fr_store_close(c1);
+    ck_assert_int_eq(fr_store_server_wait_told(srv, 5000), 0);
+    stop_all(&c0, 1);
+}
+END_TEST
+
+/* A rank that joined and then ended is told by its own connection: the
+ * launcher's report changes nothing, and the job goes on. */
+START_TEST(test_launcher_report_of_a_joined_rank_changes_nothing)
+{
+    fr_store_ident r0 = job(0, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    start_server(&r0);
+    fr_store_client *c[2] = {join_ok(&r0), join_ok(&r1)};
+    char err[256];
+    int poisoned = -1;
+    ck_assert_int_eq(report(1, 2, KEY, "exited with status 0", &poisoned,
+                            err, sizeof(err)),
+                     0);
+    ck_assert_int_eq(poisoned, 0);
+    ck_assert_int_eq(fr_store_set(c[1], "k", "v", 1), 0);
+    expect_value(c[0], "k", "v");
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(c[0], "missing", 200, &v, &len),
+                     FRPC_ETIMEDOUT);
+    stop_all(c, 2);
+}
+END_TEST
+
+/* A launcher without the key, or of another world, or naming a rank
+ * outside it, is refused and ends nothing: the job still joins. */
+START_TEST(test_launcher_refused_ends_nothing)
+{
+    struct parked p;
+    pthread_t th;
+    fr_store_client *c0 = rank0_waiting(2, "addr/1", &p, &th);
+    char err[256];
+    int poisoned = -1;
+    ck_assert_int_eq(report(1, 2, OTHER_KEY, "x", &poisoned, err,
+                            sizeof(err)),
+                     FRPC_EACCES);
+    ck_assert_int_eq(poisoned, 0);
+    ck_assert_int_eq(report(1, 2, NULL, "x", &poisoned, err, sizeof(err)),
+                     FRPC_EACCES);
+    ck_assert_int_eq(report(1, 3, KEY, "x", &poisoned, err, sizeof(err)),
+                     FRPC_EBOOTSTRAP);
+    ck_assert_msg(strstr(err, "a launcher believes in world size 3"),
+                  "error text: %s", err);
+    ck_assert_int_eq(report(7, 2, KEY, "x", &poisoned, err, sizeof(err)),
+                     FRPC_ENORANK);
+    ck_assert_int_eq(fr_store_report_gone(HOST, port, 1000, NULL, "x",
+                                          &poisoned, err, sizeof(err)),
+                     FRPC_EINVAL);
+    fr_store_ident l = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    ck_assert_int_eq(fr_store_report_gone(HOST, port, 1000, &l, NULL,
+                                          &poisoned, err, sizeof(err)),
+                     FRPC_EINVAL);
+    sleep_ms(300);
+    ck_assert_int_eq(atomic_load(&p.done), 0); /* rank 0 still waits */
+    fr_store_ident r1 = job(1, 2, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c1 = join_ok(&r1);
+    ck_assert_int_eq(fr_store_set(c1, "addr/1", "a1", 2), 0);
+    pthread_join(th, NULL);
+    ck_assert_msg(p.rc == 0, "rank 0's wait: %d %s", p.rc, p.err);
+    fr_store_client *c[2] = {c0, c1};
+    stop_all(c, 2);
+}
+END_TEST
+
+/* The reply status of one raw request on fd. */
+static int32_t raw_status(int fd)
+{
+    uint8_t rep[16];
+    raw_recv(fd, rep, sizeof(rep));
+    return (int32_t)fr_store__get(rep, 4);
+}
+
+/* A launcher may send GONE alone; a member may not send it (one rank
+ * would end another's job). Both are told FRPC_EINVAL and the job goes
+ * on. */
+START_TEST(test_gone_is_the_launchers_alone)
+{
+    int fd = raw_connect();
+    raw_join_as(fd, 1, FIX_WORLD, FR_STORE_ROLE_LAUNCHER);
+    raw_send(fd, FR_STORE_OP_SET, 1, 1, "kv", 2);
+    ck_assert_int_eq(raw_status(fd), FRPC_EINVAL);
+    raw_send(fd, FR_STORE_OP_GET, 1, 0, "k", 1);
+    ck_assert_int_eq(raw_status(fd), FRPC_EINVAL);
+    close(fd);
+    fd = raw_connect();
+    raw_join_as(fd, 0, FIX_WORLD, FR_STORE_ROLE_WATCH);
+    raw_send(fd, FR_STORE_OP_GONE, 0, 4, "dead", 4);
+    ck_assert_int_eq(raw_status(fd), FRPC_EINVAL);
+    close(fd);
+    /* Nothing was set or poisoned. */
+    void *v = NULL;
+    size_t len;
+    ck_assert_int_eq(fr_store_get(cli, "k", 200, &v, &len), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(fr_store_set(cli, "k", "v", 1), 0);
+    expect_value(cli, "k", "v");
 }
 END_TEST
 
@@ -1851,6 +2008,16 @@ int main(void)
          test_rank_out_of_range_poisons_a_joining_job, 30},
         {"a rank outside the world is refused", test_rank_out_of_range_refused,
          30},
+        {"the launcher's report of a rank that never joined fails the "
+         "others' waits at once, naming it",
+         test_launcher_report_of_a_rank_never_joined_poisons, 30},
+        {"the launcher's report of a rank that joined changes nothing",
+         test_launcher_report_of_a_joined_rank_changes_nothing, 30},
+        {"a launcher without the key, of another world or naming a rank "
+         "outside it is refused and ends nothing",
+         test_launcher_refused_ends_nothing, 60},
+        {"GONE is the launcher's alone, and a launcher may send nothing "
+         "else", test_gone_is_the_launchers_alone, 30, &server},
         {"main closed without leave is a death seen by watch and waits",
          test_close_without_leave_is_death, 30, &job3},
         {"leave is an event and fails waits that need the rank",
