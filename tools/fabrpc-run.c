@@ -19,11 +19,13 @@
  *   Stopping is always SIGTERM (or the forwarded signal) to every group
  *   still running, then SIGKILL GRACE_S seconds later.
  * - The ranks' output is tagged line by line in run_output.c.
- * - A rank that ends while rank 0 runs is reported to rank 0's store
+ * - A rank that ends while others run is reported to rank 0's store
  *   (comm/store.h, GONE) from a short-lived thread of its own, all
  *   signals blocked there: one that died before it joined would keep the
  *   others waiting for it until their init timeout (60 s), and the loop
- *   cannot wait for a store that may not be up yet.
+ *   cannot wait for a store that may not be up yet. Once rank 0 itself
+ *   has ended, a stand-in store on its port (the store code's own
+ *   thread) tells the ranks still starting.
  *
  * Exit status (also in --help): 0 when every rank exits 0; the status of
  * the first rank that failed (S for "exit S", 128+SIG for a signal, 127
@@ -369,10 +371,30 @@ static void *report_gone(void *arg)
     return NULL;
 }
 
+/* Rank 0 ended while others run: its store went with it, and a rank
+ * still starting would look for it until its init timeout. A stand-in
+ * on its port, serving until fabrpc-run exits, hears that rank 0 ended
+ * and says so to each of them. 0, or -1 when it cannot listen there. */
+static int stand_in_for_rank_0(void)
+{
+    static fr_store_server *standin;
+    if (standin)
+        return 0;
+    const char *key = getenv("FABRPC_JOB_KEY");
+    fr_store_ident self = {.rank = 0, .world = J.n,
+                           .version = FR_ENV_VERSION,
+                           .key = (const uint8_t *)key,
+                           .key_len = key ? strlen(key) : 0};
+    return fr_store_server_start("127.0.0.1", (uint16_t)J.port, &self,
+                                 &standin, NULL, 0) == 0 ? 0 : -1;
+}
+
 /* Rank i ended with wait status st while the job runs: rank 0's store
- * hears of it (Design notes). */
+ * (or its stand-in) hears of it (Design notes). */
 static void tell_store(int i, int st)
 {
+    if (i == 0 && stand_in_for_rank_0() != 0)
+        return;
     pthread_attr_t attr;
     pthread_t t;
     sigset_t all, old;
@@ -413,9 +435,9 @@ static void reap(void)
             if (J.ranks[i].pid == pid) {
                 J.ranks[i].pid = 0;
                 J.nalive--;
-                if (i != 0 && J.ranks[0].pid > 0 && !J.stopping)
-                    tell_store(i, st);
                 rank_ended(i, st);
+                if (!J.stopping && J.nalive > 0)
+                    tell_store(i, st);
             }
     }
 }

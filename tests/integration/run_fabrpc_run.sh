@@ -153,23 +153,25 @@ EOF
     expect_gone "$TMPD"/rank.[013].pid "$TMPD"/child.[01].pid
 }
 
-# A rank that dies before it joins the job: the others' frpc_init fails
-# at once naming it (fabrpc-run tells rank 0's store), not at their init
-# timeout (here 120 s), also with --keep-going.
+# Rank $1 dies before it joins the job: the others' frpc_init fails at
+# once naming it (fabrpc-run tells rank 0's store, or, rank 0 dead, a
+# stand-in on its port), not at their init timeout (here 120 s), also
+# with --keep-going.
 t_rank_dead_before_joining() {
+    local dead=$1 t0 rc r
     [ -n "${HELLO:-}" ] || fail "HELLO (examples/hello) is not set"
     prog early.sh <<EOF
-[ "\$FABRPC_RANK" = 2 ] && exit 3
+[ "\$FABRPC_RANK" = $dead ] && exit 3
 exec "$HELLO"
 EOF
-    local t0 rc r
     t0=$(now_ms)
     FABRPC_INIT_TIMEOUT_MS=120000 frun 200 -n 3 --keep-going --provider shm "$TMPD/early.sh"
     rc=$?
     expect_status "$rc" 3
     [ $(($(now_ms) - t0)) -lt 60000 ] || fail "the ranks waited for the dead one: $(cat "$TMPD/err")"
-    for r in 0 1; do
-        expect_grep "^\[$r\] .*rank 2 ended before it joined the job: exited with status 3 \\(fabrpc-run\\)" "$TMPD/err"
+    for r in 0 1 2; do
+        [ "$r" = "$dead" ] && continue
+        expect_grep "^\[$r\] .*rank $dead ended before it joined the job: exited with status 3 \\(fabrpc-run\\)" "$TMPD/err"
         expect_grep "^fabrpc-run: rank $r exited with status 1$" "$TMPD/err"
     done
 }
@@ -366,7 +368,8 @@ run_case "--provider, --port and a set FI_TCP_IFACE reach the ranks" t_provider_
 run_case "the store's port is held from other pickers, free for the store" t_port_held_for_the_store
 run_case "all ranks exit 0 -> exit 0" t_all_zero_exit_0
 run_case "a rank exiting 3 -> status 3, the others stopped" t_failing_rank_stops_others
-run_case "a rank dead before it joins ends the others' frpc_init at once, named" t_rank_dead_before_joining
+run_case "a rank dead before it joins ends the others' frpc_init at once, named" t_rank_dead_before_joining 2
+run_case "the same for rank 0, which serves the store" t_rank_dead_before_joining 0
 run_case "what a rank leaves running is killed when it exits" t_leftover_process_killed
 run_case "a rank killed by SIGKILL is named, status 137" t_rank_killed_by_signal
 run_case "a rank ignoring SIGTERM gets SIGKILL after the grace" t_term_ignored_gets_kill
