@@ -127,6 +127,30 @@ static void take_and_flip(frpc_request *req, void *user)
     frpc_respond_owned(req, data, len);
 }
 
+/* Checks the answering functions' refusals on a live request, which
+ * must leave it to be answered: frpc_respond and frpc_respond_owned with
+ * data NULL and len > 0 are FRPC_EINVAL and free nothing. Then answers
+ * with an error whose text is the args (NULL for none): a NULL message
+ * is an empty one, a long one is cut at 1024 bytes. */
+static void refuse_then_error(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const char *args = frpc_request_args(req, &len);
+    if (frpc_respond(req, NULL, 5) != FRPC_EINVAL ||
+        frpc_respond_owned(req, NULL, 5) != FRPC_EINVAL) {
+        frpc_respond_error(req, 2, "a NULL answer was taken");
+        return;
+    }
+    char *msg = NULL;
+    if (len && (msg = malloc(len + 1))) {
+        memcpy(msg, args, len);
+        msg[len] = '\0';
+    }
+    frpc_respond_error(req, 3, msg);
+    free(msg);
+}
+
 static void agent_up(void)
 {
     frpc_config cfg;
@@ -149,6 +173,9 @@ static void agent_up(void)
                      0);
     ck_assert_int_eq(frpc_register(agent, "take_and_flip", take_and_flip,
                                    NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "refuse_then_error",
+                                   refuse_then_error, NULL, 0),
                      0);
 }
 
@@ -519,6 +546,13 @@ START_TEST(out_of_range_fields_are_named)
         {"fn_stats", offsetof(frpc_config, fn_stats), -1},
         {"strict", offsetof(frpc_config, strict), -1},
         {"rank", offsetof(frpc_config, rank), -1},
+        {"init_timeout_ms", offsetof(frpc_config, init_timeout_ms), 86400001},
+        {"peer_timeout_ms", offsetof(frpc_config, peer_timeout_ms), 3600001},
+        {"spin_us", offsetof(frpc_config, spin_us), 10000001},
+        {"queue_len", offsetof(frpc_config, queue_len), (1 << 20) + 1},
+        {"max_inflight", offsetof(frpc_config, max_inflight), (1 << 30) + 1},
+        {"notify_queue", offsetof(frpc_config, notify_queue), 0},
+        {"notify_queue", offsetof(frpc_config, notify_queue), (1 << 24) + 1},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         frpc_config c;
@@ -2094,6 +2128,193 @@ START_TEST(take_args_hands_them_over)
 }
 END_TEST
 
+/* The config's 2^40 limits, one past the end, refused naming the field
+ * (the int fields' are in out_of_range_fields_are_named); the top of
+ * each range taken; the documented defaults; a peer_timeout_ms under
+ * 4000 taken as 4000; a job_key over 255 bytes refused (fabrpc.h,
+ * frpc_config). */
+START_TEST(config_limits_and_defaults_as_documented)
+{
+    static const char *const vars[] = {
+        "FABRPC_MAX_MSG",     "FABRPC_INIT_TIMEOUT_MS", "FABRPC_PEER_TIMEOUT_MS",
+        "FABRPC_TIMEOUT_MS",  "FABRPC_PROGRESS",        "FABRPC_SPIN_US",
+        "FABRPC_THREADS",     "FABRPC_MAX_INFLIGHT",    "FABRPC_NOTIFY_QUEUE",
+        "FABRPC_ZEROCOPY_MIN", "FABRPC_COALESCE",       "FABRPC_FN_STATS",
+        "FABRPC_STRICT",      "FABRPC_JOB_KEY"};
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+        unsetenv(vars[i]); /* this case's process only (Check forks) */
+    frpc_config c;
+    fr_settings s;
+    char err[256] = "";
+    alone(&c);
+    c.max_msg_size = (1ll << 40) + 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "max_msg_size"));
+    alone(&c);
+    c.zerocopy_min = (1ll << 40) + 1;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "zerocopy_min"));
+    /* The top of each range is taken. */
+    alone(&c);
+    c.max_msg_size = 1ll << 40;
+    c.init_timeout_ms = 86400000;
+    c.peer_timeout_ms = 3600000;
+    c.spin_us = 10000000;
+    c.queue_len = 1 << 20;
+    c.max_inflight = 1 << 30;
+    c.notify_queue = 1 << 24;
+    c.threads = 256;
+    ck_assert_msg(settle(&c, &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(s.max_msg, 1ull << 40);
+    ck_assert_uint_eq(s.notify_queue, 1u << 24);
+    /* Unset: the documented defaults (the pool's, timeout's and
+     * switches' are checked with the environment's, above). */
+    alone(&c);
+    ck_assert_msg(settle(&c, &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(s.max_msg, 64u << 20);
+    ck_assert_int_eq(s.init_timeout_ms, 60000);
+    ck_assert_int_eq(s.peer_timeout_ms, 5000);
+    ck_assert_uint_eq(s.queue_len, 1024);
+    ck_assert_uint_eq(s.notify_queue, 65536);
+    ck_assert_uint_eq(s.zerocopy_min, 65536);
+    ck_assert_int_eq(s.strict, 0);
+    ck_assert_uint_eq(s.job_key_len, 0);
+    /* Under 4000 is 4000; at or over it, as given. */
+    c.peer_timeout_ms = 1000;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.peer_timeout_ms, 4000);
+    c.peer_timeout_ms = 4001;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.peer_timeout_ms, 4001);
+    /* A job key of 255 bytes is taken, one of 256 refused, in the
+     * config and in FABRPC_JOB_KEY. */
+    char key[257];
+    memset(key, 'k', sizeof(key) - 1);
+    key[255] = '\0';
+    alone(&c);
+    c.job_key = key;
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s.job_key_len, 255);
+    key[255] = 'k';
+    key[256] = '\0';
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "job_key"));
+    alone(&c);
+    setenv("FABRPC_JOB_KEY", key, 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), FRPC_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "FABRPC_JOB_KEY"));
+    unsetenv("FABRPC_JOB_KEY");
+    /* frpc_config_init_sized with a size under sizeof(size_t) writes
+     * nothing. */
+    unsigned char raw[sizeof(frpc_config)];
+    memset(raw, 0xa5, sizeof(raw));
+    frpc_config_init_sized((frpc_config *)(void *)raw, 4);
+    for (size_t i = 0; i < sizeof(raw); i++)
+        ck_assert_uint_eq(raw[i], 0xa5);
+    /* A config of a size no frpc_config has had: FRPC_EINVAL, errbuf
+     * untouched. */
+    frpc_agent *a = (frpc_agent *)1;
+    alone(&c);
+    strcpy(err, "left alone");
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    c.size = 3;
+    ck_assert_int_eq(frpc_init(&c, &a), FRPC_EINVAL);
+    ck_assert_ptr_null(a);
+    ck_assert_str_eq(err, "left alone");
+}
+END_TEST
+
+/* Sentences of the header about arguments, checked on a live agent:
+ * flags outside FRPC_INLINE; a NULL answer on a live request (refused,
+ * the request still answerable); frpc_respond_error's NULL and long
+ * messages; an async call over this rank's own limit; then/take with a
+ * NULL second argument on a live future; has_backend of a provider not
+ * tried; a batch of two agents' regions. */
+START_TEST(argument_promises_on_a_live_agent)
+{
+    ck_assert_int_eq(frpc_register(agent, "flags", echo, NULL, 0x2),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(frpc_register(agent, "flags", echo, NULL,
+                                   FRPC_INLINE | 0x100),
+                     FRPC_EINVAL);
+    frpc_result res;
+    ck_assert_int_eq(frpc_call(agent, 0, "refuse_then_error", NULL, 0, 10000,
+                               &res),
+                     FRPC_EREMOTE);
+    ck_assert_int_eq(res.remote_code, 3);
+    ck_assert_msg(res.error && res.error[0] == '\0', "error text: %s",
+                  res.error ? res.error : "(null)");
+    frpc_result_clear(&res);
+    static char longmsg[2000];
+    memset(longmsg, 'm', sizeof(longmsg));
+    ck_assert_int_eq(frpc_call(agent, 0, "refuse_then_error", longmsg,
+                               sizeof(longmsg), 10000, &res),
+                     FRPC_EREMOTE);
+    ck_assert_int_eq(res.remote_code, 3);
+    ck_assert_ptr_nonnull(res.error);
+    ck_assert_uint_eq(strlen(res.error), 1024);
+    frpc_result_clear(&res);
+
+    /* Over this rank's own max_msg_size: refused before anything is
+     * sent, *out NULL. */
+    static char big[MAX_MSG + 1];
+    frpc_future *f = (frpc_future *)1;
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", big, sizeof(big),
+                                     10000, &f),
+                     FRPC_ETOOBIG);
+    ck_assert_ptr_null(f);
+    f = (frpc_future *)1;
+    ck_assert_int_eq(frpc_call_async_lent(agent, 0, "echo", big, sizeof(big),
+                                          10000, &f),
+                     FRPC_ETOOBIG);
+    ck_assert_ptr_null(f);
+
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "x", 1, 10000, &f), 0);
+    ck_assert_int_eq(frpc_future_then(f, NULL, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_take(f, NULL), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_future_wait(f, 10000), 0);
+    ck_assert_int_eq(frpc_future_take(f, &res), 0);
+    ck_assert_uint_eq(res.len, 1);
+    frpc_result_clear(&res);
+    frpc_future_free(f);
+
+    /* udp is outside the automatic order: not tried, so 0. */
+    if (!getenv("FABRPC_PROVIDER") && !getenv("FI_PROVIDER"))
+        ck_assert_int_eq(frpc_has_backend(agent, "udp"), 0);
+
+    /* Regions of two agents in one batch. */
+    frpc_config c;
+    char err[256];
+    frpc_agent *other = NULL;
+    alone(&c);
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    ck_assert_msg(frpc_init(&c, &other) == 0, "%s", err);
+    static char mine[64], theirs[64];
+    frpc_mem *m1 = NULL, *m2 = NULL;
+    ck_assert_int_eq(frpc_mem_register(agent, mine, sizeof(mine),
+                                       FRPC_MEM_REMOTE_READ, &m1),
+                     0);
+    ck_assert_int_eq(frpc_mem_register(other, theirs, sizeof(theirs),
+                                       FRPC_MEM_REMOTE_READ, &m2),
+                     0);
+    unsigned char d[FRPC_MEM_DESC_SIZE];
+    ck_assert_int_eq(frpc_mem_describe(m1, 0, sizeof(mine), d), 0);
+    frpc_xfer ops[2] = {
+        {.op = FRPC_XFER_GET, .local = m1, .desc = d, .desc_len = sizeof(d),
+         .len = 8},
+        {.op = FRPC_XFER_GET, .local = m2, .desc = d, .desc_len = sizeof(d),
+         .len = 8},
+    };
+    ck_assert_int_eq(frpc_transfer(ops, 2, NULL, 0, 10000), FRPC_EINVAL);
+    ck_assert_int_eq(frpc_transfer(ops, 1, NULL, 0, 10000), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m1, 10000), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m2, 10000), 0);
+    ck_assert_int_eq(frpc_shutdown(other, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+}
+END_TEST
+
 START_TEST(async_lent_args_copied_under_the_threshold_lent_from_it)
 {
     static uint8_t args[2 * ZEROCOPY_MIN];
@@ -2166,6 +2387,15 @@ int main(void)
         {"frpc_request_take_args: short args copied, lent ones handed over "
          "as they arrived, none left in the request",
          take_args_hands_them_over, .fixture = &with_agent},
+        {"config: one past the 2^40 limits refused naming the field, "
+         "the documented defaults, peer_timeout under 4000 is 4000, a "
+         "256-byte job key refused",
+         config_limits_and_defaults_as_documented},
+        {"argument promises on a live agent: register flags, NULL answers "
+         "left answerable, error texts NULL and cut at 1024, async over "
+         "the own limit, then/take NULL, udp not tried, two agents' "
+         "regions in a batch",
+         argument_promises_on_a_live_agent, .fixture = &with_agent},
         {"a world of one rank has no store: two such agents with one "
          "store_addr held by a stranger both run",
          a_world_of_one_has_no_store},
