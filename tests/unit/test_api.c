@@ -1929,6 +1929,49 @@ START_TEST(a_second_shutdown_while_one_runs_is_eshutdown)
 }
 END_TEST
 
+/* frpc_register's FRPC_ESHUTDOWN: a handler that runs on while a
+ * graceful shutdown waits for it registers new names until one is
+ * refused so (10 s at most); -1 while it runs, then the code. */
+static _Atomic int register_late_rc = -2;
+
+static void register_until_refused(frpc_request *req, void *user)
+{
+    frpc_agent *a = user;
+    int rc = 0;
+    atomic_store(&register_late_rc, -1);
+    for (int i = 0; i < 10000 && rc != FRPC_ESHUTDOWN; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "late%d", i);
+        rc = frpc_register(a, name, echo, NULL, 0);
+        if (rc != FRPC_ESHUTDOWN)
+            usleep(1000);
+    }
+    atomic_store(&register_late_rc, rc);
+    frpc_respond(req, NULL, 0);
+}
+
+START_TEST(register_refused_once_shutdown_begins)
+{
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_register(agent, "register_until_refused",
+                                   register_until_refused, agent, 0),
+                     0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "register_until_refused",
+                                     NULL, 0, 30000, &f),
+                     0);
+    for (int i = 0; i < 10000 && atomic_load(&register_late_rc) == -2; i++)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&register_late_rc), -1); /* running */
+    /* It registers names meanwhile: the shutdown has not begun. */
+    int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 20000);
+    agent = NULL;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_int_eq(atomic_load(&register_late_rc), FRPC_ESHUTDOWN);
+    ck_assert_int_eq(frpc_future_test(f), 1);
+    frpc_future_free(f);
+}
+END_TEST
+
 /* "Futures may be freed after frpc_shutdown: all are complete by then":
  * and read, waited for and cancelled (1: completed) without the agent,
  * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
@@ -2396,6 +2439,9 @@ int main(void)
          "the own limit, then/take NULL, udp not tried, two agents' "
          "regions in a batch",
          argument_promises_on_a_live_agent, .fixture = &with_agent},
+        {"frpc_register from a handler still running once a graceful "
+         "shutdown has begun: FRPC_ESHUTDOWN, and the shutdown waits for it",
+         register_refused_once_shutdown_begins, .fixture = &with_agent},
         {"a world of one rank has no store: two such agents with one "
          "store_addr held by a stranger both run",
          a_world_of_one_has_no_store},
