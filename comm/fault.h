@@ -67,6 +67,8 @@ typedef enum fr_fault_site {
     FR_FAULT_SHUT_LATE,     /* the rank sleeps FR_FAULT_LATE_MS in its
                                shutdown once its liveness thread has
                                stopped, before its last polls (agent.c) */
+    FR_FAULT_TAKE_NOMEM,    /* frpc_request_take_args finds no memory
+                               for the copy of short args (request.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "comm/clock.h"
+#include "comm/fault.h"
 #include "rpc/agent.h"
 #include "serialization/mp.h"
 
@@ -416,7 +417,8 @@ int frpc_request_take_args(frpc_request *req, void **data, size_t *len)
         /* A fabric block is a plain malloc'd buffer (comm/blockcache.c),
          * not registered: it leaves the cache for good. */
         *data = req->args;
-    } else if ((*data = malloc(req->len))) {
+    } else if (!fr_fault_hit(FR_FAULT_TAKE_NOMEM) &&
+               (*data = malloc(req->len))) {
         memcpy(*data, req->args, req->len);
     } else {
         return FRPC_ENOMEM;

@@ -151,6 +151,30 @@ static void refuse_then_error(frpc_request *req, void *user)
     free(msg);
 }
 
+/* frpc_request_take_args without memory for the copy (the fault site
+ * armed by the test): FRPC_ENOMEM, outputs cleared, req keeps its args;
+ * a second take then works. Answers with the args taken, or an error. */
+static void take_without_memory(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len, seen_len, l2 = 9;
+    const void *seen = frpc_request_args(req, &seen_len);
+    void *data = (void *)1;
+    fr_fault_arm(FR_FAULT_TAKE_NOMEM, 1);
+    int rc = frpc_request_take_args(req, &data, &len);
+    fr_fault_arm(FR_FAULT_TAKE_NOMEM, 0);
+    if (rc != FRPC_ENOMEM || data || len ||
+        frpc_request_args(req, &l2) != seen || l2 != seen_len) {
+        frpc_respond_error(req, 2, "a failed take took something");
+        return;
+    }
+    if (frpc_request_take_args(req, &data, &len) != 0 || len != seen_len) {
+        frpc_respond_error(req, 2, "the take after a failed one failed");
+        return;
+    }
+    frpc_respond_owned(req, data, len);
+}
+
 static void agent_up(void)
 {
     frpc_config cfg;
@@ -176,6 +200,9 @@ static void agent_up(void)
                      0);
     ck_assert_int_eq(frpc_register(agent, "refuse_then_error",
                                    refuse_then_error, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "take_without_memory",
+                                   take_without_memory, NULL, 0),
                      0);
 }
 
@@ -2160,6 +2187,13 @@ START_TEST(take_args_hands_them_over)
                                &res),
                      0);
     ck_assert_uint_eq(res.len, 0);
+    frpc_result_clear(&res);
+    /* No memory for the copy: FRPC_ENOMEM, the args kept. */
+    ck_assert_int_eq(frpc_call(agent, 0, "take_without_memory", "kept", 4,
+                               10000, &res),
+                     0);
+    ck_assert_uint_eq(res.len, 4);
+    ck_assert_mem_eq(res.data, "kept", 4);
     frpc_result_clear(&res);
     /* Bad arguments: nothing taken, the outputs cleared. */
     void *d = (void *)1;
