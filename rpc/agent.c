@@ -1147,8 +1147,13 @@ static int lock_store_for_user(frpc_agent *a, uint64_t deadline)
 {
     for (;;) {
         struct timespec ts;
+        /* Never a whole slice past the deadline: a 10 ms barrier behind
+         * another thread's had waited 100. */
+        int slice = FR_BARRIER_SLICE_MS;
+        if (deadline != UINT64_MAX && left_ms(deadline) < slice)
+            slice = left_ms(deadline);
         clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += FR_BARRIER_SLICE_MS * 1000000L;
+        ts.tv_nsec += slice * 1000000L;
         if (ts.tv_nsec >= 1000000000L) {
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;

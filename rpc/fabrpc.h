@@ -18,7 +18,10 @@
  *
  * Errors: every fallible function returns 0 or a negative FRPC_E* code
  * (fabrpc_errors.h); frpc_strerror gives its text. When a function fails,
- * it has not taken ownership of anything passed to it.
+ * it has not taken ownership of anything passed to it, but for the
+ * answering functions, which say so: frpc_respond and frpc_respond_error
+ * free req whatever they return but FRPC_EINVAL, and frpc_respond_owned
+ * takes its data the same way.
  *
  * Threads: every function may be called from any thread unless its comment
  * says otherwise. Handlers run on the agent's thread pool, or, when
@@ -716,8 +719,9 @@ int frpc_on_peer_lost(frpc_agent *agent, frpc_peer_fn fn, void *user);
  * barrier; a barrier entered once a loss is known, rank 0's included,
  * fails at once with FRPC_EPEERLOST), FRPC_ESHUTDOWN (also when
  * frpc_shutdown begins on another
- * thread while this one waits: it ends within 100 ms; its entry still
- * counts for the others' barrier), FRPC_EDEADLK (called on the polling
+ * thread while this one waits: it ends within 100 ms; its entry, once
+ * it went to the store, still counts for the others' barrier; one still
+ * waiting its turn behind another thread's barrier entered nothing), FRPC_EDEADLK (called on the polling
  * thread, from an FRPC_INLINE handler or a callback it runs: no request
  * would be served meanwhile; or on a pool thread when no other could be
  * left free, as for nested calls (see frpc_call): with config.threads 1,

@@ -67,6 +67,7 @@ tcp | verbs) TAKE_GIVEN_MIN=20000 ;;
 esac
 take() { TAKE_GIVEN_MIN=$TAKE_GIVEN_MIN run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" take; }
 take_unlent() { FABRPC_ZEROCOPY_MIN=0 take; }
+barrier_turns() { run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" barrier-turns; }
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
@@ -87,4 +88,5 @@ run_case "$PROV: zero-copy calls from the default threshold" zc_default
 run_case "$PROV: zero-copy off: every payload copied" zc_off
 run_case "$PROV: handlers take their args: copied up to 1 KiB, handed over from $TAKE_GIVEN_MIN B" take
 run_case "$PROV: the same with lending off" take_unlent
+run_case "$PROV: a 20 ms barrier behind another thread's ends by its own timeout, entering nothing" barrier_turns
 finish_cases

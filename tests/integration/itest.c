@@ -27,6 +27,8 @@
  *   fnstats  per-function figures (frpc_get_fn_stats) on both sides,
  *            against the calls made and timed by the test itself.
  *   fnstats-off  (FABRPC_FN_STATS=0) calls and answers go on; no figures.
+ *   barrier-turns  (2 ranks) a barrier behind another thread's ends by
+ *            its own short timeout, entering nothing.
  *   take     handlers take their args (frpc_request_take_args) and answer
  *            with them: every promise checked on the live request; args
  *            of TAKE_GIVEN_MIN bytes or more must come without a copy.
@@ -382,6 +384,79 @@ static int mode_take(void)
     free(buf);
     free(want);
     finish(a);
+    return 0;
+}
+
+/* ---- barrier-turns ---------------------------------------------------- */
+
+static double now_msf(void);
+
+static frpc_agent *turns_agent;
+static atomic_int turns_go;          /* rank 1: rank 0 says "enter now" */
+static atomic_int turns_first_rc = 1; /* rank 0: the held barrier's code */
+
+static void turns_go_handler(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&turns_go, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+static void *turns_hold(void *arg)
+{
+    (void)arg;
+    atomic_store(&turns_first_rc, frpc_barrier(turns_agent, 120000));
+    return NULL;
+}
+
+/* Two threads' barriers take turns, and the second waits for the first
+ * no longer than its own timeout, entering nothing (fabrpc.h,
+ * frpc_barrier). 2 ranks: rank 0's first thread waits in a barrier
+ * that rank 1 holds back; rank 0's main thread tries 20 ms barriers
+ * meanwhile: each FRPC_ETIMEDOUT, the quickest well under the 100 ms
+ * slice it once waited whole. Then rank 1 enters: the held barrier
+ * completes, and the next one pairs too (nothing was entered). */
+static int mode_barrier_turns(void)
+{
+    turns_agent = start();
+    CHECK(frpc_world_size(turns_agent) == 2, "run with 2 ranks");
+    CHECK(frpc_register(turns_agent, "go", turns_go_handler, NULL, 0) == 0,
+          "register go");
+    CHECK(frpc_barrier(turns_agent, 60000) == 0, "first barrier");
+    if (me == 1) {
+        for (int i = 0; i < 120000 && !atomic_load(&turns_go); i++)
+            usleep(1000);
+        CHECK(atomic_load(&turns_go), "rank 0 never said go");
+        CHECK(frpc_barrier(turns_agent, 60000) == 0, "the held barrier");
+    } else {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, turns_hold, NULL) == 0, "thread");
+        usleep(300000); /* the thread holds the store by now */
+        double best = 1e9;
+        for (int i = 0; i < 5; i++) {
+            double t0 = now_msf();
+            int rc = frpc_barrier(turns_agent, 20);
+            double ms = now_msf() - t0;
+            CHECK(rc == FRPC_ETIMEDOUT, "a 20 ms barrier behind another "
+                  "thread's: %s", frpc_strerror(rc));
+            best = ms < best ? ms : best;
+        }
+        CHECK(best < 80, "a 20 ms barrier behind another thread's took "
+              "%.1f ms at best in 5 tries", best);
+        printf("ok: rank 0: 20 ms barriers behind another thread's ended "
+               "FRPC_ETIMEDOUT, the quickest in %.1f ms\n", best);
+        CHECK(atomic_load(&turns_first_rc) == 1, "the held barrier ended "
+              "early: %s", frpc_strerror(atomic_load(&turns_first_rc)));
+        CHECK(frpc_call(turns_agent, 1, "go", NULL, 0, 60000, NULL) == 0,
+              "call go");
+        pthread_join(t, NULL);
+        CHECK(atomic_load(&turns_first_rc) == 0, "the held barrier: %s",
+              frpc_strerror(atomic_load(&turns_first_rc)));
+    }
+    CHECK(frpc_barrier(turns_agent, 60000) == 0,
+          "the barrier after: the timed-out ones entered something");
+    printf("ok: rank %d: the held barrier and the next one paired\n", me);
+    finish(turns_agent);
     return 0;
 }
 
@@ -1290,6 +1365,8 @@ int main(int argc, char **argv)
         return mode_zerocopy();
     if (strcmp(argv[1], "fnstats") == 0)
         return mode_fnstats();
+    if (strcmp(argv[1], "barrier-turns") == 0)
+        return mode_barrier_turns();
     if (strcmp(argv[1], "take") == 0)
         return mode_take();
     if (strcmp(argv[1], "fnstats-off") == 0)
