@@ -1294,6 +1294,172 @@ START_TEST(data_plane_waits_on_the_only_pool_thread_are_edeadlk)
 }
 END_TEST
 
+/* "frpc_call then sends nothing": a pool handler's call past the limit
+ * (threads 1) is FRPC_EDEADLK before any request goes out. */
+static void calls_itself(frpc_request *req, void *user)
+{
+    (void)user;
+    int rc = frpc_call(agent, 0, "echo", "x", 1, 5000, NULL);
+    frpc_respond(req, &rc, sizeof(rc));
+}
+
+static frpc_stats stats_now(void)
+{
+    frpc_stats st;
+    ck_assert_int_eq(frpc_get_stats(agent, &st), 0);
+    return st;
+}
+
+START_TEST(a_refused_nested_call_sends_nothing)
+{
+    one_pool_thread_agent(calls_itself);
+    ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, FRPC_INLINE),
+                     0);
+    frpc_stats before = stats_now();
+    int rc = 1;
+    call_waits(&rc, 1);
+    ck_assert_int_eq(rc, FRPC_EDEADLK);
+    frpc_stats after = stats_now();
+    /* The outer call alone: started, received, answered. */
+    ck_assert_uint_eq(after.calls_started - before.calls_started, 1);
+    ck_assert_uint_eq(after.requests_received - before.requests_received, 1);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+    agent = NULL;
+}
+END_TEST
+
+/* "handlers already running, and those queued to the thread pool, run
+ * to their end before shutdown returns, whatever timeout_ms and how":
+ * 8 requests queued to a one-thread pool, 100 ms each, and an immediate
+ * shutdown of 100 ms. */
+static atomic_int slow_ran;
+
+static void slow_100ms(frpc_request *req, void *user)
+{
+    (void)user;
+    usleep(100000);
+    atomic_fetch_add(&slow_ran, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+START_TEST(shutdown_runs_the_queued_handlers_to_their_end)
+{
+    one_pool_thread_agent(slow_100ms);
+    frpc_future *f[8];
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(frpc_call_async(agent, 0, "waits", NULL, 0, 30000,
+                                         &f[i]),
+                         0);
+    /* All 8 arrived (one running, the rest queued) before the shutdown. */
+    for (int i = 0; i < 10000 && stats_now().requests_received < 8; i++)
+        usleep(1000);
+    ck_assert_uint_eq(stats_now().requests_received, 8);
+    ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 100), 0);
+    agent = NULL;
+    ck_assert_int_eq(atomic_load(&slow_ran), 8);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(frpc_future_test(f[i]), 1);
+        frpc_future_free(f[i]);
+    }
+}
+END_TEST
+
+/* "Notifications already queued stay for frpc_notify_wait" once a
+ * callback is set; the callback gets the later ones. */
+static char noted[4][8];
+static atomic_int nnoted;
+
+static void note_it(frpc_agent *a, int src, const void *msg, size_t len,
+                    void *user)
+{
+    (void)a, (void)src, (void)user;
+    int i = atomic_load(&nnoted);
+    if (i < 4 && len < sizeof(noted[i])) {
+        memcpy(noted[i], msg, len);
+        noted[i][len] = '\0';
+    }
+    atomic_fetch_add(&nnoted, 1);
+}
+
+START_TEST(queued_notifications_stay_for_the_waiters)
+{
+    ck_assert_int_eq(frpc_notify(agent, 0, "a", 1, 10000), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, "b", 1, 10000), 0);
+    ck_assert_int_eq(frpc_on_notify(agent, note_it, NULL), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, "c", 1, 10000), 0);
+    for (int i = 0; i < 10000 && atomic_load(&nnoted) < 1; i++)
+        usleep(1000);
+    ck_assert_int_eq(atomic_load(&nnoted), 1);
+    ck_assert_str_eq(noted[0], "c");
+    char buf[8];
+    size_t len = 0;
+    int src = -1;
+    for (const char *want = "ab"; *want; want++) {
+        ck_assert_int_eq(frpc_notify_wait(agent, &src, buf, sizeof(buf),
+                                          &len, 10000),
+                         0);
+        ck_assert_int_eq(src, 0);
+        ck_assert_uint_eq(len, 1);
+        ck_assert_int_eq(buf[0], *want);
+    }
+    ck_assert_int_eq(frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                                      100),
+                     FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+}
+END_TEST
+
+/* "FRPC_TIMEOUT_NONE (-1, or any negative value): no limit": a call
+ * with -5 held by its handler is still in flight when a wait for it
+ * runs out, and ends 0 once answered. */
+START_TEST(any_negative_timeout_is_no_limit)
+{
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, -5, &f), 0);
+    for (int i = 0; i < 10000 && !holding(); i++)
+        usleep(1000);
+    ck_assert(holding());
+    ck_assert_int_eq(frpc_future_wait(f, 300), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_future_test(f), 0);
+    release_held();
+    ck_assert_int_eq(frpc_future_wait(f, 10000), 0);
+    frpc_future_free(f);
+}
+END_TEST
+
+/* "the ops are read op_size bytes apart, no byte of an op past op_size
+ * is read": ops in a larger struct of the program's own, junk after
+ * each, move their bytes. */
+START_TEST(batch_ops_in_a_larger_struct)
+{
+    static uint8_t buf[64];
+    struct wider {
+        frpc_xfer x;
+        unsigned char junk[24];
+    } ops[2];
+    frpc_mem *m = NULL;
+    unsigned char d[FRPC_MEM_DESC_SIZE];
+    for (int i = 0; i < 16; i++)
+        buf[i] = (uint8_t)(i + 1);
+    memset(buf + 16, 0, sizeof(buf) - 16);
+    ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
+                                       FRPC_MEM_REMOTE_READ, &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, 16, d), 0);
+    memset(ops, 0xff, sizeof(ops));
+    for (int i = 0; i < 2; i++)
+        ops[i].x = (frpc_xfer){.op = FRPC_XFER_GET, .local = m,
+                               .local_off = 32 + 8 * (size_t)i, .desc = d,
+                               .desc_len = sizeof(d),
+                               .remote_off = 8 * (size_t)i, .len = 8};
+    ck_assert_int_eq(frpc_transfer_sized(&ops[0].x, 2, sizeof(ops[0]), NULL,
+                                         0, 10000),
+                     0);
+    ck_assert_mem_eq(buf + 32, buf, 16);
+    ck_assert_int_eq(frpc_mem_deregister(m, 10000), 0);
+}
+END_TEST
+
 /* "A wait with nothing to wait for is no wait": on the only pool thread
  * (threads 1) a wait for a future in flight is FRPC_EDEADLK, but waits
  * for a completed one (cancelled) return its status. */
@@ -2476,6 +2642,17 @@ int main(void)
         {"frpc_register from a handler still running once a graceful "
          "shutdown has begun: FRPC_ESHUTDOWN, and the shutdown waits for it",
          register_refused_once_shutdown_begins, .fixture = &with_agent},
+        {"a nested call refused FRPC_EDEADLK sends nothing",
+         a_refused_nested_call_sends_nothing},
+        {"an immediate shutdown runs the handlers queued to the pool to "
+         "their end", shutdown_runs_the_queued_handlers_to_their_end},
+        {"notifications queued before a callback is set stay for "
+         "frpc_notify_wait, in order; later ones go to the callback",
+         queued_notifications_stay_for_the_waiters, .fixture = &with_agent},
+        {"any negative timeout is no limit",
+         any_negative_timeout_is_no_limit, .fixture = &with_agent},
+        {"batch ops read op_size apart, in a larger struct of the program's",
+         batch_ops_in_a_larger_struct, .fixture = &with_agent},
         {"a world of one rank has no store: two such agents with one "
          "store_addr held by a stranger both run",
          a_world_of_one_has_no_store},
