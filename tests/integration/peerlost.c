@@ -38,6 +38,10 @@
  *                 itself after a barrier: calls to it end FRPC_EPEERLOST,
  *                 calls among 1-3 succeed, their shutdown ends in bounded
  *                 time.
+ *   barrier-death 3 ranks. Rank PEERLOST_DEAD (2 unless set) dies while
+ *                 the others wait in frpc_barrier (no timeout): it ends
+ *                 FRPC_EPEERLOST (FRPC_EBOOTSTRAP for rank 0, the
+ *                 store), and the next barrier fails at once.
  *   stuck-sends   3 ranks. Rank 0 stops rank 1 (SIGSTOP) and starts calls
  *                 of 65,000 B args to it until one cannot start, then
  *                 kills it: once rank 1 is DEAD, 320 such calls to rank 2
@@ -980,6 +984,51 @@ static int mode_store_death(void)
     CHECK(ms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", ms);
     printf("ok: rank %d done (shutdown %s in %.0f ms)\n", me,
            frpc_err_name(rc), ms);
+    return 0;
+}
+
+/* ---- barrier-death ---------------------------------------------------- */
+
+/* 3 ranks; rank PEERLOST_DEAD (default 2) dies while the others wait in
+ * frpc_barrier without a timeout (fabrpc.h, frpc_barrier): their barrier
+ * ends FRPC_EPEERLOST, or FRPC_EBOOTSTRAP when the dead rank is 0 (the
+ * store is lost), within the bound; a barrier entered once the loss is
+ * known fails at once with FRPC_EPEERLOST. */
+static int mode_barrier_death(void)
+{
+    const char *d = getenv("PEERLOST_DEAD");
+    int dead = d && *d ? atoi(d) : 2;
+    start_lost();
+    CHECK(nranks == 3 && dead >= 0 && dead < 3, "barrier-death: 3 ranks");
+    au_barrier();
+    if (me == dead) {
+        au_sleep_us(300 * 1000); /* the others are in their barrier */
+        die_now();
+    }
+    watchdog_start("a barrier with a rank dying (no timeout)",
+                   BOUND_MS / 1000);
+    int rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+    watchdog_done();
+    double lat = au_now_ms() - kill_time_ms();
+    int want = dead == 0 ? FRPC_EBOOTSTRAP : FRPC_EPEERLOST;
+    CHECK(rc == want, "the barrier rank %d died in: %s, want %s", dead,
+          frpc_err_name(rc), frpc_err_name(want));
+    CHECK(lat < BOUND_MS, "the barrier ended %.0f ms after the death", lat);
+    printf("ok: the barrier rank %d died in ended %s, %.0f ms after the "
+           "death\n", dead, frpc_err_name(rc), lat);
+    wait_dead(dead);
+    double t0 = au_now_ms();
+    rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+    double ms = au_now_ms() - t0;
+    CHECK(rc == FRPC_EPEERLOST, "a barrier after rank %d is DEAD: %s, want "
+          "FRPC_EPEERLOST", dead, frpc_err_name(rc));
+    CHECK(ms < AT_ONCE_MS, "a barrier after the loss took %.0f ms", ms);
+    printf("ok: a barrier entered once rank %d was DEAD failed "
+           "FRPC_EPEERLOST in %.2f ms\n", dead, ms);
+    double sms;
+    rc = timed_shutdown(SHUTDOWN_MS, &sms);
+    CHECK(sms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", sms);
+    printf("ok: rank %d done\n", me);
     return 0;
 }
 
@@ -3446,6 +3495,7 @@ int main(int argc, char **argv)
                  {"rndv-death", mode_rndv_death},
                  {"rma-death", mode_rma_death},
                  {"store-death", mode_store_death},
+                 {"barrier-death", mode_barrier_death},
                  {"storm", mode_storm},
                  {"init-death", mode_init_death},
                  {"late-shutdown", mode_late_shutdown},

@@ -22,7 +22,7 @@ export FABRPC_PROGRESS=adaptive # 4 ranks share 2 cores: never busy
 
 # show DIR: the measured figures and what the ranks said about the loss.
 show() {
-    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|notify_wait|DEFAULT|rounds|dies|holds' \
+    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|notify_wait|DEFAULT|rounds|dies|holds|the barrier|a barrier entered' \
         "$1/out" "$1/err" 2>/dev/null | sed 's/^/    /'
 }
 
@@ -247,6 +247,10 @@ rma_death_small() {
 rma_death_emulated() {
     killed rma-emu 2 90 rma-death 1 0 FABRPC_RMA=emulate
     expect_grep "^\[0\] ok: no transfer in flight" "$JOB/out"
+}
+
+barrier_death() {
+    killed "barrier$1" 3 90 barrier-death "$1" "$2" PEERLOST_DEAD="$1"
 }
 
 store_death() {
@@ -517,6 +521,8 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: the same with 64 B transfers in a tight loop: 0 or FRPC_EPEERLOST, never another code" rma_death_small
     run_case "$PROV: the same, emulated (FABRPC_RMA=emulate)" rma_death_emulated
     run_case "$PROV: rank 0 (the bootstrap store) dies: calls to it fail, the others go on" store_death
+    run_case "$PROV: a rank dies during a barrier: FRPC_EPEERLOST, the next barrier at once" barrier_death 2 "0 1"
+    run_case "$PROV: rank 0 dies during a barrier: FRPC_EBOOTSTRAP, the next barrier FRPC_EPEERLOST at once" barrier_death 0 "1 2"
     run_case "$PROV: a rank dies flooded with calls from 3 threads per rank (4 times): every call ends" storm
     # Over shm only such calls take send buffers (tcp sends them by
     # rendezvous).
