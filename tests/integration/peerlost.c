@@ -2718,6 +2718,13 @@ static int mode_max_inflight(void)
               res.error ? res.error : "");
         printf("ok: the 9th call failed at once: %s\n", res.error);
         frpc_result_clear(&res);
+        /* The limit is the rank's, over every destination: with 8 held
+         * at rank 1, a call to itself is refused too. */
+        rc = frpc_call(agent, 0, "echo", "x", 1, 1000, &res);
+        CHECK(rc == FRPC_EAGAIN, "a 9th call, to itself: %s",
+              frpc_err_name(rc));
+        frpc_result_clear(&res);
+        printf("ok: the limit counts calls to every rank\n");
         CHECK(frpc_future_cancel(f[0]) == 0, "cancel");
         rc = au_call(1, "echo", au_mix(0x3b), 16, 10000, &res);
         CHECK(rc == 0, "a call after one ended: %s", frpc_err_name(rc));
