@@ -354,14 +354,21 @@ struct gone_report {
     char why[64];
 };
 
+/* Rank's identity in this job, as the store knows the job (the key the
+ * ranks were given, from the environment: set before the first rank). */
+static fr_store_ident job_ident(int rank)
+{
+    const char *key = getenv("FABRPC_JOB_KEY");
+    return (fr_store_ident){.rank = rank, .world = J.n,
+                            .version = FR_ENV_VERSION,
+                            .key = (const uint8_t *)key,
+                            .key_len = key ? strlen(key) : 0};
+}
+
 static void *report_gone(void *arg)
 {
     struct gone_report *g = arg;
-    const char *key = getenv("FABRPC_JOB_KEY");
-    fr_store_ident me = {.rank = g->rank, .world = J.n,
-                         .version = FR_ENV_VERSION,
-                         .key = (const uint8_t *)key,
-                         .key_len = key ? strlen(key) : 0};
+    fr_store_ident me = job_ident(g->rank);
     char err[320];
     /* Quiet either way: the ranks say what it meant, and a store already
      * closed (the job ending) is no failure of the job's. */
@@ -380,11 +387,7 @@ static int stand_in_for_rank_0(void)
     static fr_store_server *standin;
     if (standin)
         return 0;
-    const char *key = getenv("FABRPC_JOB_KEY");
-    fr_store_ident self = {.rank = 0, .world = J.n,
-                           .version = FR_ENV_VERSION,
-                           .key = (const uint8_t *)key,
-                           .key_len = key ? strlen(key) : 0};
+    fr_store_ident self = job_ident(0);
     return fr_store_server_start("127.0.0.1", (uint16_t)J.port, &self,
                                  &standin, NULL, 0) == 0 ? 0 : -1;
 }
@@ -678,9 +681,9 @@ int main(int argc, char **argv)
     setenv("FABRPC_STORE_ADDR", buf, 1);
     J.port = port;
     const char *it = getenv("FABRPC_INIT_TIMEOUT_MS");
-    long itm = it ? strtol(it, &end, 10) : 0;
-    J.init_timeout_ms = it && *end == '\0' && itm > 0 && itm <= 86400000
-                            ? (int)itm : 60000;
+    long itm;
+    J.init_timeout_ms =
+        it && parse_int(it, 1, 86400000, &itm) == 0 ? (int)itm : 60000;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     snprintf(buf, sizeof buf, "%ld-%lld.%09ld", (long)getpid(),
