@@ -334,7 +334,9 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
     p->res.data = data;
     p->res.len = len;
     p->res.error = err;
-    if (status != 0 && status != FRPC_EREMOTE) /* kept as they came */
+    /* Kept as they came: 0 and EREMOTE; and a part's, which the whole
+     * operation's own entry explains (once, not twice over). */
+    if (status != 0 && status != FRPC_EREMOTE && !p->part)
         explain(p);
     count_locked(t, status);
     if (p->fstat) { /* under the lock: the only writer of these figures */
@@ -408,10 +410,14 @@ static size_t take_slot(fr_pending_table *t)
 }
 
 /* Inserts p, already counted in flight (counted: the count with it). */
+/* What an entry is, for insert: a call or transfer ended by the deadline
+ * heap, one whose waiter ends it itself, or a part of another's. */
+enum { KIND_CALL, KIND_SELF_TIMED, KIND_PART };
+
 static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
                   const char *fname, int timeout_ms, uint64_t deadline,
                   fr_pending_done_fn on_done, void *room, size_t cap,
-                  struct fr_fn_stat *fstat, size_t counted, int self_timed)
+                  struct fr_fn_stat *fstat, size_t counted, int kind)
 {
     memset(&p->res, 0, sizeof(p->res));
     p->reply_room = room;
@@ -428,13 +434,14 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
     p->timeout_ms = timeout_ms;
     p->deadline = deadline;
     p->heap_idx = SIZE_MAX;
-    p->self_timed = self_timed;
+    p->self_timed = kind == KIND_SELF_TIMED;
+    p->part = kind == KIND_PART;
     p->on_done = on_done;
     p->next = p->done_next = p->in_next = NULL;
     p->cond_made = 0;
     atomic_init(&p->done, 0);
     p->id = atomic_fetch_add(&t->next_id, 1);
-    if (deadline != UINT64_MAX && !self_timed) {
+    if (deadline != UINT64_MAX && !p->self_timed) {
         if (reserve_heap(t, counted)) {
             atomic_fetch_sub(&t->inflight, 1);
             atomic_fetch_add(&t->st.refused, 1);
@@ -461,7 +468,7 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
 static int add_in_slot(fr_pending_table *t, fr_pending *p, uint32_t dst,
                        const char *fname, int timeout_ms, uint64_t deadline,
                        fr_pending_done_fn on_done, void *room, size_t cap,
-                       struct fr_fn_stat *fstat, int self_timed)
+                       struct fr_fn_stat *fstat, int kind)
 {
     if (atomic_load_explicit(&t->closed, memory_order_relaxed))
         return FRPC_ESHUTDOWN;
@@ -469,7 +476,7 @@ static int add_in_slot(fr_pending_table *t, fr_pending *p, uint32_t dst,
     if (!counted)
         return FRPC_EAGAIN;
     return insert(t, p, dst, fname, timeout_ms, deadline, on_done, room, cap,
-                  fstat, counted, self_timed);
+                  fstat, counted, kind);
 }
 
 int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
@@ -479,7 +486,7 @@ int fr_pending_add_with_room(fr_pending_table *t, fr_pending *p,
                              struct fr_fn_stat *fstat)
 {
     return add_in_slot(t, p, dst, fname, timeout_ms, deadline, on_done, room,
-                       cap, fstat, 0);
+                       cap, fstat, KIND_CALL);
 }
 
 int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
@@ -487,7 +494,7 @@ int fr_pending_add_sync(fr_pending_table *t, fr_pending *p, uint32_t dst,
                         struct fr_fn_stat *fstat)
 {
     return add_in_slot(t, p, dst, fname, timeout_ms, deadline, NULL, NULL, 0,
-                       fstat, 1);
+                       fstat, KIND_SELF_TIMED);
 }
 
 int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
@@ -498,7 +505,7 @@ int fr_pending_add_counted(fr_pending_table *t, fr_pending *p, uint32_t dst,
         return FRPC_ESHUTDOWN;
     size_t counted = atomic_fetch_add(&t->inflight, 1) + 1;
     return insert(t, p, dst, fname, timeout_ms, deadline, on_done, NULL, 0,
-                  NULL, counted, 0);
+                  NULL, counted, KIND_PART);
 }
 
 /* Where e's small reply goes: its reply room, or a copy of its own. */

@@ -49,6 +49,9 @@ struct fr_pending {
     size_t heap_idx;       /* position in the deadline heap, or SIZE_MAX */
     int self_timed;        /* its waiter ends it at its deadline, never
                             * the heap (fr_pending_add_sync) */
+    int part;              /* a piece of another entry's operation
+                            * (fr_pending_add_counted): its error text
+                            * stays as it came, the whole's explains it */
     const char *fname;     /* for error messages; must outlive the entry */
     struct fr_fn_stat *fstat; /* the call's figures (fnstats.h), or NULL */
     uint64_t t0;           /* fr_now_ns at the add, when fstat is set */

@@ -2,7 +2,7 @@
 # Stopped ranks (SIGSTOP, then SIGCONT), over shm and tcp: see stopped.c
 # for what each mode checks. A stopped rank is not lost; every wait ends
 # by its own timeout (calls, barrier, shutdown, frpc_init), and the job
-# works on once the rank resumes. About 90 s per provider.
+# works on once the rank resumes. About 100 s per provider.
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN STOPPED
 make_tmpdir
@@ -29,6 +29,9 @@ one() {
     done
 }
 
+# emulated CMD...: CMD with one-sided transfers as messages.
+emulated() { FABRPC_RMA=emulate "$@"; }
+
 for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
     run_case "$PROV: a caller stopped past its calls' timeouts gets FRPC_ETIMEDOUT" \
         one caller 2 caller
@@ -42,6 +45,8 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one left-meanwhile-immediate 3 left-meanwhile-immediate
     run_case "$PROV: calls to a rank in its immediate shutdown end FRPC_EPEERLOST, not FRPC_ESHUTDOWN" \
         one refused-leaving 3 refused-leaving
+    run_case "$PROV: emulated, a get from a rank in its immediate shutdown ends FRPC_EPEERLOST, saying why" \
+        emulated one refused-leaving-emulated 3 refused-leaving
     run_case "$PROV: rank 0 stopped during init: the others fail by init_timeout_ms" \
         one init 3 init
     run_case "$PROV: frpc_notify to a stopped rank: FRPC_ETIMEDOUT; taken once at most, in order" \

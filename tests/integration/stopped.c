@@ -37,7 +37,9 @@
  *            call ends 0 or FRPC_EPEERLOST (it ended FRPC_ESHUTDOWN,
  *            the code of the caller's own shutdown), some by the
  *            refusal; so does a notification
- *            sent after the first refusal.
+ *            sent after the first refusal; so does a get from rank
+ *            1's region (its reason given) when emulated
+ *            (FABRPC_RMA=emulate), while natively it may still be 0.
  *   init     3 ranks. Rank 0 is stopped 1 s into frpc_init (store up),
  *            for STOPPED_MS; ranks 1 and 2 start 1.5 s late with
  *            init_timeout_ms 4000: their frpc_init fails within 7 s.
@@ -1318,9 +1320,50 @@ static void mode_left_meanwhile(frpc_agent *a, int stop_ms, int how)
     exit(0);
 }
 
+/* A get from rank 1's region once rank 1 refuses requests: emulated
+ * (FABRPC_RMA=emulate), it is a request, and ends FRPC_EPEERLOST with a
+ * reason; native, the provider may still move the bytes (0). */
+static void refused_transfer(frpc_mem *m, const uint8_t *desc)
+{
+    const char *rma = getenv("FABRPC_RMA");
+    int emulated = rma && !strcmp(rma, "emulate");
+    frpc_future *f = NULL;
+    long long t = now_ms();
+    int rc = frpc_get_async(m, 0, desc, FRPC_MEM_DESC_SIZE, 0, 4096, 5000,
+                            &f);
+    const char *why = "";
+    if (!rc) {
+        frpc_future_wait(f, 10000);
+        if (!frpc_future_test(f))
+            FAIL("a get from rank 1 in its shutdown: no end in 10 s");
+        rc = frpc_future_error(f, NULL, &why);
+    }
+    if (rc ? rc != FRPC_EPEERLOST : emulated)
+        FAIL("a%s get from rank 1 in its shutdown: %s (%s), want "
+             "FRPC_EPEERLOST", emulated ? "n emulated" : "",
+             rc ? frpc_strerror(rc) : "ok", why ? why : "");
+    if (rc && (!why || (!strstr(why, "shutting down") &&
+                        !strstr(why, "left the job"))))
+        FAIL("a get from rank 1 in its shutdown: FRPC_EPEERLOST (%s), "
+             "not saying it shuts down or left", why ? why : "no reason");
+    SAY("a%s get from rank 1 in its shutdown: %s after %lld ms (%s)",
+        emulated ? "n emulated" : "", rc ? frpc_strerror(rc) : "ok",
+        now_ms() - t, why ? why : "");
+    frpc_future_free(f);
+}
+
 /* refused-leaving: calls that reach a rank in its immediate shutdown. */
 static void mode_refused_leaving(frpc_agent *a, int stop_ms)
 {
+    /* Rank 1's region, for a transfer that reaches it as it leaves. */
+    uint8_t *buf;
+    frpc_mem *m = NULL;
+    tr_region r;
+    int rc_mem;
+    share_region(a, 1, 4096, &m, &buf, &r);
+    atomic_store(&peer_pid, 0); /* rank 2 says its own, stopping, */
+    if ((rc_mem = frpc_barrier(a, 30000))) /* once past this */
+        FAIL("barrier: %s", frpc_strerror(rc_mem));
     if (R == 2) { /* stopped: rank 1's goodbye to it waits 500 ms */
         say_and_stop(a, 0, stop_ms);
         msleep(300); /* stopped here */
@@ -1396,9 +1439,11 @@ static void mode_refused_leaving(frpc_agent *a, int stop_ms)
                     FAIL("a notification to rank 1 in its shutdown: %s, "
                          "want FRPC_EPEERLOST",
                          rc ? frpc_strerror(rc) : "ok");
-                if (refused == 1)
+                if (refused == 1) {
                     SAY("a notification to rank 1 in its shutdown: "
                         "FRPC_EPEERLOST after %lld ms", now_ms() - tn);
+                    refused_transfer(m, r.desc);
+                }
             } else
                 lost++;
             frpc_future_free(f[k]);
@@ -1416,6 +1461,9 @@ static void mode_refused_leaving(frpc_agent *a, int stop_ms)
             FAIL("a call to rank 1 once LEFT: %s", frpc_strerror(rc));
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 2000);
     }
+    if ((rc_mem = frpc_mem_deregister(m, 1000))) /* after shutdown: frees */
+        FAIL("mem_deregister after shutdown: %s", frpc_strerror(rc_mem));
+    free(buf);
     printf("ok: rank %d\n", R);
     exit(0);
 }
