@@ -1158,8 +1158,15 @@ static int lock_store_for_user(frpc_agent *a, uint64_t deadline)
             ts.tv_sec++;
             ts.tv_nsec -= 1000000000L;
         }
-        if (pthread_mutex_timedlock(&a->store_lock, &ts) == 0)
-            return 0;
+        if (pthread_mutex_timedlock(&a->store_lock, &ts) == 0) {
+            /* Given up by a barrier that shutdown ended: this one waited
+             * its turn and enters nothing (it had entered the next
+             * barrier, which the others then met without this rank). */
+            if (!atomic_load(&a->shutting_down))
+                return 0;
+            pthread_mutex_unlock(&a->store_lock);
+            return FRPC_ESHUTDOWN;
+        }
         if (atomic_load(&a->shutting_down))
             return FRPC_ESHUTDOWN;
         if (fr_now_ns() >= deadline)

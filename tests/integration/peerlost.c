@@ -42,6 +42,10 @@
  *                 the others wait in frpc_barrier (no timeout): it ends
  *                 FRPC_EPEERLOST (FRPC_EBOOTSTRAP for rank 0, the
  *                 store), and the next barrier fails at once.
+ *   barrier-queue 3 ranks. Rank 1 shuts down gracefully with one
+ *                 thread's barrier in the store and another's waiting its
+ *                 turn: both end FRPC_ESHUTDOWN; the first's entry counts
+ *                 for ranks 0 and 2, the second entered nothing.
  *   stuck-sends   3 ranks. Rank 0 stops rank 1 (SIGSTOP) and starts calls
  *                 of 65,000 B args to it until one cannot start, then
  *                 kills it: once rank 1 is DEAD, 320 such calls to rank 2
@@ -3166,6 +3170,95 @@ static int mode_inside(void)
     return 0;
 }
 
+/* ---- barrier-queue ---------------------------------------------------- */
+
+/* Rank 1's two barrier threads: the first in the store, the second
+ * waiting its turn behind it, when rank 1's graceful shutdown begins. */
+static atomic_int bq_code[2] = {1, 1};
+static double bq_end_ms[2], bq_shutdown_ms; /* the shutdown's start */
+
+static void *bq_main(void *arg)
+{
+    int which = (int)(intptr_t)arg;
+    int rc = frpc_barrier(agent, FRPC_TIMEOUT_NONE);
+    bq_end_ms[which] = au_now_ms();
+    atomic_store(&bq_code[which], rc);
+    return NULL;
+}
+
+/* Rank 1, once both threads ended: they must have ended FRPC_ESHUTDOWN
+ * within 100 ms of the shutdown's start (AT_ONCE_MS on a loaded box);
+ * then tells the others by a file (it can call nobody, shutting down). */
+static void *bq_watch(void *arg)
+{
+    pthread_t *th = arg;
+    double t0 = bq_shutdown_ms;
+    for (int i = 0; i < 2; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < 2; i++) {
+        CHECK(atomic_load(&bq_code[i]) == FRPC_ESHUTDOWN,
+              "rank 1's %s barrier: %s, want FRPC_ESHUTDOWN",
+              i ? "queued" : "first", frpc_err_name(atomic_load(&bq_code[i])));
+        CHECK(bq_end_ms[i] - t0 < 100 + AT_ONCE_MS, "rank 1's %s barrier "
+              "ended %.0f ms into the shutdown", i ? "queued" : "first",
+              bq_end_ms[i] - t0);
+    }
+    printf("ok: rank 1's barriers ended FRPC_ESHUTDOWN %.0f and %.0f ms "
+           "into its graceful shutdown (the first in the store, the second "
+           "waiting its turn)\n", bq_end_ms[0] - t0, bq_end_ms[1] - t0);
+    fflush(stdout);
+    touch_dir_file("bq-ended");
+    return NULL;
+}
+
+/* 3 ranks. Rank 1 has a barrier (no limit) in the store and another
+ * thread's behind it when it shuts down gracefully: both end
+ * FRPC_ESHUTDOWN (fabrpc.h, frpc_barrier). Ranks 0 and 2 then find that
+ * the first one's entry counts (their barrier completes, rank 1 still in
+ * its shutdown) and that the queued one entered nothing (their next
+ * barrier runs out); then all three shutdowns meet. */
+static int mode_barrier_queue(void)
+{
+    start_lost();
+    CHECK(nranks == 3, "barrier-queue needs 3 ranks");
+    au_barrier();
+    if (me == 1) {
+        pthread_t th[2], w;
+        for (int i = 0; i < 2; i++) {
+            CHECK(pthread_create(&th[i], NULL, bq_main, (void *)(intptr_t)i)
+                      == 0, "thread");
+            au_sleep_us(300 * 1000); /* the first is in the store by then */
+        }
+        bq_shutdown_ms = au_now_ms();
+        CHECK(pthread_create(&w, NULL, bq_watch, th) == 0, "thread");
+        double sms;
+        int rc = timed_shutdown(SHUTDOWN_MS * 3, &sms);
+        CHECK(rc == 0, "rank 1's shutdown: %s", frpc_err_name(rc));
+        pthread_join(w, NULL);
+        printf("ok: rank 1 done (shutdown in %.0f ms)\n", sms);
+        return 0;
+    }
+    wait_file("bq-ended");
+    double t0 = au_now_ms();
+    int rc = frpc_barrier(agent, 20000);
+    CHECK(rc == 0, "the barrier rank 1's first thread entered: %s, want 0 "
+          "(its entry counts)", frpc_err_name(rc));
+    printf("ok: rank %d: the barrier rank 1 entered before its shutdown "
+           "completed in %.0f ms\n", me, au_now_ms() - t0);
+    t0 = au_now_ms();
+    rc = frpc_barrier(agent, 1500);
+    CHECK(rc == FRPC_ETIMEDOUT, "the barrier rank 1's queued thread waited "
+          "for: %s, want FRPC_ETIMEDOUT (it entered nothing)",
+          frpc_err_name(rc));
+    printf("ok: rank %d: the next one ran out after %.0f ms: rank 1's "
+           "queued barrier entered nothing\n", me, au_now_ms() - t0);
+    double sms;
+    rc = timed_shutdown(SHUTDOWN_MS * 3, &sms);
+    CHECK(rc == 0, "shutdown: %s", frpc_err_name(rc));
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 /* ---- default-timeout ---------------------------------------------------- */
 
 static int mode_default_timeout(void)
@@ -3525,6 +3618,7 @@ int main(int argc, char **argv)
                  {"drain", mode_drain},
                  {"own-threads", mode_own_threads},
                  {"inside", mode_inside},
+                 {"barrier-queue", mode_barrier_queue},
                  {"leave-answers", mode_leave_answers},
                  {"peer-fn", mode_peer_fn},
                  {"notify-lost", mode_notify_lost},

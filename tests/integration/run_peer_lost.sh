@@ -22,7 +22,7 @@ export FABRPC_PROGRESS=adaptive # 4 ranks share 2 cores: never busy
 
 # show DIR: the measured figures and what the ranks said about the loss.
 show() {
-    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|notify_wait|DEFAULT|rounds|dies|holds|the barrier|a barrier entered' \
+    grep -hE 'detection|report:|shutdown\(|init:|first calls|relayed|notify_wait|DEFAULT|rounds|dies|holds|the barrier|a barrier entered|barriers ended|ran out' \
         "$1/out" "$1/err" 2>/dev/null | sed 's/^/    /'
 }
 
@@ -280,6 +280,11 @@ reinit() { clean reinit 2 120 reinit "0 1"; }
 own_threads() {
     clean own 2 60 own-threads "0 1" FABRPC_THREADS=1
 }
+barrier_queue() {
+    clean barrier-queue 3 60 barrier-queue "0 1 2"
+    expect_grep "^\[0\] ok: rank 0: the next one ran out after [0-9]+ ms: rank 1's queued barrier entered nothing" "$JOB/out"
+}
+
 inside() {
     clean inside-$1 2 60 inside 0 PEERLOST_HOW=$1
     expect_grep "^\[0\] ok: rank 0: $1 shutdown \(FRPC_OK in [0-9]+ ms\) ended the [0-9]+ calls inside" "$JOB/out"
@@ -538,6 +543,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_shutdown from a handler or a callback, frpc_barrier inline or on the only pool thread: FRPC_EDEADLK" own_threads
     run_case "$PROV: immediate shutdown while threads wait in notify_wait, barrier, call, future_wait, a call to itself: each ends, then the agent is freed" inside immediate
     run_case "$PROV: graceful shutdown while threads wait in notify_wait and barrier: each ends, the shutdown barrier is its own" inside graceful
+    run_case "$PROV: graceful shutdown with a barrier in the store and one waiting its turn: both FRPC_ESHUTDOWN, the first counts, the second entered nothing" barrier_queue
     run_case "$PROV: first calls to every rank with a 10 ms timeout succeed" first_call
     run_case "$PROV: FRPC_TIMEOUT_DEFAULT follows FABRPC_TIMEOUT_MS and config.timeout_ms" default_timeout
     run_case "$PROV: past FABRPC_MAX_INFLIGHT a call, transfer or notification fails at once with FRPC_EAGAIN" max_inflight
