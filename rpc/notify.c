@@ -18,7 +18,10 @@
  *   the pending table's epoch (fr_pending_kick).
  * - frpc_on_notify promises the old callback is done when it returns, so
  *   a run is counted under notify_lock; the change bumps a generation,
- *   and the runs begun before it (notify_stale) signal as they end.
+ *   and the runs begun before it (notify_stale) signal as they end. A
+ *   run nested in such a run (its wait polled) runs the old callback too
+ *   and counts as stale: the setter may still give up (FRPC_EDEADLK), and
+ *   then the new callback must never have run.
  */
 #include "config.h"
 
@@ -42,6 +45,9 @@ typedef struct fr_notice {
 typedef struct cb_run {
     const frpc_agent *a;
     struct cb_run *outer;
+    uint64_t gen;         /* notify_gen when it began */
+    frpc_notify_fn fn;    /* what it runs, and with which user */
+    void *user;
 } cb_run;
 static _Thread_local cb_run *runs_here FR_TLS_FAST;
 
@@ -63,21 +69,54 @@ void fr_notify_callback_waits(frpc_agent *a, int delta)
     pthread_mutex_unlock(&a->notify_lock);
 }
 
-/* Runs the callback, entered and left with notify_lock held; counts the
- * run so that frpc_on_notify can wait for it to end. */
-static void run_callback(frpc_agent *a, int src, const void *msg,
-                         size_t len)
+/* Under notify_lock: this thread's innermost run of a's callback that
+ * began before the last frpc_on_notify, or NULL. */
+static const cb_run *stale_run_here(const frpc_agent *a)
 {
-    frpc_notify_fn fn = a->notify_fn;
-    void *fn_user = a->notify_user;
-    uint64_t gen = a->notify_gen;
-    cb_run run = {a, runs_here};
+    for (const cb_run *r = runs_here; r; r = r->outer)
+        if (r->a == a)
+            return r->gen != a->notify_gen ? r : NULL;
+    return NULL;
+}
+
+/* Under notify_lock: which callback a notification taken now goes to
+ * (0: none, queue it). Inside a run that began before the last change
+ * (its wait polled), the one that run runs: a setter waiting for that run
+ * may yet give up (FRPC_EDEADLK), and then the new one must never have
+ * run. Such a nested run ends before the one it is inside, which the
+ * setter waits for anyway. */
+static int pick_callback(const frpc_agent *a, cb_run *run)
+{
+    const cb_run *stale = stale_run_here(a);
+    if (stale) {
+        run->gen = stale->gen;
+        run->fn = stale->fn;
+        run->user = stale->user;
+    } else {
+        run->gen = a->notify_gen;
+        run->fn = a->notify_fn;
+        run->user = a->notify_user;
+    }
+    return run->fn != NULL;
+}
+
+/* Runs run's callback, entered and left with notify_lock held; counts
+ * the run so that frpc_on_notify can wait for it to end (a stale one as
+ * one more of the runs it waits for). */
+static void run_callback(frpc_agent *a, cb_run *run, int src,
+                         const void *msg, size_t len)
+{
+    uint64_t gen = run->gen;
+    run->a = a;
+    run->outer = runs_here;
     a->notify_running++;
+    if (gen != a->notify_gen)
+        a->notify_stale++;
     pthread_mutex_unlock(&a->notify_lock);
     atomic_fetch_add(&a->notes_received, 1);
-    runs_here = &run;
-    fn(a, src, msg, len, fn_user);
-    runs_here = run.outer;
+    runs_here = run;
+    run->fn(a, src, msg, len, run->user);
+    runs_here = run->outer;
     pthread_mutex_lock(&a->notify_lock);
     a->notify_running--;
     if (gen != a->notify_gen) {
@@ -103,8 +142,9 @@ static void take(frpc_request *req, void *user)
         return;
     }
     pthread_mutex_lock(&a->notify_lock);
-    if (a->notify_fn) {
-        run_callback(a, src, msg, len);
+    cb_run run;
+    if (pick_callback(a, &run)) {
+        run_callback(a, &run, src, msg, len);
         frpc_respond(req, NULL, 0);
         return;
     }

@@ -548,6 +548,48 @@ START_TEST(shm_split_max_from_the_environment)
 }
 END_TEST
 
+/* Every variable the header gives a range or a set of words for refuses
+ * a value outside it (a word not in the set, a number out of range, one
+ * with trailing bytes, no number) with FRPC_EINVAL naming the variable;
+ * and FABRPC_PEER_TIMEOUT_MS under 4000 is taken as 4000. */
+START_TEST(each_variables_bad_values_are_refused_naming_it)
+{
+    static const struct {
+        const char *var;
+        const char *bad[4];
+    } cases[] = {
+        {"FABRPC_PROGRESS", {"fast", "Busy", "busy ", "1"}},
+        {"FABRPC_SPIN_US", {"-1", "10000001", "abc", "5us"}},
+        {"FABRPC_THREADS", {"0", "257", "-4", "four"}},
+        {"FABRPC_MAX_INFLIGHT", {"0", "1073741825", "-1", "1e3"}},
+        {"FABRPC_COALESCE", {"2", "-1", "yes", "on"}},
+        {"FABRPC_FN_STATS", {"2", "-1", "no", "off"}},
+        {"FABRPC_STRICT", {"2", "-1", "yes", "true"}},
+        {"FABRPC_NOTIFY_QUEUE", {"0", "16777217", "-1", "many"}},
+        {"FABRPC_ZEROCOPY_MIN", {"-1", "1099511627777", "64k", "x"}},
+        {"FABRPC_MAX_MSG", {"0", "1099511627777", "-1", "64MiB"}},
+        {"FABRPC_INIT_TIMEOUT_MS", {"0", "86400001", "-1", "1s"}},
+        {"FABRPC_PEER_TIMEOUT_MS", {"0", "3600001", "-1", "5s"}},
+        {"FABRPC_TIMEOUT_MS", {"0", "2147483648", "-1", "never"}},
+    };
+    fr_settings s;
+    char err[256] = "";
+    frpc_config c;
+    alone(&c);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        unsetenv(cases[i].var);
+        refuses_each(&c, cases[i].var, cases[i].bad, 4, 0, NULL);
+    }
+    setenv("FABRPC_PEER_TIMEOUT_MS", "1", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.peer_timeout_ms, 4000);
+    setenv("FABRPC_PEER_TIMEOUT_MS", "4001", 1);
+    ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
+    ck_assert_int_eq(s.peer_timeout_ms, 4001);
+    unsetenv("FABRPC_PEER_TIMEOUT_MS");
+}
+END_TEST
+
 /* Each out-of-range value fails frpc_init's config step with
  * FRPC_EINVAL and a message that names the field. */
 START_TEST(out_of_range_fields_are_named)
@@ -1383,6 +1425,8 @@ static void note_it(frpc_agent *a, int src, const void *msg, size_t len,
 
 START_TEST(queued_notifications_stay_for_the_waiters)
 {
+    frpc_stats s0, s1;
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
     ck_assert_int_eq(frpc_notify(agent, 0, "a", 1, 10000), 0);
     ck_assert_int_eq(frpc_notify(agent, 0, "b", 1, 10000), 0);
     ck_assert_int_eq(frpc_on_notify(agent, note_it, NULL), 0);
@@ -1406,6 +1450,13 @@ START_TEST(queued_notifications_stay_for_the_waiters)
                                       100),
                      FRPC_ETIMEDOUT);
     ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+    /* Three sent and taken by their target (this rank): two queued, one
+     * given to the callback; none refused. */
+    ck_assert_int_eq(frpc_get_stats(agent, &s1), 0);
+    ck_assert_uint_eq(s1.notifications_sent - s0.notifications_sent, 3);
+    ck_assert_uint_eq(s1.notifications_received - s0.notifications_received,
+                      3);
+    ck_assert_uint_eq(s1.notifications_refused, s0.notifications_refused);
 }
 END_TEST
 
@@ -1461,16 +1512,20 @@ START_TEST(batch_ops_in_a_larger_struct)
 END_TEST
 
 /* "A wait with nothing to wait for is no wait": on the only pool thread
- * (threads 1) a wait for a future in flight is FRPC_EDEADLK, but waits
+ * (threads 1) a wait for a future in flight is FRPC_EDEADLK (frpc_wait_all
+ * and frpc_wait_any's too, the index untouched), but waits
  * for a completed one (cancelled) return its status. */
 static void waits_past_the_limit(frpc_request *req, void *user)
 {
     (void)user;
     frpc_future *f;
-    int rc[5] = {-1, -1, -1, -1, -1};
-    size_t index = 9;
+    int rc[8] = {-1, -1, -1, -1, -1, -1, -1, 9};
+    size_t index = 9, in_flight_index = 9;
     if (frpc_call_async(agent, 0, "echo", "x", 1, 10000, &f) == 0) {
         rc[0] = frpc_future_wait(f, 5000);
+        rc[5] = frpc_wait_all(&f, 1, 5000);
+        rc[6] = frpc_wait_any(&f, 1, 5000, &in_flight_index);
+        rc[7] = (int)in_flight_index;
         frpc_future_cancel(f);
         rc[1] = frpc_future_wait(f, 5000);
         rc[2] = frpc_wait_all(&f, 1, 5000);
@@ -1485,10 +1540,15 @@ START_TEST(waits_for_completed_futures_return_past_the_nesting_limit)
 {
     one_pool_thread_agent(waits_past_the_limit);
     ck_assert_int_eq(frpc_register(agent, "echo", echo, NULL, 0), 0);
-    int rc[5];
-    call_waits(rc, 5);
+    int rc[8];
+    call_waits(rc, 8);
     ck_assert_msg(rc[0] == FRPC_EDEADLK, "a wait for a future in flight: %s",
                   frpc_err_name(rc[0]));
+    ck_assert_msg(rc[5] == FRPC_EDEADLK, "frpc_wait_all on a future in "
+                  "flight: %s", frpc_err_name(rc[5]));
+    ck_assert_msg(rc[6] == FRPC_EDEADLK && rc[7] == 9, "frpc_wait_any on a "
+                  "future in flight: %s, index %d (want it untouched)",
+                  frpc_err_name(rc[6]), rc[7]);
     ck_assert_msg(rc[1] == FRPC_ECANCELED,
                   "frpc_future_wait on a cancelled future: %s",
                   frpc_err_name(rc[1]));
@@ -1803,6 +1863,93 @@ START_TEST(a_handler_the_callback_waits_for_cannot_turn_it_off)
 }
 END_TEST
 
+/* A handler replaces the callback while a run of the old one is going
+ * on the polling thread; that run then waits in a call (a notification
+ * to this rank), so the setter gives up with FRPC_EDEADLK. A notification
+ * taken by the run's own poll meanwhile must go to the old callback: the
+ * new one is never called, its setter having failed (pre-fix it ran the
+ * new one whenever that run began before the give-up). */
+static _Atomic int swap_old_runs, swap_new_runs, swap_r1_in;
+static _Atomic int swap_set_rc = 1, swap_nested_rc = 1;
+
+static void swap_new(frpc_agent *a, int src, const void *msg, size_t len,
+                     void *user)
+{
+    (void)a, (void)src, (void)msg, (void)len, (void)user;
+    atomic_fetch_add(&swap_new_runs, 1);
+}
+
+static void swap_old(frpc_agent *a, int src, const void *msg, size_t len,
+                     void *user)
+{
+    (void)src, (void)msg, (void)len, (void)user;
+    if (atomic_fetch_add(&swap_old_runs, 1) != 0)
+        return;
+    atomic_store(&swap_r1_in, 1);
+    /* The handler is in frpc_on_notify, and "nested" waits to be taken,
+     * by then: this call's first poll takes it. */
+    usleep(300 * 1000);
+    frpc_result r;
+    swap_nested_rc = frpc_call(a, 0, "swap_slow", NULL, 0, 20000, &r);
+    frpc_result_clear(&r);
+}
+
+static void swap_setter(frpc_request *req, void *user)
+{
+    (void)user;
+    for (int i = 0; i < 20000 && !atomic_load(&swap_r1_in); i++)
+        usleep(1000);
+    swap_set_rc = frpc_on_notify(agent, swap_new, NULL);
+    frpc_respond(req, NULL, 0);
+}
+
+static void swap_slow(frpc_request *req, void *user)
+{
+    (void)user;
+    usleep(300 * 1000);
+    frpc_respond(req, NULL, 0);
+}
+
+static void *swap_nested_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20000 && !atomic_load(&swap_r1_in); i++)
+        usleep(1000);
+    usleep(100 * 1000);
+    return (void *)(intptr_t)frpc_notify(agent, 0, "nested", 6, 20000);
+}
+
+START_TEST(a_setter_that_gives_up_never_ran_its_callback)
+{
+    frpc_future *f = NULL;
+    ck_assert_int_eq(frpc_register(agent, "swap_setter", swap_setter, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "swap_slow", swap_slow, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_on_notify(agent, swap_old, NULL), 0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "swap_setter", NULL, 0, 30000,
+                                     &f),
+                     0);
+    pthread_t th;
+    void *sent;
+    ck_assert_int_eq(pthread_create(&th, NULL, swap_nested_sender, NULL), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, "first", 5, 20000), 0);
+    ck_assert_int_eq(pthread_join(th, &sent), 0);
+    ck_assert_int_eq((int)(intptr_t)sent, 0);
+    ck_assert_int_eq(frpc_future_wait(f, 30000), 0);
+    frpc_future_free(f);
+    ck_assert_int_eq(swap_nested_rc, 0);
+    ck_assert_int_eq(swap_set_rc, FRPC_EDEADLK);
+    ck_assert_msg(swap_new_runs == 0, "the new callback ran %d times, its "
+                  "setter failed", atomic_load(&swap_new_runs));
+    ck_assert_int_eq(swap_old_runs, 2);
+    /* The old one stayed set. */
+    ck_assert_int_eq(frpc_notify(agent, 0, "m", 1, 20000), 0);
+    ck_assert_int_eq(swap_old_runs, 3);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+}
+END_TEST
+
 /* ---- the one meaning of each code ----------------------------------- */
 
 START_TEST(waits_that_run_out_are_etimedout)
@@ -2113,6 +2260,8 @@ START_TEST(a_second_shutdown_while_one_runs_is_eshutdown)
                      FRPC_ESHUTDOWN);
     ck_assert_int_eq(frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 100),
                      FRPC_ESHUTDOWN);
+    /* And a notification now (frpc_notify's FRPC_ESHUTDOWN). */
+    ck_assert_int_eq(frpc_notify(agent, 0, "n", 1, 100), FRPC_ESHUTDOWN);
     atomic_store(&slow_go, 1);
     pthread_join(t, NULL);
     agent = NULL;
@@ -2662,6 +2811,10 @@ int main(void)
         {"FABRPC_SHM_SPLIT_MAX: 65536 unset, 0 turns parts off, a bad "
          "value is FRPC_EINVAL naming it",
          shm_split_max_from_the_environment},
+        {"each FABRPC_* variable with a range or words refuses a value "
+         "outside them, naming the variable; FABRPC_PEER_TIMEOUT_MS under "
+         "4000 is 4000",
+         each_variables_bad_values_are_refused_naming_it},
         {"frpc_version matches FRPC_VERSION_*", version_matches_the_header},
         {"frpc_get_stats writes the program's size, no more",
          stats_by_the_programs_size, .fixture = &with_agent},
@@ -2703,6 +2856,11 @@ int main(void)
         {"a pool handler that a notification callback's call waits for "
          "cannot turn the callback off: FRPC_EDEADLK, no wait",
          a_handler_the_callback_waits_for_cannot_turn_it_off,
+         .fixture = &with_agent, .timeout_s = 60},
+        {"a handler's frpc_on_notify that gives up (FRPC_EDEADLK) never "
+         "ran its callback: the old run's nested notification goes to the "
+         "old one",
+         a_setter_that_gives_up_never_ran_its_callback,
          .fixture = &with_agent, .timeout_s = 60},
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
