@@ -1029,6 +1029,13 @@ static int mode_barrier_death(void)
     CHECK(ms < AT_ONCE_MS, "a barrier after the loss took %.0f ms", ms);
     printf("ok: a barrier entered once rank %d was DEAD failed "
            "FRPC_EPEERLOST in %.2f ms\n", dead, ms);
+    frpc_stats st;
+    /* At least the dead one (the other survivor may have left by now). */
+    CHECK(frpc_get_stats(agent, &st) == 0 && st.peers_lost >= 1 &&
+              st.peers_lost <= 2,
+          "frpc_stats.peers_lost %llu, rank %d DEAD",
+          (unsigned long long)st.peers_lost, dead);
+
     double sms;
     rc = timed_shutdown(SHUTDOWN_MS, &sms);
     CHECK(sms < SHUTDOWN_MS + 2000, "shutdown took %.0f ms", sms);

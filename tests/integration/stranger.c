@@ -193,6 +193,29 @@ static void check_drops(frpc_agent *a, const char *report)
         CHECK(st.dropped_oversize > 0,
               "%ld oversize messages sent, none counted", oversize);
     CHECK(st.dropped_lost == 0, "frames from a lost rank with none lost");
+    /* What a user sees: frpc_stats's frames_* say the same (read after
+     * the transport's own counters, so at least as many). */
+    frpc_stats ps;
+    CHECK(frpc_get_stats(a, &ps) == 0, "frpc_get_stats");
+    CHECK(ps.frames_stranger >= st.dropped_stranger &&
+              ps.frames_oversize >= st.dropped_oversize &&
+              ps.frames_malformed >= st.dropped_malformed &&
+              ps.frames_bad_token >= st.dropped_token &&
+              ps.frames_from_lost == 0,
+          "frpc_stats: stranger %llu oversize %llu malformed %llu token "
+          "%llu lost %llu",
+          (unsigned long long)ps.frames_stranger,
+          (unsigned long long)ps.frames_oversize,
+          (unsigned long long)ps.frames_malformed,
+          (unsigned long long)ps.frames_bad_token,
+          (unsigned long long)ps.frames_from_lost);
+    CHECK(ps.frames_stranger + ps.frames_malformed + ps.frames_bad_token > 0,
+          "frpc_stats counted none of the stranger's frames");
+    CHECK(ps.bytes_sent > 0 && ps.bytes_received > 0 && ps.messages_sent > 0,
+          "frpc_stats after calls: %llu bytes sent, %llu received, %llu "
+          "messages", (unsigned long long)ps.bytes_sent,
+          (unsigned long long)ps.bytes_received,
+          (unsigned long long)ps.messages_sent);
 }
 
 static int member(void)
