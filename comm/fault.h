@@ -69,6 +69,8 @@ typedef enum fr_fault_site {
                                stopped, before its last polls (agent.c) */
     FR_FAULT_TAKE_NOMEM,    /* frpc_request_take_args finds no memory
                                for the copy of short args (request.c) */
+    FR_FAULT_NOTIFY_NOMEM,  /* a rank finds no memory to queue a
+                               notification (notify.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -1552,7 +1552,8 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * to timeout_ms (see "Timeouts"), until dst has it. Returns 0, or
  * FRPC_EINVAL (NULL agent, msg NULL with len > 0, len over
  * FRPC_NOTIFY_MAX), FRPC_ENORANK, FRPC_EAGAIN (dst's queue is full, or
- * max_inflight calls in flight), FRPC_ETOOBIG (len over this rank's or
+ * dst had no memory to queue it, or max_inflight calls in flight),
+ * FRPC_ETOOBIG (len over this rank's or
  * dst's config.max_msg_size, where one is set below FRPC_NOTIFY_MAX),
  * FRPC_EPEERLOST, FRPC_ETIMEDOUT (dst did not confirm in time: it may
  * still get the notification, as a call that timed out may still run),
@@ -1689,7 +1690,8 @@ typedef struct frpc_stats {
                                     1.1) */
     uint64_t notifications_received; /* queued here, or given to the
                                         callback (since 1.1) */
-    uint64_t notifications_refused;  /* refused here: queue full (since
+    uint64_t notifications_refused;  /* refused here: queue full, or no
+                                        memory to queue one (since
                                         1.1) */
     uint64_t zerocopy_sent;      /* args and replies that went without a
                                     copy (see config.zerocopy_min); since

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "comm/clock.h"
+#include "comm/fault.h"
 #include "rpc/agent.h"
 
 typedef struct fr_notice {
@@ -149,7 +150,8 @@ static void take(frpc_request *req, void *user)
         return;
     }
     fr_notice *n = NULL;
-    if (atomic_load(&a->notices) < a->set.notify_queue &&
+    int full = atomic_load(&a->notices) >= a->set.notify_queue;
+    if (!full && !fr_fault_hit(FR_FAULT_NOTIFY_NOMEM) &&
         (n = malloc(sizeof(*n) + len))) {
         n->next = NULL;
         n->src = src;
@@ -166,9 +168,14 @@ static void take(frpc_request *req, void *user)
     pthread_mutex_unlock(&a->notify_lock);
     if (!n) {
         atomic_fetch_add(&a->notes_refused, 1);
-        snprintf(why, sizeof(why), "rank %d holds %u notifications not yet "
-                 "taken (frpc_notify_wait); try again later",
-                 a->set.rank, a->set.notify_queue);
+        if (full)
+            snprintf(why, sizeof(why), "rank %d holds %u notifications not "
+                     "yet taken (frpc_notify_wait); try again later",
+                     a->set.rank, a->set.notify_queue);
+        else
+            snprintf(why, sizeof(why), "rank %d had no memory to queue a "
+                     "notification of %zu bytes; try again later",
+                     a->set.rank, len);
         fr_request_refuse(req, FRPC_EAGAIN, why);
         return;
     }

@@ -1457,6 +1457,21 @@ START_TEST(queued_notifications_stay_for_the_waiters)
     ck_assert_uint_eq(s1.notifications_received - s0.notifications_received,
                       3);
     ck_assert_uint_eq(s1.notifications_refused, s0.notifications_refused);
+    /* No memory to queue one: FRPC_EAGAIN, counted as refused; nothing
+     * queued; the next one is. */
+    fr_fault_arm(FR_FAULT_NOTIFY_NOMEM, 1);
+    ck_assert_int_eq(frpc_notify(agent, 0, "d", 1, 10000), FRPC_EAGAIN);
+    fr_fault_arm(FR_FAULT_NOTIFY_NOMEM, 0);
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_uint_eq(s0.notifications_refused - s1.notifications_refused, 1);
+    ck_assert_int_eq(frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                                      50),
+                     FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frpc_notify(agent, 0, "f", 1, 10000), 0);
+    ck_assert_int_eq(frpc_notify_wait(agent, &src, buf, sizeof(buf), &len,
+                                      10000),
+                     0);
+    ck_assert_int_eq(buf[0], 'f');
 }
 END_TEST
 
