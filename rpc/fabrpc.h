@@ -1675,7 +1675,8 @@ typedef struct frpc_stats {
                                     status) after its bytes moved
                                     (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
-                                    or slice, access not granted (not
+                                    or slice, access not granted, a
+                                    batch naming two owners (not
                                     FRPC_EAGAIN nor FRPC_ESHUTDOWN, nor a
                                     NULL region or descriptor)
                                     (since 1.1) */
@@ -1812,7 +1813,9 @@ typedef struct frpc_mp_view {
  * truncated, empty, trailing bytes, or arrays/maps nested deeper than 64),
  * FRPC_ENOMEM. On error the view is left empty and needs no freeing
  * (freeing it is harmless). Memory used is at most 24 bytes per byte of
- * len (a msgpack_object per element: 16 MiB of one-byte elements takes
+ * len, or 64 bytes for the shortest inputs (one zone chunk of
+ * max(64, what the tree needs), plus malloc's own bookkeeping; a
+ * msgpack_object per element: 16 MiB of one-byte elements takes
  * about 400 MB), whatever sizes the bytes claim, so untrusted input
  * cannot ask for more; bound len where that is too much. view's
  * old contents are not looked at (it may be uninitialised): free a view

@@ -266,8 +266,15 @@ static void refused(frpc_mem *l, uint8_t *lbuf, const uint8_t *next_desc,
 
     ops[1] = ops[0];
     ops[1].desc = mydesc; /* another owner: this rank */
+    stats(&s0);
     expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
            "a batch to two owners");
+    stats(&s1);
+    CHECK(s1.transfers_refused == s0.transfers_refused + 1 &&
+              s1.transfers_put == s0.transfers_put,
+          "a batch to two owners: refused %llu -> %llu, not posted",
+          (unsigned long long)s0.transfers_refused,
+          (unsigned long long)s1.transfers_refused);
     ops[1] = ops[0];
     ops[1].op = 7;
     expect(frpc_transfer(ops, 2, NULL, 0, TIMEOUT_MS), FRPC_EINVAL,
