@@ -191,6 +191,9 @@ struct frpc_agent {
     /* Callbacks running now, and those of them begun before the last
      * frpc_on_notify (it waits for these: notify.c). */
     unsigned notify_running, notify_stale;
+    /* frpc_on_notify calls waiting for such runs: meanwhile a run nested
+     * in one of them runs the callback it runs (notify.c). */
+    unsigned notify_setters;
     /* Waits in a call (fr_progress_begin_wait) by running callbacks. */
     unsigned notify_waits;
     uint64_t notify_gen;

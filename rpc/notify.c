@@ -82,13 +82,15 @@ static const cb_run *stale_run_here(const frpc_agent *a)
 
 /* Under notify_lock: which callback a notification taken now goes to
  * (0: none, queue it). Inside a run that began before the last change
- * (its wait polled), the one that run runs: a setter waiting for that run
- * may yet give up (FRPC_EDEADLK), and then the new one must never have
- * run. Such a nested run ends before the one it is inside, which the
- * setter waits for anyway. */
+ * (its wait polled) while a setter still waits, the one that run runs:
+ * the setter may yet give up (FRPC_EDEADLK), and then the new one must
+ * never have run. Such a nested run ends before the one it is inside,
+ * which the setter waits for anyway. Once no setter waits, the callback
+ * set: a setter that returned never sees its old callback called again
+ * (one called from inside it, not waiting for its own run, included). */
 static int pick_callback(const frpc_agent *a, cb_run *run)
 {
-    const cb_run *stale = stale_run_here(a);
+    const cb_run *stale = a->notify_setters ? stale_run_here(a) : NULL;
     if (stale) {
         run->gen = stale->gen;
         run->fn = stale->fn;
@@ -323,6 +325,7 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
     uint64_t gen = ++a->notify_gen;
     a->notify_stale = a->notify_running;
     unsigned mine = runs_on_this_thread(a);
+    a->notify_setters++;
     while (a->notify_stale > mine) {
         /* A run waiting in a call may wait for this very handler (it
          * called this rank): give up, and put the old callback back
@@ -339,6 +342,7 @@ int frpc_on_notify(frpc_agent *a, frpc_notify_fn fn, void *user)
         }
         pthread_cond_wait(&a->notify_done, &a->notify_lock);
     }
+    a->notify_setters--;
     pthread_mutex_unlock(&a->notify_lock);
     if (rc)
         fprintf(stderr, "fabrpc: rank %d: frpc_on_notify from a handler or "

@@ -1965,6 +1965,59 @@ START_TEST(a_setter_that_gives_up_never_ran_its_callback)
 }
 END_TEST
 
+/* A callback that replaces itself (frpc_on_notify from inside its run
+ * returns 0 at once) and then waits in a call: a notification its wait
+ * takes goes to the new callback; the old one is not called again. */
+static _Atomic int self_old_runs, self_new_runs, self_set, self_set_rc = 1;
+static _Atomic int self_call_rc = 1;
+
+static void self_new(frpc_agent *a, int src, const void *msg, size_t len,
+                     void *user)
+{
+    (void)a, (void)src, (void)msg, (void)len, (void)user;
+    atomic_fetch_add(&self_new_runs, 1);
+}
+
+static void self_old(frpc_agent *a, int src, const void *msg, size_t len,
+                     void *user)
+{
+    (void)src, (void)msg, (void)len, (void)user;
+    if (atomic_fetch_add(&self_old_runs, 1) != 0)
+        return;
+    self_set_rc = frpc_on_notify(a, self_new, NULL);
+    atomic_store(&self_set, 1);
+    frpc_result r;
+    self_call_rc = frpc_call(a, 0, "swap_slow", NULL, 0, 20000, &r);
+    frpc_result_clear(&r);
+}
+
+static void *self_nested_sender(void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 20000 && !atomic_load(&self_set); i++)
+        usleep(1000);
+    return (void *)(intptr_t)frpc_notify(agent, 0, "nested", 6, 20000);
+}
+
+START_TEST(a_callback_that_replaced_itself_is_not_called_again)
+{
+    ck_assert_int_eq(frpc_register(agent, "swap_slow", swap_slow, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_on_notify(agent, self_old, NULL), 0);
+    pthread_t th;
+    void *sent;
+    ck_assert_int_eq(pthread_create(&th, NULL, self_nested_sender, NULL), 0);
+    ck_assert_int_eq(frpc_notify(agent, 0, "first", 5, 20000), 0);
+    ck_assert_int_eq(pthread_join(th, &sent), 0);
+    ck_assert_int_eq((int)(intptr_t)sent, 0);
+    ck_assert_int_eq(self_set_rc, 0);
+    ck_assert_int_eq(self_call_rc, 0);
+    ck_assert_int_eq(self_old_runs, 1);
+    ck_assert_int_eq(self_new_runs, 1);
+    ck_assert_int_eq(frpc_on_notify(agent, NULL, NULL), 0);
+}
+END_TEST
+
 /* ---- the one meaning of each code ----------------------------------- */
 
 START_TEST(waits_that_run_out_are_etimedout)
@@ -2876,6 +2929,10 @@ int main(void)
          "ran its callback: the old run's nested notification goes to the "
          "old one",
          a_setter_that_gives_up_never_ran_its_callback,
+         .fixture = &with_agent, .timeout_s = 60},
+        {"a notification callback that replaced itself, then waits in a "
+         "call: one its wait takes goes to the new callback",
+         a_callback_that_replaced_itself_is_not_called_again,
          .fixture = &with_agent, .timeout_s = 60},
         {"a wait that runs out is FRPC_ETIMEDOUT; in flight "
          "FRPC_EINPROGRESS; cancel of a completed future is 1",
