@@ -1887,11 +1887,12 @@ END_TEST
 static _Atomic int swap_old_runs, swap_new_runs, swap_r1_in;
 static _Atomic int swap_set_rc = 1, swap_nested_rc = 1;
 
-static void swap_new(frpc_agent *a, int src, const void *msg, size_t len,
-                     void *user)
+/* A callback that only counts its runs, in the atomic_int user is. */
+static void count_runs(frpc_agent *a, int src, const void *msg, size_t len,
+                       void *user)
 {
-    (void)a, (void)src, (void)msg, (void)len, (void)user;
-    atomic_fetch_add(&swap_new_runs, 1);
+    (void)a, (void)src, (void)msg, (void)len;
+    atomic_fetch_add((_Atomic int *)user, 1);
 }
 
 static void swap_old(frpc_agent *a, int src, const void *msg, size_t len,
@@ -1914,7 +1915,7 @@ static void swap_setter(frpc_request *req, void *user)
     (void)user;
     for (int i = 0; i < 20000 && !atomic_load(&swap_r1_in); i++)
         usleep(1000);
-    swap_set_rc = frpc_on_notify(agent, swap_new, NULL);
+    swap_set_rc = frpc_on_notify(agent, count_runs, (void *)&swap_new_runs);
     frpc_respond(req, NULL, 0);
 }
 
@@ -1971,20 +1972,13 @@ END_TEST
 static _Atomic int self_old_runs, self_new_runs, self_set, self_set_rc = 1;
 static _Atomic int self_call_rc = 1;
 
-static void self_new(frpc_agent *a, int src, const void *msg, size_t len,
-                     void *user)
-{
-    (void)a, (void)src, (void)msg, (void)len, (void)user;
-    atomic_fetch_add(&self_new_runs, 1);
-}
-
 static void self_old(frpc_agent *a, int src, const void *msg, size_t len,
                      void *user)
 {
     (void)src, (void)msg, (void)len, (void)user;
     if (atomic_fetch_add(&self_old_runs, 1) != 0)
         return;
-    self_set_rc = frpc_on_notify(a, self_new, NULL);
+    self_set_rc = frpc_on_notify(a, count_runs, (void *)&self_new_runs);
     atomic_store(&self_set, 1);
     frpc_result r;
     self_call_rc = frpc_call(a, 0, "swap_slow", NULL, 0, 20000, &r);
