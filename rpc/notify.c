@@ -18,10 +18,11 @@
  *   the pending table's epoch (fr_pending_kick).
  * - frpc_on_notify promises the old callback is done when it returns, so
  *   a run is counted under notify_lock; the change bumps a generation,
- *   and the runs begun before it (notify_stale) signal as they end. A
- *   run nested in such a run (its wait polled) runs the old callback too
- *   and counts as stale: the setter may still give up (FRPC_EDEADLK), and
- *   then the new callback must never have run.
+ *   and the runs begun before it (notify_stale) signal as they end.
+ *   While a setter waits, a run nested in such a run (its wait polled)
+ *   runs the old callback too and counts as stale: the setter may still
+ *   give up (FRPC_EDEADLK), and then the new callback must never have
+ *   run (pick_callback).
  */
 #include "config.h"
 

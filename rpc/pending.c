@@ -409,11 +409,11 @@ static size_t take_slot(fr_pending_table *t)
     return (size_t)cur + 1;
 }
 
-/* Inserts p, already counted in flight (counted: the count with it). */
 /* What an entry is, for insert: a call or transfer ended by the deadline
  * heap, one whose waiter ends it itself, or a part of another's. */
 enum { KIND_CALL, KIND_SELF_TIMED, KIND_PART };
 
+/* Inserts p, already counted in flight (counted: the count with it). */
 static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
                   const char *fname, int timeout_ms, uint64_t deadline,
                   fr_pending_done_fn on_done, void *room, size_t cap,
