@@ -1814,7 +1814,8 @@ typedef struct frpc_mp_view {
  * FRPC_ENOMEM. On error the view is left empty and needs no freeing
  * (freeing it is harmless). Memory used is at most 24 bytes per byte of
  * len, or 64 bytes for the shortest inputs (one zone chunk of
- * max(64, what the tree needs), plus malloc's own bookkeeping; a
+ * max(64, what the tree needs), plus at most 32 bytes of the zone's and
+ * malloc's bookkeeping; a
  * msgpack_object per element: 16 MiB of one-byte elements takes
  * about 400 MB), whatever sizes the bytes claim, so untrusted input
  * cannot ask for more; bound len where that is too much. view's

@@ -319,6 +319,47 @@ START_TEST(parse_memory_is_at_most_24_bytes_per_input_byte)
 }
 END_TEST
 
+/* The header's floor for short inputs: max(24 x len, 64) bytes, plus at
+ * most 32 of the zone's and malloc's bookkeeping. Many views are kept at
+ * once, so that chunks malloc keeps from earlier frees (its tcache, which
+ * mallinfo2 counts as in use) weigh nothing in the mean. */
+START_TEST(short_inputs_take_at_most_64_bytes_and_bookkeeping)
+{
+    static const struct {
+        const char *bytes;
+        size_t len;
+    } in[] = {
+        {"\xc0", 1},                 /* nil: no element in the zone */
+        {"\x01", 1},                 /* positive fixint */
+        {"\xa1x", 2},                /* fixstr */
+        {"\x92\x01\x02", 3},         /* two elements */
+        {"\x81\xc0\xc0", 3},         /* one pair */
+        {"\x93\xc0\xc0\xc0", 4},     /* three elements: 72 B of tree */
+        {"\x91\x91\x91\xc0", 4},     /* nested */
+        {"\xcb\0\0\0\0\0\0\0\0", 9}, /* float 64 */
+    };
+    enum { K = 512 };
+    frpc_mp_view *v = malloc(K * sizeof(*v));
+    ck_assert_ptr_nonnull(v);
+    for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+        size_t before = heap_in_use();
+        for (int k = 0; k < K; k++)
+            ck_assert_int_eq(frpc_mp_parse(in[i].bytes, in[i].len, &v[k]), 0);
+        size_t after = heap_in_use();
+        if (after) { /* sanitizers' allocators tell mallinfo2 nothing */
+            size_t floor = 24 * in[i].len > 64 ? 24 * in[i].len : 64;
+            double per_view = (double)(after - before) / K;
+            ck_assert_msg(per_view > 0 && per_view <= (double)(floor + 32),
+                          "%zu B of input took %.1f B a view (bound %zu)",
+                          in[i].len, per_view, floor + 32);
+        }
+        for (int k = 0; k < K; k++)
+            frpc_mp_view_free(&v[k]);
+    }
+    free(v);
+}
+END_TEST
+
 START_TEST(null_arguments_are_invalid)
 {
     frpc_mp_view v;
@@ -428,6 +469,8 @@ int main(void)
         { "reserved byte 0xc1 is rejected", reserved_byte_is_rejected },
         { "parse memory: at most 24 bytes per input byte",
           parse_memory_is_at_most_24_bytes_per_input_byte },
+        { "parse memory of short inputs: 64 bytes and bookkeeping",
+          short_inputs_take_at_most_64_bytes_and_bookkeeping },
         { "null arguments are invalid", null_arguments_are_invalid },
         { "free and destroy twice are harmless",
           free_and_destroy_twice_are_harmless },
