@@ -3592,6 +3592,121 @@ static int mode_leave_answers(void)
     return 0;
 }
 
+/* ---- futures-mixed ------------------------------------------------------ */
+
+/* Rank 1 calls exit(0) inside its 20th "dawdle" handler while rank 0 has
+ * FM_CALLS async calls in flight to it and as many to rank 2, each with a
+ * callback. The header: an exited rank is lost, every call to it ends
+ * FRPC_EPEERLOST (or was answered); a callback runs exactly once; futures
+ * outlive frpc_shutdown, complete, and may be read, waited for,
+ * cancelled (1) and freed. */
+#define FM_CALLS 200
+#define FM_EXIT_AT 20
+
+static atomic_int fm_seen;
+static atomic_int fm_runs[2 * FM_CALLS];
+
+static void dawdle(frpc_request *req, void *user)
+{
+    (void)user;
+    if (me == 1 && atomic_fetch_add(&fm_seen, 1) + 1 == FM_EXIT_AT) {
+        fflush(stdout);
+        exit(0);
+    }
+    au_sleep_us(2000);
+    frpc_respond(req, "ok", 2);
+}
+
+static void fm_count(frpc_future *f, void *user)
+{
+    (void)f;
+    atomic_fetch_add(&fm_runs[(intptr_t)user], 1);
+}
+
+static int mode_futures_mixed(void)
+{
+    start_lost();
+    CHECK(nranks == 3, "futures-mixed needs 3 ranks");
+    au_register("dawdle", dawdle, NULL, 0);
+    au_barrier();
+    if (me == 1) {
+        au_sleep_us(60 * 1000000);
+        CHECK(0, "rank 1 did not exit in its handler within 60 s");
+    }
+    double ms;
+    if (me == 2) {
+        int rc = timed_shutdown(SHUTDOWN_MS + 5000, &ms);
+        CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s, want "
+              "FRPC_EPEERLOST", frpc_err_name(rc));
+        printf("ok: rank %d done\n", me);
+        return 0;
+    }
+    frpc_future *f[2 * FM_CALLS];
+    for (int i = 0; i < 2 * FM_CALLS; i++) {
+        int rc = frpc_call_async(agent, 1 + i % 2, "dawdle", "x", 1,
+                                 FRPC_TIMEOUT_NONE, &f[i]);
+        if (rc == FRPC_EPEERLOST && i % 2 == 0) { /* rank 1 already gone */
+            f[i] = NULL;
+            atomic_store(&fm_runs[i], 1);
+            continue;
+        }
+        CHECK(rc == 0, "call %d to rank %d: %s", i, 1 + i % 2,
+              frpc_err_name(rc));
+        CHECK(frpc_future_then(f[i], fm_count, (void *)(intptr_t)i) == 0,
+              "then %d", i);
+    }
+    /* The first wait_any returns a completed future; then all of them. */
+    size_t ix = SIZE_MAX;
+    CHECK(frpc_wait_any(f, 2 * FM_CALLS, FRPC_TIMEOUT_NONE, &ix) == 0 &&
+          ix < 2 * FM_CALLS && frpc_future_test(f[ix]), "wait_any");
+    double t0 = au_now_ms();
+    int rc = frpc_wait_all(f, 2 * FM_CALLS, BOUND_MS);
+    CHECK(rc == 0, "wait_all with rank 1 gone: %s after %.0f ms",
+          frpc_err_name(rc), au_now_ms() - t0);
+    int answered = 0, lost = 0;
+    for (int i = 0; i < 2 * FM_CALLS; i++) {
+        if (!f[i])
+            continue;
+        int st = frpc_future_error(f[i], NULL, NULL);
+        if (i % 2)
+            CHECK(st == 0, "call %d to the live rank 2: %s", i,
+                  frpc_err_name(st));
+        else if (st == 0)
+            answered++;
+        else {
+            CHECK(st == FRPC_EPEERLOST, "call %d to the exited rank 1: %s, "
+                  "want FRPC_EPEERLOST", i, frpc_err_name(st));
+            lost++;
+        }
+    }
+    /* Its other handlers may answer while exit runs (at least the one
+     * that called exit never does). */
+    CHECK(lost > 0, "rank 1 answered all %d calls", answered);
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == FRPC_EPEERLOST, "shutdown with rank 1 lost: %s, want "
+          "FRPC_EPEERLOST", frpc_err_name(rc));
+    for (int i = 0; i < 2 * FM_CALLS; i++) {
+        if (!f[i])
+            continue;
+        int st = frpc_future_error(f[i], NULL, NULL);
+        CHECK(frpc_future_test(f[i]) == 1, "future %d in flight after "
+              "shutdown", i);
+        CHECK(frpc_future_wait(f[i], 10) == st, "future %d's wait after "
+              "shutdown", i);
+        CHECK(frpc_future_cancel(f[i]) == 1, "future %d's cancel after "
+              "shutdown", i);
+        frpc_future_free(f[i]);
+        CHECK(atomic_load(&fm_runs[i]) == 1, "future %d's callback ran %d "
+              "times", i, atomic_load(&fm_runs[i]));
+    }
+    printf("ok: rank 1 exited in a handler: %d of its calls answered, %d "
+           "FRPC_EPEERLOST, rank 2's %d answered, each callback once; "
+           "futures read, waited, cancelled (1) after shutdown\n",
+           answered, lost, FM_CALLS);
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     static const struct {
@@ -3632,7 +3747,8 @@ int main(int argc, char **argv)
                  {"fn-in-shutdown", mode_fn_in_shutdown},
                  {"fn-replace", mode_fn_replace},
                  {"fn-set-in-handler", mode_fn_set_in_handler},
-                 {"stuck-sends", mode_stuck_sends}};
+                 {"stuck-sends", mode_stuck_sends},
+                 {"futures-mixed", mode_futures_mixed}};
     setvbuf(stdout, NULL, _IOLBF, 0);
     for (size_t i = 0; argc == 2 && i < sizeof(modes) / sizeof(modes[0]); i++)
         if (strcmp(argv[1], modes[i].name) == 0)

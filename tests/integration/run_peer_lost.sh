@@ -3,7 +3,8 @@
 # (see peerlost.c for what each mode checks) killed at the worst moments —
 # holding 300 unanswered calls, inside a handler a nested call waits on,
 # in the middle of a 64 MiB rendezvous, serving the bootstrap store,
-# flooded with calls, during frpc_init — plus shutdown's bound, init/shutdown 20 times in one
+# flooded with calls, during frpc_init, exiting in a handler with callbacks
+# pending — plus shutdown's bound, init/shutdown 20 times in one
 # process, first calls with a 10 ms timeout and the default timeout.
 # Jobs run through fabrpc-run --keep-going (it must exit 137 and name the
 # killed rank, and leave nothing in /dev/shm); the kill also runs with 4
@@ -223,6 +224,12 @@ stuck_sends() {
 die_in_handler() {
     killed die 3 60 die-in-handler 1 "0 2"
     expect_grep "^\[2\] ok: the handler waiting on the dead rank 1 was released" "$JOB/out"
+}
+
+# exit(0) in a handler: fabrpc-run's status is 0 (every rank exited 0).
+futures_mixed() {
+    clean futures 3 60 futures-mixed "0 2"
+    expect_grep "^\[0\] ok: rank 1 exited in a handler" "$JOB/out"
 }
 
 rndv_death() {
@@ -521,6 +528,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: kill -9 of a rank holding 300 calls: all end FRPC_EPEERLOST, survivors go on (fabrpc-run --keep-going)" kill_run
     run_case "$PROV: the same with 4 ranks started by hand: the survivors end by themselves" kill_by_hand
     run_case "$PROV: a nested call waiting on a rank that dies in the handler is released" die_in_handler
+    run_case "$PROV: a rank exits in a handler with 200 async calls to it and 200 to another in flight, each with a callback: its calls end FRPC_EPEERLOST, each callback runs once, the futures outlive shutdown" futures_mixed
     run_case "$PROV: a rank dies during a 64 MiB rendezvous: no call hangs or stays in flight" rndv_death
     run_case "$PROV: a rank dies during 64 MiB gets and puts: each ends, the region frees at once" rma_death
     run_case "$PROV: the same with 64 B transfers in a tight loop: 0 or FRPC_EPEERLOST, never another code" rma_death_small
