@@ -252,6 +252,17 @@ static int resolve_store(const char *cfg_store_addr, fr_bootenv *out,
     return rc;
 }
 
+int fr_bootenv_resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
+                            char *errbuf, size_t errlen)
+{
+    if (!out) {
+        ERR("fr_bootenv_resolve_rank: out is NULL");
+        return FRPC_EINVAL;
+    }
+    memset(out, 0, sizeof(*out));
+    return resolve_rank(cfg_rank, cfg_world, out, errbuf, errlen);
+}
+
 int fr_bootenv_resolve(int cfg_rank, int cfg_world, const char *cfg_store_addr,
                        fr_bootenv *out, char *errbuf, size_t errlen)
 {

@@ -71,6 +71,14 @@ int fr_bootenv_resolve(int cfg_rank, int cfg_world, const char *cfg_store_addr,
                        fr_bootenv *out, char *errbuf, size_t errlen);
 
 /*
+ * Rank and world size alone, as fr_bootenv_resolve finds them, the store
+ * address left unread (out->store_source NULL, store_host "", port 0):
+ * for a world of one, which has no store. Same errors for the rank.
+ */
+int fr_bootenv_resolve_rank(int cfg_rank, int cfg_world, fr_bootenv *out,
+                            char *errbuf, size_t errlen);
+
+/*
  * Parses "host:port" or "[v6addr]:port" (text, only read) into host (a
  * NUL-terminated copy without brackets, of hostlen bytes at most with the
  * NUL) and *port (1..65535). A bare IPv6 address ("::1:80") is refused as

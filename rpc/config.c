@@ -399,8 +399,22 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
                             cfg->world_size == FRPC_UNSET ? -1
                                                           : cfg->world_size,
                             cfg->store_addr, &be, err, errlen);
-    if (rc && !be.rank_outside)
-        return rc;
+    if (rc && !be.rank_outside) {
+        /* A world of one has no store (fabrpc.h, store_addr): an address
+         * it would never use (MASTER_PORT=65535 in a one-process torchrun
+         * job, a typo) must not fail it. */
+        fr_bootenv one;
+        if (fr_bootenv_resolve_rank(cfg->rank == FRPC_UNSET ? -1 : cfg->rank,
+                                    cfg->world_size == FRPC_UNSET
+                                        ? -1
+                                        : cfg->world_size,
+                                    &one, NULL, 0) != 0 ||
+            one.world_size != 1)
+            return rc;
+        be = one;
+        be.store_source = "none";
+        rc = 0;
+    }
     int outside = rc; /* resolve the rest too, but report this */
     char scratch[256];
     if (outside) {

@@ -225,13 +225,15 @@ typedef enum frpc_rma_mode {
  *                    with none set, a single rank (0 of 1), which
  *                    frpc_init says on stderr (a job started without its
  *                    launcher would otherwise run quietly alone). Set
- *                    both or neither.
+ *                    both or neither (one alone: FRPC_EINVAL).
  *  store_addr        FABRPC_STORE_ADDR ("host:port"), else MASTER_ADDR
  *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
  *                    to torch.distributed's own store), else
  *                    "127.0.0.1:29500". Rank 0 serves the bootstrap store
  *                    there; the others connect. A world of one rank has
- *                    no store (nothing to meet): store_addr is unused.
+ *                    no store (nothing to meet): store_addr is unused,
+ *                    and neither it nor the variables it comes from are
+ *                    read, so a bad one does not fail frpc_init there.
  *  providers         FABRPC_PROVIDER, else FI_PROVIDER, else automatic
  *                    (shm when all ranks share a host, otherwise the first of
  *                    verbs, efa, psm3, tcp, sockets that every rank has).
@@ -905,7 +907,9 @@ int frpc_respond_owned(frpc_request *req, void *data, size_t len);
 
 /*
  * Answers req with an error: the caller's call ends with FRPC_EREMOTE,
- * result.remote_code = code and result.error = message (copied; NULL gives
+ * result.remote_code = code (any int, the application's own: 0 and the
+ * FRPC_E* values too arrive as FRPC_EREMOTE with that remote_code, never
+ * as the call's status) and result.error = message (copied; NULL gives
  * an empty message; longer than 1024 bytes is cut). Frees req. Errors:
  * FRPC_EINVAL (req NULL), and, the answer not sent (req is freed all the
  * same; the caller's call ends by its own timeout or peer loss):

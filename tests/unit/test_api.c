@@ -132,6 +132,19 @@ static void take_and_flip(frpc_request *req, void *user)
  * data NULL and len > 0 are FRPC_EINVAL and free nothing. Then answers
  * with an error whose text is the args (NULL for none): a NULL message
  * is an empty one, a long one is cut at 1024 bytes. */
+/* Answers with the error code its 4-byte args hold (the header: any int,
+ * FRPC_E* values and 0 included, arrives as FRPC_EREMOTE). */
+static void error_with_code(frpc_request *req, void *user)
+{
+    (void)user;
+    size_t len;
+    const void *args = frpc_request_args(req, &len);
+    int32_t code = 1;
+    if (len == sizeof(code))
+        memcpy(&code, args, sizeof(code));
+    frpc_respond_error(req, code, "as asked");
+}
+
 static void refuse_then_error(frpc_request *req, void *user)
 {
     (void)user;
@@ -200,6 +213,9 @@ static void agent_up(void)
                      0);
     ck_assert_int_eq(frpc_register(agent, "refuse_then_error",
                                    refuse_then_error, NULL, 0),
+                     0);
+    ck_assert_int_eq(frpc_register(agent, "error_with_code",
+                                   error_with_code, NULL, 0),
                      0);
     ck_assert_int_eq(frpc_register(agent, "take_without_memory",
                                    take_without_memory, NULL, 0),
@@ -783,6 +799,51 @@ START_TEST(a_world_of_one_has_no_store)
     /* Nobody came to the address. */
     ck_assert_int_lt(accept(ls, NULL, NULL), 0);
     close(ls);
+
+    /* ... so an address it would not use cannot fail it: a malformed one
+     * in the config or FABRPC_STORE_ADDR, and torchrun's variables for a
+     * job of one with MASTER_PORT 65535 (no port above it) or no port. */
+    static const struct {
+        const char *cfg_addr, *vars[5][2]; /* NULL-ended pairs */
+    } unused[] = {
+        {"not-an-address", {{NULL, NULL}}},
+        {NULL, {{"FABRPC_STORE_ADDR", "::::"}, {NULL, NULL}}},
+        {NULL,
+         {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "localhost"},
+          {"MASTER_PORT", "65535"}, {NULL, NULL}}},
+        {NULL,
+         {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "localhost"},
+          {NULL, NULL}}},
+    };
+    for (size_t i = 0; i < sizeof(unused) / sizeof(unused[0]); i++) {
+        frpc_config c;
+        frpc_agent *a = NULL;
+        if (unused[i].cfg_addr) {
+            alone(&c);
+            c.store_addr = unused[i].cfg_addr;
+        } else {
+            frpc_config_init(&c); /* rank and world from the variables */
+            if (strcmp(unused[i].vars[0][0], "RANK") != 0) {
+                c.rank = 0;
+                c.world_size = 1;
+            }
+        }
+        for (int v = 0; unused[i].vars[v][0]; v++)
+            setenv(unused[i].vars[v][0], unused[i].vars[v][1], 1);
+        c.errbuf = err[0];
+        c.errbuf_len = sizeof(err[0]);
+        int rc = frpc_init(&c, &a);
+        for (int v = 0; unused[i].vars[v][0]; v++)
+            unsetenv(unused[i].vars[v][0]);
+        ck_assert_msg(rc == 0, "case %zu: %s: %s", i, frpc_err_name(rc),
+                      err[0]);
+        ck_assert_int_eq(frpc_world_size(a), 1);
+        ck_assert_int_eq(frpc_register(a, "echo", echo, NULL, 0), 0);
+        frpc_result res;
+        ck_assert_int_eq(frpc_call(a, 0, "echo", "x", 1, 10000, &res), 0);
+        frpc_result_clear(&res);
+        ck_assert_int_eq(frpc_shutdown(a, FRPC_SHUTDOWN_GRACEFUL, 10000), 0);
+    }
 }
 END_TEST
 
@@ -2709,6 +2770,17 @@ START_TEST(argument_promises_on_a_live_agent)
     ck_assert_ptr_nonnull(res.error);
     ck_assert_uint_eq(strlen(res.error), 1024);
     frpc_result_clear(&res);
+    static const int32_t codes[] = {0, FRPC_ETIMEDOUT, FRPC_EPEERLOST,
+                                    FRPC_EREMOTE, -12345, INT32_MAX};
+    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
+        ck_assert_int_eq(frpc_call(agent, 0, "error_with_code", &codes[i],
+                                   sizeof(codes[i]), 10000, &res),
+                         FRPC_EREMOTE);
+        ck_assert_int_eq(res.status, FRPC_EREMOTE);
+        ck_assert_int_eq(res.remote_code, codes[i]);
+        ck_assert_str_eq(res.error, "as asked");
+        frpc_result_clear(&res);
+    }
 
     /* Over this rank's own max_msg_size: refused before anything is
      * sent, *out NULL. */
@@ -2865,7 +2937,9 @@ int main(void)
         {"batch ops read op_size apart, in a larger struct of the program's",
          batch_ops_in_a_larger_struct, .fixture = &with_agent},
         {"a world of one rank has no store: two such agents with one "
-         "store_addr held by a stranger both run",
+         "store_addr held by a stranger both run, and a bad store address "
+         "(config, FABRPC_STORE_ADDR, MASTER_PORT 65535 or unset) does not "
+         "fail one",
          a_world_of_one_has_no_store},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
          "is FRPC_EINVAL naming it",
