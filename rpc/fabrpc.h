@@ -110,7 +110,10 @@
  * changes nothing for the job, even while it is still starting (it
  * cannot be told from a misconfigured member: see frpc_init). Without a
  * key, anyone who can reach the store's port can join the job: use a key
- * wherever others share the network. Frames
+ * wherever others share the network. A flood of connections to that
+ * port is another matter: it cannot join or change anything, but it can
+ * delay a start and, under a low open-files limit, make it run out of
+ * its init timeout (README, "Who may join a job"). Frames
  * that carry another job's token are dropped and counted (frpc_stats), and
  * so are frames whose sender is not the member they claim to be, where
  * the provider reports senders (tcp, sockets; shm and udp do not, and
