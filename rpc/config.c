@@ -395,20 +395,18 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
                  "environment)", cfg->rank, cfg->world_size);
         return FRPC_EINVAL;
     }
-    rc = fr_bootenv_resolve(cfg->rank == FRPC_UNSET ? -1 : cfg->rank,
-                            cfg->world_size == FRPC_UNSET ? -1
-                                                          : cfg->world_size,
-                            cfg->store_addr, &be, err, errlen);
+    /* The environment's resolver takes -1 for "not set by config". */
+    int want_rank = cfg->rank == FRPC_UNSET ? -1 : cfg->rank;
+    int want_world = cfg->world_size == FRPC_UNSET ? -1 : cfg->world_size;
+    rc = fr_bootenv_resolve(want_rank, want_world, cfg->store_addr, &be, err,
+                            errlen);
     if (rc && !be.rank_outside) {
         /* A world of one has no store (fabrpc.h, store_addr): an address
          * it would never use (MASTER_PORT=65535 in a one-process torchrun
          * job, a typo) must not fail it. */
         fr_bootenv one;
-        if (fr_bootenv_resolve_rank(cfg->rank == FRPC_UNSET ? -1 : cfg->rank,
-                                    cfg->world_size == FRPC_UNSET
-                                        ? -1
-                                        : cfg->world_size,
-                                    &one, NULL, 0) != 0 ||
+        if (fr_bootenv_resolve_rank(want_rank, want_world, &one, NULL, 0) !=
+                0 ||
             one.world_size != 1)
             return rc;
         be = one;
