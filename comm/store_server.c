@@ -612,23 +612,56 @@ static bool room_for_conn(struct fr_store_server *s)
     return true;
 }
 
-/* Past max_joining connections that are not members yet, the oldest is
- * dropped (the stranger's, most likely: a rank's is a round trip old). */
-static void drop_oldest_joining(struct fr_store_server *s)
+/* How likely c, not yet a member, is a stranger's, 0 most likely: a
+ * connection that has sent nothing (a rank sends its HELLO as soon as it
+ * is connected), then one with its HELLO incomplete, then one that owes
+ * the proof of its key. */
+static int stranger_rank(const struct conn *c)
 {
-    struct conn *oldest = NULL;
-    size_t joining = 0;
+    if (c->phase == PH_HELLO)
+        return c->rlen == 0 ? 0 : 1;
+    return 2;
+}
+
+/* The live connection not yet a member to drop first: the most likely
+ * stranger's, the oldest of those. */
+static struct conn *first_to_drop(struct fr_store_server *s, size_t *joining)
+{
+    struct conn *pick = NULL;
+    *joining = 0;
     for (size_t i = 0; i < s->nconns; i++) {
         struct conn *c = s->conns[i];
         if (c->phase == PH_MEMBER || c->dead)
             continue;
-        joining++;
-        if (!oldest || c->auth_deadline < oldest->auth_deadline)
-            oldest = c;
+        (*joining)++;
+        if (!pick || stranger_rank(c) < stranger_rank(pick) ||
+            (stranger_rank(c) == stranger_rank(pick) &&
+             c->auth_deadline < pick->auth_deadline))
+            pick = c;
     }
-    if (joining > s->max_joining)
-        conn_kill(oldest, "too many connections waiting to authenticate: "
-                          "the oldest was dropped");
+    return pick;
+}
+
+/* Past max_joining connections that are not members yet, drops the
+ * excess, silent ones first. Dropping the oldest alone dropped ranks'
+ * own connections under a flood of silent ones (their HELLO read, not
+ * yet answered): 29 in one start, which then failed at its 60 s init
+ * timeout (probe, ulimit -n 128, 3 flooding processes). A connection
+ * that looks silent is read once more first: its HELLO may have come
+ * since the last poll. */
+static void drop_excess_joining(struct fr_store_server *s)
+{
+    size_t joining;
+    struct conn *c;
+    while ((c = first_to_drop(s, &joining)) && joining > s->max_joining) {
+        if (stranger_rank(c) == 0 && !c->eof) {
+            conn_read(c);
+            if (c->rlen > 0)
+                continue; /* not silent after all: pick again */
+        }
+        conn_kill(c, "too many connections waiting to authenticate: "
+                     "one that had not proven its key was dropped");
+    }
 }
 
 /* Accepts the pending connections, ACCEPT_BATCH at most. */
@@ -657,7 +690,6 @@ static void accept_all(struct fr_store_server *s)
         c->rbuf = rbuf;
         c->rcap = RBUF_MIN;
         s->conns[s->nconns++] = c;
-        drop_oldest_joining(s);
     }
 }
 
@@ -717,8 +749,10 @@ static void *serve(void *arg)
             else if (re & (POLLHUP | POLLERR))
                 conn_kill_sock(c, 0);
         }
-        if (rc > 0 && s->pfds[1].revents)
+        if (rc > 0 && s->pfds[1].revents) {
             accept_all(s);
+            drop_excess_joining(s);
+        }
 
         now = fr_store__now_ms();
         s->work = false;
