@@ -1,7 +1,7 @@
 /*
  * Bootstrap store: the TCP plumbing of both sides (interface in
  * store_proto.h): the server's listening socket, the client's connect
- * attempt, socket tuning, and bounded waits on a socket. No protocol here.
+ * attempts, socket tuning, and bounded waits on a socket. No protocol here.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -157,8 +157,103 @@ uint64_t fr_store__end_key(int fd, bool peer)
     return key ? key : 1;
 }
 
-/* One attempt at every address of host:port, each bounded by deadline.
- * Returns a connected blocking socket, or -1 with *why set (static text). */
+/* A connect keeps fresh attempts going: a SYN that a full listen queue
+ * dropped (strangers flooding the store's port) is sent again by the
+ * kernel only 1, 3, 7, 15 s later, and joining ranks waited that long
+ * (starts of 4 and 13 s under a flood, probe). A new attempt every
+ * DIAL_FRESH_MS gets in soon after the queue has room; the first attempt
+ * is kept to the deadline, so a network slower than that still answers
+ * it. Without a flood the first attempt connects at once and no other
+ * is made. */
+#define DIAL_FRESH_MS 250
+#define DIAL_SLOTS 4 /* the first attempt and up to 3 fresh ones */
+
+/* Starts a non-blocking connect to ai: the socket, or -1 with *err. */
+static int dial_start(const struct addrinfo *ai, int *err)
+{
+    int fd = socket(ai->ai_family,
+                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
+    if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 || errno == EINPROGRESS)
+        return fd;
+    *err = errno;
+    close(fd);
+    return -1;
+}
+
+/* Takes fds[i] out of the n in fds, keeping the others' order. */
+static int dial_take(int *fds, int *n, int i)
+{
+    int fd = fds[i];
+    for (int k = i + 1; k < *n; k++)
+        fds[k - 1] = fds[k];
+    (*n)--;
+    return fd;
+}
+
+/* Connects to ai by deadline (above): a connected non-blocking socket, or
+ * -1 with *err (ETIMEDOUT at the deadline; a refusal as soon as every
+ * attempt made was refused). */
+static int dial_one(const struct addrinfo *ai, int64_t deadline, int *err)
+{
+    int fds[DIAL_SLOTS], n = 0, won = -1;
+    int64_t next = 0; /* when to start a fresh attempt */
+    *err = ETIMEDOUT;
+    for (;;) {
+        int64_t now = fr_store__now_ms();
+        if (now >= next && (n == 0 || now < deadline)) {
+            int fd = dial_start(ai, err);
+            if (fd >= 0) {
+                if (n == DIAL_SLOTS)
+                    close(dial_take(fds, &n, 1)); /* the oldest fresh */
+                fds[n++] = fd;
+            }
+            next = now + DIAL_FRESH_MS;
+        }
+        if (n == 0)
+            break;
+        struct pollfd p[DIAL_SLOTS];
+        for (int i = 0; i < n; i++)
+            p[i] = (struct pollfd){.fd = fds[i], .events = POLLOUT};
+        int64_t until = next < deadline ? next : deadline;
+        int rc = fr_hold_poll(p, (nfds_t)n, until > now ? (int)(until - now)
+                                                        : 0);
+        if (rc < 0 && errno != EINTR) {
+            *err = errno;
+            break;
+        }
+        for (int i = n - 1; rc > 0 && i >= 0; i--) {
+            if (!p[i].revents)
+                continue;
+            int e = 0;
+            socklen_t el = sizeof(e);
+            if (getsockopt(fds[i], SOL_SOCKET, SO_ERROR, &e, &el) != 0)
+                e = errno;
+            if (e == 0 && won < 0) {
+                won = dial_take(fds, &n, i);
+            } else if (e != 0) {
+                *err = e;
+                close(dial_take(fds, &n, i));
+            }
+        }
+        /* At the deadline the attempts were still polled once. */
+        if (won >= 0 || n == 0 || now >= deadline)
+            break;
+    }
+    if (won < 0 && n > 0)
+        *err = ETIMEDOUT; /* attempts still under way at the deadline */
+    while (n > 0)
+        close(dial_take(fds, &n, n - 1));
+    return won;
+}
+
+/* One connect (dial_one) to every address of host:port in turn, each
+ * bounded by deadline. Returns a connected blocking socket, or -1 with
+ * *why set (static text). */
 int fr_store__dial(const char *host, const char *portstr,
                        int64_t deadline, int liveness_ms, const char **why)
 {
@@ -173,31 +268,15 @@ int fr_store__dial(const char *host, const char *portstr,
     }
     int fd = -1;
     for (struct addrinfo *ai = res; ai && fd < 0; ai = ai->ai_next) {
-        fd = socket(ai->ai_family,
-                    ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-        if (fd < 0) {
-            *why = strerror(errno);
-            continue;
-        }
         int err = 0;
-        socklen_t el = sizeof(err);
-        if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+        fd = dial_one(ai, deadline, &err);
+        if (fd >= 0 && fcntl(fd, F_SETFL, 0) != 0) {
             err = errno;
-            if (err == EINPROGRESS) {
-                err = ETIMEDOUT;
-                if (fr_store__wait_fd(fd, POLLOUT, deadline) == 0 &&
-                    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-                    err = errno;
-            }
-        }
-        if (err == 0 && fcntl(fd, F_SETFL, 0) != 0)
-            err = errno;
-        if (err != 0) {
-            *why = strerror(err);
             close(fd);
             fd = -1;
         }
+        if (fd < 0)
+            *why = strerror(err);
     }
     freeaddrinfo(res);
     if (fd >= 0)

@@ -1149,6 +1149,68 @@ START_TEST(test_flood_drops_silent_connections_first)
 }
 END_TEST
 
+/* fr_store__dial to 127.0.0.1:port in a thread: when it returned. */
+struct dialing {
+    uint16_t port;
+    int fd;
+    int64_t done_ms;
+    const char *why;
+};
+
+static void *dial_thread(void *arg)
+{
+    struct dialing *d = arg;
+    char portstr[8];
+    snprintf(portstr, sizeof(portstr), "%u", (unsigned)d->port);
+    d->fd = fr_store__dial("127.0.0.1", portstr, now_ms() + 20000, 0,
+                           &d->why);
+    d->done_ms = now_ms();
+    return NULL;
+}
+
+/* A connect whose SYN a full listen queue dropped (a flood on the store's
+ * port) gets in soon after the queue has room: fresh attempts, not the
+ * kernel's retries of one (1, 3, 7 s after the first). Here the queue is
+ * full for 3.5 s; alone, the kernel's next retry comes 3.5 s after it
+ * has room. */
+START_TEST(test_dial_gets_in_soon_after_a_full_queue_has_room)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof(sa);
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    ck_assert_int_eq(listen(lfd, 1), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    int fill[4]; /* the queue holds 2; the others' SYNs are dropped */
+    for (int i = 0; i < 4; i++) {
+        fill[i] = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+        ck_assert_int_ge(fill[i], 0);
+        (void)connect(fill[i], (struct sockaddr *)&sa, sizeof(sa));
+    }
+    sleep_ms(100);
+    struct dialing d = {.port = ntohs(sa.sin_port), .fd = -1};
+    pthread_t th = spawn(dial_thread, &d);
+    sleep_ms(3500);
+    int fd, drained = 0;
+    while ((fd = accept(lfd, NULL, NULL)) >= 0) {
+        close(fd);
+        drained++;
+    }
+    int64_t room = now_ms();
+    pthread_join(th, NULL);
+    fprintf(stderr, "dial: in %lld ms after the queue had room (%d "
+            "drained)\n", (long long)(d.done_ms - room), drained);
+    ck_assert_msg(d.fd >= 0, "dial failed: %s", d.why);
+    ck_assert_int_lt(d.done_ms - room, 2500);
+    close(d.fd);
+    for (int i = 0; i < 4; i++)
+        close(fill[i]);
+    close(lfd);
+}
+END_TEST
+
 /* The flood of a stranger in another process: FLOOD connections held
  * until FR_STORE_AUTH_MS - 500 ms after the first; the number the
  * server closed before then is written to wfd. */
@@ -2059,6 +2121,8 @@ int main(void)
         {"a flood of silent connections holds a bounded number of the "
          "server's descriptors, and a rank still joins",
          test_flood_of_strangers_bounded, 30, &server},
+        {"a connect whose SYN a full listen queue dropped gets in soon "
+         "after the queue has room", test_dial_gets_in_soon_after_a_full_queue_has_room, 30},
         {"a flood drops silent connections before a rank's that has "
          "spoken (proving its key, or sending its HELLO)",
          test_flood_drops_silent_connections_first, 30, &server},
