@@ -117,9 +117,10 @@
  * cannot be told from a misconfigured member: see frpc_init). Without a
  * key, anyone who can reach the store's port can join the job: use a key
  * wherever others share the network. A flood of connections to that
- * port is another matter: it cannot join or change anything, but it can
- * delay a start and, under a low open-files limit, make it run out of
- * its init timeout (README, "Who may join a job"). Frames
+ * port is another matter: it cannot join or change anything, and one
+ * that sends nothing only slows a start (README, "Who may join a job");
+ * one that sends well-formed first messages can delay it past its init
+ * timeout. Frames
  * that carry another job's token are dropped and counted (frpc_stats), and
  * so are frames whose sender is not the member they claim to be, where
  * the provider reports senders (tcp, sockets; shm and udp do not, and

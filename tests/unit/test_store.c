@@ -1033,7 +1033,7 @@ END_TEST
 
 /* A flood of silent connections (a stranger's) holds no more of the
  * server's descriptors than each rank's two, 256 more and one accept
- * pass: the oldest waiting to authenticate are dropped at once, not at
+ * pass: the excess waiting to authenticate is dropped at once, not at
  * their 3 s deadline, and a rank that joins meanwhile gets in. Before, a
  * flood ran rank 0 out of descriptors (ulimit -n 1024) and the job could
  * not start. */
