@@ -289,7 +289,8 @@ typedef enum frpc_rma_mode {
  *                    peer_timeout_ms or more is not, and one in between
  *                    may be, depending on when it began. Set it above
  *                    the longest outage the job should survive, plus 3 s.
- *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit;
+ *  timeout_ms        > 0, or negative (FRPC_TIMEOUT_NONE) for no limit,
+ *                    but for INT_MIN, which is FRPC_UNSET;
  *                    FABRPC_TIMEOUT_MS (1..2^31-1, or "none" for no
  *                    limit: there 0 or a negative number fails frpc_init
  *                    with FRPC_EINVAL), else 60000. What
@@ -783,7 +784,10 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
  * their FRPC_EINVAL): neither req nor its args may be used after it, and
  * a second answer is a use after free that fabrpc cannot detect. A
  * request never answered ends as a timeout on the caller's side (a call
- * without limit: as "Timeouts" says) and is released by frpc_shutdown.
+ * without limit: as "Timeouts" says) and is released by frpc_shutdown:
+ * another thread may still answer it while frpc_shutdown runs (the answer
+ * is sent, or, immediate, fails FRPC_ESHUTDOWN), but once frpc_shutdown
+ * has returned req is gone, and answering it is a use after free.
  */
 typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
@@ -986,7 +990,9 @@ void frpc_result_clear(frpc_result *res);
  * end it before timeout_ms.
  *
  * On return res (if not NULL) holds the outcome; clear it with
- * frpc_result_clear. Returns 0 or: FRPC_EINVAL, FRPC_ENORANK (dst outside
+ * frpc_result_clear. Returns 0 or: FRPC_EINVAL (NULL agent, a name NULL,
+ * empty, over 255 bytes or fabrpc's own, see frpc_register; NULL args
+ * with len > 0), FRPC_ENORANK (dst outside
  * 0..world-1), FRPC_ETOOBIG (args over this rank's config.max_msg_size,
  * refused before sending; or over dst's, sent and refused there, the call
  * ending at once; or the reply was),

@@ -1031,6 +1031,16 @@ START_TEST(null_and_bad_arguments)
                      FRPC_EINVAL);
     ck_assert_int_eq(frpc_call(agent, 0, "echo", NULL, 3, 100, NULL),
                      FRPC_EINVAL);
+    ck_assert_int_eq(frpc_call(agent, 0, "", NULL, 0, 100, NULL),
+                     FRPC_EINVAL);
+    char name256[257]; /* one byte over the limit the header names */
+    memset(name256, 'n', 256);
+    name256[256] = '\0';
+    ck_assert_int_eq(frpc_call(agent, 0, name256, NULL, 0, 100, NULL),
+                     FRPC_EINVAL);
+    name256[255] = '\0'; /* 255 bytes: a name, just not registered */
+    ck_assert_int_eq(frpc_call(agent, 0, name256, NULL, 0, 5000, NULL),
+                     FRPC_ENOFUNC);
     ck_assert_int_eq(frpc_call(agent, 0, "echo", big, sizeof(big), 100, &r),
                      FRPC_ETOOBIG);
     frpc_result_clear(&r);
@@ -2437,6 +2447,64 @@ START_TEST(register_refused_once_shutdown_begins)
 }
 END_TEST
 
+/* "another thread may still answer it while frpc_shutdown runs (the
+ * answer is sent, or, immediate, fails FRPC_ESHUTDOWN)": a request kept
+ * by "hold" is answered from a thread that waits for the shutdown to
+ * begin; the sanitizer runs would see a use after free. */
+struct late_answer {
+    frpc_agent *a;
+    frpc_request *req;
+    int rc;
+};
+
+static void *answer_once_shutdown_began(void *arg)
+{
+    struct late_answer *w = arg;
+    while (!atomic_load(&w->a->shutting_down))
+        sched_yield();
+    w->rc = frpc_respond(w->req, "late", 4);
+    return NULL;
+}
+
+START_TEST(a_kept_request_answered_while_shutdown_runs)
+{
+    const int hows[2] = {FRPC_SHUTDOWN_GRACEFUL, FRPC_SHUTDOWN_IMMEDIATE};
+    for (int i = 0; i < 2; i++) {
+        frpc_future *f = NULL;
+        ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 20000,
+                                         &f), 0);
+        while (!holding())
+            sched_yield();
+        pthread_mutex_lock(&held_lock);
+        struct late_answer w = {.a = agent, .req = held, .rc = 1};
+        held = NULL;
+        pthread_mutex_unlock(&held_lock);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, answer_once_shutdown_began,
+                                        &w), 0);
+        int rc = frpc_shutdown(agent, hows[i], 10000);
+        pthread_join(t, NULL);
+        agent = NULL;
+        ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(frpc_future_test(f), 1);
+        if (hows[i] == FRPC_SHUTDOWN_GRACEFUL) {
+            size_t len = 0;
+            ck_assert_int_eq(w.rc, 0);
+            ck_assert_int_eq(frpc_future_wait(f, 0), 0);
+            const void *d = frpc_future_data(f, &len);
+            ck_assert_uint_eq(len, 4);
+            ck_assert_mem_eq(d, "late", 4);
+        } else {
+            ck_assert_int_eq(w.rc, FRPC_ESHUTDOWN);
+            ck_assert_int_eq(frpc_future_wait(f, 0), FRPC_ESHUTDOWN);
+        }
+        frpc_future_free(f);
+        if (i == 0)
+            agent_up();
+    }
+}
+END_TEST
+
 /* "Futures may be freed after frpc_shutdown: all are complete by then":
  * and read, waited for and cancelled (1: completed) without the agent,
  * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
@@ -3015,6 +3083,9 @@ int main(void)
         {"sends judged by liveness while the agent ends: none left after "
          "the pending table",
          suspects_racing_the_agents_end},
+        {"a kept request answered from another thread while frpc_shutdown "
+         "runs: sent (graceful) or FRPC_ESHUTDOWN (immediate)",
+         a_kept_request_answered_while_shutdown_runs, .fixture = &with_agent},
         {"requests arriving while the agent's end quiesces: a kept one "
          "answered then, none left",
          requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
