@@ -102,6 +102,7 @@ struct conn {
     bool eof;     /* the peer closed: dies once its requests are served */
     enum phase phase;
     int64_t auth_deadline; /* monotonic ms, before PH_MEMBER */
+    int64_t stalled_since; /* its last handshake step: accept, challenge */
     fr_store_hello hello;
     uint8_t hello_raw[FR_STORE_HELLO_LEN];
     uint8_t nonce_s[FR_STORE_NONCE_LEN];
@@ -328,6 +329,7 @@ static int handle_hello(struct fr_store_server *s, struct conn *c,
     if (rc != 0)
         return -1;
     c->phase = PH_AUTH;
+    c->stalled_since = fr_store__now_ms();
     return conn_reply(c, 0, 0, out, sizeof(out));
 }
 
@@ -612,19 +614,17 @@ static bool room_for_conn(struct fr_store_server *s)
     return true;
 }
 
-/* How likely c, not yet a member, is a stranger's, 0 most likely: a
- * connection that has sent nothing (a rank sends its HELLO as soon as it
- * is connected), then one with its HELLO incomplete, then one that owes
- * the proof of its key. */
-static int stranger_rank(const struct conn *c)
+/* Whether c, not yet a member, has sent nothing: a rank sends its HELLO
+ * as soon as it is connected. */
+static bool silent(const struct conn *c)
 {
-    if (c->phase == PH_HELLO)
-        return c->rlen == 0 ? 0 : 1;
-    return 2;
+    return c->phase == PH_HELLO && c->rlen == 0;
 }
 
-/* The live connection not yet a member to drop first: the most likely
- * stranger's, the oldest of those. */
+/* The live connection not yet a member to drop first: a silent one, the
+ * oldest; else the one whose handshake has stalled longest (since its
+ * accept, or since its challenge: a rank answers within a round trip,
+ * a stranger that sent a well-formed HELLO never). */
 static struct conn *first_to_drop(struct fr_store_server *s, size_t *joining)
 {
     struct conn *pick = NULL;
@@ -634,9 +634,9 @@ static struct conn *first_to_drop(struct fr_store_server *s, size_t *joining)
         if (c->phase == PH_MEMBER || c->dead)
             continue;
         (*joining)++;
-        if (!pick || stranger_rank(c) < stranger_rank(pick) ||
-            (stranger_rank(c) == stranger_rank(pick) &&
-             c->auth_deadline < pick->auth_deadline))
+        if (!pick || (silent(c) && !silent(pick)) ||
+            (silent(c) == silent(pick) &&
+             c->stalled_since < pick->stalled_since))
             pick = c;
     }
     return pick;
@@ -654,7 +654,7 @@ static void drop_excess_joining(struct fr_store_server *s)
     size_t joining;
     struct conn *c;
     while ((c = first_to_drop(s, &joining)) && joining > s->max_joining) {
-        if (stranger_rank(c) == 0 && !c->eof) {
+        if (silent(c) && !c->eof) {
             conn_read(c);
             if (c->rlen > 0)
                 continue; /* not silent after all: pick again */
@@ -686,7 +686,8 @@ static void accept_all(struct fr_store_server *s)
             continue;
         }
         c->fd = fd;
-        c->auth_deadline = fr_store__now_ms() + FR_STORE_AUTH_MS;
+        c->stalled_since = fr_store__now_ms();
+        c->auth_deadline = c->stalled_since + FR_STORE_AUTH_MS;
         c->rbuf = rbuf;
         c->rcap = RBUF_MIN;
         s->conns[s->nconns++] = c;

@@ -119,8 +119,8 @@
  * wherever others share the network. A flood of connections to that
  * port is another matter: it cannot join or change anything, and one
  * that sends nothing only slows a start (README, "Who may join a job");
- * one that sends well-formed first messages can delay it past its init
- * timeout. Frames
+ * one that sends well-formed first messages faster than a rank's round
+ * trip could delay it past its init timeout. Frames
  * that carry another job's token are dropped and counted (frpc_stats), and
  * so are frames whose sender is not the member they claim to be, where
  * the provider reports senders (tcp, sockets; shm and udp do not, and

@@ -1149,6 +1149,59 @@ START_TEST(test_flood_drops_silent_connections_first)
 }
 END_TEST
 
+/* Strangers that send a well-formed HELLO and then stall (they cannot
+ * prove a key) are dropped before a rank whose HELLO came after them:
+ * the one whose handshake stalled longest goes first. With the excess
+ * ordered by kind alone, a rank whose HELLO was read but not yet answered
+ * went before strangers already challenged. */
+START_TEST(test_stalled_hellos_dropped_before_a_fresh_one)
+{
+    if (!room_for_a_flood("stalled hellos"))
+        return;
+    fr_store_hello h = {.proto = FR_STORE_PROTO, .version = VERSION,
+                        .rank = 1, .world = FIX_WORLD, .has_key = 1};
+    uint8_t hello[FR_STORE_HELLO_LEN], rep[16 + FR_STORE_CHALLENGE_LEN];
+    fr_store__hello_encode(&h, hello);
+    enum { STALLED = MAX_JOINING };
+    static int stalled[STALLED];
+    int64_t t0 = now_ms();
+    for (int i = 0; i < STALLED; i++) {
+        stalled[i] = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello),
+                                 (char *)hello, sizeof(hello));
+        raw_recv(stalled[i], rep, sizeof(rep)); /* challenged, then mute */
+    }
+    sleep_ms(200);
+    int fresh = raw_request(false, FR_STORE_OP_HELLO, 0, sizeof(hello),
+                            (char *)hello, sizeof(hello));
+    size_t got = 0;
+    while (got < sizeof(rep)) {
+        struct pollfd p = {.fd = fresh, .events = POLLIN};
+        ssize_t k = poll(&p, 1, 5000) == 1
+                        ? recv(fresh, rep + got, sizeof(rep) - got, 0)
+                        : -1;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    bool in_time = now_ms() - t0 < FR_STORE_AUTH_MS - 500;
+    sleep_ms(100); /* the dropped one is closed at the end of its pass */
+    int dropped = 0;
+    for (int i = 0; i < STALLED; i++) {
+        dropped += !still_open(stalled[i]);
+        close(stalled[i]);
+    }
+    fprintf(stderr, "stalled hellos: the fresh one %s, %d of %d stalled "
+            "ones dropped%s\n", got == sizeof(rep) ? "challenged" : "dropped",
+            dropped, STALLED, in_time ? "" : " (too slow to tell)");
+    if (in_time) {
+        ck_assert_msg(got == sizeof(rep), "a fresh HELLO was dropped before "
+                      "stalled ones");
+        ck_assert_int_ge(dropped, 1);
+    }
+    close(fresh);
+}
+END_TEST
+
 /* fr_store__dial to 127.0.0.1:port in a thread: when it returned. */
 struct dialing {
     uint16_t port;
@@ -2121,6 +2174,9 @@ int main(void)
         {"a flood of silent connections holds a bounded number of the "
          "server's descriptors, and a rank still joins",
          test_flood_of_strangers_bounded, 30, &server},
+        {"strangers that send a HELLO and stall are dropped before a "
+         "rank's fresh HELLO",
+         test_stalled_hellos_dropped_before_a_fresh_one, 30, &server},
         {"a connect whose SYN a full listen queue dropped gets in soon "
          "after the queue has room", test_dial_gets_in_soon_after_a_full_queue_has_room, 30},
         {"a flood drops silent connections before a rank's that has "
