@@ -103,6 +103,7 @@ struct conn {
     enum phase phase;
     int64_t auth_deadline; /* monotonic ms, before PH_MEMBER */
     int64_t stalled_since; /* its last handshake step: accept, challenge */
+    uint64_t accept_pass;  /* the serving pass that accepted it */
     fr_store_hello hello;
     uint8_t hello_raw[FR_STORE_HELLO_LEN];
     uint8_t nonce_s[FR_STORE_NONCE_LEN];
@@ -138,6 +139,7 @@ struct fr_store_server {
     _Atomic uint64_t own_end; /* its own client's end's key, or 0 */
     int liveness_ms; /* fr_store_ident's, for accepted connections */
     size_t max_joining; /* connections not yet members, at most */
+    uint64_t pass;      /* serving passes so far */
     bool changed; /* the membership record changed: wake(s, NULL) */
     size_t nparked;
     bool work;                  /* a woken conn waits for a pass */
@@ -614,36 +616,56 @@ static bool room_for_conn(struct fr_store_server *s)
     return true;
 }
 
-/* Whether c, not yet a member, has sent nothing: a rank sends its HELLO
- * as soon as it is connected. */
-static bool silent(const struct conn *c)
+/* A connection whose handshake has stalled this long (since its accept,
+ * or since its challenge) is taken for a stranger's: a rank sends its
+ * HELLO as soon as it is connected and answers its challenge within a
+ * round trip. */
+#define STALL_GRACE_MS 250
+
+/* Which connection not yet a member goes first, lowest first:
+ * 0: silent since an earlier pass (a rank's HELLO would have come);
+ * 1: stalled past STALL_GRACE_MS (a stranger with a well-formed HELLO
+ *    never proves a key);
+ * 2: accepted in this pass and silent still (its HELLO may be on its
+ *    way: a rank's new connection, accepted just before, was dropped
+ *    ahead of 264 stalled strangers under TSan);
+ * 3: the rest, whose handshake moves. */
+static int drop_order(const struct fr_store_server *s, const struct conn *c,
+                      int64_t now)
 {
-    return c->phase == PH_HELLO && c->rlen == 0;
+    bool silent = c->phase == PH_HELLO && c->rlen == 0;
+    if (silent && c->accept_pass != s->pass)
+        return 0;
+    if (now - c->stalled_since >= STALL_GRACE_MS)
+        return 1;
+    return silent ? 2 : 3;
 }
 
-/* The live connection not yet a member to drop first: a silent one, the
- * oldest; else the one whose handshake has stalled longest (since its
- * accept, or since its challenge: a rank answers within a round trip,
- * a stranger that sent a well-formed HELLO never). */
+/* The live connection not yet a member to drop first (drop_order, then
+ * the one stalled longest). */
 static struct conn *first_to_drop(struct fr_store_server *s, size_t *joining)
 {
     struct conn *pick = NULL;
+    int pick_order = 0;
+    int64_t now = fr_store__now_ms();
     *joining = 0;
     for (size_t i = 0; i < s->nconns; i++) {
         struct conn *c = s->conns[i];
         if (c->phase == PH_MEMBER || c->dead)
             continue;
         (*joining)++;
-        if (!pick || (silent(c) && !silent(pick)) ||
-            (silent(c) == silent(pick) &&
-             c->stalled_since < pick->stalled_since))
+        int order = drop_order(s, c, now);
+        if (!pick || order < pick_order ||
+            (order == pick_order && c->stalled_since < pick->stalled_since)) {
             pick = c;
+            pick_order = order;
+        }
     }
     return pick;
 }
 
 /* Past max_joining connections that are not members yet, drops the
- * excess, silent ones first. Dropping the oldest alone dropped ranks'
+ * excess in drop_order. Dropping the oldest alone dropped ranks'
  * own connections under a flood of silent ones (their HELLO read, not
  * yet answered): 29 in one start, which then failed at its 60 s init
  * timeout (probe, ulimit -n 128, 3 flooding processes). A connection
@@ -654,7 +676,7 @@ static void drop_excess_joining(struct fr_store_server *s)
     size_t joining;
     struct conn *c;
     while ((c = first_to_drop(s, &joining)) && joining > s->max_joining) {
-        if (silent(c) && !c->eof) {
+        if (c->phase == PH_HELLO && c->rlen == 0 && !c->eof) {
             conn_read(c);
             if (c->rlen > 0)
                 continue; /* not silent after all: pick again */
@@ -688,6 +710,7 @@ static void accept_all(struct fr_store_server *s)
         c->fd = fd;
         c->stalled_since = fr_store__now_ms();
         c->auth_deadline = c->stalled_since + FR_STORE_AUTH_MS;
+        c->accept_pass = s->pass;
         c->rbuf = rbuf;
         c->rcap = RBUF_MIN;
         s->conns[s->nconns++] = c;
@@ -724,6 +747,7 @@ static void *serve(void *arg)
     for (;;) {
         int64_t now = fr_store__now_ms();
         size_t n = s->nconns;
+        s->pass++;
         s->pfds[0] = (struct pollfd){.fd = s->pipefd[0], .events = POLLIN};
         s->pfds[1] = (struct pollfd){
             .fd = s->accept_paused_until > now ? -1 : s->lfd,
