@@ -4,6 +4,7 @@
  * the same strict parsers, so a config value and an environment variable
  * are checked, and their errors worded, alike.
  */
+#include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,30 @@ int fr_bootenv_getenv_long(const char *name, long lo, long hi, long *out,
     return t ? fr_bootenv_parse_long(name, t, lo, hi, out, errbuf, errlen) : 0;
 }
 
+/* 1 if host can name a host: an IPv6 address (with an optional
+ * "%zone"), or letters, digits, '.', '-' and '_' (a name or an IPv4
+ * address). Anything else ("127.0.0.1:5", " node1", "[::1") would only
+ * fail name resolution, at every try until the init timeout. */
+static bool host_syntax_ok(const char *host)
+{
+    if (strchr(host, ':')) {
+        char addr[INET6_ADDRSTRLEN + 1];
+        struct in6_addr a6;
+        size_t n = strcspn(host, "%");
+        const char *zone = host + n;
+        if (n >= sizeof(addr) || (*zone && (!zone[1] ||
+            zone[1 + strspn(zone + 1, "abcdefghijklmnopqrstuvwxyz"
+                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")])))
+            return false;
+        memcpy(addr, host, n);
+        addr[n] = '\0';
+        return inet_pton(AF_INET6, addr, &a6) == 1;
+    }
+    return host[strspn(host, "abcdefghijklmnopqrstuvwxyz"
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")] ==
+           '\0';
+}
+
 /* Copies len bytes of text at h into host as a C string. */
 static int copy_host(const char *name, const char *text, const char *h,
                      size_t len, char *host, size_t hostlen, char *errbuf,
@@ -81,6 +106,11 @@ static int copy_host(const char *name, const char *text, const char *h,
     }
     memcpy(host, h, len);
     host[len] = '\0';
+    if (!host_syntax_ok(host)) {
+        ERR("%s='%.64s': '%.64s' is neither a host name nor an IP address",
+            name, text, host);
+        return FRPC_EINVAL;
+    }
     return 0;
 }
 

@@ -27,7 +27,9 @@
  * unset. FRPC_EINVAL, with a message naming the variable and its value, for:
  * a value that is not a plain decimal integer (no sign but '-', no spaces),
  * rank < 0, rank >= world size, world size < 1 or > FR_BOOTENV_MAX_WORLD,
- * port 0 or > 65535, a host over 255 bytes, a malformed address, and a pair
+ * port 0 or > 65535, a host over 255 bytes or that is neither a name
+ * (letters, digits, '.', '-', '_') nor an IP address, a malformed
+ * address, and a pair
  * of which only one is set (also for the config values and for
  * MASTER_ADDR/MASTER_PORT).
  */

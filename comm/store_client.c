@@ -76,6 +76,9 @@ struct fr_store_client {
     bool watch_out;
     /* The last call's request went out (fr_store_last_sent). */
     bool sent;
+    /* The last reply's header was not the store protocol's: what came,
+     * printable ('.' for other bytes), for the handshake's message. */
+    char garbled[FR_STORE_REP_HDR + 1];
     /* Pushed events another request read past (recv_rep), oldest first:
      * each frame holds only the events after the previous one's, so
      * fr_store_watch takes them before reading the stream. */
@@ -126,6 +129,14 @@ static int handshake(fr_store_client *c, const fr_store_ident *me,
                       fr_store__now_ms() + FR_STORE_AUTH_MS, &num,
                       (void **)&v, &vlen);
     *retry = rc == FRPC_ESHUTDOWN || c->fd < 0;
+    if (rc != 0 && c->garbled[0]) {
+        /* Another program holds the port: it will not turn into a
+         * store, so waiting for one is no use. */
+        *retry = false;
+        return fail(c, FRPC_EPROTO, "not a fabrpc bootstrap store: its "
+                    "answer began '%s' (another program on that port?)",
+                    c->garbled);
+    }
     if (rc != 0)
         return rc;
     if (vlen != FR_STORE_CHALLENGE_LEN || v[0] > 1) {
@@ -228,7 +239,10 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
         return 0;
     }
     long long ms = (long long)(fr_store__now_ms() - start);
-    if (!retry) /* refused for good: the store's own words */
+    if (rc == FRPC_EPROTO) /* not a store at all */
+        fr_store__errf(errbuf, errlen, "bootstrap store address %s (rank "
+                       "%d): %s", addr, me->rank, c->err);
+    else if (!retry) /* refused for good: the store's own words */
         fr_store__errf(errbuf, errlen, "bootstrap store at %s refused rank "
                        "%d: %s", addr, me->rank, c->err);
     else if (refused)
@@ -544,6 +558,7 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
                        size_t *vlen)
 {
     c->sent = false;
+    c->garbled[0] = '\0';
     if (c->fd < 0)
         return fail(c, FRPC_EBOOTSTRAP,
                     "the connection to the bootstrap store was lost");
@@ -604,8 +619,13 @@ static int exchange_ex(fr_store_client *c, const char *add_key,
     int32_t status = (int32_t)fr_store__get(rep, 4);
     uint32_t rlen = (uint32_t)fr_store__get(rep + 12, 4);
     if (status > 0 || rlen > FR_STORE_MAX_VALUE || (rlen && !status && !value) ||
-        (status && rlen > FR_STORE_MAX_ERR))
+        (status && rlen > FR_STORE_MAX_ERR)) {
+        for (size_t i = 0; i < FR_STORE_REP_HDR; i++)
+            c->garbled[i] = rep[i] >= 0x20 && rep[i] < 0x7f ? (char)rep[i] : '.';
+        c->garbled[FR_STORE_REP_HDR] = '\0';
+        errno = 0;
         goto broken;
+    }
     *num = (int64_t)fr_store__get(rep + 4, 8);
     if (status != 0) {
         char msg[FR_STORE_MAX_ERR + 1];

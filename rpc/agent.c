@@ -161,7 +161,7 @@ static int rank0_taken(frpc_agent *a, uint64_t deadline, char *err,
         say(err, errlen, "%s", why);
     else
         say(err, errlen, "rank 0 of this job already serves its store at "
-            "%s:%u", s->store_host, s->store_port);
+            "%s", s->store_at);
     return 1;
 }
 
@@ -217,13 +217,11 @@ static void tell_rank_outside(frpc_agent *a, char *err, size_t errlen)
     if (n + 1 >= errlen)
         return;
     if (rc == FRPC_ENORANK)
-        snprintf(err + n, errlen - n, " (told the store at %s:%u, so the "
-                 "other ranks' frpc_init fails too)", s->store_host,
-                 s->store_port);
+        snprintf(err + n, errlen - n, " (told the store at %s, so the "
+                 "other ranks' frpc_init fails too)", s->store_at);
     else
         snprintf(err + n, errlen - n, " (could not tell the other ranks "
-                 "through the store at %s:%u: %s)", s->store_host,
-                 s->store_port, why);
+                 "through the store at %s: %s)", s->store_at, why);
 }
 
 /* What tells this host apart: its boot and this pid namespace. Two ranks
@@ -336,17 +334,17 @@ static int agree_provider(frpc_agent *a, uint64_t deadline,
                      "; the store refused %llu connection(s) without the job "
                      "key, the last: %s", (unsigned long long)nkey, keyfail);
         say(err, errlen,
-            "bootstrap: rank %d of %d never joined the store at %s:%u within "
-            "init_timeout_ms (%d ms)%s%s", missing, world, a->set.store_host,
-            a->set.store_port, a->set.init_timeout_ms,
+            "bootstrap: rank %d of %d never joined the store at %s within "
+            "init_timeout_ms (%d ms)%s%s", missing, world, a->set.store_at,
+            a->set.init_timeout_ms,
             missing + 1 < world ? "; ranks after it were not looked for"
                                 : "",
             refused);
     } else if (rc) {
         say(err, errlen,
             "bootstrap: rank %d did not get the other ranks' providers from "
-            "the store at %s:%u: %s%s%s",
-            a->set.rank, a->set.store_host, a->set.store_port,
+            "the store at %s: %s%s%s",
+            a->set.rank, a->set.store_at,
             frpc_strerror(rc), *store_why(a) ? ": " : "",
             store_why(a));
         rc = rc == FRPC_ETIMEDOUT ? FRPC_EBOOTSTRAP : rc;
@@ -742,15 +740,15 @@ static void say_step_failed(const frpc_agent *a, const boot_step *st, int rc,
     if (rc == FRPC_ETIMEDOUT)
         say(err, errlen,
             "bootstrap: rank %d timed out (init_timeout_ms %d ms) %s%s "
-            "(store at %s:%u)%s", a->set.rank, a->set.init_timeout_ms,
-            st->what, whom, a->set.store_host, a->set.store_port,
+            "(store at %s)%s", a->set.rank, a->set.init_timeout_ms,
+            st->what, whom, a->set.store_at,
             st->rank >= 0 ? ": that rank joined the job but went no "
                             "further (stopped, or too slow)" : "");
     else
         say(err, errlen,
-            "bootstrap through the store at %s:%u failed on rank %d "
+            "bootstrap through the store at %s failed on rank %d "
             "%s%s: %s%s%s",
-            a->set.store_host, a->set.store_port, a->set.rank, st->what,
+            a->set.store_at, a->set.rank, st->what,
             whom, frpc_strerror(rc), *store_why(a) ? ": " : "",
             store_why(a));
 }

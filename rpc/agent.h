@@ -37,6 +37,7 @@ typedef struct fr_settings {
                          else resolved (the store may be told of it) */
     char store_host[256];
     uint16_t store_port;
+    char store_at[264]; /* for messages: "host:port", "[v6addr]:port" */
     const char *store_source; /* fr_bootenv's: "default", "MASTER_ADDR"... */
     const char *rank_name;    /* fr_bootenv's: "FABRPC_RANK", "RANK"... */
     char providers[256]; /* "" = automatic */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "comm/bootenv.h"
+#include "comm/store_proto.h"
 #include "rpc/agent.h"
 
 #define FR_DEFAULT_MAX_MSG (64u << 20)
@@ -424,6 +425,8 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
     s->alone_by_default = strcmp(be.source, "default") == 0;
     snprintf(s->store_host, sizeof(s->store_host), "%s", be.store_host);
     s->store_port = be.store_port;
+    fr_store__fmt_addr(s->store_at, sizeof(s->store_at), s->store_host,
+                       s->store_port);
     s->store_source = be.store_source;
     s->rank_name = be.rank_name;
     if ((rc = resolve_progress(cfg, s, err, errlen)) ||
@@ -434,6 +437,7 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
         (rc = resolve_job_key(cfg, s, err, errlen)) ||
         (rc = resolve_rma(cfg, s, err, errlen)))
         return outside ? outside : rc;
-    s->rank_outside = outside != 0;
+    /* A world of one has no store and nobody to tell (fabrpc.h). */
+    s->rank_outside = outside != 0 && be.world_size > 1;
     return outside;
 }

@@ -235,11 +235,25 @@ typedef enum frpc_rma_mode {
  *                    with none set, a single rank (0 of 1), which
  *                    frpc_init says on stderr (a job started without its
  *                    launcher would otherwise run quietly alone). Set
- *                    both or neither (one alone: FRPC_EINVAL).
- *  store_addr        FABRPC_STORE_ADDR ("host:port"), else MASTER_ADDR
+ *                    both or neither (one alone: FRPC_EINVAL); in the
+ *                    environment the first pair of which either is set
+ *                    is used (half set: FRPC_EINVAL, not skipped), and
+ *                    the pairs after it are not read, even when they
+ *                    disagree (srun running torchrun sets SLURM_PROCID,
+ *                    one per host, and RANK, the rank).
+ *  store_addr        FABRPC_STORE_ADDR ("host:port", "[v6addr]:port"),
+ *                    else MASTER_ADDR
  *                    with port MASTER_PORT + 1 (MASTER_PORT itself is left
  *                    to torch.distributed's own store), else
- *                    "127.0.0.1:29500". Rank 0 serves the bootstrap store
+ *                    "127.0.0.1:29500"; found apart from the rank (rank
+ *                    from FABRPC_RANK, store from MASTER_ADDR is fine).
+ *                    A host that is neither a name (letters, digits,
+ *                    '.', '-', '_') nor an IP address: FRPC_EINVAL at
+ *                    once. A name that does not resolve is tried again
+ *                    until init_timeout_ms; another program answering on
+ *                    the port fails frpc_init at once (FRPC_EBOOTSTRAP,
+ *                    "not a fabrpc bootstrap store", quoting its answer).
+ *                    Rank 0 serves the bootstrap store
  *                    there; the others connect. A world of one rank has
  *                    no store (nothing to meet): store_addr is unused,
  *                    and neither it nor the variables it comes from are
@@ -514,7 +528,8 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * init timeout (all 3 s when a rank never comes). A rank that comes later than that finds nothing at the
  * store's address and fails with FRPC_EBOOTSTRAP ("cannot reach bootstrap
  * store") only at its own init timeout. A rank started with a rank not below
- * its world size (RANK=2 WORLD_SIZE=2) fails with FRPC_EINVAL, and first
+ * its world size (RANK=2 WORLD_SIZE=2) fails with FRPC_EINVAL, and, in a
+ * world of more than one rank (RANK=1 WORLD_SIZE=1 fails at once), first
  * tells the store, looking for it up to 5 s (or init_timeout_ms if less):
  * the others, which would wait for the rank it should have been, then fail
  * at once too (FRPC_EBOOTSTRAP, naming it). Two processes started with one

@@ -110,7 +110,15 @@ missing_rank() {
         fail "init succeeded with a rank missing"
     fi
     cat "$TMPD/mr.out"
-    expect_grep "rank 1 of 2 never joined the store" "$TMPD/mr.out"
+    expect_grep "rank 1 of 2 never joined the store at 127\.0\.0\.1:$port" "$TMPD/mr.out"
+    # An IPv6 store's address is written as it is given, in brackets
+    # (before: "the store at ::1:PORT").
+    if FABRPC_RANK=0 FABRPC_WORLD_SIZE=2 FABRPC_STORE_ADDR="[::1]:$port" \
+        FABRPC_INIT_TIMEOUT_MS=1500 run_bounded 30 "$HELLO" >"$TMPD/mr6.out" 2>&1; then
+        fail "init succeeded with a rank missing"
+    fi
+    cat "$TMPD/mr6.out"
+    expect_grep "rank 1 of 2 never joined the store at \[::1\]:$port" "$TMPD/mr6.out"
 }
 
 # Rank 0 only shm, rank 1 only tcp: both fail, and the message names the
@@ -144,6 +152,18 @@ bad_env() {
     fi
     cat "$TMPD/be.out"
     expect_grep "FABRPC_RANK" "$TMPD/be.out"
+    # A world of one has no store and nobody to tell: it fails without
+    # looking for one (before: 5 s, "could not tell the other ranks
+    # through the store at 127.0.0.1:29500").
+    if FABRPC_RANK=1 FABRPC_WORLD_SIZE=1 \
+        run_bounded 30 "$HELLO" >"$TMPD/be1.out" 2>&1; then
+        fail "init accepted rank 1 of 1"
+    fi
+    cat "$TMPD/be1.out"
+    expect_grep "FABRPC_RANK=1 is not below FABRPC_WORLD_SIZE=1" "$TMPD/be1.out"
+    if grep -q "store" "$TMPD/be1.out"; then
+        fail "a world of one looked for a store"
+    fi
 }
 
 # Ranks 0, 1, D of 3 (D = 1 or 0): the store refuses the second rank D at

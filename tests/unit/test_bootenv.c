@@ -282,6 +282,13 @@ START_TEST(test_addr_syntax)
         {":80", "host is empty"},
         {"[]:80", "host is empty"},
         {"a]b:80", "not host:port"},
+        {" node1:80", "neither a host name nor an IP address"},
+        {"node1 :80", "neither a host name nor an IP address"},
+        {"no/de:80", "neither a host name nor an IP address"},
+        {"[::1%]:80", "neither a host name nor an IP address"},
+        {"[::1%e th]:80", "neither a host name nor an IP address"},
+        {"[1:2]:80", "neither a host name nor an IP address"},
+        {"[127.0.0.1:5]:80", "neither a host name nor an IP address"},
         {"", "not host:port"},
     };
     char host[FR_BOOTENV_MAX_HOST + 1], err[256];
@@ -314,6 +321,25 @@ START_TEST(test_addr_syntax)
                                            &port, err, sizeof(err)),
                      FRPC_EINVAL);
     ck_assert_msg(strstr(err, "longer than 255 bytes"), "%s", err);
+    /* MASTER_ADDR's host is checked alike, at once: not by name
+     * resolution failing until the init timeout. */
+    static const char *const bad_master[] = {"127.0.0.1:5", "[::1", " node1",
+                                             "node1\n", "::1]"};
+    setenv("MASTER_PORT", "29500", 1);
+    for (size_t i = 0; i < sizeof(bad_master) / sizeof(bad_master[0]); i++) {
+        setenv("MASTER_ADDR", bad_master[i], 1);
+        resolve_fails(-1, -1, NULL, "MASTER_ADDR=",
+                      "neither a host name nor an IP address");
+    }
+    static const char *const good_master[] = {"::1", "[::1]", "node-3.cluster",
+                                              "10.0.0.7"};
+    for (size_t i = 0; i < sizeof(good_master) / sizeof(good_master[0]); i++) {
+        setenv("MASTER_ADDR", good_master[i], 1);
+        fr_bootenv be = resolve_ok(-1, -1, NULL);
+        ck_assert_uint_eq(be.store_port, 29501);
+    }
+    unsetenv("MASTER_ADDR");
+    unsetenv("MASTER_PORT");
     /* Through the environment. */
     setenv("FABRPC_STORE_ADDR", "::1:29500", 1);
     resolve_fails(-1, -1, NULL, "FABRPC_STORE_ADDR='::1:29500'", "brackets");
