@@ -70,28 +70,31 @@ int fr_bootenv_getenv_long(const char *name, long lo, long hi, long *out,
     return t ? fr_bootenv_parse_long(name, t, lo, hi, out, errbuf, errlen) : 0;
 }
 
-/* 1 if host can name a host: an IPv6 address (with an optional
- * "%zone"), or letters, digits, '.', '-' and '_' (a name or an IPv4
- * address). Anything else ("127.0.0.1:5", " node1", "[::1") would only
- * fail name resolution, at every try until the init timeout. */
+/* What a host name (or an IPv4 address, or an IPv6 zone) is made of. */
+#define NAME_CHARS \
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+
+static bool is_name(const char *s)
+{
+    return *s && s[strspn(s, NAME_CHARS)] == '\0';
+}
+
+/* 1 if host can name a host: a name or an IPv4 address, or an IPv6
+ * address with an optional "%zone". Anything else ("127.0.0.1:5",
+ * " node1", "[::1") would only fail name resolution, at every try until
+ * the init timeout. */
 static bool host_syntax_ok(const char *host)
 {
-    if (strchr(host, ':')) {
-        char addr[INET6_ADDRSTRLEN + 1];
-        struct in6_addr a6;
-        size_t n = strcspn(host, "%");
-        const char *zone = host + n;
-        if (n >= sizeof(addr) || (*zone && (!zone[1] ||
-            zone[1 + strspn(zone + 1, "abcdefghijklmnopqrstuvwxyz"
-                            "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")])))
-            return false;
-        memcpy(addr, host, n);
-        addr[n] = '\0';
-        return inet_pton(AF_INET6, addr, &a6) == 1;
-    }
-    return host[strspn(host, "abcdefghijklmnopqrstuvwxyz"
-                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")] ==
-           '\0';
+    if (!strchr(host, ':'))
+        return is_name(host);
+    char addr[INET6_ADDRSTRLEN + 1];
+    struct in6_addr a6;
+    size_t n = strcspn(host, "%");
+    if (n >= sizeof(addr) || (host[n] && !is_name(host + n + 1)))
+        return false;
+    memcpy(addr, host, n);
+    addr[n] = '\0';
+    return inet_pton(AF_INET6, addr, &a6) == 1;
 }
 
 /* Copies len bytes of text at h into host as a C string. */

@@ -5,16 +5,21 @@
  * says counts as unset; an exclusion list "^shm"), and hiding a provider
  * that fabrpc's own list names. Each test is its own
  * forked case, so its setenv stays there, and libfabric, which reads
- * FI_PROVIDER once per process, reads it fresh.
+ * FI_PROVIDER once per process, reads it fresh. Also the store address
+ * as fabrpc.h's store_addr describes its failures: rank 1 of 2, whose
+ * frpc_init looks for rank 0's store.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "rpc/fabrpc.h"
 
 #include "check_main.h"
+#include "other_program.h"
 
 /* frpc_init as rank 0 of 1 with FI_PROVIDER set to fi_provider (and
  * FABRPC_PROVIDER unset): it must succeed. */
@@ -107,6 +112,79 @@ START_TEST(strict_without_a_list_is_refused_naming_each_source)
 }
 END_TEST
 
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* frpc_init as rank 1 of 2 with the store at addr (config.store_addr, or
+ * the environment when NULL) and init_timeout_ms; it must fail with
+ * want_rc and a message holding needle. Returns how long it took, ms. */
+static long long init_rank1_fails(const char *addr, int init_timeout_ms,
+                                  int want_rc, const char *needle)
+{
+    char err[1024] = "";
+    frpc_agent *a = NULL;
+    frpc_config c;
+    frpc_config_init(&c);
+    c.rank = 1;
+    c.world_size = 2;
+    c.store_addr = addr;
+    c.init_timeout_ms = init_timeout_ms;
+    c.errbuf = err;
+    c.errbuf_len = sizeof(err);
+    long long t0 = now_ms();
+    int rc = frpc_init(&c, &a);
+    long long ms = now_ms() - t0;
+    ck_assert_msg(rc == want_rc, "%s: %s (%s), not %s", addr ? addr : "env",
+                  frpc_err_name(rc), err, frpc_err_name(want_rc));
+    ck_assert_ptr_null(a);
+    ck_assert_msg(strstr(err, needle), "'%s' not in: %s", needle, err);
+    return ms;
+}
+
+/* Before: 60 s of "the bootstrap store did not answer in time". */
+START_TEST(another_program_on_the_store_port_fails_init_at_once)
+{
+    other_program w;
+    char addr[32];
+    other_program_start(&w);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)w.port);
+    long long ms = init_rank1_fails(addr, 60000, FRPC_EBOOTSTRAP,
+                                    "not a fabrpc bootstrap store: its "
+                                    "answer began 'HTTP/1.0 200 OK.'");
+    ck_assert_int_lt(ms, 30000); /* not its init timeout */
+    other_program_stop(&w);
+}
+END_TEST
+
+/* Before: every try's name lookup failed until the init timeout. */
+START_TEST(a_store_host_that_is_no_host_fails_init_at_once)
+{
+    init_rank1_fails("[127.0.0.1:5]:80", 60000, FRPC_EINVAL,
+                     "neither a host name nor an IP address");
+    setenv("MASTER_ADDR", " node1", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    unsetenv("FABRPC_STORE_ADDR");
+    init_rank1_fails(NULL, 60000, FRPC_EINVAL,
+                     "MASTER_ADDR=' node1': ' node1' is neither");
+}
+END_TEST
+
+/* A well-formed name may resolve later (DNS coming up): tried until
+ * init_timeout_ms, then FRPC_EBOOTSTRAP naming the address. ".invalid"
+ * never resolves (RFC 2606). */
+START_TEST(a_store_name_that_does_not_resolve_is_tried_until_the_timeout)
+{
+    long long ms = init_rank1_fails("no-such-host.invalid:29500", 1500,
+                                    FRPC_EBOOTSTRAP,
+                                    "no-such-host.invalid:29500");
+    ck_assert_int_ge(ms, 1400);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -120,6 +198,15 @@ int main(void)
          a_provider_hidden_by_fi_provider_is_named_so},
         {"strict without a provider list is refused, naming each source",
          strict_without_a_list_is_refused_naming_each_source},
+        {"another program on the store's port fails frpc_init at once, "
+         "quoting its answer",
+         another_program_on_the_store_port_fails_init_at_once},
+        {"a store host that is neither a name nor an address fails "
+         "frpc_init at once",
+         a_store_host_that_is_no_host_fails_init_at_once},
+        {"a store name that does not resolve is tried until the init "
+         "timeout",
+         a_store_name_that_does_not_resolve_is_tried_until_the_timeout},
     };
     return fr_run_tests("init env", tests, sizeof(tests) / sizeof(tests[0]),
                         60);

@@ -30,6 +30,7 @@
 #include "comm/sha256.h"
 #include "comm/store.h"
 #include "comm/store_proto.h"
+#include "other_program.h"
 
 #include "check_main.h"
 
@@ -431,59 +432,24 @@ START_TEST(test_connect_no_server)
 }
 END_TEST
 
-/* Another program on the store's port: accepts, reads what comes, and
- * answers as a web server would, to every connection until told. */
-typedef struct {
-    int lfd;
-    atomic_int stop;
-} web_server;
-
-static void *serve_web(void *arg)
-{
-    web_server *w = arg;
-    static const char page[] = "HTTP/1.0 200 OK\r\n\r\n<html></html>";
-    while (!atomic_load(&w->stop)) {
-        struct pollfd p = {.fd = w->lfd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int fd = accept(w->lfd, NULL, NULL);
-        if (fd < 0)
-            continue;
-        char in[256];
-        (void)!recv(fd, in, sizeof(in), 0);
-        (void)!send(fd, page, sizeof(page) - 1, MSG_NOSIGNAL);
-        close(fd);
-    }
-    return NULL;
-}
-
 /* Not a store at all: the connect fails at once, saying what answered,
  * not after its whole timeout as though the store were silent. */
 START_TEST(test_connect_to_another_program_fails_at_once)
 {
-    struct sockaddr_in la = {.sin_family = AF_INET,
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t ll = sizeof(la);
-    web_server w = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
-    ck_assert_int_eq(bind(w.lfd, (struct sockaddr *)&la, sizeof(la)), 0);
-    ck_assert_int_eq(getsockname(w.lfd, (struct sockaddr *)&la, &ll), 0);
-    ck_assert_int_eq(listen(w.lfd, 4), 0);
-    pthread_t th;
-    ck_assert_int_eq(pthread_create(&th, NULL, serve_web, &w), 0);
+    other_program w;
+    other_program_start(&w);
     fr_store_client *c = (fr_store_client *)1;
     fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
     char err[320] = "";
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, ntohs(la.sin_port), 60000, &me,
-                                      &c, err, sizeof(err)), FRPC_EPROTO);
+    ck_assert_int_eq(fr_store_connect(HOST, w.port, 60000, &me, &c, err,
+                                      sizeof(err)), FRPC_EPROTO);
     ck_assert_int_lt(now_ms() - t0, 30000); /* not its 60 s */
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err, "not a fabrpc bootstrap store") &&
                       strstr(err, "'HTTP/1.0 200 OK.'"),
                   "error text: %s", err);
-    atomic_store(&w.stop, 1);
-    pthread_join(th, NULL);
-    close(w.lfd);
+    other_program_stop(&w);
 }
 END_TEST
 
