@@ -802,7 +802,10 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
  * without limit: as "Timeouts" says) and is released by frpc_shutdown:
  * another thread may still answer it while frpc_shutdown runs (the answer
  * is sent, or, immediate, fails FRPC_ESHUTDOWN), but once frpc_shutdown
- * has returned req is gone, and answering it is a use after free.
+ * has returned req is gone, and answering it is a use after free. A
+ * thread cannot ask whether frpc_shutdown has returned, so a program
+ * that answers from its own threads has them answer, or stop and be
+ * joined, before it calls frpc_shutdown.
  */
 typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
@@ -834,8 +837,9 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * requests go to the pool from then on (frpc_stats.handlers_on_progress,
  * .progress_stand_ins). So that handlers that return sooner but are not
  * quick still run in parallel on the pool: a function whose handler took
- * 100 us or more three times in a row there (some of its runs are timed)
- * is treated the same, and once the handlers of one poll have run a
+ * 100 us or more in three timed runs in a row there is treated the same
+ * (one run in 8 of the progress thread's is timed, and every run after a
+ * long one: so after 3 to 10 such runs), and once the handlers of one poll have run a
  * millisecond in all, the rest of that poll's requests go to the pool.
  * Such a function comes back to the progress thread after 64 runs in a
  * row on the pool under 100 us each (a first run that only set things
@@ -852,8 +856,11 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
 
 /*
  * Registers handler under name (1..255 bytes). Functions are found by a
- * 64-bit hash of the name, so every rank must register the same names; a
- * call that arrives before registration fails with FRPC_ENOFUNC. flags is
+ * 64-bit hash of the name (FNV-1a over its bytes, 0 taken as 1), so every
+ * rank must register the same names; a call that arrives before
+ * registration fails with FRPC_ENOFUNC. Two names of one program share a
+ * hash with odds of about n^2 / 2^65 for n names: FRPC_EEXIST below, the
+ * same on every rank, and renaming either one mends it. flags is
  * 0 or FRPC_INLINE. user is passed to the handler as is (not owned).
  * Names that begin with "frpc." are fabrpc's own (FRPC_EINVAL), and so
  * is "fabrpc.internal.bye" (FRPC_EEXIST: taken; its name is on the wire
@@ -1690,9 +1697,20 @@ typedef struct frpc_stats {
                                     frame fabrpc sends eagerly */
     uint64_t frames_from_lost;   /* dropped: from a rank marked lost */
     uint64_t peers_lost;         /* ranks marked lost (frpc_peer_state) */
-    uint64_t bytes_sent, bytes_received;
-    uint64_t messages_sent;      /* transport messages; a burst of small
-                                    frames to one rank shares one */
+    uint64_t bytes_sent, bytes_received; /* frames sent and received as
+                                    messages, headers included, each
+                                    once however it went (alone, in
+                                    parts, sharing a message). Args and
+                                    replies the peer reads from this
+                                    rank's memory (lent or given, see
+                                    zerocopy_sent, or too large for one
+                                    message) count only the small frame
+                                    that says where they are; one-sided
+                                    transfers count in transfer_bytes */
+    uint64_t messages_sent;      /* transport messages; small frames to
+                                    one rank may share one (config
+                                    .coalesce says when; a burst may
+                                    also go frame by frame) */
     uint64_t frames_coalesced;   /* frames that shared another's message */
     uint64_t recv_repost_failed; /* times the provider refused to take a
                                     receive buffer back (it is offered
@@ -1742,7 +1760,11 @@ typedef struct frpc_stats {
     uint64_t progress_stand_ins; /* times such a handler ran a tick (about
                                     1 ms) or more and another thread
                                     polled in the progress thread's place
-                                    until it returned; since 1.5 */
+                                    until it returned; since 1.5. Both
+                                    depend on timing and on how many
+                                    requests one poll takes (the
+                                    provider's): a sign of where
+                                    handlers ran, not a count to expect */
     /* new fields go here, and only here */
 } frpc_stats;
 
@@ -1760,7 +1782,10 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * called, registered or answered, up to FRPC_FN_STATS_MAX names (in the
  * order first seen; a name past that has none, and frpc_get_fn_stats
  * gives it zeros). fabrpc's own functions count too: frpc_notify's calls
- * appear as "frpc.notify"; one-sided transfers are not calls and are not
+ * appear as "frpc.notify", and a fresh agent lists "fabrpc.internal.bye"
+ * (registered by frpc_init; one of the FRPC_FN_STATS_MAX); a request for
+ * a name not registered here (answered FRPC_ENOFUNC) counts on the
+ * caller's side only, since the callee knows only its hash; one-sided transfers are not calls and are not
  * counted here, nor are an emulated transfer's pieces (frpc_stats counts
  * both). Times are CLOCK_MONOTONIC
  * nanoseconds, an answer's and a request's taken when the poll that

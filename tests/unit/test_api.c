@@ -2659,6 +2659,52 @@ START_TEST(long_args_are_lent_and_owned_replies_given)
 }
 END_TEST
 
+/* bytes_sent and bytes_received count frames as sent, headers included;
+ * args lent and replies given count only the frame that says where they
+ * are (the header's frpc_stats). A world of one calls itself: each call
+ * is a request and a reply, sent and received here. */
+START_TEST(bytes_count_frames_not_lent_payloads)
+{
+    static uint8_t args[ZEROCOPY_MIN * 3];
+    frpc_stats s0, s1;
+    frpc_result res;
+    memset(args, 5, sizeof(args));
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo", args, 1000, 10000, &res),
+                     0);
+    frpc_result_clear(&res);
+    ck_assert_int_eq(frpc_get_stats(agent, &s1), 0);
+    /* 1000 B each way, and two headers of under 256 B. */
+    ck_assert_uint_ge(s1.bytes_sent - s0.bytes_sent, 2000);
+    ck_assert_uint_lt(s1.bytes_sent - s0.bytes_sent, 2512);
+    ck_assert_uint_ge(s1.bytes_received - s0.bytes_received, 2000);
+    ck_assert_uint_lt(s1.bytes_received - s0.bytes_received, 2512);
+    /* 3 KiB lent and 3 KiB given: a few small frames, not 6 KiB. */
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", args, sizeof(args),
+                               10000, &res),
+                     0);
+    ck_assert_uint_eq(res.len, sizeof(args));
+    frpc_result_clear(&res);
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_uint_lt(s0.bytes_sent - s1.bytes_sent, 1024);
+    ck_assert_uint_gt(s0.bytes_sent - s1.bytes_sent, 0);
+}
+END_TEST
+
+/* A fresh agent already has figures for "fabrpc.internal.bye", which
+ * frpc_init registers (the header's per-function figures). */
+START_TEST(a_fresh_agent_lists_its_goodbye)
+{
+    const char *names[FRPC_FN_STATS_MAX];
+    int n = frpc_fn_stats_names(agent, names, FRPC_FN_STATS_MAX);
+    int found = 0;
+    ck_assert_int_ge(n, 1);
+    for (int i = 0; i < n; i++)
+        found |= strcmp(names[i], "fabrpc.internal.bye") == 0;
+    ck_assert_msg(found, "fabrpc.internal.bye not among %d names", n);
+}
+END_TEST
+
 /* frpc_request_take_args: args become the handler's (short ones a copy,
  * lent ones the buffer they arrived in), req keeps none, and the buffer
  * answers the call through frpc_respond_owned. */
@@ -3109,6 +3155,10 @@ int main(void)
          every_new_code_has_a_name_and_text},
         {"long args are lent, owned replies given, both counted",
          long_args_are_lent_and_owned_replies_given, .fixture = &with_agent},
+        {"bytes_sent and bytes_received count frames, not lent payloads",
+         bytes_count_frames_not_lent_payloads, .fixture = &with_agent},
+        {"a fresh agent lists fabrpc.internal.bye among its figures",
+         a_fresh_agent_lists_its_goodbye, .fixture = &with_agent},
         {"frpc_call_async_lent: bad arguments refused; args under "
          "zerocopy_min copied, from it lent",
          async_lent_args_copied_under_the_threshold_lent_from_it,
