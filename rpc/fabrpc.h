@@ -839,8 +839,11 @@ typedef void (*frpc_handler_fn)(frpc_request *req, void *user);
  * quick still run in parallel on the pool: a function whose handler took
  * 100 us or more in three timed runs in a row there is treated the same
  * (one run in 8 of the progress thread's is timed, and every run after a
- * long one: so after 3 to 10 such runs), and once the handlers of one poll have run a
- * millisecond in all, the rest of that poll's requests go to the pool.
+ * long one: a function whose runs are the only ones there leaves after 3
+ * to 10 runs that each take 100 us or more; runs of other functions in
+ * between can make it later, one preempted for a millisecond sooner),
+ * and once the handlers of one poll have run a millisecond in all, the
+ * rest of that poll's requests go to the pool.
  * Such a function comes back to the progress thread after 64 runs in a
  * row on the pool under 100 us each (a first run that only set things
  * up, say); 128 the next time it goes to the pool, and so on, doubling

@@ -3,7 +3,9 @@
 # what each mode checks), over shm and tcp: a handler there that blocks
 # until another request has run (only the thread standing in for the
 # progress thread can take it from the wire), handlers of 300 us that
-# together run 10 ms (some go to the pool), and a shutdown, immediate
+# together run 10 ms (some go to the pool), one such handler called one
+# at a time (it leaves the progress thread after 1 to 10 runs there, and
+# does not come back), and a shutdown, immediate
 # and graceful, while such a handler waits in a call that only the
 # shutdown ends. Each job is bounded (fabrpc-run --timeout); rounds' and
 # shutdowns' times are printed.
@@ -46,6 +48,8 @@ for PROV in shm tcp; do
     run_case "$PROV: a function sent to the pool comes back to the progress thread after quick runs there" \
         job recover 120 recover \
         STANDIN_CALLS=$((5000 * 100 / ${FABRPC_TEST_SCALE:-100}))
+    run_case "$PROV: a pool function of 300 us a run, called one at a time, leaves the progress thread after 1 to 10 runs there, for good" \
+        job heavy 60 heavy
     # Scaled down under sanitizers (FABRPC_TEST_SCALE): each call is slower.
     run_case "$PROV: 4 ranks call each other and themselves with pauses, blocking progress: none waits out its timeout" \
         job paced 240 paced RANKS=4 FABRPC_PROGRESS=blocking \

@@ -32,6 +32,16 @@
  *             STANDIN_CALLS (3000 unless set; run_standin.sh sets 5000,
  *             more under sanitizers: a run over 100 us starts the count
  *             again, and they make many).
+ *   heavy     rank 1's pool handler "steady" runs 300 us on the CPU each
+ *             time (over the 100 us that counts as long, under the
+ *             millisecond that makes the stand-in step in) and answers
+ *             whether it ran on the progress thread; rank 0 calls it 40
+ *             times, one at a time, and nothing else runs there. Its runs
+ *             on the progress thread come first and number 1 to 10 (one
+ *             run in 8 is timed, then each after a long one; three long
+ *             in a row send the function to the pool: fabrpc.h's
+ *             FRPC_INLINE note), and none after: 300 us is never quick
+ *             enough to bring it back.
  *   paced     every rank (4 in run_standin.sh) calls rank (me + i) % n's
  *             pool handler "echo", itself every n-th call, STANDIN_CALLS
  *             times, pausing 0-3 ms after every third so that its progress
@@ -110,6 +120,41 @@ static void wait_finished(void)
     for (int i = 0; i < 120000 && !atomic_load(&finished); i++)
         au_sleep_us(1000);
     CHECK(atomic_load(&finished), "rank 0 never said the test is over");
+}
+
+/* A two-rank mode whose rank 1 serves the pool handler fn as name,
+ * with "where" and "finish"; returns after the barrier. */
+static void start_serving(const char *mode, const char *name,
+                          frpc_handler_fn fn)
+{
+    au_start();
+    CHECK(nranks == 2, "%s needs 2 ranks", mode);
+    au_register(name, fn, NULL, 0);
+    au_register("where", where, NULL, FRPC_INLINE);
+    au_register("finish", finish, NULL, FRPC_INLINE);
+    au_barrier();
+}
+
+/* Calls rank 1's name, which answers int32 1 if it ran on the progress
+ * thread; returns that. */
+static int32_t call_where_ran(const char *name, int i)
+{
+    frpc_result res;
+    int rc = frpc_call(agent, 1, name, NULL, 0, 20000, &res);
+    CHECK(rc == 0 && res.len == sizeof(int32_t), "%s %d: %s", name, i,
+          au_why(rc, res.error));
+    int32_t here;
+    memcpy(&here, res.data, sizeof(here));
+    frpc_result_clear(&res);
+    return here;
+}
+
+/* Keeps the CPU busy for ms. */
+static void spin_ms(double ms)
+{
+    double t0 = au_now_ms();
+    while (au_now_ms() - t0 < ms)
+        ;
 }
 
 static int mode_block(void)
@@ -197,20 +242,13 @@ static void work(frpc_request *req, void *user)
     int i = atomic_fetch_add(&works, 1);
     if (i < SPREAD_CALLS)
         work_ran_on[i] = pthread_self();
-    double t0 = au_now_ms();
-    while (au_now_ms() - t0 < 0.3)
-        ;
+    spin_ms(0.3);
     echo(req, user);
 }
 
 static int mode_spread(void)
 {
-    au_start();
-    CHECK(nranks == 2, "spread needs 2 ranks");
-    au_register("work", work, NULL, 0);
-    au_register("where", where, NULL, FRPC_INLINE);
-    au_register("finish", finish, NULL, FRPC_INLINE);
-    au_barrier();
+    start_serving("spread", "work", work);
     if (me == 1) {
         wait_finished();
         int n = atomic_load(&works), off = 0;
@@ -262,12 +300,7 @@ static void lazy(frpc_request *req, void *user)
 
 static int mode_recover(void)
 {
-    au_start();
-    CHECK(nranks == 2, "recover needs 2 ranks");
-    au_register("lazy", lazy, NULL, 0);
-    au_register("where", where, NULL, FRPC_INLINE);
-    au_register("finish", finish, NULL, FRPC_INLINE);
-    au_barrier();
+    start_serving("recover", "lazy", lazy);
     if (me == 1) {
         wait_finished();
         frpc_stats st;
@@ -286,13 +319,7 @@ static int mode_recover(void)
     const char *calls_s = getenv("STANDIN_CALLS");
     int calls = calls_s ? atoi(calls_s) : 3000, back_at = 0;
     for (int i = 1; i <= calls && !back_at; i++) {
-        frpc_result res;
-        int rc = frpc_call(agent, 1, "lazy", NULL, 0, 20000, &res);
-        CHECK(rc == 0 && res.len == sizeof(int32_t), "lazy %d: %s", i,
-              au_why(rc, res.error));
-        int32_t here;
-        memcpy(&here, res.data, sizeof(here));
-        frpc_result_clear(&res);
+        int32_t here = call_where_ran("lazy", i);
         CHECK(i != 1 || here, "lazy's first run was not on the progress "
               "thread (rank 1 idle, its pool too)");
         CHECK(i != 2 || !here, "lazy's second run was on the progress "
@@ -307,6 +334,59 @@ static int mode_recover(void)
           "finish");
     printf("ok: rank 0: lazy back on rank 1's progress thread at call %d\n",
            back_at);
+    au_barrier();
+    au_finish();
+    return 0;
+}
+
+/* steady: 300 us of the CPU every run; answers whether it ran on the
+ * progress thread (int32 1 or 0). */
+static void steady(frpc_request *req, void *user)
+{
+    (void)user;
+    spin_ms(0.3);
+    int32_t here = pthread_equal(pthread_self(), progress_thread);
+    frpc_respond(req, &here, sizeof(here));
+}
+
+#define HEAVY_CALLS 40
+
+static int mode_heavy(void)
+{
+    start_serving("heavy", "steady", steady);
+    if (me == 1) {
+        wait_finished();
+        frpc_stats st;
+        CHECK(frpc_get_stats(agent, &st) == 0, "stats");
+        printf("rank 1: %llu pool handlers on the progress thread\n",
+               (unsigned long long)st.handlers_on_progress);
+        printf("ok: rank 1: steady served\n");
+        au_barrier();
+        au_finish();
+        return 0;
+    }
+    CHECK(frpc_call(agent, 1, "where", NULL, 0, 20000, NULL) == 0, "where");
+    int on_progress = 0, first_off = 0;
+    char trace[HEAVY_CALLS + 1];
+    for (int i = 1; i <= HEAVY_CALLS; i++) {
+        int32_t here = call_where_ran("steady", i);
+        trace[i - 1] = here ? 'P' : '.';
+        if (!here && !first_off)
+            first_off = i;
+        on_progress += here != 0;
+    }
+    trace[HEAVY_CALLS] = 0;
+    printf("steady's runs (P: on the progress thread): %s\n", trace);
+    CHECK(on_progress >= 1, "no run of steady on the progress thread (rank "
+          "1 idle, its pool too)");
+    CHECK(on_progress <= 10, "steady ran %d times on the progress thread; "
+          "the header says at most 10", on_progress);
+    CHECK(first_off == on_progress + 1, "a run on the progress thread "
+          "after the function went to the pool: %s", trace);
+    CHECK(frpc_call(agent, 1, "finish", NULL, 0, 20000, NULL) == 0,
+          "finish");
+    printf("ok: rank 0: steady left the progress thread after %d runs "
+           "there\n", on_progress);
     au_barrier();
     au_finish();
     return 0;
@@ -472,7 +552,9 @@ int main(int argc, char **argv)
         return mode_paced();
     if (argc == 2 && strcmp(argv[1], "recover") == 0)
         return mode_recover();
-    fprintf(stderr, "usage: standin block|spread|recover|paced|shutdown|"
-            "own\n");
+    if (argc == 2 && strcmp(argv[1], "heavy") == 0)
+        return mode_heavy();
+    fprintf(stderr, "usage: standin block|spread|recover|heavy|paced|"
+            "shutdown|own\n");
     return 2;
 }
