@@ -4,7 +4,9 @@
  * What an RPC layer that added nothing would manage: a forked child
  * answers every 8-byte message with an 8-byte message, and the parent
  * keeps w messages in flight, sending a new one for each answer, as the
- * rate mode keeps w calls in flight. The same provider and hints as
+ * rate mode keeps w calls in flight, and times each round trip as that
+ * mode times each call (bench_spread.c), so the rows' p50 and p99 compare
+ * too: whether fabrpc's cost is in every call or in its tail. The same provider and hints as
  * fabrpc's messages (FI_MSG on an RDM endpoint), sends by fi_inject as
  * fabrpc sends small frames, both sides busy-polling their CQ. So the
  * fabrpc row's ratio to this one is its own cost, and a change of the
@@ -130,8 +132,10 @@ static int send_one(side *s)
 }
 
 /* Reads the CQ once: each receive completed is reposted (or owed) and
- * counted in *got. How many completions were read, or -1. */
-static int take(side *s, long *got)
+ * counted in *got, and timed in t unless it is NULL (answers come in the
+ * order of their messages, so the k-th is message k's, of slot k % w).
+ * How many completions were read, or -1. */
+static int take(side *s, long *got, bench_times *t)
 {
     struct fi_cq_entry e[CQ_BATCH];
     ssize_t n = fi_cq_read(s->fi.cq, e, CQ_BATCH);
@@ -149,6 +153,8 @@ static int take(side *s, long *got)
         long i = (struct fi_context2 *)e[k].op_context - s->ctx;
         if (i < 0 || i >= s->nslots) /* not ours: a send's, if any */
             continue;
+        if (t)
+            bench_times_done(t, *got % t->w);
         (*got)++;
         if (post_recv(s, i))
             return -1;
@@ -171,7 +177,7 @@ static void answer(int fd, const char *prov, long nslots)
     if (bench_fi_swap_names(&s.fi, fd))
         goto out;
     for (;;) {
-        int n = take(&s, &s.owed), sent = 1;
+        int n = take(&s, &s.owed, NULL), sent = 1;
         if (n < 0)
             goto out;
         while (s.owed > 0 && (sent = send_one(&s)) == 1)
@@ -197,14 +203,17 @@ out:
     _exit(rc ? 1 : 0);
 }
 
-/* n round trips with w in flight, each answer replaced by a new message.
- * 0, or -1. */
-static int run(side *s, long w, long n)
+/* n round trips with w in flight, each answer replaced by a new message;
+ * each timed in t (NULL: not timed) as the rate mode times fabrpc's calls:
+ * a replacement's issue time is its answer's. 0, or -1. */
+static int run(side *s, long w, long n, bench_times *t)
 {
     long sent = 0, done = 0;
     double deadline = bench_now_us() + BENCH_FI_IO_TIMEOUT_S * 1e6;
     while (done < n) {
         while (sent < n && sent - done < w) {
+            if (sent < w)
+                bench_times_issue(t, sent);
             int r = send_one(s);
             if (r < 0)
                 return -1;
@@ -212,7 +221,7 @@ static int run(side *s, long w, long n)
                 break;
             sent++;
         }
-        int got = take(s, &done);
+        int got = take(s, &done, t);
         if (got < 0 || repost_owed(s))
             return -1;
         if (got > 0)
@@ -236,17 +245,24 @@ static int rows(side *s, const char *provider, const bench_opts *o)
         long warm = o->warmup >= 0 ? o->warmup : iters / 10;
         if (warm < w)
             warm = w;
-        if (run(s, w, warm))
+        if (run(s, w, warm, NULL))
             return -1;
+        bench_times t;
+        if (bench_times_init(&t, w, iters))
+            return bench_fi_fail(&s->fi, "malloc", -FI_ENOMEM);
         double t0 = bench_now_us();
-        if (run(s, w, iters))
+        if (run(s, w, iters, &t)) {
+            bench_times_free(&t);
             return -1;
+        }
         double secs = (bench_now_us() - t0) / 1e6;
         bench_row r = bench_row_new(SYSTEM, provider, "rate");
         r.size = MSG_LEN;
         r.inflight = w;
         r.iters = iters;
         r.calls_per_s = (double)iters / secs;
+        bench_times_row(&t, &r);
+        bench_times_free(&t);
         for (int i = 0; i < nkept; i++)
             if (!strcmp(kept[i].system, "fabrpc") &&
                 !strcmp(kept[i].metric, "rate") && kept[i].inflight == w)

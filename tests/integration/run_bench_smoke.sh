@@ -126,8 +126,8 @@ mode_rate() {
         expect_grep '"inflight":4,.*"disturbed":null' "$TMPD/rate-$1.out"
 }
 # --coalesce off reaches rank 0's agent: every frame goes alone.
-# Uncoalesced, with the raw libfabric rows of the same windows (fi_msg)
-# and each fabrpc row's ratio to its window's.
+# Uncoalesced, with the raw libfabric rows of the same windows (fi_msg,
+# with their own p50 and p99) and each fabrpc row's ratio to its window's.
 mode_rate_uncoalesced() {
     local f=$TMPD/rateu-$1
     bench rateu-$1 rate --provider $1 --inflight 1,16 --iters 200 \
@@ -139,7 +139,8 @@ mode_rate_uncoalesced() {
         every_row '"coalesce":false[,}]' "$f.fabrpc" &&
         every_row '"frames_per_message":1\.00[,}]' "$f.fabrpc" &&
         every_row '"ratio_to_fi_msg":[0-9]' "$f.fabrpc" &&
-        expect_grep '"inflight":16,.*"calls_per_s":[0-9]' "$f.raw"
+        expect_grep '"inflight":16,.*"calls_per_s":[0-9]' "$f.raw" &&
+        every_row "$WINDOWED" "$f.raw"
 }
 mode_rate_batched() {
     bench rateb-$1 rate --provider $1 --inflight 1,16 --iters 200 --batch \
