@@ -1594,7 +1594,10 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  */
 
 /* Sends msg (len bytes, the caller's, copied) to rank dst, and waits, up
- * to timeout_ms (see "Timeouts"), until dst has it. Returns 0, or
+ * to timeout_ms (see "Timeouts"), until dst has it: queued there, or,
+ * with an frpc_on_notify fn set there, handed to fn and fn returned (so
+ * a slow fn holds this wait, and its timeout may end it first with
+ * FRPC_ETIMEDOUT though fn has the notification). Returns 0, or
  * FRPC_EINVAL (NULL agent, msg NULL with len > 0, len over
  * FRPC_NOTIFY_MAX), FRPC_ENORANK, FRPC_EAGAIN (dst's queue is full, or
  * dst had no memory to queue it, or max_inflight calls in flight),
@@ -1611,12 +1614,16 @@ int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
 /*
  * Takes this rank's oldest notification: its source in *src (if src is
  * not NULL), its length in *len, its bytes in buf[0..cap). Waits up to
- * timeout_ms (see "Timeouts") for one to arrive. Returns 0, or
+ * timeout_ms (see "Timeouts": 0 is the agent's default, not a poll; the
+ * shortest wait is 1 ms) for one to arrive. Returns 0, or
  * FRPC_ETOOBIG (cap is smaller than *len: the notification stays, take it
  * with a larger buf), FRPC_ETIMEDOUT (none came), FRPC_ESHUTDOWN (none
  * left, and frpc_shutdown began, perhaps on another thread while this
- * one waited), FRPC_EINVAL (NULL agent or len, buf NULL with cap > 0),
- * FRPC_EDEADLK (nesting limit, as frpc_call). The wait is for any
+ * one waited; in a graceful shutdown not final: until every rank has
+ * reached it, other ranks' notifications may still arrive, their
+ * senders told 0, and a later wait takes them), FRPC_EINVAL (NULL
+ * agent or len, buf NULL with cap > 0), FRPC_EDEADLK (nesting limit, as
+ * frpc_call). The wait is for any
  * sender, so a lost rank does not end it: wait with a timeout where the
  * sender may die. Any thread; several may wait, each notification goes
  * to one. May block. Since 1.1.
@@ -1785,19 +1792,22 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * called, registered or answered, up to FRPC_FN_STATS_MAX names (in the
  * order first seen; a name past that has none, and frpc_get_fn_stats
  * gives it zeros). fabrpc's own functions count too: frpc_notify's calls
- * appear as "frpc.notify", and a fresh agent lists "fabrpc.internal.bye"
- * (registered by frpc_init; one of the FRPC_FN_STATS_MAX); a request for
- * a name not registered here (answered FRPC_ENOFUNC) counts on the
- * caller's side only, since the callee knows only its hash; one-sided transfers are not calls and are not
- * counted here, nor are an emulated transfer's pieces (frpc_stats counts
- * both). Times are CLOCK_MONOTONIC
+ * appear as "frpc.notify" (on the receiver a batch's notification counts
+ * there too; on its sender it does not: the batch is a transfer), and a
+ * fresh agent lists "fabrpc.internal.bye" (registered by frpc_init; one
+ * of the FRPC_FN_STATS_MAX); a request for a name not registered here
+ * (answered FRPC_ENOFUNC) counts on the caller's side only, since the
+ * callee knows only its hash; one-sided transfers are not calls and are
+ * not counted here, nor are an emulated transfer's pieces (frpc_stats
+ * counts both). Times are CLOCK_MONOTONIC
  * nanoseconds, an answer's and a request's taken when the poll that
  * found it read the provider's queue. p50 and p99 come from a histogram
  * and are within 7% of the true percentile of the times counted, for
  * times under 2^40 ns (about 18 minutes: longer ones share the
  * histogram's last step, and a percentile that falls among them is only
- * kept within min and max); min and max are exact. An outcome counts once it is known: a call in flight,
- * or a request whose handler has not answered yet, is in no figure. Each
+ * kept within min and max); min and max are exact. An outcome counts
+ * once it is known: a call in flight, or a request whose handler has not
+ * answered yet, is in no figure. Each
  * side's figures (the caller's, the callee's) are read as of one moment,
  * even while calls end: they hold together (failures among the counted,
  * min <= p50 <= p99 <= max, the total between count x min and count x
