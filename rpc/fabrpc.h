@@ -582,7 +582,7 @@ enum {
  * FRPC_TIMEOUT_NONE, and the callee's shutdown, which waits for this rank
  * at the barrier, with it), and this rank keeps
  * serving the others' requests until every rank has reached shutdown (a
- * barrier); handlers serving them may still make nested calls until
+ * barrier; their notifications it refuses, see frpc_notify); handlers serving them may still make nested calls until
  * then. A rank known lost is not waited for: the barrier fails at once
  * and shutdown goes on without it. Before the others learn that it left,
  * it polls until its sends to live ranks have completed (at most a
@@ -1517,7 +1517,8 @@ int frpc_mp_pack_mem(msgpack_packer *pk, const frpc_mem *mem, size_t offset,
  * No op failing, the batch ends 0 when the owner has the notification
  * (queued, or handed to its callback), or with the code the owner sent
  * back (FRPC_EAGAIN: its queue was full; FRPC_ETOOBIG: notify_len is
- * over its config.max_msg_size). An op failing, the batch ends
+ * over its config.max_msg_size; FRPC_EPEERLOST: its shutdown had begun,
+ * see frpc_notify). An op failing, the batch ends
  * with the first failure and sends nothing. A batch whose wait ended
  * (timeout, cancel) while its data was already on the way may still
  * notify.
@@ -1590,6 +1591,8 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * the order they finish, which may not be the order they were started).
  * A rank holds up to config.notify_queue
  * untaken; past that a sender gets FRPC_EAGAIN and nothing is lost.
+ * Once its shutdown begins it takes none (frpc_notify_wait), as though
+ * it had left, and its senders are told so.
  * Since 1.1.
  */
 
@@ -1603,7 +1606,9 @@ int frpc_transfer_async_sized(const frpc_xfer *ops, size_t n, size_t op_size,
  * dst had no memory to queue it, or max_inflight calls in flight),
  * FRPC_ETOOBIG (len over this rank's or
  * dst's config.max_msg_size, where one is set below FRPC_NOTIFY_MAX),
- * FRPC_EPEERLOST, FRPC_ETIMEDOUT (dst did not confirm in time: it may
+ * FRPC_EPEERLOST (also when dst's shutdown has begun and it has no
+ * frpc_on_notify fn: it takes no more notifications, since 1.5),
+ * FRPC_ETIMEDOUT (dst did not confirm in time: it may
  * still get the notification, as a call that timed out may still run),
  * FRPC_ESHUTDOWN, FRPC_ETRANSPORT, FRPC_EDEADLK, FRPC_ENOMEM, FRPC_EPROTO
  * (as for frpc_call: a code this library does not know). Sending to
@@ -1619,9 +1624,11 @@ int frpc_notify(frpc_agent *agent, int dst, const void *msg, size_t len,
  * FRPC_ETOOBIG (cap is smaller than *len: the notification stays, take it
  * with a larger buf), FRPC_ETIMEDOUT (none came), FRPC_ESHUTDOWN (none
  * left, and frpc_shutdown began, perhaps on another thread while this
- * one waited; in a graceful shutdown not final: until every rank has
- * reached it, other ranks' notifications may still arrive, their
- * senders told 0, and a later wait takes them), FRPC_EINVAL (NULL
+ * one waited; final since 1.5: from then on this rank refuses
+ * notifications, their senders told FRPC_EPEERLOST, unless an
+ * frpc_on_notify fn is set, which still gets them; those queued and not
+ * taken when frpc_shutdown returns are dropped, their senders having
+ * been told 0), FRPC_EINVAL (NULL
  * agent or len, buf NULL with cap > 0), FRPC_EDEADLK (nesting limit, as
  * frpc_call). The wait is for any
  * sender, so a lost rank does not end it: wait with a timeout where the
@@ -1754,8 +1761,9 @@ typedef struct frpc_stats {
                                     1.1) */
     uint64_t notifications_received; /* queued here, or given to the
                                         callback (since 1.1) */
-    uint64_t notifications_refused;  /* refused here: queue full, or no
-                                        memory to queue one (since
+    uint64_t notifications_refused;  /* refused here: queue full, no
+                                        memory to queue one, or (since
+                                        1.5) shutdown begun (since
                                         1.1) */
     uint64_t zerocopy_sent;      /* args and replies that went without a
                                     copy (see config.zerocopy_min); since

@@ -14,6 +14,10 @@
  *   for messages; a notification is always eager, never a rendezvous).
  * - The queue is bounded (config.notify_queue) so that a rank that never takes
  *   them cannot be filled up by its peers.
+ * - Once shutdown begins, a notification with no callback to take it is
+ *   refused, and a wait that finds the queue empty ends FRPC_ESHUTDOWN;
+ *   both look at shutting_down under notify_lock, so that end is final
+ *   and no sender is told 0 for one nobody can take any more.
  * - A taker sleeps as multi-future waits do: a queued notification bumps
  *   the pending table's epoch (fr_pending_kick).
  * - frpc_on_notify promises the old callback is done when it returns, so
@@ -152,6 +156,20 @@ static void take(frpc_request *req, void *user)
         frpc_respond(req, NULL, 0);
         return;
     }
+    if (atomic_load(&a->shutting_down)) {
+        /* Nobody may take it any more: a waiter that found the queue
+         * empty once shutdown began has been told so (notify_wait), and
+         * what is queued at the end is dropped. Its sender hears it, as
+         * from a rank that takes no more requests: FRPC_EPEERLOST
+         * ("Lost peers": FRPC_ESHUTDOWN is the caller's own shutdown). */
+        pthread_mutex_unlock(&a->notify_lock);
+        atomic_fetch_add(&a->notes_refused, 1);
+        snprintf(why, sizeof(why), "rank %d is shutting down: it takes no "
+                 "more notifications", a->set.rank);
+        fr_request_refuse(req, src == a->set.rank ? FRPC_ESHUTDOWN
+                                                  : FRPC_EPEERLOST, why);
+        return;
+    }
     fr_notice *n = NULL;
     int full = atomic_load(&a->notices) >= a->set.notify_queue;
     if (!full && !fr_fault_hit(FR_FAULT_NOTIFY_NOMEM) &&
@@ -281,17 +299,15 @@ static int notify_wait(frpc_agent *a, int *src, void *buf, size_t cap,
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     int waiting = 0, rc;
     for (;;) {
+        /* Both under the lock, as take() reads shutting_down: once a
+         * wait here finds none queued after shutdown began, none ever
+         * will be, so FRPC_ESHUTDOWN is final. */
         pthread_mutex_lock(&a->notify_lock);
-        if (a->notice_head) {
-            rc = pop_locked(a, src, buf, cap, len);
-            pthread_mutex_unlock(&a->notify_lock);
-            break;
-        }
+        rc = a->notice_head ? pop_locked(a, src, buf, cap, len)
+             : atomic_load(&a->shutting_down) ? FRPC_ESHUTDOWN : 1;
         pthread_mutex_unlock(&a->notify_lock);
-        if (atomic_load(&a->shutting_down)) {
-            rc = FRPC_ESHUTDOWN;
+        if (rc <= 0)
             break;
-        }
         if (fr_now_ns() >= deadline) {
             rc = FRPC_ETIMEDOUT;
             break;

@@ -34,6 +34,8 @@
  *            timeout; calls both ways work afterwards.
  *   modes, fallback  native or emulated transfers (rma_modes.c).
  *   unmapped  a descriptor of memory its owner unmapped (rma_unmapped.c).
+ *   noteshut  notifications around a slow callback, their figures and a
+ *            shutdown (rma_notes.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -860,8 +862,10 @@ int main(int argc, char **argv)
         return mode_held_owner();
     if (!strcmp(mode, "unmapped"))
         return mode_unmapped();
+    if (!strcmp(mode, "noteshut"))
+        return mode_noteshut();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
-            "unmapped\n");
+            "unmapped|noteshut\n");
     return 2;
 }

@@ -62,5 +62,6 @@ int mode_fallback(void);
 int mode_dereg_shutdown(void);
 int mode_held_owner(void);
 int mode_unmapped(void);
+int mode_noteshut(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -38,6 +38,8 @@ longbatch_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 
 run_case "$PROV: a batch of 70,000 puts (more than a callee's window of request ids) and its notification" longbatch_2
 run_case "$PROV: notifications: order per source, full queue, callback and its end" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
+noteshut_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" noteshut; }
+run_case "$PROV: notifications: a slow callback, their figures, refused once the receiver's shutdown began" noteshut_2
 notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
 run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
 ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
