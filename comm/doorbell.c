@@ -18,6 +18,7 @@
 
 #include "comm/doorbell.h"
 #include "comm/exit_unlink.h"
+#include "comm/threads.h"
 
 typedef struct bell {
     atomic_uint seq;      /* the futex word: bumped by every ring */
@@ -131,7 +132,9 @@ void fr_doorbell_ring(fr_doorbell *d, uint32_t peer)
     if (!atomic_load(&b->sleeping))
         return;
     atomic_fetch_add(&b->seq, 1);
-    syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+    if (syscall(SYS_futex, &b->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0) >
+        0)
+        fr_woke_sleeper = 1;
 }
 
 void fr_doorbell_sleep(fr_doorbell *d, unsigned timeout_us,

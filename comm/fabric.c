@@ -21,6 +21,7 @@
 #include "comm/exit_unlink.h"
 #include "comm/fabric_internal.h"
 #include "comm/fault.h"
+#include "comm/threads.h"
 #include "comm/tsan.h"
 
 #define FR_MAX_SEND_SLOTS 256
@@ -594,6 +595,19 @@ static ssize_t post_slot_once(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
     return ret;
 }
 
+/* After a message to dst is posted: its bell rung (shm: it may sleep on
+ * it). Without a bell (tcp, sockets) the kernel wakes a receiver asleep
+ * on its socket from within our send, so we cannot tell whether it did:
+ * this thread yields once in its next spin all the same (comm/threads.h,
+ * fr_woke_sleeper). */
+static void wake_receiver(fr_fabric *f, uint32_t dst)
+{
+    if (f->bell)
+        fr_doorbell_ring(f->bell, dst);
+    else
+        fr_woke_sleeper = 1;
+}
+
 /* After the attempt that settled (ret not -FI_EAGAIN): 0 once posted, or
  * the code, the slot back on the free list. */
 static int slot_posted(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
@@ -604,7 +618,7 @@ static int slot_posted(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
         return fr__peer_err((int)ret, NULL);
     }
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
-    fr_doorbell_ring(f->bell, dst);
+    wake_receiver(f, dst);
     return 0;
 }
 
@@ -644,7 +658,7 @@ int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
     if (ret)
         return fr__peer_err((int)ret, NULL);
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
-    fr_doorbell_ring(f->bell, dst);
+    wake_receiver(f, dst);
     return 0;
 }
 

@@ -25,3 +25,5 @@ int fr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
+
+_Thread_local int fr_woke_sleeper;

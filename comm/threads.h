@@ -25,4 +25,14 @@ void fr_async_signals(sigset_t *set);
  * it was. Returns pthread_create's code (0 or an errno value). */
 int fr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
 
+/* Set when this thread may have woken a sleeping thread (a doorbell ring
+ * that woke a peer, a condition signalled for a sleeping waiter, any
+ * message sent over a provider without a doorbell, whose receiver the
+ * kernel wakes from within the send); the next empty poll of a spin
+ * yields the CPU once and clears it (rpc/progress.c). The scheduler may
+ * queue the woken thread on this very CPU, where it waited out the
+ * whole spin window (200 us): perf trace showed a callee's futex return
+ * 250 us after the ring. */
+extern _Thread_local int fr_woke_sleeper;
+
 #endif /* FR_COMM_THREADS_H */

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "comm/clock.h"
+#include "comm/threads.h"
 #include "rpc/fnstats.h"
 #include "rpc/pending.h"
 
@@ -349,16 +350,20 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
         p->done_next = *hooks;
         *hooks = p;
     }
-    if (p->cond_made)
+    if (p->cond_made) {
         pthread_cond_signal(&p->cond);
+        fr_woke_sleeper = 1;
+    }
     /* Last of p: a spinning waiter reads done without the lock and may
      * free p (a sync call's entry is on its stack) as soon as it sees it. */
     atomic_store(&p->done, 1);
     /* After done: a waiter that reads the new epoch without the lock then
      * sees p done (wait_any's look, and its nap, rely on it). */
     atomic_fetch_add(&t->epoch, 1);
-    if (t->any_waiters)
+    if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
+        fr_woke_sleeper = 1;
+    }
 }
 
 static void wake_sleepers(fr_pending_table *t)
@@ -622,8 +627,10 @@ void fr_pending_kick(fr_pending_table *t)
 {
     pthread_mutex_lock(&t->lock);
     atomic_fetch_add(&t->epoch, 1);
-    if (t->any_waiters)
+    if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
+        fr_woke_sleeper = 1;
+    }
     pthread_mutex_unlock(&t->lock);
     wake_sleepers(t);
 }

@@ -47,6 +47,7 @@ typedef struct bench_opts {
     frpc_progress_mode progress;
     const char *provider;     /* NULL: whatever fabrpc picks */
     double seconds;           /* idle: how long to stay idle */
+    long gap_us;              /* latency: sleep before each call (0) */
     int ranks;                /* ranks to start when run alone */
     int json, baseline;
     int batch;                /* rate, bandwidth: refill in a batch */
@@ -84,6 +85,7 @@ typedef struct bench_row {
     /* extras, NAN when not set: rss_mb, ratio_to_fi_pingpong, job_s
      * (init: first rank's exec to last rank ready), seconds (idle) */
     double rss_mb, ratio, job_s, seconds;
+    double gap_us;            /* latency: --gap-us, NAN when 0 */
     double ratio_tcp;         /* ratio_to_tcp_pingpong */
     double ratio_fi_blocking; /* ratio_to_fi_blocking */
     double ratio_fi_msg;      /* rate: ratio_to_fi_msg (bench_fi_rate.c) */

@@ -50,6 +50,14 @@ double bench_now_us(void)
     return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* Sleeps us microseconds (latency's --gap-us: the ranks go idle). */
+static void bench_sleep_us(long us)
+{
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
 long bench_iters(const bench_opts *o, size_t size)
 {
     long n;
@@ -193,6 +201,8 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     double sum = 0, core_before = bench_core_ns(o);
     for (long i = -warm; i < iters; i++) {
         frpc_result res = {0};
+        if (o->gap_us > 0)
+            bench_sleep_us(o->gap_us);
         double t0 = bench_now_us();
         int rc = frpc_call(a, 1, "bench_echo", buf, size, CALL_TIMEOUT_MS,
                            &res);
@@ -217,6 +227,8 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     r.coalesce = o->coalesce;
     r.handler = handler_name(o);
     r.reply = o->reply_given ? "given" : "copied";
+    if (o->gap_us > 0)
+        r.gap_us = (double)o->gap_us;
     bench_judge_tail(&r);
     bench_emit(&r);
     return 0;

@@ -25,7 +25,7 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .ratio_tcp = NAN, .ratio_fi_blocking = NAN, .ratio_fi_msg = NAN,
                    .frames_per_msg = NAN, .max_us = NAN,
                    .not_timed_out = NAN, .coalesce = -1, .lent = -1, .disturbed = -1,
-                   .job_s = NAN, .seconds = NAN, .core_ns_before = NAN,
+                   .job_s = NAN, .seconds = NAN, .gap_us = NAN, .core_ns_before = NAN,
                    .core_ns_after = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
@@ -113,6 +113,7 @@ static void print_row(const bench_row *r)
     put_bool("coalesce", r->coalesce, 1, 8);
     put_extra("rank", r->rank < 0 ? NAN : (double)r->rank, 0);
     put_extra("seconds", r->seconds, 3);
+    put_extra("gap_us", r->gap_us, 0);
     put_extra("rss_mb", r->rss_mb, 1);
     put_extra("job_s", r->job_s, 3);
     put_extra("ratio_to_fi_pingpong", r->ratio, 4);

@@ -115,6 +115,9 @@ static const char usage_text[] =
     "                   frpc_respond_owned: a long reply is read by the\n"
     "                   caller straight from it). Rows say which: key reply\n"
     "  --seconds S      idle: how long to stay idle (default 5)\n"
+    "  --gap-us N       latency: sleep N us before each call, so both ranks\n"
+    "                   are idle when it starts (how long a call takes to\n"
+    "                   wake a rank that went to sleep); rows say gap_us\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
     "                   rate and bandwidth need 2)\n"
     "  --json           one JSON object per line instead of a table (under\n"
@@ -122,7 +125,7 @@ static const char usage_text[] =
     "                   keys system, provider, metric, size, inflight, iters,\n"
     "                   p50_us, p99_us, calls_per_s, mb_per_s, cpu_s (null\n"
     "                   when not measured), and where they apply rank,\n"
-    "                   seconds, rss_mb, job_s, ratio_to_fi_pingpong,\n"
+    "                   seconds, gap_us, rss_mb, job_s, ratio_to_fi_pingpong,\n"
     "                   ratio_to_tcp_pingpong, ratio_to_fi_blocking,\n"
     "                   ratio_to_fi_msg,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
@@ -321,6 +324,7 @@ static const struct {
     {"--reply", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) |
                     MODE(BENCH_BANDWIDTH)},
     {"--seconds", MODE(BENCH_IDLE)},
+    {"--gap-us", MODE(BENCH_LATENCY)},
     {"--baseline", MODE(BENCH_LATENCY) | MODE(BENCH_RATE) | MODE(BENCH_RMA)},
 };
 #define NOPTION_MODES (sizeof(option_modes) / sizeof(option_modes[0]))
@@ -402,6 +406,10 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                 o->ranks = (int)n;
             else
                 *(a[2] == 'i' ? &o->iters : &o->warmup) = n;
+        } else if (!strcmp(a, "--gap-us")) {
+            o->gap_us = strtol(val, &end, 10);
+            if (errno || *end || o->gap_us < 0 || o->gap_us > 10000000)
+                return bad("bad --gap-us (0..10000000): %s", val);
         } else if (!strcmp(a, "--seconds")) {
             o->seconds = strtod(val, &end);
             if (errno || *end || !(o->seconds >= 0 && o->seconds < 1e6))

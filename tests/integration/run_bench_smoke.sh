@@ -183,6 +183,13 @@ mode_rma() {
         expect_grep '"size":65536,"inflight":1,.*"coalesce":true.*'"$JUDGED" "$f.get" &&
         expect_grep '"size":65536,"inflight":2,.*"mb_per_s":[0-9]' "$f.put"
 }
+# latency with --gap-us: the ranks idle before each call; rows say so.
+mode_gap() {
+    bench gap-$1 latency --provider $1 --sizes 8 --iters 20 --warmup 2 \
+        --gap-us 2000 --json &&
+        check_json "$TMPD/gap-$1.out" latency 1 &&
+        expect_grep '"p50_us":[0-9].*"gap_us":2000[,}]' "$TMPD/gap-$1.out"
+}
 mode_idle() {
     bench idle-$1 idle --provider $1 --seconds 0.2 --json &&
         check_json "$TMPD/idle-$1.out" idle 2 &&
@@ -284,7 +291,7 @@ help_lists_all() {
     local w
     "$FABRPC_BENCH" --help >"$TMPD/help.out" || return 1
     for w in latency rate bandwidth rma idle init timeouts --provider --sizes --inflight \
-        --iters --warmup --progress --seconds --ranks --json --baseline \
+        --iters --warmup --progress --seconds --gap-us --ranks --json --baseline \
         --batch --coalesce --lend --handler; do
         expect_grep "^ +$w " "$TMPD/help.out"
     done
@@ -320,6 +327,10 @@ fault_figures_usage() {
         fi
     done
 }
+bad_gap() {
+    usage_error 'bad --gap-us' latency --gap-us -1 &&
+        usage_error 'gap-us goes with' rate --gap-us 100
+}
 bad_handler() {
     usage_error 'bad --handler' latency --handler worker &&
         usage_error 'handler goes with' idle --handler pool
@@ -338,6 +349,7 @@ for prov in shm tcp; do
         mode_rate_uncoalesced $prov
     run_case "bandwidth, $prov: JSON rows" mode_bandwidth $prov
     run_case "rma (get, put, batches, raw baseline), $prov: JSON rows" mode_rma $prov
+    run_case "latency with --gap-us, $prov: rows say gap_us" mode_gap $prov
     run_case "idle, $prov: a row per rank" mode_idle $prov
     run_case "init, 3 ranks under fabrpc-run, $prov" mode_init $prov
     run_case "timeouts, $prov: every call times out" mode_timeouts $prov
@@ -350,5 +362,6 @@ run_case "--help names every mode and option" help_lists_all
 run_case "unknown mode is a usage error" bad_usage
 run_case "a bad --coalesce is a usage error" bad_coalesce
 run_case "a bad --handler is a usage error" bad_handler
+run_case "a bad --gap-us is a usage error" bad_gap
 run_case "fault-figures.sh without a built tree is a usage error" fault_figures_usage
 finish_cases
