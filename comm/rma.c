@@ -496,9 +496,17 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
     if (listed)
         list_x(f, x);
 
-    for (i = 0; i < n; i++)
+    for (i = 0; i < n; i++) {
+        /* A batch of thousands posts for milliseconds (over shm each
+         * post copies its bytes): not past its deadline. */
+        if (i && fr_now_ns() >= op->deadline_ns) {
+            rc = FRPC_ETIMEDOUT;
+            why = "its deadline passed while it was posted";
+            break;
+        }
         if ((rc = post_with_room(f, x, &x->chunk[i], &why)))
             break;
+    }
     if (i > 0 && !f->rma_by_initiator)
         fr_doorbell_ring(f->bell, op->dst); /* its poll serves the chunks */
 

@@ -218,7 +218,16 @@ static void pump_locked(emu_xfer *x)
         emu_piece next = {.x = x}, *c;
         while (next_piece_locked(x, &next)) {
             pthread_mutex_unlock(&x->lock);
-            if (!fr_pending_deadline_of(&x->a->pend, x->op.id, x->op.dst)) {
+            if (fr_now_ns() >= x->op.deadline_ns) {
+                /* Past the deadline, though the transfer's entry may not
+                 * have expired yet: this runs inside a poll, whose
+                 * expiry comes after it, and a poll that sent a piece
+                 * for each answer it took found more answers, and so
+                 * on: batches of 20,000 pieces with a 5 ms timeout
+                 * returned after 14-20 ms. */
+                piece_over(x, next.len, FRPC_ETIMEDOUT, NULL);
+            } else if (!fr_pending_deadline_of(&x->a->pend, x->op.id,
+                                               x->op.dst)) {
                 /* The transfer's own entry ended (cancel, timeout): no
                  * more pieces; those out end as they come. A cancelled
                  * 32 MiB get went on moving all its pieces, writing

@@ -47,7 +47,11 @@
  * frpc_put and batches of many MiB return once the copy is done,
  * FRPC_ETIMEDOUT if that was past their timeout (256 MiB, timeout_ms 10,
  * 4 runs here: 24-74 ms; the first get of a run 348-581 ms, touching its
- * pages).
+ * pages). A batch's posting stops at its deadline, but its ops are all
+ * checked first and those posted end as they can: 20,000 ops of 4 KiB
+ * with a 5 ms timeout, 20 runs each, returned FRPC_ETIMEDOUT after
+ * 5.5-22 ms over shm, 5.6-48 ms over tcp (medians 6.2), emulated over tcp
+ * 12.7-15.1 ms.
  * FRPC_TIMEOUT_NONE (-1, or any negative value): no limit; a call with
  * no limit still ends when its peer is lost or the agent shuts down
  * (immediate: at once; graceful: only at the shutdown's own timeout,
@@ -1737,7 +1741,10 @@ typedef struct frpc_stats {
                                     operation of ours */
     uint64_t transfers_get;      /* gets posted: frpc_get(_async), and
                                     each op of a batch that moves bytes
-                                    (since 1.1) */
+                                    (all of a batch once it is under
+                                    way, also the ops its deadline then
+                                    kept from being posted) (since
+                                    1.1) */
     uint64_t transfers_put;      /* puts posted, likewise (since 1.1) */
     uint64_t transfer_bytes;     /* bytes moved by transfers that ended
                                     without a transport error, also one
