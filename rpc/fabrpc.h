@@ -586,8 +586,8 @@ enum {
  * FRPC_TIMEOUT_NONE, and the callee's shutdown, which waits for this rank
  * at the barrier, with it), and this rank keeps
  * serving the others' requests until every rank has reached shutdown (a
- * barrier; their notifications it refuses, see frpc_notify); handlers serving them may still make nested calls until
- * then. A rank known lost is not waited for: the barrier fails at once
+ * barrier; their notifications it refuses, see frpc_notify); handlers
+ * serving them may still make nested calls until then. A rank known lost is not waited for: the barrier fails at once
  * and shutdown goes on without it. Before the others learn that it left,
  * it polls until its sends to live ranks have completed (at most a
  * second), so that an answer it sent is not overtaken by the news and
