@@ -12,7 +12,11 @@
  *      (rank 0 gets FRPC_EPEERLOST, rank 1 counts them refused), and a
  *      thread of rank 1 waiting in frpc_notify_wait takes every one rank 0
  *      was told 0 for, in order, then gets FRPC_ESHUTDOWN, again on the
- *      next wait: nothing told 0 is left behind.
+ *      next wait: nothing told 0 is left behind. A batch's notification
+ *      to it is refused the same way (the batch ends FRPC_EPEERLOST), its
+ *      put having landed. Then rank 1, still in its shutdown, sets an
+ *      frpc_on_notify fn: that fn gets the notifications sent from then
+ *      on, a batch's too, their senders told 0.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -163,8 +167,29 @@ typedef struct {
     uint32_t taken;       /* by the waiting thread, in order */
     int32_t first_end;    /* its wait's code that ended the taking */
     int32_t next_end;     /* the next wait's */
+    uint32_t put_ok;      /* the refused batch's put landed */
     uint64_t refused;     /* frpc_stats.notifications_refused since */
+    int32_t fn_set;       /* frpc_on_notify's code, after the report */
 } taker_report;
+
+#define LATE_PUT_LEN 64
+#define LATE_PUT_SEED 37u
+#define FN_NOTES 3 /* alone, to rank 1's fn in its shutdown; then a batch */
+
+/* Rank 1's fn, set in its shutdown: counts what arrives, in order. */
+static atomic_int fn_got, fn_in_order = 1;
+
+static void late_note(frpc_agent *a, int src, const void *msg, size_t len,
+                      void *user)
+{
+    (void)a;
+    (void)user;
+    int n = atomic_fetch_add(&fn_got, 1);
+    char want[16];
+    snprintf(want, sizeof(want), "late%d", n);
+    if (src != 0 || len != strlen(want) || memcmp(msg, want, len))
+        atomic_store(&fn_in_order, 0);
+}
 
 static taker_report report;
 static uint64_t refused_before;
@@ -215,6 +240,10 @@ static void h_report(frpc_request *req, void *user)
     frpc_stats st;
     if (frpc_get_stats(agent, &st) == 0)
         report.refused = st.notifications_refused - refused_before;
+    report.put_ok = verify(region_buf, LATE_PUT_LEN, LATE_PUT_SEED, 0) ==
+                    LATE_PUT_LEN;
+    /* From a handler, in the shutdown: notifications go to fn again. */
+    report.fn_set = frpc_on_notify(agent, late_note, NULL);
     frpc_respond(req, &report, sizeof(report));
 }
 
@@ -231,13 +260,21 @@ static void refused_in_shutdown(void)
     }
     barrier("shutdown next");
     if (me == 1) {
-        CHECK(frpc_mem_deregister(region, 10000) == 0, "deregister");
+        /* The region stays registered: rank 0's batch puts into it while
+         * rank 1 shuts down (which ends the registration). */
         nap_ms(200); /* rank 0's first ones are taken, then the turn */
         int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 120000);
         agent = NULL; /* freed: no counters to dump on a failure */
         CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
         pthread_join(t, NULL);
-        printf("ok: rank 1 took %u, then FRPC_ESHUTDOWN\n", report.taken);
+        CHECK(frpc_mem_deregister(region, 0) == 0, "deregister after the "
+              "shutdown");
+        CHECK(atomic_load(&fn_got) == FN_NOTES + 1 &&
+              atomic_load(&fn_in_order), "fn set in the shutdown got %d "
+              "notifications (want %d, in order: %s)", atomic_load(&fn_got),
+              FN_NOTES + 1, atomic_load(&fn_in_order) ? "yes" : "no");
+        printf("ok: rank 1 took %u, then FRPC_ESHUTDOWN; its fn, set in "
+               "the shutdown, got %d\n", report.taken, FN_NOTES + 1);
         free(region_buf);
         return;
     }
@@ -261,6 +298,17 @@ static void refused_in_shutdown(void)
             refused++;
         }
     }
+    /* A batch's notification is refused as one alone, its put landed. */
+    uint8_t desc[FRPC_MEM_DESC_SIZE], *lbuf;
+    frpc_mem *l = local_region(LATE_PUT_LEN, &lbuf);
+    fill(lbuf, LATE_PUT_LEN, LATE_PUT_SEED, 0);
+    desc_of(1, desc);
+    frpc_xfer op = {.op = FRPC_XFER_PUT, .local = l, .desc = desc,
+                    .desc_len = FRPC_MEM_DESC_SIZE, .remote_off = 0,
+                    .len = LATE_PUT_LEN};
+    expect(frpc_transfer(&op, 1, "refused", 7, TIMEOUT_MS), FRPC_EPEERLOST,
+           "a batch with a notification to a rank in its shutdown");
+    refused++;
     frpc_result res;
     rc = frpc_call(agent, 1, "noteshut_report", NULL, 0, TIMEOUT_MS, &res);
     CHECK(rc == 0 && res.len == sizeof(taker_report), "noteshut_report: %s",
@@ -275,9 +323,25 @@ static void refused_in_shutdown(void)
           frpc_err_name(report.first_end), frpc_err_name(report.next_end));
     CHECK(report.refused == refused, "rank 1 counted %llu refused, rank 0 "
           "was refused %u", (unsigned long long)report.refused, refused);
+    CHECK(report.put_ok, "the put of the batch whose notification was "
+          "refused did not land");
     printf("ok: rank 1 took all %u notifications told 0, refused %u in its "
-           "shutdown (FRPC_EPEERLOST), its waits then FRPC_ESHUTDOWN\n",
-           told0, refused);
+           "shutdown (FRPC_EPEERLOST; a batch's too, its put landed), its "
+           "waits then FRPC_ESHUTDOWN\n", told0, refused);
+    /* Rank 1 set an fn in its shutdown: that fn takes them. */
+    CHECK(report.fn_set == 0, "frpc_on_notify in rank 1's shutdown: %s",
+          frpc_err_name(report.fn_set));
+    char late[16];
+    for (int i = 0; i < FN_NOTES; i++) {
+        snprintf(late, sizeof(late), "late%d", i);
+        expect(frpc_notify(agent, 1, late, strlen(late), TIMEOUT_MS), 0,
+               "a notification to an fn set in the receiver's shutdown");
+    }
+    snprintf(late, sizeof(late), "late%d", FN_NOTES);
+    expect(frpc_transfer(&op, 1, late, strlen(late), TIMEOUT_MS), 0,
+           "a batch's notification to an fn set in the owner's shutdown");
+    CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+    free(lbuf);
     CHECK(frpc_mem_deregister(region, 10000) == 0, "deregister");
     rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 120000);
     agent = NULL;
