@@ -277,6 +277,10 @@ typedef struct fr_rma {
      * owner's death: shm's failed copy says neither (ledger.c). The
      * caller asks liveness before it believes the status. */
     unsigned char owner_unsure;
+    /* If not NULL, set by fr_fabric_rma before it returns 0: how many of
+     * segs, from the first, had a chunk posted (the deadline may stop the
+     * posting of a long list; those after it were never posted). */
+    unsigned *segs_posted;
 } fr_rma;
 
 /*

@@ -416,6 +416,7 @@ static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
     x->seg = (fr_rma_seg *)&x->chunk[n];
     memcpy(x->seg, op->segs, op->nsegs * sizeof(x->seg[0]));
     x->op.segs = x->seg;
+    x->op.segs_posted = NULL; /* the caller's, read only while it posts */
     x->chunks = n;
     unsigned k = 0;
     for (unsigned s = 0; s < op->nsegs; s++)
@@ -509,6 +510,8 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
     }
     if (i > 0 && !f->rma_by_initiator)
         fr_doorbell_ring(f->bell, op->dst); /* its poll serves the chunks */
+    if (op->segs_posted) /* before the lock: x may be gone after it */
+        *op->segs_posted = i ? x->chunk[i - 1].seg + 1 : 0;
 
     pthread_mutex_lock(&f->rndv_lock);
     if (!listed && i > 0)

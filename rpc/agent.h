@@ -247,6 +247,13 @@ static inline void fr_agent_leave(frpc_agent *a)
     atomic_fetch_sub(&a->users, 1);
 }
 
+/* Counts n one-sided ops posted (frpc_stats.transfers_put or _get). */
+static inline void fr_transfers_count(frpc_agent *a, int write, unsigned n)
+{
+    if (n)
+        atomic_fetch_add(write ? &a->xfer_put : &a->xfer_get, n);
+}
+
 /* ---- lost peers (liveness.c) --------------------------------------- */
 
 /* Why rank is lost (owned by the agent, valid till it is destroyed), or

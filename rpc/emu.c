@@ -235,6 +235,8 @@ static void pump_locked(emu_xfer *x)
                 piece_over(x, next.len, FRPC_ECANCELED, NULL);
             } else if ((c = malloc(sizeof(*c)))) {
                 *c = next;
+                if (!next.off) /* an op's first piece: the op is posted */
+                    fr_transfers_count(x->a, x->segs[next.seg].write, 1);
                 send_piece(x, c);
             } else {
                 piece_over(x, next.len, FRPC_ENOMEM, NULL);

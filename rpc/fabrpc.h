@@ -1740,11 +1740,11 @@ typedef struct frpc_stats {
     uint64_t cq_errors_unmatched; /* provider error reports that named no
                                     operation of ours */
     uint64_t transfers_get;      /* gets posted: frpc_get(_async), and
-                                    each op of a batch that moves bytes
-                                    (all of a batch once it is under
-                                    way, also the ops its deadline then
-                                    kept from being posted) (since
-                                    1.1) */
+                                    each op of a batch that moves bytes,
+                                    as it is posted (emulated: its first
+                                    piece sent); not those a batch's
+                                    deadline kept back (since 1.1; until
+                                    1.5 those counted too) */
     uint64_t transfers_put;      /* puts posted, likewise (since 1.1) */
     uint64_t transfer_bytes;     /* bytes moved by transfers that ended
                                     without a transport error, also one

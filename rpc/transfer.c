@@ -163,11 +163,22 @@ static void lay(frpc_mem *local, size_t loff, const void *desc,
 
 /* Posts op (its segments laid out both ways) natively or by messages:
  * fr_fabric_rma's contract either way. */
-static int post(frpc_agent *a, const fr_rma *op, const fr_emu_seg *esegs,
-                int emu)
+/* Posts op; counts in transfers_get/_put the ops posted (emulated, an
+ * op counts as its first piece is sent), not those a deadline kept back. */
+static int post(frpc_agent *a, fr_rma *op, const fr_emu_seg *esegs, int emu)
 {
-    return emu ? fr_emu_rma(a, op, esegs, op->nsegs)
-               : fr_fabric_rma(a->fab, op);
+    if (emu)
+        return fr_emu_rma(a, op, esegs, op->nsegs);
+    unsigned posted = 0, writes = 0;
+    op->segs_posted = &posted;
+    int rc = fr_fabric_rma(a->fab, op);
+    if (rc)
+        return rc;
+    for (unsigned i = 0; i < posted; i++)
+        writes += op->segs[i].write;
+    fr_transfers_count(a, 1, writes);
+    fr_transfers_count(a, 0, posted - writes);
+    return 0;
 }
 
 /* Starts the operation of entry p: 0 once it is under way (it completes
@@ -239,12 +250,9 @@ static int start_one(frpc_agent *a, const fr_pending *p, void *arg)
                  .ctx = o->local, .id = p->id};
     atomic_fetch_add(&o->local->busy, 1);
     int rc = post(a, &op, &o->eseg, o->emu);
-    if (rc) {
+    if (rc)
         atomic_fetch_sub(&o->local->busy, 1);
-        return rc;
-    }
-    atomic_fetch_add(o->seg.write ? &a->xfer_put : &a->xfer_get, 1);
-    return 0;
+    return rc;
 }
 
 static int transfer(frpc_mem *local, size_t loff, const void *desc,
@@ -451,8 +459,6 @@ static int start_batch(frpc_agent *a, const fr_pending *p, void *arg)
         return rc;
     }
     b->ctx = NULL; /* batch_done frees it */
-    for (size_t i = 0; i < b->nsegs; i++)
-        atomic_fetch_add(b->segs[i].write ? &a->xfer_put : &a->xfer_get, 1);
     atomic_fetch_add(&a->xfer_batches, 1);
     return 0;
 }
