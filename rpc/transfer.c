@@ -74,7 +74,8 @@ typedef struct fr_batch {
     frpc_agent *a;
     uint64_t deadline;  /* for its notification */
     size_t nlocal;
-    frpc_mem **local;   /* one per op that moves bytes, after notify */
+    frpc_mem **local;   /* the regions of the ops that move bytes (once
+                           per run of ops on one), after notify */
     size_t notify_len;
     unsigned char notify[];
 } fr_batch;
@@ -407,7 +408,10 @@ static int prepare(const frpc_xfer *ops, size_t n, size_t op_size,
         lay(x->local, x->local_off, x->desc, &d, x->remote_off, x->len,
             write, &b->segs[b->nsegs], &b->esegs[b->nsegs]);
         b->nsegs++;
-        b->ctx->local[b->ctx->nlocal++] = x->local;
+        /* Each region once per run of ops on it: a batch holds it busy
+         * once, not once per op (20,000 atomic adds on one line). */
+        if (!b->ctx->nlocal || b->ctx->local[b->ctx->nlocal - 1] != x->local)
+            b->ctx->local[b->ctx->nlocal++] = x->local;
     }
     /* The notification is a message of this rank's: over its limit it
      * could never be sent, so say so before any data moves. */
