@@ -163,9 +163,9 @@ static void lay(frpc_mem *local, size_t loff, const void *desc,
 }
 
 /* Posts op (its segments laid out both ways) natively or by messages:
- * fr_fabric_rma's contract either way. */
-/* Posts op; counts in transfers_get/_put the ops posted (emulated, an
- * op counts as its first piece is sent), not those a deadline kept back. */
+ * fr_fabric_rma's contract either way. Counts in transfers_get/_put the
+ * ops posted (emulated, an op counts as its first piece is sent), not
+ * those a deadline kept back. */
 static int post(frpc_agent *a, fr_rma *op, const fr_emu_seg *esegs, int emu)
 {
     if (emu)
