@@ -939,6 +939,50 @@ START_TEST(a_transfer_counts_as_a_call)
 }
 END_TEST
 
+/* A batch goes by messages when any op's descriptor says its owner
+ * serves so (FR_MEMDESC_F_MESSAGES); the ops before the first such one
+ * were laid out only for the provider, and must move by messages too.
+ * Op 1's descriptor is op 0's with that flag set (checked with this
+ * job's token): the batch moves both (the owner, native, serves by
+ * messages all the same), as the transfer's call plus a piece each. */
+START_TEST(a_batch_turned_to_messages_by_a_later_op_moves_every_op)
+{
+    static uint8_t buf[4096];
+    uint8_t d[FRPC_MEM_DESC_SIZE], dm[FRPC_MEM_DESC_SIZE];
+    frpc_mem *m = NULL;
+    frpc_stats s0, s1;
+    fr_memdesc fd;
+    for (size_t i = 0; i < 1024; i++)
+        buf[i] = (uint8_t)(i * 7 + 3);
+    memset(buf + 1024, 0, sizeof(buf) - 1024);
+    ck_assert_int_eq(frpc_mem_register(agent, buf, sizeof(buf),
+                                       FRPC_MEM_REMOTE_READ |
+                                           FRPC_MEM_REMOTE_WRITE,
+                                       &m),
+                     0);
+    ck_assert_int_eq(frpc_mem_describe(m, 0, sizeof(buf), d), 0);
+    ck_assert_int_eq(fr_memdesc_decode(d, sizeof(d), agent->token, 1, &fd),
+                     0);
+    fd.flags |= FR_MEMDESC_F_MESSAGES;
+    fr_memdesc_encode(&fd, agent->token, dm);
+    frpc_xfer ops[3] = {
+        {.op = FRPC_XFER_GET, .local = m, .local_off = 1024, .desc = d,
+         .desc_len = sizeof(d), .remote_off = 0, .len = 100},
+        {.op = FRPC_XFER_GET, .local = m, .local_off = 2048, .desc = d,
+         .desc_len = sizeof(d), .remote_off = 0, .len = 0},
+        {.op = FRPC_XFER_GET, .local = m, .local_off = 3072, .desc = dm,
+         .desc_len = sizeof(dm), .remote_off = 500, .len = 200}};
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_int_eq(frpc_transfer(ops, 3, NULL, 0, 10000), 0);
+    ck_assert_int_eq(frpc_get_stats(agent, &s1), 0);
+    ck_assert_int_eq(memcmp(buf + 1024, buf, 100), 0);
+    ck_assert_int_eq(memcmp(buf + 3072, buf + 500, 200), 0);
+    ck_assert_uint_eq(s1.calls_started - s0.calls_started, 3);
+    ck_assert_uint_eq(s1.transfers_get - s0.transfers_get, 2);
+    ck_assert_int_eq(frpc_mem_deregister(m, 10000), 0);
+}
+END_TEST
+
 /* ---- NULL and bad arguments ----------------------------------------- */
 
 START_TEST(null_and_bad_arguments)
@@ -3070,6 +3114,9 @@ int main(void)
          stats_by_the_programs_size, .fixture = &with_agent},
         {"a one-sided transfer counts in frpc_stats as a call",
          a_transfer_counts_as_a_call, .fixture = &with_agent},
+        {"a batch turned to messages by a later op moves every op",
+         a_batch_turned_to_messages_by_a_later_op_moves_every_op,
+         .fixture = &with_agent},
         {"NULL and bad arguments to every public function",
          null_and_bad_arguments, .fixture = &with_agent},
         {"the data plane's functions with NULL and bad arguments",
