@@ -43,15 +43,16 @@
  * longer read them, which a callee stopped without being lost delays
  * past any timeout (over shm it ends at its timeout). A timeout does not
  * cut short a copy under way: over shm (libfabric 1.17) a transfer's
- * bytes are copied while it is posted (see frpc_get_async), so frpc_get,
- * frpc_put and batches of many MiB return once the copy is done,
- * FRPC_ETIMEDOUT if that was past their timeout (256 MiB, timeout_ms 10,
- * 4 runs here: 24-74 ms; the first get of a run 348-581 ms, touching its
- * pages). A batch's posting stops at its deadline, but its ops are all
- * checked first and those posted end as they can: 20,000 ops of 4 KiB
- * with a 5 ms timeout, 20 runs each, returned FRPC_ETIMEDOUT after
- * 5.5-22 ms over shm, 5.6-48 ms over tcp (medians 6.2), emulated over tcp
- * 12.7-15.1 ms.
+ * bytes are copied while it is posted (see frpc_get_async), in pieces of
+ * up to 4 MiB, and posting stops at the deadline, so frpc_get and
+ * frpc_put of many MiB return FRPC_ETIMEDOUT once the piece being copied
+ * then is done (256 MiB, timeout_ms 10, 8 runs here: 11-18 ms, 8-32 MiB
+ * of it moved; what a transfer that timed out moved is undefined). A
+ * batch's posting stops at its deadline too, but its ops are all checked
+ * first and those posted end as they can: 20,000 ops of 4 KiB with a 5
+ * ms timeout, 20 runs each, quiet machine, returned FRPC_ETIMEDOUT after
+ * 5.3-16 ms over shm, 5.3-66 ms over tcp (medians 6-10), emulated over
+ * tcp 14.0-14.9 ms; on a loaded machine later.
  * FRPC_TIMEOUT_NONE (-1, or any negative value): no limit; a call with
  * no limit still ends when its peer is lost or the agent shuts down
  * (immediate: at once; graceful: only at the shutdown's own timeout,
@@ -1395,14 +1396,18 @@ enum {
  * local side of this rank's frpc_get/frpc_put always, and for peers'
  * transfers as access says (a mix of FRPC_MEM_REMOTE_*, or 0). The caller
  * keeps owning buf and must keep it valid until frpc_mem_deregister
- * returns 0. (Where this rank's transfers are emulated, nothing is
+ * returns 0 (a file mapped there must not shrink meanwhile: its pages
+ * past the new end would raise SIGBUS in this process when a transfer
+ * touched them). (Where this rank's transfers are emulated, nothing is
  * registered with the provider: fabrpc copies.) *out is the caller's,
  * freed by frpc_mem_deregister; on an error it is NULL (when out is not).
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
  * bits; buf[0..len) not wholly memory this process may read: unmapped
- * bytes, unreadable pages, a range wrapping the address space; and
- * FRPC_MEM_REMOTE_WRITE on memory this process may not write: a peer's
- * put would kill it), FRPC_ESHUTDOWN, FRPC_ENOMEM,
+ * bytes, unreadable pages, pages of a file mapped past the file's end
+ * and the kernel's [vvar] pages (they raise SIGBUS; since 1.5), a range
+ * wrapping the address space; and FRPC_MEM_REMOTE_WRITE on memory this
+ * process may not write: a peer's put would kill it), FRPC_ESHUTDOWN,
+ * FRPC_ENOMEM,
  * FRPC_ETRANSPORT (the provider refused, e.g. past the locked-memory
  * limit).
  * May block briefly (the provider pins pages); any thread. Since 1.1.
@@ -1485,7 +1490,8 @@ int frpc_put(frpc_mem *local, size_t local_off, const void *desc,
  * Provider note: shm (libfabric 1.17) copies the bytes itself while the
  * transfer is posted (process_vm_readv/writev), so there the async forms
  * return once the bytes have moved, the future completing at the next
- * poll. Since 1.1.
+ * poll (past timeout_ms, once the 4 MiB piece being copied then has: the
+ * rest is not posted, and the future ends FRPC_ETIMEDOUT). Since 1.1.
  */
 int frpc_get_async(frpc_mem *local, size_t local_off, const void *desc,
                    size_t desc_len, size_t remote_off, size_t len,

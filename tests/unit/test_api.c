@@ -1209,6 +1209,81 @@ START_TEST(remote_write_to_read_only_pages_is_refused)
 }
 END_TEST
 
+/* Pages that look readable but raise SIGBUS when touched: a file mapped
+ * past its end (a peer's get or put of them killed the owner, emulated
+ * and over tcp) and the kernel's [vvar] pages. Not memory this process
+ * may read: refused, with any access; the file's own pages are fine, and
+ * so is the whole mapping once the file has grown. */
+START_TEST(pages_past_a_mapped_files_end_are_refused)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    char path[] = "/tmp/fabrpc_test_mapped_XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    unlink(path); /* the mapping keeps it: found through map_files */
+    ck_assert_int_eq(ftruncate(fd, (off_t)(pg + 100)), 0); /* 2 pages' worth */
+    int flags[] = {MAP_SHARED, MAP_PRIVATE};
+    int accesses[] = {0, FRPC_MEM_REMOTE_READ,
+                      FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE};
+    frpc_mem *m = NULL;
+    for (size_t f = 0; f < 2; f++) {
+        uint8_t *p = mmap(NULL, 4 * pg, PROT_READ | PROT_WRITE, flags[f], fd,
+                          0);
+        ck_assert_ptr_ne(p, MAP_FAILED);
+        for (size_t i = 0; i < 3; i++) {
+            /* The file's two pages (the second in part: zeros to its
+             * end), then one byte over. */
+            ck_assert_int_eq(frpc_mem_register(agent, p, 2 * pg, accesses[i],
+                                               &m), 0);
+            ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+            ck_assert_int_eq(frpc_mem_register(agent, p + 10, 2 * pg + 1 - 10,
+                                               accesses[i], &m),
+                             FRPC_EINVAL);
+            ck_assert_ptr_null(m);
+            ck_assert_int_eq(frpc_mem_register(agent, p + 3 * pg, 16,
+                                               accesses[i], &m),
+                             FRPC_EINVAL);
+        }
+        munmap(p, 4 * pg);
+    }
+    /* From an offset: pages 2-3 of a 3-page file, then past it. */
+    ck_assert_int_eq(ftruncate(fd, (off_t)(3 * pg)), 0);
+    uint8_t *q = mmap(NULL, 3 * pg, PROT_READ, MAP_SHARED, fd,
+                      (off_t)(1 * pg));
+    ck_assert_ptr_ne(q, MAP_FAILED);
+    ck_assert_int_eq(frpc_mem_register(agent, q, 2 * pg,
+                                       FRPC_MEM_REMOTE_READ, &m), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+    ck_assert_int_eq(frpc_mem_register(agent, q + pg, 2 * pg,
+                                       FRPC_MEM_REMOTE_READ, &m),
+                     FRPC_EINVAL);
+    /* The file grown: the whole mapping is its pages. */
+    ck_assert_int_eq(ftruncate(fd, (off_t)(4 * pg)), 0);
+    ck_assert_int_eq(frpc_mem_register(agent, q, 3 * pg,
+                                       FRPC_MEM_REMOTE_READ, &m), 0);
+    ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
+    munmap(q, 3 * pg);
+    close(fd);
+
+    /* [vvar], where the kernel has one. */
+    FILE *maps = fopen("/proc/self/maps", "r");
+    ck_assert_ptr_nonnull(maps);
+    char line[512];
+    unsigned long lo = 0, hi = 0;
+    while (fgets(line, sizeof(line), maps))
+        if (strstr(line, "[vvar]") &&
+            sscanf(line, "%lx-%lx", &lo, &hi) == 2)
+            break;
+    fclose(maps);
+    if (hi > lo) {
+        ck_assert_int_eq(frpc_mem_register(agent, (void *)lo, hi - lo,
+                                           FRPC_MEM_REMOTE_READ, &m),
+                         FRPC_EINVAL);
+        ck_assert_ptr_null(m);
+    }
+}
+END_TEST
+
 /* The data plane's functions (registered memory, transfers, batches,
  * notifications) with NULL and bad arguments, on the one-rank agent. */
 START_TEST(memory_and_notify_with_null_and_bad_arguments)
@@ -3119,6 +3194,8 @@ int main(void)
          .fixture = &with_agent},
         {"NULL and bad arguments to every public function",
          null_and_bad_arguments, .fixture = &with_agent},
+        {"pages past a mapped file's end, and [vvar], are refused",
+         pages_past_a_mapped_files_end_are_refused, .fixture = &with_agent},
         {"the data plane's functions with NULL and bad arguments",
          memory_and_notify_with_null_and_bad_arguments,
          .fixture = &with_agent},
