@@ -1220,7 +1220,8 @@ START_TEST(pages_past_a_mapped_files_end_are_refused)
     char path[] = "/tmp/fabrpc_test_mapped_XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
-    unlink(path); /* the mapping keeps it: found through map_files */
+    /* Kept until the end: without CAP_SYS_ADMIN /proc/self/map_files
+     * cannot be followed, and fabrpc finds the file by its path. */
     ck_assert_int_eq(ftruncate(fd, (off_t)(pg + 100)), 0); /* 2 pages' worth */
     int flags[] = {MAP_SHARED, MAP_PRIVATE};
     int accesses[] = {0, FRPC_MEM_REMOTE_READ,
@@ -1264,6 +1265,7 @@ START_TEST(pages_past_a_mapped_files_end_are_refused)
     ck_assert_int_eq(frpc_mem_deregister(m, 5000), 0);
     munmap(q, 3 * pg);
     close(fd);
+    unlink(path);
 
     /* [vvar], where the kernel has one. */
     FILE *maps = fopen("/proc/self/maps", "r");
