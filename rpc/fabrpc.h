@@ -1404,7 +1404,9 @@ enum {
  * Errors: FRPC_EINVAL (NULL agent, buf or out, len 0, unknown access
  * bits; buf[0..len) not wholly memory this process may read: unmapped
  * bytes, unreadable pages, pages of a file mapped past the file's end
- * and the kernel's [vvar] pages (they raise SIGBUS; since 1.5), a range
+ * (seen through /proc/self; a file deleted since it was mapped only with
+ * CAP_SYS_ADMIN) and the kernel's [vvar] pages (they raise SIGBUS; since
+ * 1.5), a range
  * wrapping the address space; and FRPC_MEM_REMOTE_WRITE on memory this
  * process may not write: a peer's put would kill it), FRPC_ESHUTDOWN,
  * FRPC_ENOMEM,

@@ -33,8 +33,9 @@ uint64_t fr_mem_key(const frpc_mem *m);
 /* fr_memdesc_decode under a's token and world, through a small cache per
  * thread of the descriptors that passed (the same codes). */
 /* mapped.c: what this process may do with every byte of buf[0..len):
- * FR_RANGE_READ and/or FR_RANGE_WRITE, 0 where a byte is not mapped or
- * the range wraps (both when it cannot tell: no /proc). */
+ * FR_RANGE_READ and/or FR_RANGE_WRITE, 0 where a byte is not mapped,
+ * would raise SIGBUS (a file's page past its end, [vvar]) or the range
+ * wraps (both when it cannot tell: no /proc). */
 #define FR_RANGE_READ 1u
 #define FR_RANGE_WRITE 2u
 unsigned fr_range_perms(const void *buf, size_t len);
