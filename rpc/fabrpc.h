@@ -1406,12 +1406,10 @@ enum {
  * bytes, unreadable pages, pages of a file mapped past the file's end
  * (seen through /proc/self; a file deleted since it was mapped only with
  * CAP_SYS_ADMIN) and the kernel's [vvar] pages (they raise SIGBUS; since
- * 1.5), a range
- * wrapping the address space; and FRPC_MEM_REMOTE_WRITE on memory this
- * process may not write: a peer's put would kill it), FRPC_ESHUTDOWN,
- * FRPC_ENOMEM,
- * FRPC_ETRANSPORT (the provider refused, e.g. past the locked-memory
- * limit).
+ * 1.5), a range wrapping the address space; and FRPC_MEM_REMOTE_WRITE on
+ * memory this process may not write: a peer's put would kill it),
+ * FRPC_ESHUTDOWN, FRPC_ENOMEM, FRPC_ETRANSPORT (the provider refused,
+ * e.g. past the locked-memory limit).
  * May block briefly (the provider pins pages); any thread. Since 1.1.
  */
 int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
