@@ -1034,6 +1034,12 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     }
     if ((rc = connect_doorbells(a, deadline, err, errlen)))
         goto fail;
+    /* Every rank has mapped this rank's shm region by now (it sent to it
+     * before the barrier; a lock repair finds it in its own maps): its
+     * name goes, the mappings stay until the endpoints close. A rank
+     * killed from here on, or a whole job killed at once (a world of 1
+     * without a launcher), leaves nothing in /dev/shm. */
+    fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
     fr_liveness_open(a);
     free(peers);
     fr_store_cap(a->store, 0);
@@ -1414,12 +1420,6 @@ static int shutdown_held(frpc_agent *a, int how, int timeout_ms)
     if (!atomic_compare_exchange_strong(&a->shutting_down, &idle, how + 1))
         return FRPC_ESHUTDOWN;
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    /* Every rank mapped this rank's region during frpc_init (a repair
-     * finds it in its own maps): its name goes now, before any goodbye,
-     * so that a kill from here on leaves nothing in /dev/shm (the others,
-     * told that it leaves, would not clean after it). The mapping stays
-     * until the endpoint closes. */
-    fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
     if (how == FRPC_SHUTDOWN_GRACEFUL) {
         /* Our own calls finish first (async ones in flight), then we keep
          * serving until every rank is here. */

@@ -641,13 +641,14 @@ enum {
  * they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,
  * before it takes the store's end or a process's end for a death. A
- * rank that ends without a shutdown says none; what its agent made in
- * /dev/shm (over shm, a 16 MiB region) is still removed: at exit (exit,
- * or a return from main; not a fork child's exit, which leaves its
- * parent's) or, when it was killed, by the rank on its host that finds
- * it dead, also when that ends frpc_init (by fabrpc-run, if none is
- * left); a rank's own frpc_shutdown removes the name as it starts, so a
- * rank killed inside it leaves nothing either. It cannot bound a
+ * rank that ends without a shutdown says none, and leaves nothing in
+ * /dev/shm: what its agent made there (over shm, a 16 MiB region) has
+ * no name once frpc_init has returned (since 1.5; the mappings stay), so
+ * neither a kill nor an exit, of one rank or of every rank at once,
+ * leaves it; a rank that ends during frpc_init has its name removed at
+ * exit (exit, or a return from main; not a fork child's exit) or, when
+ * it was killed, by the rank on its host that finds it dead (by
+ * fabrpc-run, if none is left). It cannot bound a
  * provider call that does not return: over udp, libfabric 1.17's ofi_rxd
  * was seen looping inside fi_recv for good after bursts from several
  * ranks, and the shutdown then waits for the polling thread for ever

@@ -2,15 +2,20 @@
  * Ranks that end without frpc_shutdown, started by hand (no fabrpc-run to
  * clean after them): run_exit_clean.sh checks what they leave in /dev/shm.
  *
- *   exit_clean exit    init, a barrier, then exit(0)
+ *   exit_clean exit    init, a barrier, a call to the next rank, then
+ *                      exit(0)
  *   exit_clean fork    the same, but first a child made by fork exits
- *                      (exit(0), its atexit handlers run): this rank's
- *                      region must still be in /dev/shm after it, and a
- *                      call to the other rank must still work; rank 0
- *                      ends after it finds rank 1 ended
+ *                      (exit(0), its atexit handlers run): a call to the
+ *                      other rank must still work after it; rank 0 ends
+ *                      after it finds rank 1 ended
  *   exit_clean killed  rank 1 kills itself (SIGKILL) after the barrier;
  *                      rank 0 waits until it finds it dead, then exits
+ *   exit_clean allkilled  every rank kills itself after the barrier and
+ *                      the call (also a world of 1: it calls itself)
  *
+ * Each rank prints how many names of its own it finds in /dev/shm once
+ * frpc_init has returned (none: its region's name goes then, the
+ * mappings stay).
  * Prints what it saw; exits 0 when it saw what it should.
  */
 #include <dirent.h>
@@ -79,7 +84,8 @@ static int fork_and_exit_child(frpc_agent *a, int me)
            me, n);
     /* Rank 0 calls first; rank 1 calls once it has answered, then ends
      * (rank 0 waits for that): neither calls a rank that has ended. */
-    for (int i = 0; me == 1 && !atomic_load(&served) && i < TIMEOUT_MS; i++)
+    for (int i = 0; me == 1 && atomic_load(&served) < 2 && i < TIMEOUT_MS;
+         i++) /* rank 0's call after the barrier, then this one */
         nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
     frpc_result res;
     int rc = frpc_call(a, 1 - me, "echo", "abc", 3, TIMEOUT_MS, &res);
@@ -87,7 +93,7 @@ static int fork_and_exit_child(frpc_agent *a, int me)
     printf("rank %d: call after the fork: %s\n", me,
            ok ? "ok" : frpc_strerror(rc));
     frpc_result_clear(&res);
-    return n == 1 && ok ? 0 : 1;
+    return n == 0 && ok ? 0 : 1;
 }
 
 static int wait_dead(frpc_agent *a, int rank)
@@ -108,8 +114,9 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     frpc_agent *a;
     int rc;
-    if (strcmp(mode, "exit") && strcmp(mode, "fork") && strcmp(mode, "killed")) {
-        fprintf(stderr, "usage: exit_clean exit|fork|killed\n");
+    if (strcmp(mode, "exit") && strcmp(mode, "fork") &&
+        strcmp(mode, "killed") && strcmp(mode, "allkilled")) {
+        fprintf(stderr, "usage: exit_clean exit|fork|killed|allkilled\n");
         return 2;
     }
     if ((rc = frpc_init(NULL, &a))) {
@@ -124,8 +131,19 @@ int main(int argc, char **argv)
         fprintf(stderr, "rank %d: %s\n", me, frpc_strerror(rc));
         return 1;
     }
+    /* The next rank's region (this one's in a world of 1) is in use. */
+    int next = (me + 1) % frpc_world_size(a);
+    frpc_result res;
+    if ((rc = frpc_call(a, next, "echo", "abc", 3, TIMEOUT_MS, &res))) {
+        fprintf(stderr, "rank %d: call to rank %d: %s\n", me, next,
+                frpc_strerror(rc));
+        return 1;
+    }
+    frpc_result_clear(&res);
     printf("rank %d: own regions in /dev/shm: %d\n", me, own_regions(me));
     fflush(stdout);
+    if (strcmp(mode, "allkilled") == 0)
+        raise(SIGKILL);
     if (strcmp(mode, "fork") == 0) {
         rc = fork_and_exit_child(a, me);
         if (!rc && me == 0)

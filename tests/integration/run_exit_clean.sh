@@ -3,8 +3,10 @@
 # by hand as torchrun or srun start them (fabrpc-run would clean after
 # them itself): libfabric's shm provider removes an endpoint's 16 MiB
 # region only at fi_close, so each such rank left one (comm/exit_unlink.h).
-# A child made by fork that exits leaves its parent's region; a killed
-# rank's region is removed by the rank that finds it dead.
+# Since 1.5 a rank's region name goes as frpc_init returns (every rank
+# has mapped it then): a killed rank, a whole job killed at once, a world
+# of 1 killed, leave nothing; a child made by fork that exits does not
+# disturb its parent.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/byhand.sh"
 need_var top_builddir
@@ -17,10 +19,11 @@ export FABRPC_PROVIDERS=shm
 
 left() { ls /dev/shm | grep -c "^fabrpc_${FABRPC_JOB_ID}_" || true; }
 
-# Two ranks of EXIT_CLEAN mode $1, torchrun's way, on a fresh job id and
+# Two ranks of EXIT_CLEAN mode $1 (rank 1 to end with status $2, rank 0
+# with $3 or 0), torchrun's way, on a fresh job id and
 # port (a new port if another test's store took it first).
 two_ranks() {
-    local mode=$1 want1=$2 r try pids st0 st1
+    local mode=$1 want1=$2 want0=${3:-0} r try pids st0 st1
     for try in 1 2 3; do
         export FABRPC_JOB_ID=exitclean$$_${mode}_$try
         local port
@@ -51,9 +54,10 @@ two_ranks() {
     echo "names of the job left in /dev/shm: $n"
     ls /dev/shm | grep "^fabrpc_${FABRPC_JOB_ID}_" || true
     rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_* # whatever the verdict
-    [ "$st0" = 0 ] || { echo "rank 0: status $st0"; return 1; }
+    [ "$st0" = "$want0" ] || { echo "rank 0: status $st0, want $want0"; return 1; }
     [ "$st1" = "$want1" ] || { echo "rank 1: status $st1, want $want1"; return 1; }
-    expect_grep "^rank 0: own regions in /dev/shm: 1$" "$TMPD/r0.out"
+    expect_grep "^rank 0: own regions in /dev/shm: 0$" "$TMPD/r0.out"
+    expect_grep "^rank 1: own regions in /dev/shm: 0$" "$TMPD/r1.out"
     [ "$n" = 0 ]
 }
 
@@ -70,10 +74,10 @@ run_case "ranks that pass a barrier and exit without frpc_shutdown: every barrie
 
 forked_child_exits() {
     two_ranks fork 0 || return 1
-    expect_grep "^rank 0: own regions in /dev/shm after the child's exit: 1$" "$TMPD/r0.out"
+    expect_grep "^rank 0: call after the fork: ok$" "$TMPD/r0.out"
     expect_grep "^rank 1: call after the fork: ok$" "$TMPD/r1.out"
 }
-run_case "a forked child's exit leaves its parent's region, and calls go on" forked_child_exits
+run_case "a forked child's exit does not disturb its parent: calls go on" forked_child_exits
 
 # 137: SIGKILL, through timeout's exit status.
 killed_rank() {
@@ -81,5 +85,26 @@ killed_rank() {
     expect_grep "^rank 0: rank 1 is dead$" "$TMPD/r0.out"
 }
 run_case "a killed rank's region is removed by the rank that finds it dead" killed_rank
+
+# Nobody is left to clean: what a rank made must be gone already.
+all_killed() {
+    two_ranks allkilled 137 137
+}
+run_case "every rank killed at once after frpc_init: nothing is left in /dev/shm" all_killed
+
+alone_killed() {
+    export FABRPC_JOB_ID=exitclean$$_alone
+    local st=0
+    timeout -k 5 60 "$EXIT_CLEAN" allkilled >"$TMPD/r0.out" 2>&1 || st=$?
+    cat "$TMPD/r0.out"
+    local n
+    n=$(left)
+    rm -f /dev/shm/fabrpc_"${FABRPC_JOB_ID}"_*
+    [ "$st" = 137 ] || { echo "status $st, want 137"; return 1; }
+    expect_grep "^rank 0: own regions in /dev/shm: 0$" "$TMPD/r0.out"
+    echo "names of the job left in /dev/shm: $n"
+    [ "$n" = 0 ]
+}
+run_case "a world of 1 started without a launcher, killed: nothing is left in /dev/shm" alone_killed
 
 finish_cases

@@ -443,10 +443,11 @@ START_TEST(a_rank_killed_holding_the_others_lock_in_its_shutdown)
 }
 END_TEST
 
-/* The header: a rank's own frpc_shutdown removes its /dev/shm name as it
- * starts, so a rank killed inside it leaves nothing; the other, told at
- * the last barrier that it leaves, does not clean after it. victim dies
- * as it leaves the store, after that barrier. */
+/* The header: a rank's region has no /dev/shm name once frpc_init has
+ * returned, so a rank killed inside its frpc_shutdown leaves nothing,
+ * though the other, told at the last barrier that it leaves, does not
+ * clean after it. victim dies as it leaves the store, after that
+ * barrier. */
 static void rank_dying_inside_its_shutdown(int victim)
 {
     dying_job j;
