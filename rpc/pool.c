@@ -40,6 +40,7 @@ struct fr_pool {
     unsigned head;            /* oldest task */
     atomic_uint count;        /* tasks in the ring; written under lock */
     unsigned blocked;         /* workers counted by fr_pool_block */
+    unsigned sleeping;        /* workers in the condition's wait */
     int stopping;             /* destroy has begun */
     unsigned base;            /* workers asked for at create */
     unsigned max_threads;     /* what fr_pool_block may grow it to */
@@ -64,7 +65,9 @@ static void *worker_main(void *arg)
         if (n == 0) {
             if (p->stopping)
                 break;
+            p->sleeping++;
             pthread_cond_wait(&p->nonempty, &p->lock);
+            p->sleeping--;
             continue;
         }
         fr_task t = p->ring[p->head];
@@ -163,6 +166,10 @@ int fr_pool_submit(fr_pool *p, fr_task_fn fn, void *arg)
     p->ring[(p->head + n) % p->capacity] = (fr_task){fn, arg};
     atomic_store_explicit(&p->count, n + 1, memory_order_relaxed);
     pthread_cond_signal(&p->nonempty);
+    /* A spinning submitter yields once (rpc/progress.c): the woken
+     * worker is often queued on its CPU. */
+    if (p->sleeping)
+        fr_woke_sleeper = 1;
     pthread_mutex_unlock(&p->lock);
     return 0;
 }

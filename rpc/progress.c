@@ -37,7 +37,8 @@
  *   flight: 125 k -> 739 k calls/s.
  * - A spinning thread that may have just woken a sleeper (rang a
  *   doorbell that woke a peer's thread, signalled a waiter's condition,
- *   sent over tcp) yields its CPU once (fr_woke_sleeper): the scheduler
+ *   handed a request to a sleeping pool thread, sent over tcp) yields
+ *   its CPU once (fr_woke_sleeper): the scheduler
  *   often queues the woken thread on the waker's CPU, where it waited out
  *   the whole spin window. `fabrpc-bench latency --sizes 8 --gap-us
  *   2000` (8 B round trips 2 ms apart), p50: shm 627-636 -> 35-37 us,
