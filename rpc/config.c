@@ -399,20 +399,19 @@ int fr_settings_resolve(const frpc_config *cfg, fr_settings *s, char *err,
     /* The environment's resolver takes -1 for "not set by config". */
     int want_rank = cfg->rank == FRPC_UNSET ? -1 : cfg->rank;
     int want_world = cfg->world_size == FRPC_UNSET ? -1 : cfg->world_size;
-    rc = fr_bootenv_resolve(want_rank, want_world, cfg->store_addr, &be, err,
-                            errlen);
-    if (rc && !be.rank_outside) {
-        /* A world of one has no store (fabrpc.h, store_addr): an address
-         * it would never use (MASTER_PORT=65535 in a one-process torchrun
-         * job, a typo) must not fail it. */
-        fr_bootenv one;
-        if (fr_bootenv_resolve_rank(want_rank, want_world, &one, NULL, 0) !=
-                0 ||
-            one.world_size != 1)
-            return rc;
-        be = one;
+    /* A world of one has no store (fabrpc.h, store_addr): an address it
+     * would never use (MASTER_PORT=65535 in a one-process torchrun job,
+     * MASTER_ADDR without MASTER_PORT, a typo) is not even read, so it
+     * neither fails frpc_init nor leaves words in errbuf. */
+    if (fr_bootenv_resolve_rank(want_rank, want_world, &be, NULL, 0) == 0 &&
+        be.world_size == 1) {
         be.store_source = "none";
         rc = 0;
+    } else {
+        rc = fr_bootenv_resolve(want_rank, want_world, cfg->store_addr, &be,
+                                err, errlen);
+        if (rc && !be.rank_outside)
+            return rc;
     }
     int outside = rc; /* resolve the rest too, but report this */
     char scratch[256];

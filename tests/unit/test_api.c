@@ -684,6 +684,7 @@ START_TEST(empty_strings_count_as_unset_but_an_empty_key)
     for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
         setenv(vars[i], "", 1);
     alone(&c);
+    c.world_size = 2; /* a world of 1 reads no store address at all */
     c.store_addr = "";
     c.providers = "";
     ck_assert_int_eq(settle(&c, &s, err, sizeof(err)), 0);
@@ -814,6 +815,7 @@ START_TEST(a_world_of_one_has_no_store)
         {NULL,
          {{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "localhost"},
           {NULL, NULL}}},
+        {NULL, {{"MASTER_PORT", "5"}, {NULL, NULL}}},
     };
     for (size_t i = 0; i < sizeof(unused) / sizeof(unused[0]); i++) {
         frpc_config c;
@@ -832,10 +834,14 @@ START_TEST(a_world_of_one_has_no_store)
             setenv(unused[i].vars[v][0], unused[i].vars[v][1], 1);
         c.errbuf = err[0];
         c.errbuf_len = sizeof(err[0]);
+        err[0][0] = '\0';
         int rc = frpc_init(&c, &a);
         for (int v = 0; unused[i].vars[v][0]; v++)
             unsetenv(unused[i].vars[v][0]);
         ck_assert_msg(rc == 0, "case %zu: %s: %s", i, frpc_err_name(rc),
+                      err[0]);
+        /* Not read at all: no complaint left behind either. */
+        ck_assert_msg(err[0][0] == '\0', "case %zu: errbuf \"%s\"", i,
                       err[0]);
         ck_assert_int_eq(frpc_world_size(a), 1);
         ck_assert_int_eq(frpc_register(a, "echo", echo, NULL, 0), 0);
@@ -3174,7 +3180,7 @@ int main(void)
         {"a world of one rank has no store: two such agents with one "
          "store_addr held by a stranger both run, and a bad store address "
          "(config, FABRPC_STORE_ADDR, MASTER_PORT 65535 or unset) does not "
-         "fail one",
+         "fail one, nor leave words in errbuf",
          a_world_of_one_has_no_store},
         {"config.rma: unset is auto, FABRPC_RMA names the mode, a bad one "
          "is FRPC_EINVAL naming it",
