@@ -590,10 +590,11 @@ enum {
  * barrier; their notifications it refuses, see frpc_notify); handlers
  * serving them may still make nested calls until then. A rank known lost is not waited for: the barrier fails at once
  * and shutdown goes on without it. A rank whose graceful shutdown timed
- * out reached shutdown all the same: its entry is taken back as a
- * timed-out frpc_barrier's is, but while rank 0 is stopped it stays, and
- * the others' shutdowns, rank 0's once it resumes, meet it and may
- * return 0 (rank 0 then learns that it LEFT only afterwards). Before the others learn that it left,
+ * out (FRPC_ETIMEDOUT) reached shutdown all the same: its entry in the
+ * barrier stays (unlike a timed-out frpc_barrier's), so a rank whose
+ * shutdown arrives later, before it has learnt that that rank left (rank
+ * 0 resumed from a stop, say), meets it and returns 0; one that has
+ * learnt it first returns FRPC_EPEERLOST. Before the others learn that it left,
  * it polls until its sends to live ranks have completed (at most a
  * second), so that an answer it sent is not overtaken by the news and
  * the call ended FRPC_EPEERLOST on the caller's side. Immediate:
