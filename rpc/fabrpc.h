@@ -280,8 +280,9 @@ typedef enum frpc_rma_mode {
  *                    provider in the list must come up, or frpc_init fails
  *                    with FRPC_ENOBACKEND naming each missing one and why;
  *                    with no list (none of config.providers,
- *                    FABRPC_PROVIDER, FI_PROVIDER, or FI_PROVIDER's
- *                    exclusion form), frpc_init fails with FRPC_EINVAL.
+ *                    FABRPC_PROVIDER or FI_PROVIDER set; FI_PROVIDER's
+ *                    exclusion form lists none), frpc_init fails with
+ *                    FRPC_EINVAL.
  *  max_msg_size      bytes, 1..2^40; FABRPC_MAX_MSG, else 64 MiB. Larger
  *                    args or replies are refused with FRPC_ETOOBIG, on both
  *                    sides. Error answers (frpc_respond_error's text, cut
