@@ -217,8 +217,9 @@ static void tell_rank_outside(frpc_agent *a, char *err, size_t errlen)
     if (n + 1 >= errlen)
         return;
     if (rc == FRPC_ENORANK)
-        snprintf(err + n, errlen - n, " (told the store at %s, so the "
-                 "other ranks' frpc_init fails too)", s->store_at);
+        snprintf(err + n, errlen - n, " (told the store at %s: the "
+                 "other ranks' frpc_init, if still under way, fails too; "
+                 "a job already running goes on)", s->store_at);
     else
         snprintf(err + n, errlen - n, " (could not tell the other ranks "
                  "through the store at %s: %s)", s->store_at, why);
