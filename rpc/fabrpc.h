@@ -87,8 +87,10 @@
  * requests: its error says so, and frpc_peer_state may still say ALIVE
  * a moment; FRPC_ESHUTDOWN means this rank's own shutdown only); so do
  * barriers, which can no
- * longer complete (FRPC_EBOOTSTRAP when rank 0 dies: its process serves
- * the bootstrap store that barriers meet in). A process that dies is
+ * longer complete (one entered once a loss is known fails at once with
+ * FRPC_EPEERLOST, rank 0's death included; one under way when rank 0
+ * dies, FRPC_EBOOTSTRAP: its process serves the bootstrap store that
+ * barriers meet in). A process that dies is
  * noticed at once (its connection to the bootstrap store closes; on one
  * host its pid ends); a host that vanishes without closing connections,
  * within config.peer_timeout_ms (5 s; TCP keepalive). That verdict comes
@@ -112,7 +114,9 @@
  * this rank's region) holds a lock in this rank's shared memory that
  * libfabric 1.17's shm provider holds for the whole copy and takes on
  * every poll: this rank's polls, and so its waits and timeouts, stall
- * until that process resumes or dies (a death is repaired).
+ * until that process resumes or dies (a death is repaired). A copy that
+ * runs delays them the same way, by as long as it takes (a 4 MiB piece
+ * of a get or put, a large call's args: milliseconds).
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
