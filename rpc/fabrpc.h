@@ -115,8 +115,9 @@
  * libfabric 1.17's shm provider holds for the whole copy and takes on
  * every poll: this rank's polls, and so its waits and timeouts, stall
  * until that process resumes or dies (a death is repaired). A copy that
- * runs delays them the same way, by as long as it takes (a 4 MiB piece
- * of a get or put, a large call's args: milliseconds).
+ * runs delays them the same way, on a loaded machine by up to the whole
+ * transfer's copy (calls with a 500 ms timeout ended after about 1 s
+ * while a peer's 256 MiB gets ran, load average near 10).
  *
  * Membership: only members of the job can make a rank run anything. With
  * a job key (FABRPC_JOB_KEY, made per job by fabrpc-run), a process must
