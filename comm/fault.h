@@ -71,6 +71,10 @@ typedef enum fr_fault_site {
                                for the copy of short args (request.c) */
     FR_FAULT_NOTIFY_NOMEM,  /* a rank finds no memory to queue a
                                notification (notify.c) */
+    FR_FAULT_SHM_NAME_KEPT, /* frpc_init leaves this rank's shm region
+                               its name (agent.c): a stranger process
+                               can then reach the rank over shm, to be
+                               refused (tests/integration/stranger.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -1040,7 +1040,8 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
      * name goes, the mappings stay until the endpoints close. A rank
      * killed from here on, or a whole job killed at once (a world of 1
      * without a launcher), leaves nothing in /dev/shm. */
-    fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
+    if (!fr_fault_hit(FR_FAULT_SHM_NAME_KEPT))
+        fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
     fr_liveness_open(a);
     free(peers);
     fr_store_cap(a->store, 0);

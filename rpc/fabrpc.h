@@ -134,7 +134,9 @@
  * that carry another job's token are dropped and counted (frpc_stats), and
  * so are frames whose sender is not the member they claim to be, where
  * the provider reports senders (tcp, sockets; shm and udp do not, and
- * there the token is the check).
+ * there the token is the check). Over shm a process outside the job
+ * cannot even find a rank once frpc_init has returned: its region's name
+ * in /dev/shm is gone by then (since 1.5).
  */
 #ifndef FABRPC_H
 #define FABRPC_H
