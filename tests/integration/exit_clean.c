@@ -140,6 +140,12 @@ int main(int argc, char **argv)
         return 1;
     }
     frpc_result_clear(&res);
+    /* Nobody ends before every rank's call is answered. */
+    if ((rc = frpc_barrier(a, TIMEOUT_MS))) {
+        fprintf(stderr, "rank %d: second barrier: %s\n", me,
+                frpc_strerror(rc));
+        return 1;
+    }
     printf("rank %d: own regions in /dev/shm: %d\n", me, own_regions(me));
     fflush(stdout);
     if (strcmp(mode, "allkilled") == 0)
