@@ -388,6 +388,12 @@ int fr_fabric_can_block(const fr_fabric *f)
 
 void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell) { f->bell = bell; }
 
+void fr_fabric_unlink_name(fr_fabric *f)
+{
+    fr_exit_unlink_now(f->exit_name);
+    f->exit_name = NULL;
+}
+
 int fr_fabric_transfers_active(fr_fabric *f)
 {
     return atomic_load(&f->transfers) > 0;

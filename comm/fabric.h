@@ -577,6 +577,13 @@ int fr_fabric_can_block(const fr_fabric *f);
  * fr_fabric_wait sleeps on ours when the CQ has no fd. */
 void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell);
 
+/* shm: removes the name of this endpoint's region now, once every peer
+ * has mapped it (the mappings stay until the endpoints close), so that
+ * nothing is left in /dev/shm if this process is killed. No-op for
+ * other providers and when called again. Not thread-safe against
+ * fr_fabric_close. */
+void fr_fabric_unlink_name(fr_fabric *f);
+
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
 
 /* Gives back a request's payload block taken from fr_fabric_msg.owned (len:

@@ -1039,9 +1039,10 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
      * before the barrier; a lock repair finds it in its own maps): its
      * name goes, the mappings stay until the endpoints close. A rank
      * killed from here on, or a whole job killed at once (a world of 1
-     * without a launcher), leaves nothing in /dev/shm. */
+     * without a launcher), leaves nothing in /dev/shm. (The doorbell's
+     * name went in connect_doorbells.) */
     if (!fr_fault_hit(FR_FAULT_SHM_NAME_KEPT))
-        fr_agent_unlink_names_of(a, (uint32_t)a->set.rank);
+        fr_fabric_unlink_name(a->fab);
     fr_liveness_open(a);
     free(peers);
     fr_store_cap(a->store, 0);

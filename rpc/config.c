@@ -5,6 +5,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,14 +346,41 @@ static int resolve_job_key(const frpc_config *cfg, fr_settings *s, char *err,
     return 0;
 }
 
+/* An empty element ("tcp,,shm", "shm,") names no provider: a typo, like
+ * a misspelt name, refused rather than skipped. FI_PROVIDER is
+ * libfabric's to parse and is not checked here. */
+static int has_empty_element(const char *list)
+{
+    for (const char *p = list;; p++) {
+        const char *end = strchr(p, ',');
+        const char *e = end ? end : p + strlen(p);
+        while (p < e && isspace((unsigned char)*p))
+            p++;
+        if (p == e)
+            return 1;
+        if (!end)
+            return 0;
+        p = end;
+    }
+}
+
 static int resolve_providers(const frpc_config *cfg, fr_settings *s,
                              char *err, size_t errlen)
 {
     const char *list = cfg->providers;
+    const char *from = "config.providers";
     int rc;
 
-    if (!list || !*list)
+    if (!list || !*list) {
         list = getenv("FABRPC_PROVIDER");
+        from = "FABRPC_PROVIDER";
+    }
+    if (list && *list && has_empty_element(list)) {
+        snprintf(err, errlen, "%s=\"%.64s\" has an empty provider name: "
+                 "want names separated by single commas (\"shm,tcp\")",
+                 from, list);
+        return FRPC_EINVAL;
+    }
     if (!list || !*list) {
         list = getenv("FI_PROVIDER"); /* libfabric's own choice wins */
         /* "^shm,udp" is libfabric's exclusion list: libfabric hides those

@@ -282,7 +282,9 @@ typedef enum frpc_rma_mode {
  *                    frpc_init's messages name FI_PROVIDER as the reason).
  *                    A name no libfabric provider has (a typo) fails
  *                    frpc_init with FRPC_EINVAL, naming it and the
- *                    providers that came up.
+ *                    providers that came up; so does an empty name in
+ *                    config.providers or FABRPC_PROVIDER ("tcp,,shm",
+ *                    "shm,"). Spaces around a name are ignored.
  *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
  *                    provider in the list must come up, or frpc_init fails
  *                    with FRPC_ENOBACKEND naming each missing one and why;

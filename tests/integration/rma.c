@@ -211,12 +211,15 @@ void start(size_t len)
     CHECK(rc == 0, "the first barrier: %s", frpc_strerror(rc));
 }
 
-int rma_emulated(void)
+/* Does this agent's frpc_backend_report say what? */
+static int report_says(const char *what)
 {
     char rep[2048];
     frpc_backend_report(agent, rep, sizeof(rep));
-    return strstr(rep, "rma: emulated") != NULL;
+    return strstr(rep, what) != NULL;
 }
+
+int rma_emulated(void) { return report_says("rma: emulated"); }
 
 frpc_mem *local_region(size_t len, uint8_t **buf)
 {
@@ -294,9 +297,7 @@ void rma_dump_counters(void)
  * header's "the rest is not posted". */
 static int shm_native(void)
 {
-    char rep[2048];
-    frpc_backend_report(agent, rep, sizeof(rep));
-    return strstr(rep, "shm: up (active)") && !rma_emulated();
+    return report_says("shm: up (active)") && !rma_emulated();
 }
 
 /* A get of len bytes (64 MiB or more) with a 1 ms timeout: no machine

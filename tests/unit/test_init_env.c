@@ -21,6 +21,17 @@
 #include "check_main.h"
 #include "other_program.h"
 
+/* A config for rank 0 of 1 whose errors go to err (emptied). */
+static void alone_config(frpc_config *c, char *err, size_t errlen)
+{
+    frpc_config_init(c);
+    c->rank = 0;
+    c->world_size = 1;
+    c->errbuf = err;
+    c->errbuf_len = errlen;
+    err[0] = '\0';
+}
+
 /* frpc_init as rank 0 of 1 with FI_PROVIDER set to fi_provider (and
  * FABRPC_PROVIDER unset): it must succeed. */
 static frpc_agent *init_alone_under(const char *fi_provider)
@@ -30,11 +41,7 @@ static frpc_agent *init_alone_under(const char *fi_provider)
     frpc_config c;
     setenv("FI_PROVIDER", fi_provider, 1);
     unsetenv("FABRPC_PROVIDER");
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
-    c.errbuf = err;
-    c.errbuf_len = sizeof(err);
+    alone_config(&c, err, sizeof(err));
     int rc = frpc_init(&c, &a);
     ck_assert_msg(rc == 0, "FI_PROVIDER=\"%s\": %s: %s", fi_provider,
                   frpc_err_name(rc), err);
@@ -70,12 +77,8 @@ START_TEST(a_provider_hidden_by_fi_provider_is_named_so)
     frpc_agent *a = NULL;
     frpc_config c;
     setenv("FI_PROVIDER", "tcp", 1);
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone_config(&c, err, sizeof(err));
     c.providers = "shm";
-    c.errbuf = err;
-    c.errbuf_len = sizeof(err);
     ck_assert_int_eq(frpc_init(&c, &a), FRPC_ENOBACKEND);
     ck_assert_msg(strstr(err, "shm: not available: hidden by FI_PROVIDER="
                               "\"tcp\"") && strstr(err, "add shm"),
@@ -93,12 +96,8 @@ START_TEST(strict_without_a_list_is_refused_naming_each_source)
     frpc_config c;
     unsetenv("FABRPC_PROVIDER");
     setenv("FI_PROVIDER", "^udp", 1);
-    frpc_config_init(&c);
-    c.rank = 0;
-    c.world_size = 1;
+    alone_config(&c, err, sizeof(err));
     c.strict = 1;
-    c.errbuf = err;
-    c.errbuf_len = sizeof(err);
     ck_assert_int_eq(frpc_init(&c, &a), FRPC_EINVAL);
     ck_assert_msg(strstr(err, "strict mode needs a provider list") &&
                       strstr(err, "FABRPC_PROVIDER") &&
@@ -185,6 +184,41 @@ START_TEST(a_store_name_that_does_not_resolve_is_tried_until_the_timeout)
 }
 END_TEST
 
+/* An empty element of a provider list names no provider: refused like a
+ * typo, naming where the list came from; spaces around a name are not
+ * an empty element. */
+START_TEST(an_empty_provider_name_is_refused)
+{
+    const char *bad[] = {"tcp,,shm", "shm,", ",tcp", " , tcp", ","};
+    char err[512];
+    frpc_agent *a = NULL;
+    frpc_config c;
+    unsetenv("FI_PROVIDER");
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        for (int env = 0; env < 2; env++) {
+            alone_config(&c, err, sizeof(err));
+            if (env) {
+                setenv("FABRPC_PROVIDER", bad[i], 1);
+            } else {
+                unsetenv("FABRPC_PROVIDER");
+                c.providers = bad[i];
+            }
+            ck_assert_int_eq(frpc_init(&c, &a), FRPC_EINVAL);
+            ck_assert_msg(strstr(err, env ? "FABRPC_PROVIDER=" :
+                                            "config.providers=") &&
+                              strstr(err, "empty provider name"),
+                          "\"%s\": errbuf: %s", bad[i], err);
+        }
+    }
+    unsetenv("FABRPC_PROVIDER");
+    alone_config(&c, err, sizeof(err));
+    c.providers = " tcp , shm ";
+    ck_assert_msg(frpc_init(&c, &a) == 0, "\" tcp , shm \": %s", err);
+    ck_assert_str_eq(frpc_provider(a), "tcp");
+    ck_assert_int_eq(frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 5000), 0);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -207,6 +241,7 @@ int main(void)
         {"a store name that does not resolve is tried until the init "
          "timeout",
          a_store_name_that_does_not_resolve_is_tried_until_the_timeout},
+        {"an empty provider name is refused", an_empty_provider_name_is_refused},
     };
     return fr_run_tests("init env", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
