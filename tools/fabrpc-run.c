@@ -27,7 +27,9 @@
  *   has ended, a stand-in store on its port (the store code's own
  *   thread) tells the ranks still starting.
  *
- * Exit status (also in --help): 0 when every rank exits 0; the status of
+ * Exit status (also in --help), the first that applies of: 124 on
+ * --timeout, 128+SIG when fabrpc-run got a signal, the first failure.
+ * In full: 0 when every rank exits 0; the status of
  * the first rank that failed (S for "exit S", 128+SIG for a signal, 127
  * when PROG cannot be executed); 124 on --timeout; 128+SIG when
  * fabrpc-run itself got SIGINT/SIGTERM/SIGHUP (it forwards it first);
@@ -96,8 +98,11 @@ static const char usage_text[] =
     "others are stopped: SIGTERM, then SIGKILL after 3 s (unless\n"
     "--keep-going). A rank that ends before it joined the job is told to\n"
     "rank 0's bootstrap store, so the others' frpc_init fails at once\n"
-    "naming it rather than at their init timeout. When every rank has\n"
-    "ended, what a killed rank left in /dev/shm is removed.\n"
+    "naming it rather than at their init timeout. When a rank ends, what\n"
+    "it left running in its process group is killed (SIGKILL). When every\n"
+    "rank has ended, what the job's ranks left in /dev/shm under fabrpc's\n"
+    "names for this job (a killed rank's region) is removed; other files\n"
+    "there are not touched.\n"
     "\n"
     "options:\n"
     "  -n N            number of ranks, 1 to 1024 (required)\n"
@@ -107,9 +112,10 @@ static const char usage_text[] =
     "  --port PORT     port of the bootstrap store; default: a free port\n"
     "  --no-prefix     pass the ranks' output through unchanged\n"
     "  --keep-going    a rank that fails does not stop the others: they\n"
-    "                  learn of it (FRPC_EPEERLOST; FRPC_EBOOTSTRAP from\n"
-    "                  the store's operations, barriers included, once\n"
-    "                  rank 0, which serves it, is gone) and go on or end\n"
+    "                  learn of it (FRPC_EPEERLOST; a barrier already\n"
+    "                  waiting when rank 0, which serves the bootstrap\n"
+    "                  store, dies fails FRPC_EBOOTSTRAP, one begun once\n"
+    "                  its death is known FRPC_EPEERLOST) and go on or end\n"
     "                  as they choose\n"
     "  -h, --help      print this help and exit 0\n"
     "\n"
@@ -124,12 +130,14 @@ static const char usage_text[] =
     "Rank 0 reads fabrpc-run's stdin unless it is a terminal; the other\n"
     "ranks read /dev/null.\n"
     "\n"
-    "signals: SIGINT, SIGTERM and SIGHUP are forwarded to every rank (and\n"
-    "what it started); SIGKILL follows 3 s later. Signals that come while\n"
+    "signals: SIGINT, SIGTERM and SIGHUP are forwarded to every rank's\n"
+    "process group (the rank and what it started, unless that left the\n"
+    "group: setsid); SIGKILL follows 3 s later. Signals that come while\n"
     "the ranks are being stopped are not forwarded again; one that was\n"
     "ignored when fabrpc-run started (nohup) stays ignored.\n"
     "\n"
-    "exit status:\n"
+    "exit status (the first that applies: --timeout, then a signal to\n"
+    "fabrpc-run, then the first rank that failed):\n"
     "  0        every rank exited 0\n"
     "  S        the first rank that failed exited with status S\n"
     "           (127: PROG could not be executed)\n"

@@ -230,6 +230,15 @@ t_timeout() {
     [ $(($(now_ms) - t0)) -lt 10000 ] || fail "timeout took too long"
 }
 
+# The help's order: --timeout comes before a rank that failed earlier
+# (with --keep-going the others run on into the timeout).
+t_timeout_before_a_failure() {
+    frun 30 -n 2 --keep-going --timeout 1 sh -c \
+        '[ "$FABRPC_RANK" = 1 ] && exit 5; sleep 60'
+    expect_status $? 124
+    expect_grep '^fabrpc-run: rank 1 exited with status 5' "$TMPD/err"
+}
+
 t_sigterm_forwarded() {
     prog trap.sh <<EOF
 trap 'echo term >"$TMPD/term.\$FABRPC_RANK"; exit 0' TERM
@@ -374,6 +383,7 @@ run_case "what a rank leaves running is killed when it exits" t_leftover_process
 run_case "a rank killed by SIGKILL is named, status 137" t_rank_killed_by_signal
 run_case "a rank ignoring SIGTERM gets SIGKILL after the grace" t_term_ignored_gets_kill
 run_case "--timeout -> exit 124 with a message" t_timeout
+run_case "--timeout's 124 comes before an earlier rank's failure" t_timeout_before_a_failure
 run_case "SIGTERM to fabrpc-run reaches every rank" t_sigterm_forwarded
 run_case "SIGINT to fabrpc-run reaches every rank" t_sigint_forwarded
 run_case "--help exits 0 and documents the options" t_help
