@@ -333,7 +333,11 @@ typedef enum frpc_rma_mode {
  *  progress          a frpc_progress_mode; FABRPC_PROGRESS
  *                    (busy|adaptive|blocking), else adaptive.
  *  spin_us           0..10000000; FABRPC_SPIN_US, else 200. How long an
- *                    adaptive thread spins before it sleeps.
+ *                    adaptive thread spins before it sleeps. Over shm a
+ *                    spin also yields the CPU (sched_yield) after each
+ *                    10 us without work, so that with more ranks than
+ *                    cores the rank a message is for is not kept
+ *                    waiting by it (busy mode never yields so).
  *  threads           1..256; FABRPC_THREADS, else 4. Size of the thread
  *                    pool that runs handlers (all but FRPC_INLINE ones;
  *                    with 2 or more, the progress thread runs them itself

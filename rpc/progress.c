@@ -43,6 +43,15 @@
  *   the whole spin window. `fabrpc-bench latency --sizes 8 --gap-us
  *   2000` (8 B round trips 2 ms apart), p50: shm 627-636 -> 35-37 us,
  *   tcp 272 -> 72 us; back to back, and rates at W 1 and 64, unchanged.
+ * - An adaptive spin on a CQ without an fd (shm) also yields its CPU
+ *   every FR_SPIN_YIELD_NS that it finds no work: with more ranks than
+ *   cores (4 ranks on 2 cores, or
+ *   ranks pinned to one core), the thread a message is for may be queued
+ *   on this CPU behind this spin, and waited out the whole spin window,
+ *   once each way: an 8 B round trip on shm with both ranks on one core
+ *   took 215-221 us (`taskset -c 0 fabrpc-bench latency --sizes 8`).
+ *   A yield costs about 0.6 us here, and a spin that ends within the
+ *   period (a back-to-back call on shm) makes none.
  * - Nesting guard: a pool thread may wait only while another pool thread
  *   stays free, and an inline handler may nest FRPC_MAX_INLINE_DEPTH deep;
  *   past either, the wait fails with FRPC_EDEADLK instead of deadlocking.
@@ -62,6 +71,7 @@
 #define FR_CALLER_NAP_NS 20000000ull /* re-check the CQ at least this often */
 #define FR_ASIDE_NS 1000000ull       /* see stand_aside */
 #define FR_TRANSFER_GRACE_NS 50000000ull /* see transfer_spin */
+#define FR_SPIN_YIELD_NS 10000ull        /* see the design notes */
 
 static void sleep_us(unsigned us)
 {
@@ -78,6 +88,24 @@ static int yield_to_woken(void)
     if (!fr_woke_sleeper)
         return 0;
     fr_woke_sleeper = 0;
+    return 1;
+}
+
+/* Whether an adaptive spin that found no work since idle_since yields
+ * now: once every FR_SPIN_YIELD_NS (*last: its previous yield). Not
+ * where the CQ has an fd (tcp): there every send already counts as a
+ * wake-up (fr_woke_sleeper), and the periodic yields measured no better
+ * (two pairs of ranks on 2 cores, 8 B round trips: p50 26-69 us against
+ * 30-49). */
+static int yield_due(frpc_agent *a, uint64_t now, uint64_t idle_since,
+                     uint64_t *last)
+{
+    if (fr_fabric_has_fd(a->fab))
+        return 0;
+    uint64_t from = *last > idle_since ? *last : idle_since;
+    if (now - from < FR_SPIN_YIELD_NS)
+        return 0;
+    *last = now;
     return 1;
 }
 
@@ -224,7 +252,7 @@ static void *progress_main(void *arg)
 {
     frpc_agent *a = arg;
     uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
-    uint64_t last = fr_now_ns();
+    uint64_t last = fr_now_ns(), yielded = 0;
     unsigned backoff = FR_BACKOFF_MIN_US;
 
     fr_fabric_poller_enter(a->fab);
@@ -251,7 +279,7 @@ static void *progress_main(void *arg)
             continue;
         }
         if (now - last < spin_ns || transfer_spin(a, last)) {
-            if (yield_to_woken())
+            if (yield_to_woken() | yield_due(a, now, last, &yielded))
                 sched_yield();
             continue;
         }
@@ -435,7 +463,7 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
         return 1;
     }
     int n = poll_once(a, now);
-    uint64_t spin_end = *now + spin_ns;
+    uint64_t spin_end = *now + spin_ns, yielded = 0;
 
     for (;; n = poll_once(a, now)) {
         if (w->done(w->arg))
@@ -446,10 +474,15 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
             spin_end = *now + spin_ns;
             continue;
         }
-        if (a->set.progress == FRPC_PROGRESS_BUSY || *now < spin_end ||
-            transfer_spin(a, spin_end - spin_ns)) {
-            if (n == FRPC_EAGAIN || (a->set.progress != FRPC_PROGRESS_BUSY &&
-                                     yield_to_woken()))
+        if (a->set.progress == FRPC_PROGRESS_BUSY) {
+            if (n == FRPC_EAGAIN)
+                sched_yield();
+            continue;
+        }
+        if (*now < spin_end || transfer_spin(a, spin_end - spin_ns)) {
+            if (n == FRPC_EAGAIN || yield_to_woken() |
+                                        yield_due(a, *now, spin_end - spin_ns,
+                                                  &yielded))
                 sched_yield();
             continue;
         }

@@ -4,7 +4,8 @@
 #   OUTDIR/run-N.jsonl
 # Then prints the median over the runs of each target figure (issues 4
 # and 15: coalescing off against Mercury, 1 and 16 MiB calls, tcp p99),
-# and an 8 B call to a handler on the pool against an inline one.
+# an 8 B call to a handler on the pool against an inline one, and an 8 B
+# round trip with both ranks on one core (taskset -c 0).
 #
 # usage: tools/bench-suite.sh BUILDDIR OUTDIR [RUNS]
 # BUILDDIR: a built tree (it has tools/fabrpc-bench and tools/fabrpc-run).
@@ -44,6 +45,13 @@ one_run() {
             --lend off
         "$bench" idle --json --seconds 3 --provider $p
     done 2>>"$f.err" | sed -e 's/^[^{]*{/{/' | grep '^{' >>"$f"
+    # More ranks than cores: both ranks on one CPU, the default (adaptive)
+    # mode. The rows say so ("one_core"); rows without it had two.
+    for p in shm tcp; do
+        taskset -c 0 "$bench" latency --json --provider $p --sizes 8 \
+            --iters 500
+    done 2>>"$f.err" | sed -e 's/^[^{]*{/{/' | grep '^{' |
+        sed -e 's/^{/{"one_core":true,/' >>"$f"
     # In a build tree fabrpc-bench is libtool's wrapper script, which
     # costs each of the 32 ranks about 130 ms of CPU before it starts (a
     # shell, sed, ls): libtool runs the program it wraps instead, as an
@@ -79,6 +87,11 @@ function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
     if (sys == "tcp_pingpong" && size == 8) tcp_blk[FILENAME, cur] = field("p50_us")
     if (sys == "tcp_pingpong_busy" && size == 8) tcp_busy[FILENAME, cur] = field("p50_us")
     if (sys != "fabrpc") next
+    if (field("one_core") == "true") {
+        add("latency " prov " both ranks on one core, adaptive: p50 us",
+            field("p50_us"))
+        next
+    }
     # Handlers on the pool (frpc_register flags 0) against inline ones,
     # the row above (no target: what a user who keeps the default gets).
     if (field("handler") == "pool") {

@@ -49,6 +49,7 @@ typedef struct bench_opts {
     double seconds;           /* idle: how long to stay idle */
     long gap_us;              /* latency: sleep before each call (0) */
     int ranks;                /* ranks to start when run alone */
+    int ranks_set;            /* --ranks given */
     int json, baseline;
     int batch;                /* rate, bandwidth: refill in a batch */
     /* --coalesce: 1 on, 0 off, -1 not given; once frpc_init has

@@ -10,6 +10,7 @@
  * bench_fi_rma.c (rma); --help says what each does.
  */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -70,16 +71,23 @@ static const char usage_text[] =
     "options:\n"
     "  --provider P     use provider P (shm, tcp, ...; sets FABRPC_PROVIDER,\n"
     "                   or fabrpc-run's --provider); fails if fabrpc comes\n"
-    "                   up on another one\n"
+    "                   up on another one. A comma list (\"shm,tcp\") is a\n"
+    "                   preference order; names without spaces, none empty\n"
     "  --sizes LIST     comma list of sizes in bytes, suffixes k and m\n"
     "                   (latency, bandwidth, rma; timeouts: ms), no empty\n"
     "                   items\n"
-    "  --inflight LIST  comma list of windows W (rate, bandwidth, rma)\n"
+    "  --inflight LIST  comma list of windows W (rate, bandwidth, rma), each\n"
+    "                   at most 1048576 (fabrpc itself keeps at most\n"
+    "                   max_inflight calls in flight, FABRPC_MAX_INFLIGHT,\n"
+    "                   65536 unless set; a window above --iters is filled\n"
+    "                   by --iters calls at most)\n"
     "  --iters N        timed calls per row (latency, rate, bandwidth, rma,\n"
-    "                   timeouts; default: latency 10000, fewer over\n"
-    "                   64 KiB; rate 50000; bandwidth ~512 MiB/size)\n"
+    "                   timeouts; default: latency and rma 10000, fewer\n"
+    "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size;\n"
+    "                   rma's batch rows count single transfers)\n"
     "  --warmup N       untimed calls first (latency, rate, bandwidth, rma;\n"
-    "                   default iters/10)\n"
+    "                   default iters/10; rate and bandwidth warm up with\n"
+    "                   at least W calls, whatever N)\n"
     "  --batch          rate, bandwidth: take every call found complete,\n"
     "                   then refill the window between frpc_batch_begin\n"
     "                   and frpc_batch_end (metric rate_batched or\n"
@@ -100,7 +108,8 @@ static const char usage_text[] =
     "                   64 KiB unless FABRPC_ZEROCOPY_MIN says otherwise),\n"
     "                   or copied before each call leaves\n"
     "                   (frpc_call_async). Default on. Rows say which: key\n"
-    "                   lent\n"
+    "                   lent (the option: args under zerocopy_min are\n"
+    "                   copied whatever it says)\n"
     "  --handler inline|pool\n"
     "                   latency, rate, bandwidth: the callee runs its\n"
     "                   handlers on its polling thread (inline, registered\n"
@@ -118,8 +127,11 @@ static const char usage_text[] =
     "  --gap-us N       latency: sleep N us before each call, so both ranks\n"
     "                   are idle when it starts (how long a call takes to\n"
     "                   wake a rank that went to sleep); rows say gap_us\n"
+    "                   (when N > 0)\n"
     "  --ranks N        ranks to start when run alone (default 2; latency,\n"
-    "                   rate and bandwidth need 2)\n"
+    "                   rate, bandwidth, rma and timeouts need 2). Under a\n"
+    "                   launcher its -n counts, and --ranks is ignored with\n"
+    "                   a warning\n"
     "  --json           one JSON object per line instead of a table (under\n"
     "                   fabrpc-run: with its --no-prefix), with\n"
     "                   keys system, provider, metric, size, inflight, iters,\n"
@@ -132,7 +144,9 @@ static const char usage_text[] =
     "                   frames per transport message), coalesce (see\n"
     "                   --coalesce), disturbed (see below),\n"
     "                   core_ns_before and core_ns_after (the machine's\n"
-    "                   state, below)\n"
+    "                   state, below). mb_per_s is in MB of 10^6 bytes:\n"
+    "                   latency counts args and reply, bandwidth the args,\n"
+    "                   rma the bytes moved\n"
     "  --baseline       latency, rate or rma. latency: after fabrpc's rows,\n"
     "                   rank 0 runs libfabric's fi_pingpong (package\n"
     "                   libfabric-bin) over the same provider, sizes and\n"
@@ -203,10 +217,13 @@ static const char usage_text[] =
     "An option given with a mode it does not go with (those named above;\n"
     "--provider, --progress, --ranks and --json go with all) is refused.\n"
     "\n"
-    "exit status: 0 ok; 1 a measurement failed; 2 bad usage (also a value\n"
-    "fabrpc's frpc_init refuses: an unknown --provider, a bad FABRPC_*\n"
-    "variable); 3 --baseline could not run fi_pingpong, or a raw libfabric\n"
-    "run failed (fabrpc's rows are still printed).\n";
+    "exit status: 0 ok; 1 a measurement failed, or fabrpc could not come\n"
+    "up (a provider libfabric knows but that is not available here, such\n"
+    "as verbs without hardware; no fabrpc-run to start the ranks); 2 bad\n"
+    "usage (also a value fabrpc's frpc_init refuses: a --provider name no\n"
+    "libfabric provider has, a bad FABRPC_* variable); 3 --baseline could\n"
+    "not run fi_pingpong, or a raw libfabric run failed (fabrpc's rows are\n"
+    "still printed).\n";
 
 /* ---------------------------------------------------------------- */
 /* Options                                                           */
@@ -347,6 +364,23 @@ static int wrong_mode(size_t k, size_t m)
                with, left > 1 ? "s" : "", modes[m].name);
 }
 
+/* A window fabrpc-bench allocates for; fabrpc caps what is in flight
+ * (max_inflight) well below. */
+#define BENCH_MAX_WINDOW 1048576
+
+/* Names separated by single commas: an empty or padded name would be
+ * refused by frpc_init or not match the provider that came up. */
+static int provider_list_ok(const char *list)
+{
+    if (!*list || *list == ',' || list[strlen(list) - 1] == ',' ||
+        strstr(list, ",,"))
+        return 0;
+    for (const char *p = list; *p; p++)
+        if (isspace((unsigned char)*p))
+            return 0;
+    return 1;
+}
+
 /* 0, 1 when -h or --help asks for the help, or -1 (bad usage, said). */
 static int parse_opts(int argc, char **argv, bench_opts *o)
 {
@@ -392,18 +426,25 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
             sizes = val;
         else if (!strcmp(a, "--inflight"))
             inflight = val;
-        else if (!strcmp(a, "--provider"))
+        else if (!strcmp(a, "--provider")) {
+            if (!provider_list_ok(val))
+                return bad("bad --provider (provider names separated by "
+                           "single commas, no spaces): '%s'", val);
             o->provider = val;
+        }
         else if (!strcmp(a, "--iters") || !strcmp(a, "--warmup") ||
                  !strcmp(a, "--ranks")) {
             long n = strtol(val, &end, 10);
             if (errno || *end || n < (a[2] == 'w' ? 0 : 1))
-                return bad("bad number: %s", val);
+                return bad("bad %s (%s): %s", a,
+                           a[2] == 'w' ? "0 or more" : "1 or more", val);
             if (a[2] == 'r' && n > 1024)
                 return bad("--ranks above 1024 (fabrpc-run's limit): %s",
                            val);
-            if (a[2] == 'r')
+            if (a[2] == 'r') {
                 o->ranks = (int)n;
+                o->ranks_set = 1;
+            }
             else
                 *(a[2] == 'i' ? &o->iters : &o->warmup) = n;
         } else if (!strcmp(a, "--gap-us")) {
@@ -447,8 +488,11 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                                    inflight ? inflight : modes[m].inflight,
                                    v)) < 0)
         return -1;
-    for (int i = 0; i < o->ninflight; i++)
+    for (int i = 0; i < o->ninflight; i++) {
+        if (v[i] > BENCH_MAX_WINDOW)
+            return bad("--inflight above %d: %llu", BENCH_MAX_WINDOW, v[i]);
         o->inflight[i] = (long)v[i];
+    }
     for (int i = 0; o->mode == BENCH_TIMEOUTS && i < o->nsizes; i++)
         if (o->sizes[i] >= BENCH_SLEEP_MS) /* a timeout that cannot fire */
             return bad("timeouts: --sizes are timeouts in ms below %d (the "
@@ -643,6 +687,10 @@ int main(int argc, char **argv)
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 1;
     }
+    if (o.ranks_set && o.ranks != frpc_world_size(a) && frpc_rank(a) == 0)
+        fprintf(stderr, "fabrpc-bench: warning: --ranks %d ignored under a "
+                        "launcher: %d ranks here (the launcher's -n)\n",
+                o.ranks, frpc_world_size(a));
     if (!world_ok(a, &o)) {
         frpc_shutdown(a, FRPC_SHUTDOWN_IMMEDIATE, 0);
         return 2;

@@ -339,6 +339,16 @@ bad_coalesce() {
     usage_error 'bad --coalesce' rate --coalesce yes &&
         usage_error 'coalesce goes with' idle --coalesce off
 }
+# Refused before any rank starts: a padded or empty provider name (it
+# came up as "shm" and was then refused as not what was asked), a window
+# fabrpc-bench cannot allocate, a number named by its option.
+bad_values() {
+    usage_error "bad --provider" latency --provider ' shm' &&
+        usage_error "bad --provider" latency --provider '' &&
+        usage_error "bad --provider" latency --provider 'shm,,tcp' &&
+        usage_error "--inflight above 1048576" rate --inflight 4294967296 &&
+        usage_error "bad --iters \\(1 or more\\): 0" rate --iters 0
+}
 
 for prov in shm tcp; do
     run_case "latency, $prov: JSON rows" mode_latency $prov
@@ -363,5 +373,6 @@ run_case "unknown mode is a usage error" bad_usage
 run_case "a bad --coalesce is a usage error" bad_coalesce
 run_case "a bad --handler is a usage error" bad_handler
 run_case "a bad --gap-us is a usage error" bad_gap
+run_case "a bad --provider, --inflight or --iters is a usage error" bad_values
 run_case "fault-figures.sh without a built tree is a usage error" fault_figures_usage
 finish_cases
