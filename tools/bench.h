@@ -124,6 +124,8 @@ bench_row bench_row_new(const char *system, const char *provider,
 
 /* Rows as JSON lines (on) or a table (off, the default). */
 void bench_output_json(int on);
+/* The progress mode fabrpc's rows name (key progress); borrowed. */
+void bench_output_progress(const char *mode);
 
 /* Prints row now (table or JSON line, per opts), or keeps it for
  * bench_flush when rows are deferred. Rank 0 only. */

@@ -13,6 +13,7 @@
 static struct {
     int json, header_done, defer, nkept;
     bench_row kept[MAX_KEPT];
+    const char *progress; /* fabrpc's rows say it */
 } out;
 
 bench_row bench_row_new(const char *system, const char *provider,
@@ -126,6 +127,8 @@ static void print_row(const bench_row *r)
     put_bool("lent", r->lent, 0, 0);
     put_str("handler", r->handler);
     put_str("reply", r->reply);
+    if (!strcmp(r->system, "fabrpc"))
+        put_str("progress", out.progress);
     put_bool("disturbed", r->disturbed, 0, 0);
     put_extra("core_ns_before", r->core_ns_before, 0);
     put_extra("core_ns_after", r->core_ns_after, 0);
@@ -167,4 +170,9 @@ void bench_flush(void)
 void bench_output_json(int on)
 {
     out.json = on;
+}
+
+void bench_output_progress(const char *mode)
+{
+    out.progress = mode;
 }

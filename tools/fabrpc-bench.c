@@ -142,7 +142,8 @@ static const char usage_text[] =
     "                   ratio_to_fi_msg,\n"
     "                   frames_per_message (rate, bandwidth: rank 0's\n"
     "                   frames per transport message), coalesce (see\n"
-    "                   --coalesce), disturbed (see below),\n"
+    "                   --coalesce), progress (fabrpc's rows: busy,\n"
+    "                   adaptive or blocking), disturbed (see below),\n"
     "                   core_ns_before and core_ns_after (the machine's\n"
     "                   state, below). mb_per_s is in MB of 10^6 bytes:\n"
     "                   latency counts args and reply, bandwidth the args,\n"
@@ -601,12 +602,17 @@ static int coalesce_used(const bench_opts *o)
  * coalesce_used, --progress, else FABRPC_PROGRESS (config.c takes only
  * its exact names, so once frpc_init has succeeded "busy" is busy).
  */
-static int progress_busy(const bench_opts *o)
+/* The progress mode the agents run in: --progress, else FABRPC_PROGRESS
+ * (frpc_init has accepted it), else fabrpc's default. */
+static frpc_progress_mode progress_used(const bench_opts *o)
 {
     const char *v = getenv("FABRPC_PROGRESS");
+    frpc_progress_mode m = FRPC_PROGRESS_ADAPTIVE;
     if (o->progress_set)
-        return o->progress == FRPC_PROGRESS_BUSY;
-    return v && !strcmp(v, "busy");
+        return o->progress;
+    if (v && *v)
+        parse_progress(v, &m);
+    return m;
 }
 
 /*
@@ -678,7 +684,11 @@ int main(int argc, char **argv)
     if ((rc = frpc_init(&cfg, &a)))
         return init_failed(rc, err);
     o.coalesce = coalesce_used(&o);
-    o.progress_busy = progress_busy(&o);
+    frpc_progress_mode mode = progress_used(&o);
+    o.progress_busy = mode == FRPC_PROGRESS_BUSY;
+    bench_output_progress(mode == FRPC_PROGRESS_BUSY       ? "busy"
+                          : mode == FRPC_PROGRESS_BLOCKING ? "blocking"
+                                                           : "adaptive");
     snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
     snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
     if (o.provider && !in_list(o.provider, prov)) {

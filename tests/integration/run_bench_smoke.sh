@@ -95,7 +95,11 @@ mode_latency() {
         check_json "$TMPD/lat-$1.out" latency 2 &&
         expect_grep '"provider":"'$1'"' "$TMPD/lat-$1.out" &&
         every_row "$JUDGED" "$TMPD/lat-$1.out" &&
-        every_row '"handler":"inline"[,}]' "$TMPD/lat-$1.out"
+        every_row '"handler":"inline"[,}]' "$TMPD/lat-$1.out" &&
+        every_row '"progress":"adaptive"[,}]' "$TMPD/lat-$1.out" &&
+        bench latb-$1 latency --provider $1 --sizes 8 --iters 20 --json \
+            --progress blocking &&
+        every_row '"progress":"blocking"[,}]' "$TMPD/latb-$1.out"
 }
 # --handler pool: the callee's handlers registered with flags 0, and the
 # rows say so (latency, rate and bandwidth).
