@@ -91,19 +91,30 @@ static int yield_to_woken(void)
     return 1;
 }
 
-/* Whether an adaptive spin that found no work since idle_since yields
- * now: once every FR_SPIN_YIELD_NS (*last: its previous yield). Not
- * where the CQ has an fd (tcp): there every send already counts as a
- * wake-up (fr_woke_sleeper), and the periodic yields measured no better
- * (two pairs of ranks on 2 cores, 8 B round trips: p50 26-69 us against
- * 30-49). */
-static int yield_due(frpc_agent *a, uint64_t now, uint64_t idle_since,
+/* How often an adaptive spin that finds no work yields its CPU: every
+ * FR_SPIN_YIELD_NS, or never (0) where the CQ has an fd (tcp): there
+ * every send already counts as a wake-up (fr_woke_sleeper), and the
+ * periodic yields measured no better (two pairs of ranks on 2 cores, 8 B
+ * round trips: p50 26-69 us against 30-49). A period of 5 us helped
+ * both ranks on one core (8 B p50 17 us against 26) but cost two cores
+ * in the machine's slow state (4 KiB p50 8.2 us against 5.6, p99 43
+ * against 12: such a round trip outlasts 5 us, so its idle side yielded;
+ * 2026-12-06, 20 interleaved rounds). Read once per spin: it is fixed
+ * for the agent's life. */
+static uint64_t spin_yield_ns(frpc_agent *a)
+{
+    return fr_fabric_has_fd(a->fab) ? 0 : FR_SPIN_YIELD_NS;
+}
+
+/* Whether a spin that found no work since idle_since yields now: once
+ * every period ns (*last: its previous yield), never if period is 0. */
+static int yield_due(uint64_t period, uint64_t now, uint64_t idle_since,
                      uint64_t *last)
 {
-    if (fr_fabric_has_fd(a->fab))
+    if (!period)
         return 0;
     uint64_t from = *last > idle_since ? *last : idle_since;
-    if (now - from < FR_SPIN_YIELD_NS)
+    if (now - from < period)
         return 0;
     *last = now;
     return 1;
@@ -252,7 +263,7 @@ static void *progress_main(void *arg)
 {
     frpc_agent *a = arg;
     uint64_t spin_ns = (uint64_t)a->set.spin_us * 1000;
-    uint64_t last = fr_now_ns(), yielded = 0;
+    uint64_t last = fr_now_ns(), yielded = 0, yield_ns = spin_yield_ns(a);
     unsigned backoff = FR_BACKOFF_MIN_US;
 
     fr_fabric_poller_enter(a->fab);
@@ -279,7 +290,7 @@ static void *progress_main(void *arg)
             continue;
         }
         if (now - last < spin_ns || transfer_spin(a, last)) {
-            if (yield_to_woken() | yield_due(a, now, last, &yielded))
+            if (yield_to_woken() | yield_due(yield_ns, now, last, &yielded))
                 sched_yield();
             continue;
         }
@@ -464,6 +475,7 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
     }
     int n = poll_once(a, now);
     uint64_t spin_end = *now + spin_ns, yielded = 0;
+    uint64_t yield_ns = spin_yield_ns(a);
 
     for (;; n = poll_once(a, now)) {
         if (w->done(w->arg))
@@ -480,9 +492,9 @@ static int spin_polling(frpc_agent *a, waiter *w, uint64_t until,
             continue;
         }
         if (*now < spin_end || transfer_spin(a, spin_end - spin_ns)) {
-            if (n == FRPC_EAGAIN || yield_to_woken() |
-                                        yield_due(a, *now, spin_end - spin_ns,
-                                                  &yielded))
+            if (n == FRPC_EAGAIN ||
+                yield_to_woken() | yield_due(yield_ns, *now,
+                                             spin_end - spin_ns, &yielded))
                 sched_yield();
             continue;
         }

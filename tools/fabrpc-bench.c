@@ -296,17 +296,31 @@ static int parse_list(const char *opt, const char *s, unsigned long long *v)
     }
 }
 
+/* --progress's names, as config.c reads FABRPC_PROGRESS; both ways. */
+static const struct {
+    const char *name;
+    frpc_progress_mode mode;
+} progress_names[] = {{"busy", FRPC_PROGRESS_BUSY},
+                      {"adaptive", FRPC_PROGRESS_ADAPTIVE},
+                      {"blocking", FRPC_PROGRESS_BLOCKING}};
+#define N_PROGRESS (sizeof(progress_names) / sizeof(progress_names[0]))
+
 static int parse_progress(const char *v, frpc_progress_mode *p)
 {
-    if (!strcmp(v, "busy"))
-        *p = FRPC_PROGRESS_BUSY;
-    else if (!strcmp(v, "adaptive"))
-        *p = FRPC_PROGRESS_ADAPTIVE;
-    else if (!strcmp(v, "blocking"))
-        *p = FRPC_PROGRESS_BLOCKING;
-    else
-        return -1;
-    return 0;
+    for (size_t i = 0; i < N_PROGRESS; i++)
+        if (!strcmp(v, progress_names[i].name)) {
+            *p = progress_names[i].mode;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *progress_name(frpc_progress_mode m)
+{
+    for (size_t i = 0; i < N_PROGRESS; i++)
+        if (progress_names[i].mode == m)
+            return progress_names[i].name;
+    return "adaptive"; /* config.c's default */
 }
 
 static int parse_on_off(const char *v, int *on)
@@ -686,9 +700,7 @@ int main(int argc, char **argv)
     o.coalesce = coalesce_used(&o);
     frpc_progress_mode mode = progress_used(&o);
     o.progress_busy = mode == FRPC_PROGRESS_BUSY;
-    bench_output_progress(mode == FRPC_PROGRESS_BUSY       ? "busy"
-                          : mode == FRPC_PROGRESS_BLOCKING ? "blocking"
-                                                           : "adaptive");
+    bench_output_progress(progress_name(mode));
     snprintf(prov, sizeof(prov), "%s", frpc_provider(a));
     snprintf(prov_full, sizeof(prov_full), "%s", frpc_provider_full(a));
     if (o.provider && !in_list(o.provider, prov)) {
