@@ -110,6 +110,10 @@ typedef struct bench_row {
      * spread says the machine was disturbed (bench_spread.c): 0 or 1,
      * BENCH_UNJUDGED (too few calls: null), -1 on other rows (left out) */
     int disturbed;
+    /* the share of the row's time in which some runnable task waited for
+     * a CPU (the kernel's pressure figure, /proc/pressure/cpu "some");
+     * NAN when not measured (left out) */
+    double cpu_wait;
     /* the machine's state around the row: a cache line's round trip
      * between two CPUs just before and just after it (bench_core_ns); NAN
      * when not measured (left out) */
@@ -145,6 +149,11 @@ double bench_now_us(void);
 #define BENCH_CORE_MS 20
 double bench_core_ns(const bench_opts *o);
 
+/* The number after key on the first line of the file at path that
+ * starts with line_start and holds key; NAN when there is none. */
+double bench_proc_number(const char *path, const char *line_start,
+                         const char *key);
+
 /* The q-quantile (0..1) of v[0..n), n > 0; sorts v (bench_modes.c). */
 double bench_quantile(double *v, long n, double q);
 
@@ -176,6 +185,24 @@ void bench_times_done(bench_times *t, long slot);
 /* Sets r's p50_us and p99_us from the calls done, and disturbed by the
  * slice rule (with a warning on stderr when it is). */
 void bench_times_row(bench_times *t, bench_row *r);
+/*
+ * The CPU-wait rule (bench_spread.c says why): mark with bench_wait_begin
+ * just before a row's timed part, take bench_wait_share just after it,
+ * and give the share to bench_judge_wait once the row is built.
+ */
+typedef struct bench_wait {
+    double stall_us; /* the pressure total at the mark; NAN: none here */
+    double at_us;    /* bench_now_us at the mark */
+} bench_wait;
+bench_wait bench_wait_begin(void);
+/* The share (0..1) of the time since w in which some task waited for a
+ * CPU; NAN when the kernel gives no figure or too little time passed. */
+double bench_wait_share(const bench_wait *w);
+/* Sets r->cpu_wait to share, and r->disturbed to 1 (with a warning on
+ * stderr) when it is over BENCH_WAIT_MAX; a row the other rules leave
+ * out (-1) gets 0 when it is not. NAN: r is left as it is. */
+void bench_judge_wait(bench_row *r, double share);
+
 /* Sets r->disturbed by the tail rule (p99 over 10x p50) from its
  * p50_us and p99_us, with a warning on stderr when it is; BENCH_UNJUDGED
  * when r->iters is under 3 (p99 is then p50's call). */

@@ -128,8 +128,10 @@ static double parse_round_trip(const char *out)
     return 2.0 * usec;
 }
 
-/* One size: the round trip in us, or NAN (then a message was printed). */
-static double pingpong(const char *fi_provider, size_t size, long iters)
+/* One size: the round trip in us, or NAN (then a message was printed);
+ * *waited: marked as the client that ran starts. */
+static double pingpong(const char *fi_provider, size_t size, long iters,
+                       bench_wait *waited)
 {
     char port[16], sz[32], it[32], out[8192] = "";
     int portnum = fr_tool_free_port();
@@ -153,6 +155,7 @@ static double pingpong(const char *fi_provider, size_t size, long iters)
     int st = -1;
     for (int i = 0; i < CONNECT_TRIES; i++) {
         usleep(50000); /* let the server listen */
+        *waited = bench_wait_begin();
         st = run_client(client, out, sizeof(out), deadline);
         if (st == 0 || !strstr(out, "Connection refused") ||
             waitpid(srv, NULL, WNOHANG) != 0)
@@ -199,13 +202,15 @@ static void emit_row(const bench_row *r, double *(*ratio_of)(bench_row *))
     bench_emit(r);
 }
 
-/* Emits a baseline's row for one size (p99: NAN when unknown); ratio_of
- * as emit_row's. */
+/* Emits a baseline's row for one size (p99: NAN when unknown), judged
+ * by the CPU wait since waited; ratio_of as emit_row's. */
 static void emit_baseline(const char *system, const char *provider,
                           size_t size, long iters, double p50, double p99,
+                          const bench_wait *waited,
                           double *(*ratio_of)(bench_row *))
 {
     bench_row r = baseline_row(system, provider, size, iters, p50, p99);
+    bench_judge_wait(&r, bench_wait_share(waited));
     emit_row(&r, ratio_of);
 }
 
@@ -225,22 +230,25 @@ static int blocking_baselines(const char *fi_provider, const char *provider,
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
         double p50, p99;
+        bench_wait waited = bench_wait_begin();
         if (bench_tcp_pingpong(size, iters, 0, &p50, &p99))
             rc = 3;
         else /* kernel TCP on loopback whatever fabrpc's provider */
             emit_baseline("tcp_pingpong", "loopback", size, iters, p50, p99,
-                          ratio_tcp);
+                          &waited, ratio_tcp);
+        waited = bench_wait_begin();
         if (bench_tcp_pingpong(size, iters, 1, &p50, &p99))
             rc = 3;
         else
             emit_baseline("tcp_pingpong_busy", "loopback", size, iters, p50,
-                          p99, NULL);
+                          p99, &waited, NULL);
         if (fi_skip)
             continue;
+        waited = bench_wait_begin();
         int st = bench_fi_blocking(fi_provider, size, iters, &p50, &p99);
         if (st == 0)
             emit_baseline("fi_blocking_pingpong", provider, size, iters, p50,
-                          p99, ratio_fib);
+                          p99, &waited, ratio_fib);
         else if (st > 0) {
             /* not a failure: this provider cannot sleep on a CQ, so there
              * is no raw blocking path to compare with, at any size */
@@ -268,13 +276,16 @@ int bench_baseline(const char *fi_provider, const char *provider,
         size_t size = o->sizes[i];
         long iters = bench_iters(o, size);
         double core_before = bench_core_ns(o);
-        double rt = pingpong(fi_provider, size, iters);
+        bench_wait waited = bench_wait_begin();
+        double rt = pingpong(fi_provider, size, iters, &waited);
+        double wait = bench_wait_share(&waited);
         if (isnan(rt)) {
             rc = 3;
             continue;
         }
         /* rt is a mean: fi_pingpong gives no percentiles */
         bench_row r = baseline_row(PINGPONG, provider, size, iters, rt, NAN);
+        bench_judge_wait(&r, wait);
         r.core_ns_before = core_before;
         r.core_ns_after = bench_core_ns(o);
         emit_row(&r, ratio_fi);

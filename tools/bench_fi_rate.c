@@ -250,12 +250,14 @@ static int rows(side *s, const char *provider, const bench_opts *o)
         bench_times t;
         if (bench_times_init(&t, w, iters))
             return bench_fi_fail(&s->fi, "malloc", -FI_ENOMEM);
+        bench_wait waited = bench_wait_begin();
         double t0 = bench_now_us();
         if (run(s, w, iters, &t)) {
             bench_times_free(&t);
             return -1;
         }
         double secs = (bench_now_us() - t0) / 1e6;
+        double wait = bench_wait_share(&waited);
         bench_row r = bench_row_new(SYSTEM, provider, "rate");
         r.size = MSG_LEN;
         r.inflight = w;
@@ -263,6 +265,7 @@ static int rows(side *s, const char *provider, const bench_opts *o)
         r.calls_per_s = (double)iters / secs;
         bench_times_row(&t, &r);
         bench_times_free(&t);
+        bench_judge_wait(&r, wait);
         for (int i = 0; i < nkept; i++)
             if (!strcmp(kept[i].system, "fabrpc") &&
                 !strcmp(kept[i].metric, "rate") && kept[i].inflight == w)

@@ -176,6 +176,25 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+double bench_proc_number(const char *path, const char *line_start,
+                         const char *key)
+{
+    char line[256];
+    double v = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NAN;
+    while (fgets(line, sizeof(line), f)) {
+        char *k = strstr(line, key);
+        if (!strncmp(line, line_start, strlen(line_start)) && k) {
+            v = strtod(k + strlen(key), NULL);
+            break;
+        }
+    }
+    fclose(f);
+    return v;
+}
+
 double bench_quantile(double *v, long n, double q)
 {
     qsort(v, (size_t)n, sizeof(double), cmp_double);
@@ -199,6 +218,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     long iters = bench_iters(o, size);
     long warm = o->warmup >= 0 ? o->warmup : iters / 10;
     double sum = 0, core_before = bench_core_ns(o);
+    bench_wait waited = bench_wait_begin();
     for (long i = -warm; i < iters; i++) {
         frpc_result res = {0};
         if (o->gap_us > 0)
@@ -214,6 +234,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
         if (i >= 0)
             sum += (lat[i] = t1 - t0);
     }
+    double wait = bench_wait_share(&waited);
     bench_row r = bench_row_new("fabrpc", frpc_provider(a), "latency");
     r.core_ns_before = core_before;
     r.core_ns_after = bench_core_ns(o);
@@ -230,6 +251,7 @@ static int latency_size(frpc_agent *a, const bench_opts *o, size_t size,
     if (o->gap_us > 0)
         r.gap_us = (double)o->gap_us;
     bench_judge_tail(&r);
+    bench_judge_wait(&r, wait);
     bench_emit(&r);
     return 0;
 }
@@ -395,6 +417,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         return 1;
     }
     frpc_get_stats(a, &s0);
+    bench_wait waited = bench_wait_begin();
     double t0 = bench_now_us();
     if (run_window(a, start, name, buf, size, w, iters, want, o->batch,
                    &t)) {
@@ -402,6 +425,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         return 1;
     }
     double secs = (bench_now_us() - t0) / 1e6;
+    double wait = bench_wait_share(&waited);
     frpc_get_stats(a, &s1);
     double core_after = bench_core_ns(o);
     bench_row r = bench_row_new("fabrpc", frpc_provider(a),
@@ -429,6 +453,7 @@ static int window_row(frpc_agent *a, const bench_opts *o, const char *name,
         r.mb_per_s = (double)size * r.calls_per_s / 1e6;
     bench_times_row(&t, &r);
     bench_times_free(&t);
+    bench_judge_wait(&r, wait);
     bench_emit(&r);
     return 0;
 }
@@ -495,16 +520,8 @@ static void emit_idle(const char *provider, const bench_opts *o)
 /* The resident set in MB (VmRSS in /proc/self/status), NAN if unknown. */
 static double rss_mb(void)
 {
-    char line[256];
-    double kb = NAN;
-    FILE *f = fopen("/proc/self/status", "r");
-    if (!f)
-        return NAN;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "VmRSS: %lf", &kb) == 1)
-            break;
-    fclose(f);
-    return kb / 1024.0;
+    return bench_proc_number("/proc/self/status", "VmRSS:", "VmRSS:") /
+           1024.0;
 }
 
 /* When this process started, on bench_now_us's clock (from the start time

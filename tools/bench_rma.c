@@ -118,6 +118,7 @@ int bench_rma_row(const bench_opts *o, const char *system,
     int fabrpc = !strcmp(system, "fabrpc");
     if (fabrpc)
         r.core_ns_before = bench_core_ns(o);
+    bench_wait waited = bench_wait_begin();
 
     if (w == 1) {
         double sum = 0, *lat = malloc(sizeof(double) * (size_t)iters);
@@ -144,6 +145,7 @@ int bench_rma_row(const bench_opts *o, const char *system,
             return 1;
         secs = (bench_now_us() - t0) / 1e6;
     }
+    double wait = bench_wait_share(&waited);
     r.size = (long)size;
     r.inflight = w;
     r.iters = iters;
@@ -155,6 +157,7 @@ int bench_rma_row(const bench_opts *o, const char *system,
         if (w == 1)
             bench_judge_tail(&r);
     }
+    bench_judge_wait(&r, wait);
     bench_emit(&r);
     return 0;
 }
