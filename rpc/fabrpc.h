@@ -1487,7 +1487,10 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * calls and transfers in flight already, as for frpc_call), FRPC_ENOMEM,
  * FRPC_ETOOBIG (emulated only: this rank's config.max_msg_size leaves no
  * room for a piece, or the owner's is too small for one; see "Native or
- * emulated"). Blocks. Since 1.1.
+ * emulated"). Blocks. The sync forms give only the code; the words
+ * behind it, where there are any (the owner's refusal, the provider's
+ * text, which connection dropped), come with the async forms, from
+ * frpc_future_error. Since 1.1.
  */
 int frpc_get(frpc_mem *local, size_t local_off, const void *desc,
              size_t desc_len, size_t remote_off, size_t len, int timeout_ms);

@@ -46,10 +46,11 @@
  *   3.2x p50, "not disturbed"; fi_pingpong 712 us against 1.6). The
  *   kernel counts the time in which some runnable task waited for a CPU
  *   (/proc/pressure/cpu, "some ... total=" in us). On a quiet machine
- *   the ranks' own threads make that share 0-0.18 of a row's time (49
- *   rows of every mode over shm and tcp, 2026-12-06), beside one
+ *   the ranks' own threads make that share 0-0.28 of a row's time (49
+ *   rows of every mode over shm and tcp and the 29 of a bench-suite
+ *   run, 2026-12-06; the highest tcp's 16 MiB calls), beside one
  *   spinning shell 0.47-0.93 (fabrpc's rows), hence BENCH_WAIT_MAX
- *   (0.3). fi_pingpong's rows took 0.13-0.28 there: the mark is taken
+ *   (0.4). fi_pingpong's rows took 0.13-0.28 there: the mark is taken
  *   before its start-up (fi_getinfo, the connection), in which nothing
  *   waits, so a slowed fi_pingpong row can still pass. A row under
  *   BENCH_WAIT_MIN_US (100 ms) is not judged by it: there a single stall
@@ -78,7 +79,7 @@
  * disturbed": the row says null instead. */
 #define BENCH_TAIL_MIN_CALLS 3
 #define BENCH_SLICE_MIN 0.5
-#define BENCH_WAIT_MAX 0.3
+#define BENCH_WAIT_MAX 0.4
 #define BENCH_WAIT_MIN_US 100000.0
 
 int bench_times_init(bench_times *t, long w, long n)
@@ -212,7 +213,7 @@ void bench_judge_wait(bench_row *r, double share)
         return;
     r->cpu_wait = share;
     if (share > BENCH_WAIT_MAX) {
-        warn(r, "some task waited for a CPU during %.0f%% of it (over 30%%)",
+        warn(r, "some task waited for a CPU during %.0f%% of it (over 40%%)",
              share * 100);
         r->disturbed = 1;
     } else if (r->disturbed == -1)

@@ -207,7 +207,7 @@ static const char usage_text[] =
     "alike, which no spread shows: every row timed for 100 ms or more,\n"
     "the baselines' too, is also judged by the kernel's count of the time\n"
     "in which some runnable task waited for a CPU (/proc/pressure/cpu):\n"
-    "disturbed when that is over 30% of the row's time (key cpu_wait, the\n"
+    "disturbed when that is over 40% of the row's time (key cpu_wait, the\n"
     "share from 0 to 1; left out where the kernel keeps no such count,\n"
     "and when rank 0 may use one CPU only: its ranks then wait for it).\n"
     "fi_pingpong's share counts its start-up too, in which nothing waits,\n"

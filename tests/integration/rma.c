@@ -744,6 +744,20 @@ static int mode_bad(void)
         /* The owner looks the region up by id: gone, on every provider. */
         expect(rc, FRPC_EACCES, "emulated: a deregistered region's "
                "descriptor");
+        /* The words behind the code come with the async form (header,
+         * frpc_get). */
+        frpc_future *g = NULL;
+        CHECK(frpc_get_async(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096,
+                             3000, &g) == 0,
+              "an async get of the deregistered region is posted");
+        int st = frpc_future_wait(g, TIMEOUT_MS);
+        const char *why = NULL;
+        frpc_future_error(g, NULL, &why);
+        CHECK(st == FRPC_EACCES && why && *why,
+              "the async stale get: %s, its words: '%s'", frpc_err_name(st),
+              why ? why : "(none)");
+        printf("ok: the async stale get ended FRPC_EACCES: %s\n", why);
+        frpc_future_free(g);
     } else if (strcmp(frpc_provider(agent), "shm") == 0) {
         /* The documented limit: shm checks no key (still mapped here). */
         CHECK(rc == 0, "shm: a stale get: %s", frpc_strerror(rc));

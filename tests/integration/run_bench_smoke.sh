@@ -357,7 +357,7 @@ bad_values() {
 
 # Three spinning shells beside the two ranks: some task waits for a CPU
 # nearly all the time, so a row timed for 100 ms or more says so (cpu_wait
-# over 0.3, disturbed, a warning naming the wait) though its calls are
+# over 0.4, disturbed, a warning naming the wait) though its calls are
 # alike slow (the spread rules do not see it). Not checked where the
 # kernel keeps no CPU pressure figure (/proc/pressure/cpu).
 cpu_wait_rule() {
@@ -379,7 +379,7 @@ cpu_wait_rule() {
     kill $spinners 2>/dev/null
     wait $spinners 2>/dev/null
     [ $rc = 0 ] && check_json "$out.out" latency 1 &&
-        every_row '"disturbed":true,"cpu_wait":(0\.[3-9][0-9]*|1\.000)[,}]' \
+        every_row '"disturbed":true,"cpu_wait":(0\.[4-9][0-9]*|1\.000)[,}]' \
             "$out.out" &&
         expect_grep 'some task waited for a CPU during [0-9]+% of it' \
             "$out.err"
