@@ -57,12 +57,12 @@
  *   of a few ms (one in 12 quiet rows of 35 ms took 0.31) is a large
  *   share, and is the spread rules' to see; a load that lasts slows a
  *   row past 100 ms (20,000 8 B round trips: 35 ms quiet, 520 beside a
- *   spinning shell). Short rows (under BENCH_WAIT_MIN_US),
- *   kernels without the file and ranks held to one CPU (taskset -c 0:
- *   they wait for it themselves, 100% of the time) are not judged by it
- *   (cpu_wait left out).
+ *   spinning shell). Nor are rows where the kernel keeps no such count,
+ *   or whose rank 0 may use one CPU only (taskset -c 0: the ranks wait
+ *   for it themselves, 100% of the time); cpu_wait is left out there.
  *   It judges the machine, not one process, so it only ever adds
- *   "disturbed"; a row it finds quiet keeps what the others said.
+ *   "disturbed": a row it finds quiet keeps what the other rules said,
+ *   and a baseline's row, which they do not judge, says false.
  */
 #define _GNU_SOURCE
 #include <math.h>
