@@ -42,8 +42,9 @@
  * - Any row timed in this process, fabrpc's and the baselines' (whose
  *   fi_pingpong gives only a mean): the CPU-wait rule. A load that lasts
  *   the whole row slows every call alike, so neither rule above sees it
- *   (a spinning shell beside a latency run: p50 28.8 us against 2, p99
- *   3.2x p50, "not disturbed"; fi_pingpong 712 us against 1.6). The
+ *   (a latency run while another program built and ran tests: p50 28.8
+ *   us against 2, p99 3.2x p50, "not disturbed"; fi_pingpong 712 us
+ *   against 1.6). The
  *   kernel counts the time in which some runnable task waited for a CPU
  *   (/proc/pressure/cpu, "some ... total=" in us). On a quiet machine
  *   the ranks' own threads make that share 0-0.28 of a row's time (49
