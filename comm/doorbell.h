@@ -90,6 +90,48 @@ void fr_doorbell_loan_close(fr_doorbell *d, int slot);
 int fr_doorbell_peer_loan_is(fr_doorbell *d, uint32_t peer, int slot,
                              uint64_t tag);
 
+/*
+ * Regions a same-host peer copies straight from or into (shm's RMA fast
+ * path, which checks no key): the owner lists each registered region in
+ * a slot of its bell, holding tag (its id: nonzero, never reused, not
+ * UINT64_MAX). A peer's transfer first takes a hold on the slot in the
+ * owner's bell (a count in the peer's own row there), then checks that
+ * the slot still holds tag; it gives the hold back when the provider is
+ * done with the transfer. The owner ending a region seals its slot, then
+ * waits until no live peer holds it: either the peer's check saw the
+ * seal, or the owner sees the hold (both sides' steps are sequentially
+ * consistent). Holds are per slot, not per tag, so a stale hold only
+ * delays; a peer holding more slots of one owner at once than its row
+ * has entries takes the row's catch-all hold, which every slot's ending
+ * waits for.
+ *
+ * fr_doorbell_region_open returns the slot (0..FR_DOORBELL_REGIONS-1),
+ * or -1 when all are taken, tag is 0 or UINT64_MAX, or d is NULL. Seal,
+ * unseal (back to tag, after a wait that ran out) and close (free the
+ * slot) are the owner's; any thread, never block.
+ */
+#define FR_DOORBELL_REGIONS 1024
+int fr_doorbell_region_open(fr_doorbell *d, uint64_t tag);
+void fr_doorbell_region_seal(fr_doorbell *d, int slot);
+void fr_doorbell_region_unseal(fr_doorbell *d, int slot, uint64_t tag);
+void fr_doorbell_region_close(fr_doorbell *d, int slot);
+
+/* A peer's hold on owner's slot, for a transfer from or into the region
+ * tag: >= 0, a handle for fr_doorbell_region_release, once the slot was
+ * found holding tag after the hold was taken; FR_REGION_GONE when it
+ * does not (deregistered, or being so): nothing is held;
+ * FR_REGION_UNCHECKED when owner's bell is not mapped (never connected,
+ * or d NULL): nothing is held and nothing could be checked. Never blocks. */
+#define FR_REGION_GONE (-1)
+#define FR_REGION_UNCHECKED (-2)
+int fr_doorbell_region_hold(fr_doorbell *d, uint32_t owner, int slot,
+                            uint64_t tag);
+void fr_doorbell_region_release(fr_doorbell *d, uint32_t owner, int hold);
+
+/* The holds peer has on this rank's slot now (its catch-all included). */
+uint64_t fr_doorbell_region_held_by(fr_doorbell *d, uint32_t peer,
+                                    int slot);
+
 /* Unmaps everything and frees d (and unlinks its name if still there).
  * NULL is a no-op. */
 void fr_doorbell_close(fr_doorbell *d);

@@ -247,6 +247,28 @@ uint64_t fr_fabric_mr_key(const fr_fabric_mr *m);
 /* Closes the registration and frees m; NULL is a no-op. */
 void fr_fabric_mr_close(fr_fabric_mr *m);
 
+/*
+ * Regions checked by fabrpc itself, where the provider checks no key:
+ * shm's fast path (the initiator copies with process_vm_readv/writev at
+ * the descriptor's address). The owner lists each region in its doorbell
+ * (comm/doorbell.h) and a transfer holds the listing while the provider
+ * has it, so a deregistered region's descriptor is refused and ending a
+ * region waits for the transfers that passed the check.
+ * fr_fabric_regions_checked: 1 on such a fabric. fr_fabric_region_list:
+ * 1 + the slot listing region id (put in its descriptors), or 0 when
+ * nothing is listed (not such a fabric, or all slots taken: the caller
+ * then has the region served otherwise). Seal before waiting for the
+ * holds (fr_fabric_region_held: 1 while a peer not lost nor ended holds
+ * it), unseal if the wait ran out, unlist once the region is gone.
+ * Any thread; never block. A slot of 0 is ignored by each.
+ */
+int fr_fabric_regions_checked(const fr_fabric *f);
+uint32_t fr_fabric_region_list(fr_fabric *f, uint64_t id);
+void fr_fabric_region_seal(fr_fabric *f, uint32_t slot);
+void fr_fabric_region_unseal(fr_fabric *f, uint32_t slot, uint64_t id);
+void fr_fabric_region_unlist(fr_fabric *f, uint32_t slot);
+int fr_fabric_region_held(fr_fabric *f, uint32_t slot);
+
 struct fr_rma;
 /* status: 0 or an FRPC_E* code; why: static text or NULL. op is the
  * fabric's copy of what was posted. */
@@ -262,6 +284,11 @@ typedef struct fr_rma_seg {
     uint64_t remote_addr; /* fr_fabric_mr_addr on the owner, plus offset */
     uint64_t key;
     size_t len;           /* 0 is skipped */
+    /* The owner's listing of the remote region (fr_fabric_region_list):
+     * slot 0 when it has none, or the descriptor said none. */
+    uint32_t region_slot;
+    uint64_t region_id;
+    int hold; /* the fabric's own: the listing held while posted */
 } fr_rma_seg;
 
 /* A transfer: one or more segments, all with one owner, ended together. */
@@ -293,7 +320,9 @@ typedef struct fr_rma {
  * still in the provider's hands are freed when they come back, or at
  * close); or, still in flight then, at fr_fabric_close. Otherwise
  * nothing was posted, done never runs, and the code says why:
- * FRPC_EINVAL (no bytes at all), FRPC_EPEERLOST, FRPC_ETIMEDOUT
+ * FRPC_EINVAL (no bytes at all), FRPC_EACCES (a remote region listed by
+ * its owner is not registered there now, see fr_fabric_region_list; or
+ * the provider refused the access), FRPC_EPEERLOST, FRPC_ETIMEDOUT
  * (no room by the deadline), FRPC_ETRANSPORT, FRPC_ENOMEM. Any thread;
  * waits only for room to post.
  */

@@ -179,6 +179,7 @@ typedef struct fr_rma_xfer {
     unsigned out;                 /* chunks in the provider's hands */
     int posting;                  /* fr_fabric_rma is still posting */
     int ended;                    /* op.done has run or is running */
+    int holds;                    /* some seg holds its region's listing */
     int err;
     const char *why;
     size_t bytes_done;

@@ -41,7 +41,7 @@ void fr_memdesc_encode(const fr_memdesc *d, uint64_t token,
     out[4] = FR_MEMDESC_VERSION;
     out[5] = d->access;
     out[6] = d->flags;
-    put64(out + 8, d->rank); /* 4 bytes of rank, 4 reserved zeros */
+    put64(out + 8, (uint64_t)d->slot << 32 | d->rank);
     put64(out + 16, d->addr);
     put64(out + 24, d->key);
     put64(out + 32, d->len);
@@ -60,12 +60,12 @@ int fr_memdesc_decode(const void *in, size_t len, uint64_t token,
         b[4] != FR_MEMDESC_VERSION ||
         (b[5] & ~(FR_MEMDESC_READ | FR_MEMDESC_WRITE)) ||
         (b[6] & ~FR_MEMDESC_F_MESSAGES) || b[7] ||
-        memcmp(b + 12, zero, 4) != 0 || memcmp(b + 48, zero, 8) != 0)
+        memcmp(b + 48, zero, 8) != 0)
         return FRPC_EPROTO;
     check_value(b, token, want);
     if (!fr_ct_equal(want, b + CHECKED_BYTES, 8))
         return FRPC_EACCES;
-    uint64_t rank = get64(b + 8);
+    uint64_t rank = get64(b + 8) & UINT32_MAX;
     if (rank >= world)
         return FRPC_ENORANK;
     d->rank = (uint32_t)rank;
@@ -75,5 +75,6 @@ int fr_memdesc_decode(const void *in, size_t len, uint64_t token,
     d->key = get64(b + 24);
     d->len = get64(b + 32);
     d->region = get64(b + 40);
+    d->slot = (uint32_t)(get64(b + 8) >> 32);
     return 0;
 }

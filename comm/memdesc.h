@@ -12,7 +12,7 @@
  *   still guards the memory itself.)
  *
  *   0 "FRMD"  4 version  5 access  6 flags  7 reserved  8 rank(4)
- *   12 reserved(4)
+ *   12 slot(4)
  *   16 addr  24 key  32 len  40 region  48 reserved  56 check   (8 each)
  */
 #ifndef FR_COMM_MEMDESC_H
@@ -40,6 +40,8 @@ typedef struct fr_memdesc {
     uint64_t key;    /* the owner's registration key */
     uint64_t len;    /* bytes in the slice */
     uint64_t region; /* the owner's region id, for messages */
+    uint32_t slot;   /* 1 + the region's slot in the owner's doorbell
+                        (comm/doorbell.h, shm's fast path), or 0 */
 } fr_memdesc;
 
 /* Writes d's 64 bytes, checked under token, into out. */

@@ -21,8 +21,14 @@
  *   completed put is in the owner's memory and a call sent after it sees
  *   the bytes.
  * - shm in libfabric 1.17 checks no key on its fast path (process_vm_
- *   readv/writev at the descriptor's address): a stale descriptor reaches
- *   whatever is mapped there now. rpc/fabrpc.h says so.
+ *   readv/writev at the descriptor's address): a stale descriptor would
+ *   reach whatever is mapped there now. So there the owner lists its
+ *   regions in its doorbell, and a transfer holds each remote region's
+ *   listing from before its post until it is freed (every chunk back
+ *   from the provider, whichever path copied): one whose region is no
+ *   longer listed is refused before anything is posted, and the owner's
+ *   deregistration waits for the holds (doorbell.h says why that is
+ *   enough).
  * - Transfers in flight count in f->transfers: while there are any, the
  *   progress thread keeps polling. The owner's doorbell is rung after a
  *   post only where its poll serves the transfer (not shm's fast path,
@@ -229,10 +235,97 @@ static fr_rma_xfer *alloc_xfer(fr_fabric *f, unsigned n, unsigned nsegs)
     return fr_zalloc(size);
 }
 
+/* ---- regions listed in the owner's doorbell (fabric.h) ------------- */
+
+int fr_fabric_regions_checked(const fr_fabric *f)
+{
+    return f->rma_by_initiator && f->bell;
+}
+
+uint32_t fr_fabric_region_list(fr_fabric *f, uint64_t id)
+{
+    int slot = fr_fabric_regions_checked(f)
+                   ? fr_doorbell_region_open(f->bell, id)
+                   : -1;
+    return slot < 0 ? 0 : (uint32_t)slot + 1;
+}
+
+void fr_fabric_region_seal(fr_fabric *f, uint32_t slot)
+{
+    if (slot)
+        fr_doorbell_region_seal(f->bell, (int)slot - 1);
+}
+
+void fr_fabric_region_unseal(fr_fabric *f, uint32_t slot, uint64_t id)
+{
+    if (slot)
+        fr_doorbell_region_unseal(f->bell, (int)slot - 1, id);
+}
+
+void fr_fabric_region_unlist(fr_fabric *f, uint32_t slot)
+{
+    if (slot)
+        fr_doorbell_region_close(f->bell, (int)slot - 1);
+}
+
+int fr_fabric_region_held(fr_fabric *f, uint32_t slot)
+{
+    if (!slot)
+        return 0;
+    /* A lost peer never gives its holds back (it died holding them); an
+     * ended one gave back all it had (fr__rma_free_all). */
+    for (uint32_t p = 0; p < f->world; p++)
+        if (!fr__lost(f, p) &&
+            (p == f->rank || !fr_doorbell_peer_ended(f->bell, p)) &&
+            fr_doorbell_region_held_by(f->bell, p, (int)slot - 1))
+            return 1;
+    return 0;
+}
+
+/* Gives back the listings x holds. */
+static void release_regions(fr_fabric *f, fr_rma_xfer *x)
+{
+    if (!x->holds)
+        return;
+    for (unsigned i = 0; i < x->op.nsegs; i++)
+        if (x->seg[i].hold >= 0)
+            fr_doorbell_region_release(f->bell, x->op.dst, x->seg[i].hold);
+    x->holds = 0;
+}
+
+/* Holds the owner's listing of each remote region of x: 0, or
+ * FRPC_EACCES (one is no longer registered: nothing held then). A run of
+ * segments on one region shares the first one's hold. */
+static int hold_regions(fr_fabric *f, fr_rma_xfer *x)
+{
+    uint32_t held_slot = 0;
+    for (unsigned i = 0; i < x->op.nsegs; i++) {
+        fr_rma_seg *sg = &x->seg[i];
+        sg->hold = -1;
+        if (!sg->region_slot || !fr_fabric_regions_checked(f) ||
+            sg->region_slot == held_slot)
+            continue;
+        int h = fr_doorbell_region_hold(f->bell, x->op.dst,
+                                        (int)sg->region_slot - 1,
+                                        sg->region_id);
+        if (h == FR_REGION_GONE) {
+            release_regions(f, x);
+            return FRPC_EACCES;
+        }
+        if (h >= 0) {
+            sg->hold = h;
+            x->holds = 1;
+            held_slot = sg->region_slot;
+        }
+    }
+    return 0;
+}
+
 /* Frees x, or keeps it as the spare if it is single and none is kept. */
 static void free_xfer(fr_fabric *f, fr_rma_xfer *x)
 {
     fr_rma_xfer *none = NULL;
+    release_regions(f, x);
     if (is_single(x->chunks, x->op.nsegs) &&
         atomic_compare_exchange_strong_explicit(&f->rma_spare, &none, x,
                                                 memory_order_release,
@@ -484,6 +577,10 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
         return FRPC_EPEERLOST;
     if (!(x = new_xfer(f, op, n)))
         return FRPC_ENOMEM;
+    if ((rc = hold_regions(f, x))) {
+        free_xfer(f, x);
+        return rc;
+    }
     x->posting = 1;
     /* Every chunk counts as out before its post: it may complete at once
      * on the polling thread. Those never posted are taken back below. */
@@ -602,6 +699,7 @@ void fr__rma_free_all(fr_fabric *f, int keep_posted)
         while (*lists[i]) {
             fr_rma_xfer *x = *lists[i];
             *lists[i] = x->next;
+            release_regions(f, x);
             free(x);
         }
 }

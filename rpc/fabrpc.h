@@ -1321,10 +1321,12 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * check value does not match) are refused, as are a
  * rank outside the job (FRPC_ENORANK), a slice outside the described one
  * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
- * descriptor of a region since deregistered is refused by the owner: the
- * transfer ends with FRPC_EACCES, or natively (by the owner's provider)
- * FRPC_ETRANSPORT, or at its timeout on a provider that never answers;
- * the agent keeps working either way. Natively over tcp the owner's
+ * descriptor of a region since deregistered is refused: natively on
+ * shm before anything is posted (FRPC_EACCES, returned by the call
+ * itself, async forms included; see "Native shm" below), emulated by the
+ * owner (the transfer ends FRPC_EACCES), natively elsewhere by the
+ * owner's provider (FRPC_EACCES or FRPC_ETRANSPORT, or at its timeout on
+ * a provider that never answers); the agent keeps working either way. Natively over tcp the owner's
  * provider refuses it by dropping the connection between the two ranks,
  * and what else was on it, either way, is lost with it: each call,
  * transfer or notification in flight between the two ranks (from either
@@ -1332,15 +1334,23 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * second, or with FRPC_ETRANSPORT ("the connection ... dropped in
  * flight": it may or may not have run), never at its own timeout; what
  * is sent later goes on a new connection. Nothing is sent twice.
- * Provider limit:
- * native shm (libfabric 1.17) checks no key, so there a stale descriptor
- * reads or writes whatever the owner has mapped at that address now:
- * deregister a region (and free its memory) only once peers are done
- * with its descriptors (where the owner unmapped the memory, the
- * provider's copy fails, and the provider does not say whether for that
- * or for the owner's death: the transfer ends FRPC_EACCES within about a
+ * Native shm (since 1.5): its provider (libfabric 1.17) checks no key
+ * and copies straight from or into the owner's memory, so fabrpc checks
+ * instead: each rank lists its regions in shared memory (up to 1024
+ * registered at once), a transfer checks that its remote region is
+ * still listed before it posts and holds the listing until the provider
+ * is done with it, and frpc_mem_deregister waits for those holds as it
+ * waits for its own transfers (same timeout, FRPC_ETIMEDOUT likewise;
+ * meanwhile new transfers to the region are refused). So no transfer
+ * touches a region's memory after frpc_mem_deregister returned 0. A
+ * region registered while 1024 others are is not listed: its
+ * descriptors say it is served by messages, as emulated ones are
+ * ("Native or emulated"), correct but slower. Where the owner's memory
+ * is gone under a listed region (unmapped while registered, against the
+ * rule above, or the owner died mid-copy), the provider's copy fails and
+ * does not say which: the transfer ends FRPC_EACCES within about a
  * second, or FRPC_EPEERLOST if the owner is found dead meanwhile, its
- * local region free at once); native udp (FABRPC_RMA=native) never ends a
+ * local region free at once. Native udp (FABRPC_RMA=native) never ends a
  * transfer its owner refuses, and jams the two ranks (below).
  *
  * Native or emulated (config.rma, FABRPC_RMA; frpc_backend_report says
@@ -1444,8 +1454,12 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * and the call may be made again. (A transfer whose call already ended,
  * by its timeout or a cancel, may still be in the provider's hands: the
  * provider could still write into the region.) Transfers to a rank
- * marked lost are not waited for. Peers' descriptors of mem become
- * stale: their transfers fail.
+ * marked lost are not waited for. Natively on shm, peers' transfers on
+ * mem that passed their check are waited for too (see "Native shm"
+ * above; a peer marked lost is not), and a peer's transfer completes
+ * only in its polls: one whose progress is held past timeout_ms makes
+ * this FRPC_ETIMEDOUT. Peers' descriptors of mem become stale: their
+ * transfers fail.
  * After frpc_shutdown, which ends every registration, this only frees
  * mem. Returns 0, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN (frpc_shutdown, on
  * another thread, ended the transfers waited for: mem stays as for

@@ -16,6 +16,11 @@
  *   not, can be served so (emu_serve.c finds it by id on the list);
  *   serving counts the peers' requests copying its bytes now, and
  *   deregistration waits for them after unlinking it.
+ * - Where the provider checks no key (shm's fast path), fabric lists
+ *   each region (fr_fabric_region_list) and peers' transfers hold the
+ *   listing while they may copy: deregistration seals it and waits for
+ *   the holds, as it waits for busy. A region that finds every slot
+ *   taken is served by messages instead, correct but slower.
  * - Shutdown ends every registration before the fabric closes; the
  *   handles stay, with no agent, for frpc_mem_deregister to free.
  */
@@ -85,6 +90,10 @@ static int reg(frpc_agent *a, void *buf, size_t len, int access,
         return rc;
     }
     m->id = atomic_fetch_add(&a->next_region_id, 1);
+    if (m->mr)
+        m->slot = fr_fabric_region_list(a->fab, m->id);
+    m->by_messages =
+        !m->mr || (!m->slot && fr_fabric_regions_checked(a->fab));
     atomic_init(&m->serving, 0);
     m->agent = a;
     m->buf = buf;
@@ -129,30 +138,58 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
     return rc;
 }
 
+/* One step of a wait for transfers, which end in polls: make one, or
+ * let the poller. FRPC_ESHUTDOWN once the agent's end began: it fails
+ * the transfers, but they stay with the fabric until it gives them back,
+ * after this thread left, and the end finishes the region itself
+ * (fr_mem_end_all). */
+static int wait_step(frpc_agent *a)
+{
+    if (fr_pending_closed(&a->pend))
+        return FRPC_ESHUTDOWN;
+    if (fr_fabric_progress(a->fab) <= 0) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* Seals m's listing and waits, up to deadline, until no peer's transfer
+ * holds it (each passed its check before the seal, and may copy until
+ * its provider gives it back). On a failure the listing is unsealed:
+ * m stays registered as it was. */
+static int wait_unheld(frpc_agent *a, frpc_mem *m, uint64_t deadline)
+{
+    int rc = 0;
+    if (!m->slot)
+        return 0;
+    fr_fabric_region_seal(a->fab, m->slot);
+    while (fr_fabric_region_held(a->fab, m->slot))
+        if ((rc = fr_now_ns() >= deadline ? FRPC_ETIMEDOUT : wait_step(a)))
+            break;
+    if (rc)
+        fr_fabric_region_unseal(a->fab, m->slot, m->id);
+    return rc;
+}
+
 static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
 {
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
-    int waited = 0;
+    int waited = 0, rc;
     while (atomic_load(&m->busy) > 0) {
         waited = 1;
         if (fr_now_ns() >= deadline)
             return FRPC_ETIMEDOUT;
-        /* The agent's end fails the transfers, but their regions stay
-         * busy until the fabric gives them back, after this thread left:
-         * it ends the registration itself (fr_mem_end_all). */
-        if (fr_pending_closed(&a->pend))
-            return FRPC_ESHUTDOWN;
-        /* The transfers end in polls: make one, or let the poller. */
-        if (fr_fabric_progress(a->fab) <= 0) {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
+        if ((rc = wait_step(a)))
+            return rc;
     }
     /* Emulated transfers end wholly when the shutdown fails their pieces
      * (none is in the provider's hands): the same code as native ones,
      * and mem kept for the call after frpc_shutdown, as the header says. */
     if (waited && atomic_load(&m->shut_ended))
         return FRPC_ESHUTDOWN;
+    if ((rc = wait_unheld(a, m, deadline)))
+        return rc;
     pthread_mutex_lock(&a->mem_lock);
     unlink_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
@@ -166,12 +203,14 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
             pthread_mutex_lock(&a->mem_lock);
             link_locked(a, m);
             pthread_mutex_unlock(&a->mem_lock);
+            fr_fabric_region_unseal(a->fab, m->slot, m->id);
             return FRPC_ETIMEDOUT;
         }
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
     fr_fabric_mr_close(m->mr);
+    fr_fabric_region_unlist(a->fab, m->slot);
     atomic_fetch_sub(&a->mem_registered, 1);
     free(m);
     return 0;
@@ -184,6 +223,7 @@ void fr_mem_end_all(frpc_agent *a)
         frpc_mem *m = a->mems;
         unlink_locked(a, m);
         fr_fabric_mr_close(m->mr);
+        fr_fabric_region_unlist(a->fab, m->slot);
         m->mr = NULL;
         m->agent = NULL;
     }
@@ -193,12 +233,12 @@ void fr_mem_end_all(frpc_agent *a)
 
 uint64_t fr_mem_addr(const frpc_mem *m, size_t off)
 {
-    return m->mr ? fr_fabric_mr_addr(m->mr, off) : (uint64_t)off;
+    return m->by_messages ? (uint64_t)off : fr_fabric_mr_addr(m->mr, off);
 }
 
 uint64_t fr_mem_key(const frpc_mem *m)
 {
-    return m->mr ? fr_fabric_mr_key(m->mr) : m->id;
+    return m->by_messages ? m->id : fr_fabric_mr_key(m->mr);
 }
 
 /* The descriptors this thread verified last. A program transfers from
@@ -249,7 +289,8 @@ int frpc_mem_describe(const frpc_mem *m, size_t offset, size_t len,
         return FRPC_ESHUTDOWN;
     d.rank = (uint32_t)m->agent->set.rank;
     d.access = (uint8_t)m->access;
-    d.flags = m->mr ? 0 : FR_MEMDESC_F_MESSAGES;
+    d.flags = m->by_messages ? FR_MEMDESC_F_MESSAGES : 0;
+    d.slot = m->slot;
     d.addr = fr_mem_addr(m, offset);
     d.key = fr_mem_key(m);
     d.len = len;

@@ -22,11 +22,17 @@ struct frpc_mem {
     atomic_int shut_ended;
     uint64_t id;         /* never reused in the agent's life */
     atomic_int serving;  /* peers' emulated requests using it now */
+    /* 1 + its slot in the doorbell where the provider checks no key (shm:
+     * fr_fabric_region_list), or 0 */
+    uint32_t slot;
+    /* its descriptors say it is served by messages: emulated here (mr
+     * NULL), or not listed where it had to be (every slot taken) */
+    int by_messages;
 };
 
 /* What a descriptor of m's byte off carries: the provider's address and
- * key when m is registered with it, else (emulated: mr NULL) the offset
- * and m's id. */
+ * key when peers reach m through the provider, else (by_messages) the
+ * offset and m's id. */
 uint64_t fr_mem_addr(const frpc_mem *m, size_t off);
 uint64_t fr_mem_key(const frpc_mem *m);
 

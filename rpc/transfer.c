@@ -160,7 +160,8 @@ static void lay(frpc_mem *local, size_t loff, const void *desc,
 {
     *seg = (fr_rma_seg){.write = write, .local = local->mr,
                         .local_off = loff, .remote_addr = d->addr + roff,
-                        .key = d->key, .len = len};
+                        .key = d->key, .len = len,
+                        .region_slot = d->slot, .region_id = d->region};
     if (eseg)
         lay_emu(eseg, local, loff, desc, roff, len, write);
 }
@@ -176,6 +177,8 @@ static int post(frpc_agent *a, fr_rma *op, const fr_emu_seg *esegs, int emu)
     unsigned posted = 0, writes = 0;
     op->segs_posted = &posted;
     int rc = fr_fabric_rma(a->fab, op);
+    if (rc == FRPC_EACCES) /* a stale descriptor (shm: the owner's list) */
+        count_refusal(a, rc);
     if (rc)
         return rc;
     for (unsigned i = 0; i < posted; i++)

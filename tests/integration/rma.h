@@ -63,5 +63,6 @@ int mode_dereg_shutdown(void);
 int mode_held_owner(void);
 int mode_unmapped(void);
 int mode_noteshut(void);
+int mode_race(void);
 
 #endif /* FR_TEST_RMA_H */

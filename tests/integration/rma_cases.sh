@@ -82,4 +82,12 @@ unmapped_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 1
 if [ "$PROV" = shm ] || [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: a descriptor of memory its owner unmapped: gets and puts end FRPC_EACCES within seconds, no time limit too; the local region free at once" unmapped_2
 fi
+# A deregistration racing gets and puts: none reads the memory's next
+# use nor writes into it (native shm: fabrpc's listing; others: the key).
+race_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 260 "$RMA" race; }
+# Native tcp refuses a stale key by dropping the connection (the "told"
+# case), which this race would do over and over.
+if [ "$PROV" != tcp ] || [ "${FABRPC_RMA:-}" = emulate ]; then
+    run_case "$PROV: a deregistration racing gets and puts: each whole or refused, none after it returned" race_2
+fi
 finish_cases

@@ -2,7 +2,8 @@
  * Unit tests of the shm doorbell (comm/doorbell.c): a sleeper wakes when
  * rung, does not sleep when its re-check finds work, and a bell left
  * unrung only costs the timeout; a loan's slot is seen by a peer until
- * closed. Threads of one process stand in for
+ * closed; a region's listing is held by peers' transfers and a sealed
+ * one refuses new holds. Threads of one process stand in for
  * ranks: the bell is shared memory either way.
  */
 #include <check.h>
@@ -158,6 +159,166 @@ START_TEST(loan_slots_open_close_and_run_out)
 }
 END_TEST
 
+/* Two ranks' bells, b connected to a (the owner). */
+static void two_bells(fr_doorbell **a, fr_doorbell **b)
+{
+    const char *tok = test_base();
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, b, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(*b, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(*b, 1), 0);
+}
+
+/* A hold is taken only on a slot listing the region's tag; the owner
+ * sees it until it is given back; a sealed slot refuses holds, and
+ * unsealed takes them again; a closed slot refuses them. */
+START_TEST(region_holds_seal_and_close)
+{
+    fr_doorbell *a, *b;
+    two_bells(&a, &b);
+    ck_assert_int_eq(fr_doorbell_region_open(a, 0), -1);
+    ck_assert_int_eq(fr_doorbell_region_open(a, UINT64_MAX), -1);
+    ck_assert_int_eq(fr_doorbell_region_open(NULL, 5), -1);
+    int s = fr_doorbell_region_open(a, 0xabc);
+    ck_assert_int_ge(s, 0);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 0, s, 0xabd),
+                     FR_REGION_GONE);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 0, -1, 0xabc),
+                     FR_REGION_GONE);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 0, FR_DOORBELL_REGIONS,
+                                             0xabc), FR_REGION_GONE);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 5, s, 0xabc),
+                     FR_REGION_UNCHECKED);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, s), 0);
+    int h1 = fr_doorbell_region_hold(b, 0, s, 0xabc);
+    int h2 = fr_doorbell_region_hold(b, 0, s, 0xabc);
+    ck_assert_int_ge(h1, 0);
+    ck_assert_int_eq(h2, h1); /* one entry counts both */
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, s), 2);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 0, s), 0);
+    fr_doorbell_region_seal(a, s);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 0, s, 0xabc),
+                     FR_REGION_GONE);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, s), 2);
+    fr_doorbell_region_release(b, 0, h1);
+    fr_doorbell_region_release(b, 0, h2);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, s), 0);
+    fr_doorbell_region_unseal(a, s, 0xabc);
+    int h3 = fr_doorbell_region_hold(b, 0, s, 0xabc);
+    ck_assert_int_ge(h3, 0);
+    fr_doorbell_region_release(b, 0, h3);
+    fr_doorbell_region_close(a, s);
+    ck_assert_int_eq(fr_doorbell_region_hold(b, 0, s, 0xabc),
+                     FR_REGION_GONE);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, s), 0);
+    s = fr_doorbell_region_open(a, 0xdef);
+    ck_assert_int_ge(s, 0);
+    /* A rank's own regions: its row in its own bell. */
+    int h4 = fr_doorbell_region_hold(a, 0, s, 0xdef);
+    ck_assert_int_ge(h4, 0);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 0, s), 1);
+    fr_doorbell_region_release(a, 0, h4);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 0, s), 0);
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
+/* More slots held at once than a row has entries: the rest go to the
+ * catch-all, which every slot's wait counts; all given back, nothing is
+ * held. Every slot can be listed, and the one past them is refused. */
+START_TEST(region_holds_past_the_row_use_the_catch_all)
+{
+    fr_doorbell *a, *b;
+    two_bells(&a, &b);
+    enum { N = 40 };
+    int slot[N], hold[N];
+    for (int i = 0; i < N; i++) {
+        slot[i] = fr_doorbell_region_open(a, 100 + (uint64_t)i);
+        ck_assert_int_ge(slot[i], 0);
+        hold[i] = fr_doorbell_region_hold(b, 0, slot[i], 100 + (uint64_t)i);
+        ck_assert_int_ge(hold[i], 0);
+    }
+    int unrelated = fr_doorbell_region_open(a, 7);
+    ck_assert_int_ge(unrelated, 0);
+    /* The catch-all holds every slot, the unrelated one too. */
+    ck_assert_uint_ge(fr_doorbell_region_held_by(a, 1, unrelated), 1);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_ge(fr_doorbell_region_held_by(a, 1, slot[i]), 1);
+    for (int i = 0; i < N; i++)
+        fr_doorbell_region_release(b, 0, hold[i]);
+    for (int i = 0; i < N; i++)
+        ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, slot[i]), 0);
+    ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, unrelated), 0);
+    for (int i = N + 1; i < FR_DOORBELL_REGIONS; i++)
+        ck_assert_int_ge(fr_doorbell_region_open(a, 1000 + (uint64_t)i), 0);
+    ck_assert_int_eq(fr_doorbell_region_open(a, 99999), -1);
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
+/* Threads of a peer taking and giving holds on a few slots at once,
+ * while the owner seals one: once sealed and seen unheld, no thread's
+ * hold on it succeeds any more; all given back, every count is 0. */
+typedef struct holder {
+    fr_doorbell *b;
+    int slot[3];
+    uint64_t tag[3];
+    atomic_int *stop;
+    atomic_int *after_seal; /* holds that succeeded on slot 0 after */
+    atomic_int *sealed_unheld;
+} holder;
+
+static void *hold_loop(void *arg)
+{
+    holder *h = arg;
+    unsigned k = 0;
+    while (!atomic_load(h->stop)) {
+        int i = (int)(k++ % 3);
+        int seen_unheld = atomic_load(h->sealed_unheld);
+        int x = fr_doorbell_region_hold(h->b, 0, h->slot[i], h->tag[i]);
+        if (x >= 0) {
+            if (i == 0 && seen_unheld)
+                atomic_fetch_add(h->after_seal, 1);
+            fr_doorbell_region_release(h->b, 0, x);
+        }
+    }
+    return NULL;
+}
+
+START_TEST(region_holds_from_threads_and_a_seal)
+{
+    fr_doorbell *a, *b;
+    two_bells(&a, &b);
+    atomic_int stop = 0, after = 0, unheld = 0;
+    holder h = {.b = b, .stop = &stop, .after_seal = &after,
+                .sealed_unheld = &unheld};
+    for (int i = 0; i < 3; i++) {
+        h.tag[i] = 0x1000 + (uint64_t)i;
+        h.slot[i] = fr_doorbell_region_open(a, h.tag[i]);
+        ck_assert_int_ge(h.slot[i], 0);
+    }
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, hold_loop, &h), 0);
+    usleep(50000);
+    fr_doorbell_region_seal(a, h.slot[0]);
+    while (fr_doorbell_region_held_by(a, 1, h.slot[0]))
+        ;
+    atomic_store(&unheld, 1);
+    usleep(50000);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(atomic_load(&after), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_uint_eq(fr_doorbell_region_held_by(a, 1, h.slot[i]), 0);
+    fr_doorbell_close(b);
+    fr_doorbell_close(a);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -170,6 +331,11 @@ int main(void)
          connect_needs_the_peer_and_unlink_keeps_mappings},
         {"loan slots open, close and run out",
          loan_slots_open_close_and_run_out},
+        {"region holds, seal and close", region_holds_seal_and_close},
+        {"region holds past the row use the catch-all",
+         region_holds_past_the_row_use_the_catch_all},
+        {"region holds from threads and a seal",
+         region_holds_from_threads_and_a_seal},
     };
     return fr_run_tests("doorbell", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
