@@ -75,6 +75,10 @@ typedef enum fr_fault_site {
                                its name (agent.c): a stranger process
                                can then reach the rank over shm, to be
                                refused (tests/integration/stranger.c) */
+    FR_FAULT_HOLD_KEPT,     /* a transfer keeps its hold on its remote
+                               region's listing (rma.c): as a peer
+                               stalled before its provider gave the
+                               transfer back */
     FR_FAULT_SITES
 } fr_fault_site;
 

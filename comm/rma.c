@@ -288,7 +288,7 @@ static void release_regions(fr_fabric *f, fr_rma_xfer *x)
     if (!x->holds)
         return;
     for (unsigned i = 0; i < x->op.nsegs; i++)
-        if (x->seg[i].hold >= 0)
+        if (x->seg[i].hold >= 0 && !fr_fault_hit(FR_FAULT_HOLD_KEPT))
             fr_doorbell_region_release(f->bell, x->op.dst, x->seg[i].hold);
     x->holds = 0;
 }

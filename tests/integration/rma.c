@@ -940,8 +940,12 @@ int main(int argc, char **argv)
         return mode_noteshut();
     if (!strcmp(mode, "race"))
         return mode_race();
+    if (!strcmp(mode, "held-listing"))
+        return mode_held_listing();
+    if (!strcmp(mode, "listing-full"))
+        return mode_listing_full();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
-            "unmapped|noteshut|race\n");
+            "unmapped|noteshut|race|held-listing|listing-full\n");
     return 2;
 }

@@ -64,5 +64,7 @@ int mode_held_owner(void);
 int mode_unmapped(void);
 int mode_noteshut(void);
 int mode_race(void);
+int mode_held_listing(void);
+int mode_listing_full(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -90,4 +90,12 @@ race_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 260 "
 if [ "$PROV" != tcp ] || [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: a deregistration racing gets and puts: each whole or refused, none after it returned" race_2
 fi
+# Native shm's listing: a hold kept by a peer, and more regions than
+# listed (comm/doorbell.h).
+held_listing_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-listing; }
+listing_full_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" listing-full; }
+if [ "$PROV" = shm ] && [ "${FABRPC_RMA:-}" != emulate ]; then
+    run_case "$PROV: a peer keeping its hold on a region's listing: the deregistration ends FRPC_ETIMEDOUT, the region still serves" held_listing_2
+    run_case "$PROV: 1030 regions registered: those past the 1024 listed are served by messages; a freed slot lists the next" listing_full_2
+fi
 finish_cases
