@@ -230,14 +230,20 @@ frpc_mem *local_region(size_t len, uint8_t **buf)
     return local;
 }
 
-void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
+void desc_by(int rank, const char *fn, const void *args, size_t alen,
+             uint8_t out[FRPC_MEM_DESC_SIZE])
 {
     frpc_result res;
-    int rc = frpc_call(agent, rank, "desc", NULL, 0, TIMEOUT_MS, &res);
-    CHECK(rc == 0 && res.len == FRPC_MEM_DESC_SIZE, "desc of rank %d: %s",
+    int rc = frpc_call(agent, rank, fn, args, alen, TIMEOUT_MS, &res);
+    CHECK(rc == 0 && res.len == FRPC_MEM_DESC_SIZE, "%s of rank %d: %s", fn,
           rank, res.error ? res.error : frpc_strerror(rc));
     memcpy(out, res.data, FRPC_MEM_DESC_SIZE);
     frpc_result_clear(&res);
+}
+
+void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE])
+{
+    desc_by(rank, "desc", NULL, 0, out);
 }
 
 void owner_check(int rank, size_t off, size_t len, uint32_t seed)

@@ -31,6 +31,9 @@ void start(size_t len);
 /* 1 if this rank's transfers are emulated (frpc_backend_report). */
 int rma_emulated(void);
 void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE]);
+/* The descriptor rank's function fn answers for args. */
+void desc_by(int rank, const char *fn, const void *args, size_t alen,
+             uint8_t out[FRPC_MEM_DESC_SIZE]);
 /* A zeroed local region of len bytes for this rank's transfers (*buf:
  * the caller's to free once the region is deregistered). */
 frpc_mem *local_region(size_t len, uint8_t **buf);

@@ -163,11 +163,7 @@ int mode_race(void)
         for (int round = 0; round < ROUNDS; round++, want += 2) {
             uint8_t desc[FRPC_MEM_DESC_SIZE];
             frpc_result res;
-            CHECK(frpc_call(agent, 1, "race_arm", NULL, 0, TIMEOUT_MS,
-                            &res) == 0 && res.len == sizeof(desc),
-                  "round %d: arm", round);
-            memcpy(desc, res.data, sizeof(desc));
-            frpc_result_clear(&res);
+            desc_by(1, "race_arm", NULL, 0, desc);
             atomic_int dropped = 0;
             racer r[2];
             for (int i = 0; i < 2; i++) {
@@ -271,12 +267,7 @@ int mode_held_listing(void)
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
     if (me == 0) {
         uint8_t desc[FRPC_MEM_DESC_SIZE];
-        frpc_result res;
-        CHECK(frpc_call(agent, 1, "race_arm", NULL, 0, TIMEOUT_MS, &res) ==
-                      0 && res.len == sizeof(desc),
-              "arm");
-        memcpy(desc, res.data, sizeof(desc));
-        frpc_result_clear(&res);
+        desc_by(1, "race_arm", NULL, 0, desc);
         int whole, rc = get_whole(desc, HELD_LEN, 0x33, &whole);
         CHECK(rc == 0 && whole, "a get before: %s", frpc_err_name(rc));
         /* This get keeps its hold: the owner cannot be sure it is done. */
@@ -377,7 +368,7 @@ static int full_get(int i, uint64_t *frames)
     uint8_t desc[FRPC_MEM_DESC_SIZE];
     frpc_stats s0, s1;
     int whole;
-    full_call("full_desc", i, desc, sizeof(desc));
+    desc_by(1, "full_desc", &i, sizeof(i), desc);
     CHECK(frpc_get_stats(agent, &s0) == 0, "stats");
     int rc = get_whole(desc, FULL_LEN, full_byte(i), &whole);
     CHECK(frpc_get_stats(agent, &s1) == 0, "stats");
@@ -415,7 +406,7 @@ int mode_listing_full(void)
                "(%llu bytes as frames), a listed one natively\n",
                (unsigned long long)frames);
         uint8_t stale[FRPC_MEM_DESC_SIZE];
-        full_call("full_desc", last, stale, sizeof(stale));
+        desc_by(1, "full_desc", &last, sizeof(last), stale);
         full_call("full_flip", last, &rc, sizeof(rc));
         CHECK(rc == 0, "deregister the unlisted region: %s",
               frpc_err_name(rc));

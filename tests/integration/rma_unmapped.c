@@ -103,11 +103,7 @@ int mode_unmapped(void)
     if (me == 0) {
         uint8_t stale[FRPC_MEM_DESC_SIZE];
         frpc_result res;
-        CHECK(frpc_call(agent, 1, "gone_desc", NULL, 0, TIMEOUT_MS, &res) ==
-                      0 && res.len == sizeof(stale),
-              "the descriptor");
-        memcpy(stale, res.data, sizeof(stale));
-        frpc_result_clear(&res);
+        desc_by(1, "gone_desc", NULL, 0, stale);
         CHECK(frpc_call(agent, 1, "unmap", NULL, 0, TIMEOUT_MS, &res) == 0 &&
                   res.len == sizeof(int) &&
                   *(const int *)res.data == 0,
