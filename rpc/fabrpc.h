@@ -1342,7 +1342,10 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  * is done with it, and frpc_mem_deregister waits for those holds as it
  * waits for its own transfers (same timeout, FRPC_ETIMEDOUT likewise;
  * meanwhile new transfers to the region are refused). So no transfer
- * touches a region's memory after frpc_mem_deregister returned 0. A
+ * touches a region's memory after frpc_mem_deregister returned 0, nor
+ * after frpc_shutdown returned (it waits for the holds on all of the
+ * rank's regions at most a second: past that, one a stopped peer keeps
+ * is left). A
  * region registered while 1024 others are is not listed: its
  * descriptors say it is served by messages, as emulated ones are
  * ("Native or emulated"), correct but slower. Where the owner's memory

@@ -143,14 +143,19 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
  * the transfers, but they stay with the fabric until it gives them back,
  * after this thread left, and the end finishes the region itself
  * (fr_mem_end_all). */
-static int wait_step(frpc_agent *a)
+static void poll_or_nap(frpc_agent *a)
 {
-    if (fr_pending_closed(&a->pend))
-        return FRPC_ESHUTDOWN;
     if (fr_fabric_progress(a->fab) <= 0) {
         struct timespec ts = {0, 100000};
         nanosleep(&ts, NULL);
     }
+}
+
+static int wait_step(frpc_agent *a)
+{
+    if (fr_pending_closed(&a->pend))
+        return FRPC_ESHUTDOWN;
+    poll_or_nap(a);
     return 0;
 }
 
@@ -216,8 +221,34 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
     return 0;
 }
 
+/* Peers' transfers that passed their check on a region of a (shm's
+ * listing) may still copy: the listings sealed, they are waited for, at
+ * most a second (a stopped peer's hold is not worth a longer end). */
+static void wait_peers_done(frpc_agent *a)
+{
+    int any = 0;
+    pthread_mutex_lock(&a->mem_lock);
+    for (frpc_mem *m = a->mems; m; m = m->next)
+        if (m->slot) {
+            fr_fabric_region_seal(a->fab, m->slot);
+            any = 1;
+        }
+    pthread_mutex_unlock(&a->mem_lock);
+    uint64_t deadline = fr_deadline_ms(1000);
+    while (any && fr_now_ns() < deadline) {
+        any = 0;
+        pthread_mutex_lock(&a->mem_lock);
+        for (frpc_mem *m = a->mems; m && !any; m = m->next)
+            any = fr_fabric_region_held(a->fab, m->slot);
+        pthread_mutex_unlock(&a->mem_lock);
+        if (any)
+            poll_or_nap(a);
+    }
+}
+
 void fr_mem_end_all(frpc_agent *a)
 {
+    wait_peers_done(a);
     pthread_mutex_lock(&a->mem_lock);
     while (a->mems) {
         frpc_mem *m = a->mems;
