@@ -1315,10 +1315,11 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  *
  * Trust: a descriptor is checked before anything is posted. Its check
  * value is keyed with the job's token: random or truncated bytes, or
- * bytes whose fixed fields (format mark, version, flag and reserved bits)
- * are not a descriptor's, whoever altered them (FRPC_EPROTO), and any
- * other byte altered or another job's descriptors (FRPC_EACCES: the
- * check value does not match) are refused, as are a
+ * bytes whose fixed fields (format mark, version, flag and reserved bits:
+ * bytes 0-7 and 48-55 of the 64) are not a descriptor's, whoever altered
+ * them (FRPC_EPROTO), and any other byte altered or another job's
+ * descriptors (FRPC_EACCES: the check value does not match) are refused,
+ * as are a
  * rank outside the job (FRPC_ENORANK), a slice outside the described one
  * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A
  * descriptor of a region since deregistered is refused: natively on
