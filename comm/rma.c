@@ -295,15 +295,17 @@ static void release_regions(fr_fabric *f, fr_rma_xfer *x)
 
 /* Holds the owner's listing of each remote region of x: 0, or
  * FRPC_EACCES (one is no longer registered: nothing held then). A run of
- * segments on one region shares the first one's hold. */
+ * segments on one region (slot and id: a stale descriptor may name the
+ * slot a live region took since) shares the first one's hold. */
 static int hold_regions(fr_fabric *f, fr_rma_xfer *x)
 {
     uint32_t held_slot = 0;
+    uint64_t held_id = 0;
     for (unsigned i = 0; i < x->op.nsegs; i++) {
         fr_rma_seg *sg = &x->seg[i];
         sg->hold = -1;
         if (!sg->region_slot || !fr_fabric_regions_checked(f) ||
-            sg->region_slot == held_slot)
+            (sg->region_slot == held_slot && sg->region_id == held_id))
             continue;
         int h = fr_doorbell_region_hold(f->bell, x->op.dst,
                                         (int)sg->region_slot - 1,
@@ -316,6 +318,7 @@ static int hold_regions(fr_fabric *f, fr_rma_xfer *x)
             sg->hold = h;
             x->holds = 1;
             held_slot = sg->region_slot;
+            held_id = sg->region_id;
         }
     }
     return 0;

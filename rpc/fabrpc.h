@@ -1490,7 +1490,9 @@ int frpc_mem_describe(const frpc_mem *mem, size_t offset, size_t len,
  * fabrpc's own, see above). timeout_ms as for calls (see "Timeouts").
  * Returns 0 when the bytes are in local; len 0 is 0 at once, nothing
  * posted, but its arguments are checked all the same (a bad descriptor
- * or slice is refused whatever len). Errors:
+ * or slice is refused whatever len; whether the region is still
+ * registered is not asked, on any provider: a stale descriptor's len 0
+ * is 0 too). Errors:
  * FRPC_EINVAL (NULL local or desc, local slice outside local, remote
  * slice outside the descriptor's; for a get, local on memory this
  * process could not write when it was registered), FRPC_EPROTO (desc is not a

@@ -950,8 +950,11 @@ int main(int argc, char **argv)
         return mode_held_listing();
     if (!strcmp(mode, "listing-full"))
         return mode_listing_full();
+    if (!strcmp(mode, "slot-reuse"))
+        return mode_slot_reuse();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
-            "unmapped|noteshut|race|held-listing|listing-full\n");
+            "unmapped|noteshut|race|held-listing|listing-full|"
+            "slot-reuse\n");
     return 2;
 }

@@ -69,5 +69,6 @@ int mode_noteshut(void);
 int mode_race(void);
 int mode_held_listing(void);
 int mode_listing_full(void);
+int mode_slot_reuse(void);
 
 #endif /* FR_TEST_RMA_H */

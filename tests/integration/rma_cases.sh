@@ -94,8 +94,10 @@ fi
 # listed (comm/doorbell.h).
 held_listing_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-listing; }
 listing_full_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" listing-full; }
+slot_reuse_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" slot-reuse; }
 if [ "$PROV" = shm ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a peer keeping its hold on a region's listing: the deregistration ends FRPC_ETIMEDOUT, the region still serves" held_listing_2
     run_case "$PROV: 1030 regions registered: those past the 1024 listed are served by messages; a freed slot lists the next" listing_full_2
+    run_case "$PROV: a stale descriptor on the slot a live region took since, in a batch after it: refused, no byte moved" slot_reuse_2
 fi
 finish_cases

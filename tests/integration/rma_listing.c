@@ -27,6 +27,13 @@
  * them, a listed region's do not); correct, and stale once deregistered
  * (FRPC_EACCES from the owner); once listed regions go, new ones are
  * listed again.
+ *
+ * rma slot-reuse (native shm): a stale descriptor whose listing slot a
+ * live region took since, in a batch after an op on that live region:
+ * the batch is refused (FRPC_EACCES), gets and puts alike, and neither
+ * region's bytes nor the local ones change. (A batch shared one hold
+ * among ops naming the same slot, whatever their regions: the stale op
+ * read and wrote the deregistered memory; found by an audit.)
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -433,6 +440,120 @@ int mode_listing_full(void)
                       "deregister %d", i);
             free(full_buf[i]);
         }
+    finish();
+    return 0;
+}
+
+/* ---- slot-reuse ----------------------------------------------------- */
+
+#define REUSE_LEN 4096
+
+static uint8_t reuse_x[REUSE_LEN], reuse_y[REUSE_LEN];
+static frpc_mem *reuse_y_mem;
+
+/* The listing slot a descriptor carries (comm/memdesc.h: bytes 12-15). */
+static uint32_t desc_slot(const uint8_t *d)
+{
+    return (uint32_t)d[12] | (uint32_t)d[13] << 8 | (uint32_t)d[14] << 16 |
+           (uint32_t)d[15] << 24;
+}
+
+/* X registered, described, deregistered and reused (0x99); then regions
+ * registered until one (Y, 0x22) takes X's slot. Answers X's and Y's
+ * descriptors. */
+static void h_reuse_arm(frpc_request *req, void *user)
+{
+    (void)user;
+    uint8_t d[2][FRPC_MEM_DESC_SIZE];
+    frpc_mem *m;
+    int rc;
+    memset(reuse_x, 0x11, REUSE_LEN);
+    memset(reuse_y, 0x22, REUSE_LEN);
+    if ((rc = frpc_mem_register(agent, reuse_x, REUSE_LEN, 3, &m)) ||
+        (rc = frpc_mem_describe(m, 0, REUSE_LEN, d[0])) ||
+        (rc = frpc_mem_deregister(m, 30000))) {
+        frpc_respond_error(req, rc, "X");
+        return;
+    }
+    memset(reuse_x, 0x99, REUSE_LEN);
+    for (int n = 0; n < 4096 && !rc; n++) {
+        if ((rc = frpc_mem_register(agent, reuse_y, REUSE_LEN, 3, &m)) ||
+            (rc = frpc_mem_describe(m, 0, REUSE_LEN, d[1])))
+            break;
+        if (desc_slot(d[1]) == desc_slot(d[0])) {
+            reuse_y_mem = m;
+            break;
+        }
+        rc = frpc_mem_deregister(m, 30000);
+    }
+    if (!reuse_y_mem)
+        frpc_respond_error(req, rc ? rc : FRPC_EINVAL,
+                           "no region took X's slot");
+    else
+        frpc_respond(req, d, sizeof(d));
+}
+
+/* 0 when X still holds its next use and Y its bytes. */
+static void h_reuse_look(frpc_request *req, void *user)
+{
+    (void)user;
+    int bad = 0;
+    for (size_t i = 0; i < REUSE_LEN; i++)
+        bad += (reuse_x[i] != 0x99) + (reuse_y[i] != 0x22);
+    frpc_respond(req, &bad, sizeof(bad));
+}
+
+int mode_slot_reuse(void)
+{
+    start(4096);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "slot-reuse needs 2 ranks");
+    CHECK(frpc_register(agent, "reuse_arm", h_reuse_arm, NULL, 0) == 0 &&
+              frpc_register(agent, "reuse_look", h_reuse_look, NULL, 0) == 0,
+          "register");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    if (me == 0) {
+        frpc_result res;
+        uint8_t d[2][FRPC_MEM_DESC_SIZE];
+        CHECK(frpc_call(agent, 1, "reuse_arm", NULL, 0, TIMEOUT_MS, &res) ==
+                      0 && res.len == sizeof(d),
+              "arm: %s", res.error ? res.error : "");
+        memcpy(d, res.data, sizeof(d));
+        frpc_result_clear(&res);
+        CHECK(desc_slot(d[0]) != 0, "X was listed");
+        uint8_t *buf;
+        frpc_mem *local = local_region(2 * REUSE_LEN, &buf);
+        for (int op = FRPC_XFER_GET; op <= FRPC_XFER_PUT; op++) {
+            memset(buf, op == FRPC_XFER_PUT ? 0x55 : 0, 2 * REUSE_LEN);
+            frpc_xfer o[2] = {
+                {.op = op, .local = local, .desc = d[1],
+                 .desc_len = FRPC_MEM_DESC_SIZE, .len = REUSE_LEN},
+                {.op = op, .local = local, .local_off = REUSE_LEN,
+                 .desc = d[0], .desc_len = FRPC_MEM_DESC_SIZE,
+                 .len = REUSE_LEN}};
+            expect(frpc_transfer(o, 2, NULL, 0, TIMEOUT_MS), FRPC_EACCES,
+                   op == FRPC_XFER_GET
+                       ? "a batch of gets [live Y, stale X on Y's slot]"
+                       : "a batch of puts [live Y, stale X on Y's slot]");
+            for (size_t i = 0; op == FRPC_XFER_GET && i < 2 * REUSE_LEN; i++)
+                CHECK(buf[i] == 0, "byte %zu of the refused gets' local "
+                      "region changed: 0x%02x", i, buf[i]);
+        }
+        CHECK(frpc_call(agent, 1, "reuse_look", NULL, 0, TIMEOUT_MS, &res) ==
+                      0 && res.len == sizeof(int),
+              "look");
+        int bad = *(const int *)res.data;
+        frpc_result_clear(&res);
+        CHECK(bad == 0, "%d bytes of X or Y changed by refused batches",
+              bad);
+        CHECK(frpc_mem_deregister(local, 30000) == 0, "deregister local");
+        free(buf);
+        printf("ok: a stale descriptor on a live region's slot: batches "
+               "refused, no byte moved\n");
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    if (reuse_y_mem)
+        CHECK(frpc_mem_deregister(reuse_y_mem, 30000) == 0, "deregister Y");
     finish();
     return 0;
 }
