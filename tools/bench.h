@@ -114,6 +114,9 @@ typedef struct bench_row {
      * a CPU (the kernel's pressure figure, /proc/pressure/cpu "some");
      * NAN when not measured (left out) */
     double cpu_wait;
+    /* fi_pingpong's rows: the share of its two processes' runnable time
+     * (on a CPU or waiting for one) that they waited; NAN elsewhere */
+    double run_delay;
     /* the machine's state around the row: a cache line's round trip
      * between two CPUs just before and just after it (bench_core_ns); NAN
      * when not measured (left out) */
@@ -288,6 +291,20 @@ int bench_baseline(const char *fi_provider, const char *provider,
  * kills it (bench_baseline.c). Its exit status, or -1 when killed or
  * lost. */
 int bench_reap(pid_t pid, double deadline);
+
+/* A process's time on a CPU and waiting for one, in ns (the kernel's
+ * /proc/PID/schedstat); NAN when unknown. */
+typedef struct bench_proc_time {
+    double cpu_ns, delay_ns;
+} bench_proc_time;
+/* bench_reap, reading *t just before the process that ended is reaped
+ * (NAN there when it was killed, or the kernel keeps no figure). */
+int bench_reap_timed(pid_t pid, double deadline, bench_proc_time *t);
+/* The run-delay rule (bench_spread.c): sets r->run_delay from the
+ * processes' times, and r->disturbed to 1 (with a warning) when they
+ * waited for a CPU too much of their runnable time. Nothing when a time
+ * is unknown, or this process may use one CPU only. */
+void bench_judge_run_delay(bench_row *r, const bench_proc_time *t, int n);
 
 /*
  * A TCP ping-pong on 127.0.0.1 (bench_tcp_pingpong.c): size bytes each

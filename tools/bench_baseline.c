@@ -63,13 +63,37 @@ static pid_t spawn(char *const argv[], int out_fd)
     _exit(127);
 }
 
-int bench_reap(pid_t pid, double deadline)
+/* pid's times, readable from its end until it is reaped. */
+static bench_proc_time proc_time(pid_t pid)
+{
+    char path[64];
+    unsigned long long cpu, delay;
+    bench_proc_time t = {NAN, NAN};
+    snprintf(path, sizeof(path), "/proc/%d/schedstat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%llu %llu", &cpu, &delay) == 2)
+        t = (bench_proc_time){(double)cpu, (double)delay};
+    if (f)
+        fclose(f);
+    return t;
+}
+
+int bench_reap_timed(pid_t pid, double deadline, bench_proc_time *t)
 {
     int st;
+    if (t)
+        *t = (bench_proc_time){NAN, NAN};
     for (;;) {
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
+        /* Ended, not reaped yet (WNOWAIT): its /proc entry still holds
+         * its times. */
+        siginfo_t si = {0};
+        int r = waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT);
+        if (r == 0 && si.si_pid == pid) {
+            if (t)
+                *t = proc_time(pid);
+            waitpid(pid, &st, 0);
             return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
         if (r < 0 && errno != EINTR)
             return -1;
         if (bench_now_us() > deadline) {
@@ -81,10 +105,15 @@ int bench_reap(pid_t pid, double deadline)
     }
 }
 
+int bench_reap(pid_t pid, double deadline)
+{
+    return bench_reap_timed(pid, deadline, NULL);
+}
+
 /* Runs the client with its output into out[0..cap), until deadline. Its
- * exit status, or -1. */
+ * exit status, or -1; *t, its times. */
 static int run_client(char *const argv[], char *out, size_t cap,
-                      double deadline)
+                      double deadline, bench_proc_time *t)
 {
     int p[2];
     size_t n = 0;
@@ -112,7 +141,7 @@ static int run_client(char *const argv[], char *out, size_t cap,
     }
     out[n] = '\0';
     close(p[0]);
-    return bench_reap(pid, deadline);
+    return bench_reap_timed(pid, deadline, t);
 }
 
 /* The round trip in us from fi_pingpong's output: the line after the
@@ -129,9 +158,10 @@ static double parse_round_trip(const char *out)
 }
 
 /* One size: the round trip in us, or NAN (then a message was printed);
- * *waited: marked as the client that ran starts. */
+ * *waited: marked as the client that ran starts; times[0] and [1], the
+ * client's and the server's. */
 static double pingpong(const char *fi_provider, size_t size, long iters,
-                       bench_wait *waited)
+                       bench_wait *waited, bench_proc_time times[2])
 {
     char port[16], sz[32], it[32], out[8192] = "";
     int portnum = fr_tool_free_port();
@@ -156,14 +186,16 @@ static double pingpong(const char *fi_provider, size_t size, long iters,
     for (int i = 0; i < CONNECT_TRIES; i++) {
         usleep(50000); /* let the server listen */
         *waited = bench_wait_begin();
-        st = run_client(client, out, sizeof(out), deadline);
+        st = run_client(client, out, sizeof(out), deadline, &times[0]);
         if (st == 0 || !strstr(out, "Connection refused") ||
             waitpid(srv, NULL, WNOHANG) != 0)
             break;
     }
     if (st == 0)
         rt = parse_round_trip(out);
-    if (bench_reap(srv, st == 0 ? bench_now_us() + 5e6 : 0) != 0 && st == 0)
+    if (bench_reap_timed(srv, st == 0 ? bench_now_us() + 5e6 : 0,
+                         &times[1]) != 0 &&
+        st == 0)
         fprintf(stderr, "fabrpc-bench: note: " PINGPONG " server failed\n");
     if (isnan(rt))
         fprintf(stderr,
@@ -277,7 +309,8 @@ int bench_baseline(const char *fi_provider, const char *provider,
         long iters = bench_iters(o, size);
         double core_before = bench_core_ns(o);
         bench_wait waited = bench_wait_begin();
-        double rt = pingpong(fi_provider, size, iters, &waited);
+        bench_proc_time times[2];
+        double rt = pingpong(fi_provider, size, iters, &waited, times);
         double wait = bench_wait_share(&waited);
         if (isnan(rt)) {
             rc = 3;
@@ -286,6 +319,7 @@ int bench_baseline(const char *fi_provider, const char *provider,
         /* rt is a mean: fi_pingpong gives no percentiles */
         bench_row r = baseline_row(PINGPONG, provider, size, iters, rt, NAN);
         bench_judge_wait(&r, wait);
+        bench_judge_run_delay(&r, times, 2);
         r.core_ns_before = core_before;
         r.core_ns_after = bench_core_ns(o);
         emit_row(&r, ratio_fi);

@@ -27,7 +27,8 @@ bench_row bench_row_new(const char *system, const char *provider,
                    .frames_per_msg = NAN, .max_us = NAN,
                    .not_timed_out = NAN, .coalesce = -1, .lent = -1, .disturbed = -1,
                    .job_s = NAN, .seconds = NAN, .gap_us = NAN, .core_ns_before = NAN,
-                   .core_ns_after = NAN, .cpu_wait = NAN};
+                   .core_ns_after = NAN, .cpu_wait = NAN,
+                   .run_delay = NAN};
     snprintf(r.provider, sizeof(r.provider), "%s", provider);
     return r;
 }
@@ -131,6 +132,7 @@ static void print_row(const bench_row *r)
         put_str("progress", out.progress);
     put_bool("disturbed", r->disturbed, 0, 0);
     put_extra("cpu_wait", r->cpu_wait, 3);
+    put_extra("run_delay", r->run_delay, 3);
     put_extra("core_ns_before", r->core_ns_before, 0);
     put_extra("core_ns_after", r->core_ns_after, 0);
     printf(out.json ? "}\n" : "\n");

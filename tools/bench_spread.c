@@ -53,7 +53,16 @@
  *   spinning shell 0.47-0.93 (fabrpc's rows), hence BENCH_WAIT_MAX
  *   (0.4). fi_pingpong's rows took 0.13-0.28 there: the mark is taken
  *   before its start-up (fi_getinfo, the connection), in which nothing
- *   waits, so a slowed fi_pingpong row can still pass. A row under
+ *   waits, so a slowed fi_pingpong row could still pass (8 B on shm at
+ *   18-40 us against 1.1, cpu_wait 0.11-0.16).
+ * - fi_pingpong's rows: its two processes' own wait (the run-delay
+ *   rule). The kernel counts each process's time on a CPU and waiting
+ *   for one (/proc/PID/schedstat, read between its end and its reaping);
+ *   the share of waiting in their sum is not thinned by start-up or
+ *   sleeps, as the machine's share is. 2026-12-06, 2 cores, `latency
+ *   --baseline --sizes 8,4k,64k` over shm and tcp: quiet, 18 rows
+ *   0.015-0.078; beside one spinning shell, 12 rows 0.19-0.36, hence
+ *   BENCH_RUN_DELAY_MAX (0.12). A row under
  *   BENCH_WAIT_MIN_US (100 ms) is not judged by it: there a single stall
  *   of a few ms (one in 12 quiet rows of 35 ms took 0.31) is a large
  *   share, and is the spread rules' to see; a load that lasts slows a
@@ -82,6 +91,7 @@
 #define BENCH_SLICE_MIN 0.5
 #define BENCH_WAIT_MAX 0.4
 #define BENCH_WAIT_MIN_US 100000.0
+#define BENCH_RUN_DELAY_MAX 0.12
 
 int bench_times_init(bench_times *t, long w, long n)
 {
@@ -206,6 +216,29 @@ double bench_wait_share(const bench_wait *w)
         return NAN;
     double share = (stall - w->stall_us) / (now - w->at_us);
     return share < 0 ? 0 : share > 1 ? 1 : share;
+}
+
+void bench_judge_run_delay(bench_row *r, const bench_proc_time *t, int n)
+{
+    double cpu = 0, delay = 0;
+    if (!several_cpus())
+        return;
+    for (int i = 0; i < n; i++) {
+        if (isnan(t[i].cpu_ns) || isnan(t[i].delay_ns))
+            return;
+        cpu += t[i].cpu_ns;
+        delay += t[i].delay_ns;
+    }
+    if (!(cpu + delay > 0))
+        return;
+    r->run_delay = delay / (cpu + delay);
+    if (r->run_delay > BENCH_RUN_DELAY_MAX) {
+        warn(r, "its processes waited for a CPU during %.0f%% of their "
+                "runnable time (over 12%%)",
+             r->run_delay * 100);
+        r->disturbed = 1;
+    } else if (r->disturbed == -1)
+        r->disturbed = 0;
 }
 
 void bench_judge_wait(bench_row *r, double share)

@@ -237,7 +237,11 @@ baseline() {
     [ $st = 0 ] || { cat "$out" "$out.err" >&2; return 1; }
     check_json "$out" latency 2 &&
         expect_grep '^\{"system":"fi_pingpong","provider":"'$1'".*"size":8,' "$out" &&
-        expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out"
+        expect_grep '^\{"system":"fabrpc",.*"ratio_to_fi_pingpong":[0-9]' "$out" ||
+        return 1
+    # its processes' wait for a CPU, judged where rank 0 has two CPUs
+    [ "$(nproc)" -lt 2 ] ||
+        expect_grep '^\{"system":"fi_pingpong",.*"run_delay":[01]\.[0-9]{3}[,}]' "$out"
 }
 # The machine's state around each fabrpc and fi_pingpong row: given when
 # rank 0 may use two CPUs and its agent does not busy-poll (a cache line's
@@ -376,13 +380,25 @@ cpu_wait_rule() {
     [ "$1" = tcp ] && iters=1000
     bench loaded-$1 latency --provider $1 --sizes 8 --iters $iters \
         --warmup 10 --json || rc=1
+    # fi_pingpong's processes wait for a CPU too: its row is judged by
+    # their own wait (run_delay), whatever its length and start-up
+    local base=$TMPD/loaded-base-$1
+    if [ $rc = 0 ] && command -v fi_pingpong >/dev/null; then
+        bench loaded-base-$1 latency --provider $1 --sizes 8 --iters 200 \
+            --warmup 10 --baseline --json || rc=1
+    fi
     kill $spinners 2>/dev/null
     wait $spinners 2>/dev/null
     [ $rc = 0 ] && check_json "$out.out" latency 1 &&
         every_row '"disturbed":true,"cpu_wait":(0\.[4-9][0-9]*|1\.000)[,}]' \
             "$out.out" &&
         expect_grep 'some task waited for a CPU during [0-9]+% of it' \
-            "$out.err"
+            "$out.err" || return 1
+    command -v fi_pingpong >/dev/null || return 0
+    expect_grep '^\{"system":"fi_pingpong",.*"disturbed":true,.*"run_delay":(0\.[1-9][0-9]*|1\.000)[,}]' \
+        "$base.out" &&
+        expect_grep 'fi_pingpong latency size 8 W 1: its processes waited for a CPU during [0-9]+% of their runnable time' \
+            "$base.err"
 }
 
 for prov in shm tcp; do
