@@ -126,15 +126,26 @@ START_TEST(connect_needs_the_peer_and_unlink_keeps_mappings)
 }
 END_TEST
 
+/* Two ranks' bells, b connected to a (the owner). */
+static void two_bells(fr_doorbell **a, fr_doorbell **b)
+{
+    const char *tok = test_base();
+    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, a, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, b, NULL, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(*b, 0), 0);
+    ck_assert_int_eq(fr_doorbell_connect(*b, 1), 0);
+    /* Mapped: the names can go now, so that a failed check (its process
+     * ends without closing them) leaves nothing in /dev/shm. */
+    fr_doorbell_unlink(*a);
+    fr_doorbell_unlink(*b);
+}
+
 /* A loan's slot: the peer sees its tag until the lender closes it; every
  * slot can be held at once, and the one past them is refused. */
 START_TEST(loan_slots_open_close_and_run_out)
 {
     fr_doorbell *a, *b;
-    const char *tok = test_base();
-    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, &a, NULL, 0), 0);
-    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, &b, NULL, 0), 0);
-    ck_assert_int_eq(fr_doorbell_connect(b, 0), 0);
+    two_bells(&a, &b);
     int s = fr_doorbell_loan_open(a, 0x500);
     ck_assert_int_ge(s, 0);
     ck_assert_int_eq(fr_doorbell_peer_loan_is(b, 0, s, 0x500), 1);
@@ -158,16 +169,6 @@ START_TEST(loan_slots_open_close_and_run_out)
     fr_doorbell_close(a);
 }
 END_TEST
-
-/* Two ranks' bells, b connected to a (the owner). */
-static void two_bells(fr_doorbell **a, fr_doorbell **b)
-{
-    const char *tok = test_base();
-    ck_assert_int_eq(fr_doorbell_open(tok, 0, 2, a, NULL, 0), 0);
-    ck_assert_int_eq(fr_doorbell_open(tok, 1, 2, b, NULL, 0), 0);
-    ck_assert_int_eq(fr_doorbell_connect(*b, 0), 0);
-    ck_assert_int_eq(fr_doorbell_connect(*b, 1), 0);
-}
 
 /* A hold is taken only on a slot listing the region's tag; the owner
  * sees it until it is given back; a sealed slot refuses holds, and
