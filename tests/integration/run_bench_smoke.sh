@@ -374,12 +374,12 @@ cpu_wait_rule() {
         timeout 120 sh -c 'while :; do :; done' &
         spinners="$spinners $!"
     done
-    # enough calls to last 100 ms there: loaded, a round trip took 0.8 ms
-    # over tcp and 26 us over shm (10,000: 17 s and 8 s, all told)
-    local iters=10000
-    [ "$1" = tcp ] && iters=1000
-    bench loaded-$1 latency --provider $1 --sizes 8 --iters $iters \
-        --warmup 10 --json || rc=1
+    # a row of 100 ms or more however much the spinners slow the ranks
+    # (under AddressSanitizer a loaded tcp round trip once took 75 us, and
+    # 1,000 of them were too short to be judged): 1,000 calls, each after
+    # a sleep of 200 us, which the row's time counts
+    bench loaded-$1 latency --provider $1 --sizes 8 --iters 1000 \
+        --gap-us 200 --warmup 10 --json || rc=1
     # fi_pingpong's processes wait for a CPU too: its row is judged by
     # their own wait (run_delay), whatever its length and start-up
     local base=$TMPD/loaded-base-$1
