@@ -301,10 +301,12 @@ static int hold_regions(fr_fabric *f, fr_rma_xfer *x)
 {
     uint32_t held_slot = 0;
     uint64_t held_id = 0;
+    if (!fr_fabric_regions_checked(f))
+        return 0; /* x->holds stays 0: no seg's hold is read */
     for (unsigned i = 0; i < x->op.nsegs; i++) {
         fr_rma_seg *sg = &x->seg[i];
         sg->hold = -1;
-        if (!sg->region_slot || !fr_fabric_regions_checked(f) ||
+        if (!sg->region_slot ||
             (sg->region_slot == held_slot && sg->region_id == held_id))
             continue;
         int h = fr_doorbell_region_hold(f->bell, x->op.dst,

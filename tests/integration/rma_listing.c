@@ -58,6 +58,16 @@ static uint8_t *owned;     /* rank 1's memory, registered each round */
 static frpc_mem *owned_mem;
 static uint8_t round_byte; /* what the round's region holds */
 
+/* Answers a handler's descriptor d, or rc as its error (what: which). */
+static void respond_desc(frpc_request *req, int rc, const uint8_t *d,
+                         size_t len, const char *what)
+{
+    if (rc)
+        frpc_respond_error(req, rc, what);
+    else
+        frpc_respond(req, d, len);
+}
+
 static void h_arm(frpc_request *req, void *user)
 {
     (void)user;
@@ -68,10 +78,7 @@ static void h_arm(frpc_request *req, void *user)
                                &owned_mem);
     if (!rc)
         rc = frpc_mem_describe(owned_mem, 0, RACE_LEN, d);
-    if (rc)
-        frpc_respond_error(req, rc, "arm");
-    else
-        frpc_respond(req, d, sizeof(d));
+    respond_desc(req, rc, d, sizeof(d), "arm");
 }
 
 /* Deregisters and writes the next use at once: the byte after the
@@ -338,10 +345,7 @@ static void h_full_desc(frpc_request *req, void *user)
     int i = arg_index(req);
     int rc = i < 0 ? FRPC_EINVAL
                    : frpc_mem_describe(full_mem[i], 0, FULL_LEN, d);
-    if (rc)
-        frpc_respond_error(req, rc, "full_desc");
-    else
-        frpc_respond(req, d, sizeof(d));
+    respond_desc(req, rc, d, sizeof(d), "full_desc");
 }
 
 /* Deregisters region i, or (a second time) registers it afresh. */
@@ -486,11 +490,8 @@ static void h_reuse_arm(frpc_request *req, void *user)
         }
         rc = frpc_mem_deregister(m, 30000);
     }
-    if (!reuse_y_mem)
-        frpc_respond_error(req, rc ? rc : FRPC_EINVAL,
-                           "no region took X's slot");
-    else
-        frpc_respond(req, d, sizeof(d));
+    respond_desc(req, reuse_y_mem ? 0 : rc ? rc : FRPC_EINVAL,
+                 &d[0][0], sizeof(d), "no region took X's slot");
 }
 
 /* 0 when X still holds its next use and Y its bytes. */
