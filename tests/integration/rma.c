@@ -131,7 +131,7 @@ typedef struct bystander_calls {
     int calls, failed;
 } bystander_calls;
 
-static double now_ms(void)
+double now_ms(void)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -788,6 +788,17 @@ static int mode_bad(void)
         printf("ok: a deregistered region's descriptor fails: %s\n",
                frpc_err_name(rc));
     }
+    /* The header (frpc_get): len 0 posts nothing and does not ask whether
+     * the region is still registered, on any provider: 0. */
+    expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 0, 3000), 0,
+           "a get of len 0 on a deregistered region's descriptor");
+    frpc_future *z = NULL;
+    expect(frpc_get_async(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 0, 3000, &z),
+           0, "an async get of len 0 on a deregistered region's descriptor");
+    expect(frpc_future_wait(z, TIMEOUT_MS), 0,
+           "the future of that async get of len 0");
+    frpc_future_free(z);
+    printf("ok: len 0 on a deregistered region's descriptor: 0\n");
     good_get(local, lbuf, desc, peer);
     deregister_while_busy(&local, lbuf, desc, peer);
 
@@ -948,13 +959,18 @@ int main(int argc, char **argv)
         return mode_race();
     if (!strcmp(mode, "held-listing"))
         return mode_held_listing();
+    if (!strcmp(mode, "held-shutdown"))
+        return mode_held_shutdown();
+    if (!strcmp(mode, "held-lost"))
+        return mode_held_lost();
     if (!strcmp(mode, "listing-full"))
         return mode_listing_full();
     if (!strcmp(mode, "slot-reuse"))
         return mode_slot_reuse();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
-            "unmapped|noteshut|race|held-listing|listing-full|"
+            "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
+            "listing-full|"
             "slot-reuse\n");
     return 2;
 }

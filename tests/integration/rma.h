@@ -43,6 +43,8 @@ void owner_check(int rank, size_t off, size_t len, uint32_t seed);
 /* A barrier, the region deregistered, a graceful shutdown. */
 void finish(void);
 void expect(int rc, int want, const char *what);
+/* CLOCK_MONOTONIC in milliseconds. */
+double now_ms(void);
 /* Prints the agent's transport and transfer counters to stderr (for a
  * failure: what a timed-out transfer left behind). */
 void rma_dump_counters(void);
@@ -68,6 +70,8 @@ int mode_unmapped(void);
 int mode_noteshut(void);
 int mode_race(void);
 int mode_held_listing(void);
+int mode_held_shutdown(void);
+int mode_held_lost(void);
 int mode_listing_full(void);
 int mode_slot_reuse(void);
 

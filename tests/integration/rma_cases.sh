@@ -93,10 +93,27 @@ fi
 # Native shm's listing: a hold kept by a peer, and more regions than
 # listed (comm/doorbell.h).
 held_listing_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-listing; }
+held_shutdown_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-shutdown; }
+# Rank 0 kills itself: fabrpc-run --keep-going ends 137, rank 1 says ok.
+held_lost_2() {
+    local out st=0
+    out=$(mktemp "${TMPDIR:-/tmp}/fabrpc-held.XXXXXX") || return 1
+    run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --keep-going \
+        --timeout 160 "$RMA" held-lost > "$out" 2>&1 || st=$?
+    cat "$out"
+    if [ $st -ne 137 ] || ! grep -q "ok: rank 1: a lost peer's hold" "$out"; then
+        echo "held-lost: fabrpc-run status $st (want 137), rank 1's ok above or not"
+        rm -f "$out"
+        return 1
+    fi
+    rm -f "$out"
+}
 listing_full_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" listing-full; }
 slot_reuse_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" slot-reuse; }
 if [ "$PROV" = shm ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a peer keeping its hold on a region's listing: the deregistration ends FRPC_ETIMEDOUT, the region still serves" held_listing_2
+    run_case "$PROV: the owner's frpc_shutdown while a live peer keeps its hold: waits a second, no more" held_shutdown_2
+    run_case "$PROV: the peer keeping its hold killed: the owner's deregistration does not wait for it" held_lost_2
     run_case "$PROV: 1030 regions registered: those past the 1024 listed are served by messages; a freed slot lists the next" listing_full_2
     run_case "$PROV: a stale descriptor on the slot a live region took since, in a batch after it: refused, no byte moved" slot_reuse_2
 fi

@@ -21,6 +21,13 @@
  * meanwhile and after: the peer's gets from it still work, and bytes
  * are right. The agent's end frees it.
  *
+ * rma held-shutdown (native shm): the owner's frpc_shutdown while a
+ * live peer keeps its hold: it waits that second (at most), returns 0.
+ *
+ * rma held-lost (native shm): the peer keeping its hold is killed; once
+ * the owner finds it dead, the owner's frpc_mem_deregister returns 0: a
+ * lost peer's hold is not waited for.
+ *
  * rma listing-full (native shm): with more regions registered at once
  * than a rank lists (1024), the ones past them are served by messages
  * (their bytes arrive as frames: the getter's bytes_received grows by
@@ -36,11 +43,13 @@
  * read and wrote the deregistered memory; found by an audit.)
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <fabrpc.h>
 
@@ -267,30 +276,94 @@ static int get_whole(const uint8_t *desc, size_t len, uint8_t want,
     return rc;
 }
 
-int mode_held_listing(void)
+static atomic_int held_go; /* rank 1: rank 0 holds the listing */
+
+static void h_held_go(frpc_request *req, void *user)
+{
+    (void)user;
+    atomic_store(&held_go, 1);
+    frpc_respond(req, NULL, 0);
+}
+
+/* Both ranks: the agent, rank 1's region armed for rank 0. Rank 0 gets
+ * from it once as usual, then once keeping its hold on the listing (a
+ * fault: as a peer stalled before its provider gave the transfer back),
+ * and answers the descriptor in desc. */
+static void held_start(uint8_t desc[FRPC_MEM_DESC_SIZE])
 {
     start(4096);
     me = frpc_rank(agent);
-    CHECK(world == 2, "held-listing needs 2 ranks");
+    CHECK(world == 2, "the held modes need 2 ranks");
     owned = malloc(RACE_LEN); /* h_arm registers it whole */
     CHECK(owned != NULL, "malloc");
     round_byte = 0x33;
     CHECK(frpc_register(agent, "race_arm", h_arm, NULL, 0) == 0 &&
-              frpc_register(agent, "try_drop", h_try_drop, NULL, 0) == 0,
+              frpc_register(agent, "try_drop", h_try_drop, NULL, 0) == 0 &&
+              frpc_register(agent, "held_go", h_held_go, NULL, 0) == 0,
           "register");
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    if (me != 0)
+        return;
+    desc_by(1, "race_arm", NULL, 0, desc);
+    int whole, rc = get_whole(desc, HELD_LEN, 0x33, &whole);
+    CHECK(rc == 0 && whole, "a get before: %s", frpc_err_name(rc));
+    fr_fault_arm(FR_FAULT_HOLD_KEPT, 1);
+    rc = get_whole(desc, HELD_LEN, 0x33, &whole);
+    CHECK(rc == 0 && whole, "the get that keeps its hold: %s",
+          frpc_err_name(rc));
+}
+
+/* Rank 1: until rank 0 said it holds the listing. */
+static void wait_held_go(void)
+{
+    double t0 = now_ms();
+    while (!atomic_load(&held_go)) {
+        CHECK(now_ms() - t0 < TIMEOUT_MS, "rank 0 never said it holds");
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Until rank's state is want (rank 1 ending, rank 0 dying). */
+static void wait_state(int rank, int want)
+{
+    double t0 = now_ms();
+    while (frpc_peer_state(agent, rank) != want) {
+        CHECK(now_ms() - t0 < TIMEOUT_MS, "rank %d's state stayed %d, "
+              "want %d", rank, frpc_peer_state(agent, rank), want);
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* A file that rank 1 makes once its frpc_shutdown returned: rank 0's
+ * own end would end the wait under test (an ended peer gave its holds
+ * back), and rank 0 learns that rank 1 left as soon as it began leaving. */
+static void ended_mark(char *path, size_t n)
+{
+    const char *job = getenv("FABRPC_JOB_ID"), *dir = getenv("TMPDIR");
+    snprintf(path, n, "%s/fabrpc-held-%s", dir && *dir ? dir : "/tmp",
+             job ? job : "nojob");
+}
+
+/* After the agent's end: what it left for the application to free. */
+static void held_free(void)
+{
+    if (owned_mem)
+        CHECK(frpc_mem_deregister(owned_mem, 0) == 0,
+              "free the region after the end");
+    CHECK(frpc_mem_deregister(region, 0) == 0, "free the rank's region");
+    free(owned);
+    free(region_buf);
+}
+
+int mode_held_listing(void)
+{
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    held_start(desc);
     if (me == 0) {
-        uint8_t desc[FRPC_MEM_DESC_SIZE];
-        desc_by(1, "race_arm", NULL, 0, desc);
-        int whole, rc = get_whole(desc, HELD_LEN, 0x33, &whole);
-        CHECK(rc == 0 && whole, "a get before: %s", frpc_err_name(rc));
-        /* This get keeps its hold: the owner cannot be sure it is done. */
-        fr_fault_arm(FR_FAULT_HOLD_KEPT, 1);
-        rc = get_whole(desc, HELD_LEN, 0x33, &whole);
-        CHECK(rc == 0 && whole, "the get that keeps its hold: %s",
-              frpc_err_name(rc));
         for (int round = 0; round < 2; round++) {
-            rc = try_drop();
+            int whole, rc = try_drop();
             CHECK(rc == FRPC_ETIMEDOUT, "round %d: deregistering while a "
                   "peer holds the listing: %s, want FRPC_ETIMEDOUT", round,
                   frpc_err_name(rc));
@@ -308,6 +381,89 @@ int mode_held_listing(void)
         CHECK(frpc_mem_deregister(owned_mem, 0) == 0,
               "free the region after the end");
     free(owned);
+    return 0;
+}
+
+/* The header ("Native shm"): frpc_shutdown waits for peers' holds on the
+ * rank's regions, at most a second. Rank 1 ends (immediate: rank 0 stays
+ * in its job) while rank 0, alive and not ending, keeps its hold: the end
+ * takes that second, no more than a few, and returns 0. Rank 0 ends once
+ * rank 1's frpc_shutdown returned (ended_mark). */
+int mode_held_shutdown(void)
+{
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    char mark[512];
+    ended_mark(mark, sizeof(mark));
+    held_start(desc);
+    if (me == 0) {
+        CHECK(frpc_call(agent, 1, "held_go", NULL, 0, TIMEOUT_MS, NULL) == 0,
+              "held_go");
+        wait_state(1, FRPC_PEER_LEFT);
+        double t0 = now_ms();
+        while (access(mark, F_OK) != 0) {
+            CHECK(now_ms() - t0 < TIMEOUT_MS, "no %s from rank 1", mark);
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+        unlink(mark);
+    } else {
+        wait_held_go();
+        double t0 = now_ms();
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 60000);
+        double ms = now_ms() - t0;
+        printf("rank 1: frpc_shutdown with a peer's hold kept: %s after "
+               "%.0f ms\n", frpc_err_name(rc), ms);
+        FILE *f = fopen(mark, "w");
+        CHECK(f != NULL && fclose(f) == 0, "make %s", mark);
+        CHECK(rc == 0, "frpc_shutdown: %s", frpc_err_name(rc));
+        /* Its own steps take milliseconds here: the second is the wait. */
+        CHECK(ms >= 990, "frpc_shutdown returned after %.0f ms: it did not "
+              "wait for the peer's hold", ms);
+        CHECK(ms < 10000, "frpc_shutdown took %.0f ms with a peer's hold "
+              "kept: the wait is at most a second", ms);
+        printf("ok: rank 1: its end waited a second for the hold, no "
+               "more\n");
+    }
+    if (me == 0) {
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 60000);
+        CHECK(rc == 0, "rank 0's frpc_shutdown: %s", frpc_err_name(rc));
+    }
+    held_free();
+    printf("ok: rank %d done\n", me);
+    return 0;
+}
+
+/* The header (frpc_mem_deregister): a peer marked lost is not waited for.
+ * Rank 0 keeps its hold and kills itself; once rank 1 finds it dead, its
+ * deregistration of the held region returns 0 (before its timeout: it
+ * would end FRPC_ETIMEDOUT if it waited for the dead rank's hold). */
+int mode_held_lost(void)
+{
+    uint8_t desc[FRPC_MEM_DESC_SIZE];
+    held_start(desc);
+    if (me == 0) {
+        CHECK(frpc_call(agent, 1, "held_go", NULL, 0, TIMEOUT_MS, NULL) == 0,
+              "held_go");
+        fprintf(stderr, "rank 0: raising SIGKILL, holding rank 1's "
+                "listing\n");
+        fflush(NULL);
+        raise(SIGKILL);
+        _exit(99); /* not reached */
+    }
+    wait_held_go();
+    wait_state(0, FRPC_PEER_DEAD);
+    double t0 = now_ms();
+    int rc = frpc_mem_deregister(owned_mem, 5000);
+    double ms = now_ms() - t0;
+    printf("rank 1: deregistering the region a dead peer held: %s after "
+           "%.0f ms\n", frpc_err_name(rc), ms);
+    CHECK(rc == 0, "deregistering the region a dead peer held: %s, want 0",
+          frpc_err_name(rc));
+    owned_mem = NULL;
+    rc = frpc_shutdown(agent, FRPC_SHUTDOWN_IMMEDIATE, 60000);
+    CHECK(rc == 0, "frpc_shutdown: %s", frpc_err_name(rc));
+    held_free();
+    printf("ok: rank 1: a lost peer's hold is not waited for\n");
     return 0;
 }
 

@@ -203,12 +203,6 @@ static void h_stall(frpc_request *req, void *user)
     frpc_respond(req, NULL, 0);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
 
 /* Starts an inline "stall" call on rank (6 s) and returns once it holds
  * that rank's poll; the caller waits for and frees the future. */

@@ -62,12 +62,6 @@ static void h_unmap(frpc_request *req, void *user)
     frpc_respond(req, &rc, sizeof(rc));
 }
 
-static double now_ms(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
 
 /* One transfer through the stale descriptor: FRPC_EACCES, long before
  * its timeout (about a second: liveness has its say). */
