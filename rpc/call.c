@@ -255,7 +255,10 @@ static int call(frpc_agent *a, int dst, const char *name, const void *args,
         fr_progress_end_wait(a);
         return fail_early(res, rc, add_refused_why(a, rc, name, dst));
     }
-    if (len < a->set.zerocopy_min)
+    /* fabrpc's own calls (a notification, a goodbye) copy their few
+     * bytes: a lent call can outlast its timeout ("Timeouts"), and the
+     * header promises them theirs. */
+    if (len < a->set.zerocopy_min || own_names)
         lend = NULL;
     if (fr_call_send(a, &p, name, args, len, lend) == 0)
         fr_progress_wait_call(a, &p, p.deadline, 1);

@@ -51,6 +51,11 @@ for PROV in ${STOPPED_PROVIDERS:-shm tcp}; do
         one init 3 init
     run_case "$PROV: frpc_notify to a stopped rank: FRPC_ETIMEDOUT; taken once at most, in order" \
         one notify 2 notify
+    # Every call's args lent: a notification is not a call, its few
+    # bytes are copied, so it ends at its timeout (it waited for the
+    # stopped rank to read them, over tcp).
+    FABRPC_ZEROCOPY_MIN=1 run_case "$PROV: the same with zerocopy_min 1 (calls' args lent): the notification still ends at its timeout" \
+        one notify-lent 2 notify
     run_case "$PROV: answers owed to a stopped caller: FRPC_ETIMEDOUT at its deadline, not later" \
         one respond 2 respond
     run_case "$PROV: transfers in flight to a stopped owner end at an immediate shutdown" \
