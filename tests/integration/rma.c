@@ -36,6 +36,9 @@
  *   unmapped  a descriptor of memory its owner unmapped (rma_unmapped.c).
  *   noteshut  notifications around a slow callback, their figures and a
  *            shutdown (rma_notes.c).
+ *   notezero, notefail, notewait, noteorder  notifications of batches
+ *            of 0 bytes and of failed ones, frpc_notify_wait's timeouts
+ *            and shutdown, the order of async batches' (rma_notes.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -221,6 +224,11 @@ static int report_says(const char *what)
 
 int rma_emulated(void) { return report_says("rma: emulated"); }
 
+int rma_shm_native(void)
+{
+    return report_says("shm: up (active)") && !rma_emulated();
+}
+
 frpc_mem *local_region(size_t len, uint8_t **buf)
 {
     frpc_mem *local;
@@ -297,14 +305,6 @@ void rma_dump_counters(void)
 }
 
 /* ---- sizes ------------------------------------------------------------ */
-
-/* Over shm natively (libfabric 1.17 copies a transfer's 4 MiB pieces as
- * they are posted) a get whose deadline passes stops posting there: the
- * header's "the rest is not posted". */
-static int shm_native(void)
-{
-    return report_says("shm: up (active)") && !rma_emulated();
-}
 
 /* A get of len bytes (64 MiB or more) with a 1 ms timeout: no machine
  * here copies that much in 1 ms, so it ends FRPC_ETIMEDOUT. */
@@ -415,7 +415,10 @@ static int mode_sizes(void)
     owner_check(peer, 0, W * S, (uint32_t)(555 + me));
     printf("ok: rank %d: %d async gets and puts in flight\n", me, W);
 
-    int cut = shm_native() && max >= (64u << 20);
+    /* Over shm natively (libfabric 1.17 copies a transfer's 4 MiB pieces
+     * as they are posted) a get whose deadline passes stops posting
+     * there: the header's "the rest is not posted". */
+    int cut = rma_shm_native() && max >= (64u << 20);
     if (cut) {
         memset(lbuf, 0, max);
         timed_out_get(local, desc, max);
@@ -967,10 +970,18 @@ int main(int argc, char **argv)
         return mode_listing_full();
     if (!strcmp(mode, "slot-reuse"))
         return mode_slot_reuse();
+    if (!strcmp(mode, "notezero"))
+        return mode_notezero();
+    if (!strcmp(mode, "notefail"))
+        return mode_notefail();
+    if (!strcmp(mode, "notewait"))
+        return mode_notewait();
+    if (!strcmp(mode, "noteorder"))
+        return mode_noteorder();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
             "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
-            "listing-full|"
-            "slot-reuse\n");
+            "listing-full|slot-reuse|notezero|notefail|notewait|"
+            "noteorder\n");
     return 2;
 }

@@ -30,6 +30,9 @@ size_t verify(const uint8_t *b, size_t n, uint32_t seed, size_t from);
 void start(size_t len);
 /* 1 if this rank's transfers are emulated (frpc_backend_report). */
 int rma_emulated(void);
+/* 1 if this rank's transfers go natively over shm (fabrpc's listing of
+ * regions checks its peers' descriptors). */
+int rma_shm_native(void);
 void desc_of(int rank, uint8_t out[FRPC_MEM_DESC_SIZE]);
 /* The descriptor rank's function fn answers for args. */
 void desc_by(int rank, const char *fn, const void *args, size_t alen,
@@ -74,5 +77,9 @@ int mode_held_shutdown(void);
 int mode_held_lost(void);
 int mode_listing_full(void);
 int mode_slot_reuse(void);
+int mode_notezero(void);
+int mode_notefail(void);
+int mode_notewait(void);
+int mode_noteorder(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -5,7 +5,7 @@
 # every rank while putting into disjoint slices of rank 0's region (also
 # in blocking progress); bad descriptors and arguments refused, a
 # deregistered region's descriptor failing, the agent working on;
-# batches and notifications (rma_batch.c). With FABRPC_RMA=emulate
+# batches and notifications (rma_batch.c, rma_notes.c). With FABRPC_RMA=emulate
 # (run_rma_emulated_*.sh) the same cases run on the emulation by
 # messages, and two more check the choice of mode (rma_modes.c).
 . "$(dirname "$0")/lib.sh"
@@ -42,6 +42,18 @@ noteshut_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 1
 run_case "$PROV: notifications: a slow callback, their figures, refused once the receiver's shutdown began" noteshut_2
 notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
 run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
+# Notifications of batches and frpc_notify_wait (rma_notes.c): each case
+# sets the environment its mode counts on.
+notezero_2() { FABRPC_NOTIFY_QUEUE=2 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notezero; }
+run_case "$PROV: a batch of 0 bytes with a notification delivers it, sync and async; to a full queue FRPC_EAGAIN" notezero_2
+notefail_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notefail; }
+run_case "$PROV: a batch with a put to a deregistered region fails and sends no notification" notefail_2
+notewait_2() { FABRPC_TIMEOUT_MS=1500 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notewait; }
+notewait_blocking() { FABRPC_PROGRESS=blocking notewait_2; }
+run_case "$PROV: frpc_notify_wait: timeout 0 is the default, not a poll; with no limit, ended FRPC_ESHUTDOWN by the shutdown" notewait_2
+run_case "$PROV: frpc_notify_wait's timeouts and shutdown in blocking progress" notewait_blocking
+noteorder_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" noteorder; }
+run_case "$PROV: two async batches in flight: their notifications come in the order their futures completed" noteorder_2
 ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
 run_case "$PROV: over the owner's max_msg_size only: refused by the owner, FRPC_ETOOBIG" ownersmall_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
