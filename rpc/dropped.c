@@ -77,10 +77,11 @@ static void tell(telling *t)
 {
     frpc_future *f;
     t->tries++;
-    int was = fr_call_own_names(1);
+    int was = fr_call_own_names(1), was_unlimited = fr_pending_unlimited(1);
     int rc = frpc_call_async(t->a, (int)t->rank, FR_DROPPED_NAME, NULL, 0,
                              FR_DROPPED_FIRST_TIMEOUT_MS << (t->tries - 1),
                              &f);
+    fr_pending_unlimited(was_unlimited);
     fr_call_own_names(was);
     if (rc != 0 || frpc_future_then(f, told, t) != 0)
         free(t); /* shutting down, lost, or no memory: nobody to tell */

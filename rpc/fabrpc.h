@@ -368,7 +368,11 @@ typedef enum frpc_rma_mode {
  *                    MB/s with 200 KB args and 500 ms timeouts; then, over
  *                    tcp, the resumed rank works through every expired
  *                    request first: tens of seconds). Give up on a rank
- *                    whose calls keep timing out.
+ *                    whose calls keep timing out. fabrpc's own calls
+ *                    that tell a rank something it must hear (a
+ *                    shutdown's goodbye to each rank, the word that a tcp
+ *                    connection dropped) pass the limit, never refused
+ *                    by it (since 1.5), and count while in flight.
  *  coalesce          0 or 1; FABRPC_COALESCE, else 1. On: small frames
  *                    to one rank that pile up while a thread is polling
  *                    (answers found in one poll, calls issued back to

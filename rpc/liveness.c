@@ -466,12 +466,13 @@ void fr_liveness_say_goodbye_by(frpc_agent *a, uint64_t deadline,
     if (!(f = calloc((size_t)world, sizeof(*f))))
         return;
     atomic_store(&a->live->bye_said, 1);
-    int was = fr_call_own_names(1);
+    int was = fr_call_own_names(1), was_unlimited = fr_pending_unlimited(1);
     for (int r = 0; r < world; r++)
         if (r != a->set.rank &&
             !fr_agent_call_refused_why(a, (uint32_t)r, fn) &&
             frpc_call_async(a, r, fn, NULL, 0, ms, &f[n]) == 0)
             n++;
+    fr_pending_unlimited(was_unlimited);
     fr_call_own_names(was);
     frpc_wait_all(f, (size_t)n, ms);
     for (int i = 0; i < n; i++)

@@ -404,8 +404,21 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
 /* Counts one more entry in flight unless t->limit are already: the
  * check and the count are one compare-and-swap, so adders racing at the
  * limit cannot all pass it. The new count, or 0 when refused. */
+/* Set while fabrpc itself starts calls the limit must not refuse
+ * (fr_pending_unlimited). */
+static _Thread_local int unlimited FR_TLS_FAST;
+
+int fr_pending_unlimited(int on)
+{
+    int was = unlimited;
+    unlimited = on;
+    return was;
+}
+
 static size_t take_slot(fr_pending_table *t)
 {
+    if (unlimited)
+        return (size_t)atomic_fetch_add(&t->inflight, 1) + 1;
     uint_fast64_t cur = atomic_load(&t->inflight);
     do
         if (t->limit && cur >= t->limit)

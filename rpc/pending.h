@@ -145,6 +145,14 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                    const char *fname, int timeout_ms, uint64_t deadline,
                    fr_pending_done_fn on_done);
 
+/* Lets this thread's adds pass the limit (on = 1) or not (0); returns the
+ * previous setting, to restore. For fabrpc's own calls that the
+ * application's limit must not refuse, whose number the world bounds: a
+ * goodbye to each rank (else a rank past the limit takes this one for
+ * DEAD), a dropped connection's word. They count in flight all the
+ * same. */
+int fr_pending_unlimited(int on);
+
 /* fr_pending_add for a part of an operation already admitted (a piece of
  * an emulated transfer): counted in flight, never refused for the
  * limit. */

@@ -337,6 +337,14 @@ left_in_shutdown() {
     }
 }
 
+# The same on 4 ranks with one call in flight allowed: rank 1's goodbyes
+# to ranks 2 and 3 are fabrpc's own, and max_inflight (the application's
+# limit) refused the second: rank 3 took rank 1 for DEAD.
+left_in_shutdown_limited() {
+    killed leftsd4 4 60 left-in-shutdown 0 "1 2 3" FABRPC_MAX_INFLIGHT=1
+    expect_grep "^\[3\] ok: rank 3 sees rank 1 LEFT" "$JOB/out"
+}
+
 bye_bound() { killed byeb 3 60 bye-bound 0 "1 2"; }
 # The answer is 256 KiB: it goes by rendezvous, and the caller reads it
 # after the handler returned (and after the goodbye, if nothing waited:
@@ -561,6 +569,7 @@ for PROV in ${PEERLOST_PROVIDERS:-shm tcp}; do
     run_case "$PROV: frpc_on_peer_lost returns once the old function's report has returned" fn_replace
     run_case "$PROV: frpc_on_peer_lost in a handler the report's call waits on: FRPC_EDEADLK, no hang" fn_set_in_handler
     run_case "$PROV: rank 0 dies during a rank's graceful shutdown: FRPC_EPEERLOST, and the others see it LEFT" left_in_shutdown
+    run_case "$PROV: the same on 4 ranks with FABRPC_MAX_INFLIGHT=1: rank 1's goodbyes reach every rank" left_in_shutdown_limited
     run_case "$PROV: frpc_on_peer_lost: once per rank, after its calls ended, on the liveness thread, one at a time; replayed to a new fn" peer_fn
     run_case "$PROV: frpc_notify_wait(5000) whose only sender dies in it ends FRPC_ETIMEDOUT at 5 s; the agent goes on" notify_lost
     run_case "$PROV: shutdown(IMMEDIATE, 50) with rank 0 lost and a peer not answering its goodbye returns within 450 ms" bye_bound
