@@ -978,10 +978,12 @@ int main(int argc, char **argv)
         return mode_notewait();
     if (!strcmp(mode, "noteorder"))
         return mode_noteorder();
+    if (!strcmp(mode, "notemulti"))
+        return mode_notemulti();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
             "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
             "listing-full|slot-reuse|notezero|notefail|notewait|"
-            "noteorder\n");
+            "noteorder|notemulti\n");
     return 2;
 }

@@ -81,5 +81,6 @@ int mode_notezero(void);
 int mode_notefail(void);
 int mode_notewait(void);
 int mode_noteorder(void);
+int mode_notemulti(void);
 
 #endif /* FR_TEST_RMA_H */

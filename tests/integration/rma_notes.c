@@ -38,6 +38,10 @@
  *           a thread of each rank waits with FRPC_TIMEOUT_NONE while its
  *           rank's frpc_shutdown begins: the wait ends FRPC_ESHUTDOWN,
  *           and the shutdown returns 0 within its 20 s.
+ *   notemulti  3 threads of rank 1 wait at once while rank 0 sends 600
+ *           notifications (then an end mark for each): each is taken
+ *           once, by one waiter, and each waiter's come in the order sent
+ *           (a take is the oldest).
  *   noteorder  rounds of two async batches in flight at once, a big one
  *           started first and a small one: rank 1 takes their
  *           notifications in the order their futures completed (told by
@@ -874,4 +878,98 @@ int mode_noteorder(void)
 {
     return pair_mode("noteorder", ORDER_LEN, NULL, order_sender,
                      order_owner);
+}
+
+/* ---- notemulti --------------------------------------------------------- */
+
+#define MULTI_WAITERS 3
+#define MULTI_N 600
+
+static atomic_int multi_seen[MULTI_N];
+
+typedef struct {
+    pthread_t t;
+    int took;
+    int rc;         /* the first error, or 0 */
+    char bad[160];  /* what broke the oldest-first order, if anything */
+} multi_waiter;
+
+/* Takes notifications until an end mark (UINT32_MAX): each sequence
+ * number counted once in multi_seen, and increasing (each take is the
+ * rank's oldest, and rank 0 sent them in order). */
+static void *multi_wait(void *arg)
+{
+    multi_waiter *w = arg;
+    int64_t last = -1;
+    for (;;) {
+        uint32_t seq;
+        size_t len;
+        int src;
+        int rc = frpc_notify_wait(agent, &src, &seq, sizeof(seq), &len,
+                                  TIMEOUT_MS);
+        if (rc || len != sizeof(seq) || src != 0) {
+            w->rc = rc ? rc : FRPC_EPROTO;
+            return NULL;
+        }
+        if (seq == UINT32_MAX)
+            return NULL;
+        if (seq >= MULTI_N) {
+            w->rc = FRPC_EPROTO;
+            return NULL;
+        }
+        if ((int64_t)seq <= last && !w->bad[0])
+            snprintf(w->bad, sizeof(w->bad), "took %u after %lld", seq,
+                     (long long)last);
+        last = seq;
+        atomic_fetch_add(&multi_seen[seq], 1);
+        w->took++;
+    }
+}
+
+static void multi_sender(frpc_mem *l, uint8_t *lbuf, const uint8_t *desc)
+{
+    (void)l;
+    (void)lbuf;
+    (void)desc;
+    int full = 0;
+    for (uint32_t seq = 0; seq < MULTI_N + MULTI_WAITERS;) {
+        uint32_t v = seq < MULTI_N ? seq : UINT32_MAX;
+        int rc = frpc_notify(agent, 1, &v, sizeof(v), TIMEOUT_MS);
+        if (rc == FRPC_EAGAIN) { /* the queue is full: nothing lost */
+            full++;
+            nap_ms(1);
+            continue;
+        }
+        CHECK(rc == 0, "notification %u: %s", seq, frpc_err_name(rc));
+        seq++;
+    }
+    printf("ok: rank 0 sent %d notifications and %d end marks (%d times "
+           "the queue was full)\n", MULTI_N, MULTI_WAITERS, full);
+}
+
+static void multi_owner(void)
+{
+    multi_waiter w[MULTI_WAITERS] = {0};
+    for (int i = 0; i < MULTI_WAITERS; i++)
+        CHECK(pthread_create(&w[i].t, NULL, multi_wait, &w[i]) == 0,
+              "thread");
+    int took = 0;
+    for (int i = 0; i < MULTI_WAITERS; i++) {
+        pthread_join(w[i].t, NULL);
+        CHECK(w[i].rc == 0, "waiter %d: %s", i, frpc_err_name(w[i].rc));
+        CHECK(!w[i].bad[0], "waiter %d did not take the oldest: %s", i,
+              w[i].bad);
+        took += w[i].took;
+    }
+    for (int s = 0; s < MULTI_N; s++)
+        CHECK(atomic_load(&multi_seen[s]) == 1, "notification %d taken %d "
+              "times", s, atomic_load(&multi_seen[s]));
+    printf("ok: %d waiters took %d notifications, each once, each "
+           "waiter's in the order sent (%d / %d / %d)\n", MULTI_WAITERS,
+           took, w[0].took, w[1].took, w[2].took);
+}
+
+int mode_notemulti(void)
+{
+    return pair_mode("notemulti", 4096, NULL, multi_sender, multi_owner);
 }
