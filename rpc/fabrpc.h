@@ -681,7 +681,9 @@ enum {
  * timeout_ms and how (immediate fails this rank's calls in flight at once,
  * but still waits for them). Returns 0; FRPC_ETIMEDOUT (graceful only)
  * if the time ran out; FRPC_EPEERLOST (graceful only) if a rank was lost
- * before or during it, rank 0 included (stderr names it, once);
+ * before or during it, rank 0 included (stderr names it, once; the
+ * ranks that leave after the same last barrier are not: 0, though an
+ * frpc_on_peer_lost fn still set reports them LEFT meanwhile);
  * immediate returns 0 whatever ranks were lost and however long it
  * waited (past timeout_ms it takes lent args back, see frpc_call, and
  * stops waiting for the provider); FRPC_EBOOTSTRAP (graceful only) if the
