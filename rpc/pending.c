@@ -479,6 +479,11 @@ static int insert(fr_pending_table *t, fr_pending *p, uint32_t dst,
      * found p, or we see closed and take p back. */
     if (atomic_load(&t->closed) && take_back(t, p))
         return FRPC_ESHUTDOWN;
+    /* Counted once it cannot be taken back: a counter never goes down
+     * (one made of the ids handed out less those refused and renewed,
+     * three loads, could: a renewal between them). Its outcome may be
+     * counted a moment before (a completer found p already). */
+    atomic_fetch_add(&t->st.started, 1);
     return 0;
 }
 
@@ -754,7 +759,6 @@ uint64_t fr_pending_renew_id(fr_pending_table *t, uint64_t id, uint32_t dst)
      * it by position, not id. */
     if (p && p->dst == dst && !atomic_load(&p->done) && unlink_locked(t, p)) {
         p->id = fresh = atomic_fetch_add(&t->next_id, 1);
-        atomic_fetch_add(&t->st.renewed, 1);
         push_on_chain(t, p);
     }
     pthread_mutex_unlock(&t->lock);
@@ -763,8 +767,7 @@ uint64_t fr_pending_renew_id(fr_pending_table *t, uint64_t id, uint32_t dst)
 
 uint64_t fr_pending_started(fr_pending_table *t)
 {
-    return atomic_load(&t->next_id) - 1 - atomic_load(&t->st.refused) -
-           atomic_load(&t->st.renewed);
+    return atomic_load(&t->st.started);
 }
 
 void fr_pending_release(fr_pending *p)

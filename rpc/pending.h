@@ -85,9 +85,10 @@ typedef struct fr_pending_table {
     unsigned any_waiters;
     atomic_uint_fast64_t epoch;
     struct {
-        /* started: fr_pending_started (from the ids handed out) */
-        atomic_uint_fast64_t ok, remote, timed_out, cancelled, failed,
-            dropped, refused, renewed;
+        /* started: adds that went in (fr_pending_started); refused:
+         * those taken back (a close meanwhile) or out of memory */
+        atomic_uint_fast64_t started, ok, remote, timed_out, cancelled,
+            failed, dropped, refused;
     } st;
     atomic_uint_fast64_t inflight;
     /* Most entries in flight at once (config.max_inflight; 0: none): an
@@ -273,8 +274,8 @@ uint64_t fr_pending_deadline_of(fr_pending_table *t, uint64_t id,
  * Its deadline stays. Any thread. */
 uint64_t fr_pending_renew_id(fr_pending_table *t, uint64_t id, uint32_t dst);
 
-/* Calls added so far (ids handed out, less adds that failed and renewed
- * ids). */
+/* Calls added so far (adds that went in; a renewed id is none). Never
+ * goes down. */
 uint64_t fr_pending_started(fr_pending_table *t);
 
 /* Releases what p holds once its caller is done with it (not its result). */

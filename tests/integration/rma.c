@@ -980,10 +980,12 @@ int main(int argc, char **argv)
         return mode_noteorder();
     if (!strcmp(mode, "notemulti"))
         return mode_notemulti();
+    if (!strcmp(mode, "notestats"))
+        return mode_notestats();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
             "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
             "listing-full|slot-reuse|notezero|notefail|notewait|"
-            "noteorder|notemulti\n");
+            "noteorder|notemulti|notestats\n");
     return 2;
 }

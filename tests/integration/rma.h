@@ -82,5 +82,6 @@ int mode_notefail(void);
 int mode_notewait(void);
 int mode_noteorder(void);
 int mode_notemulti(void);
+int mode_notestats(void);
 
 #endif /* FR_TEST_RMA_H */

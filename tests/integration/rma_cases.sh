@@ -56,6 +56,8 @@ noteorder_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 
 run_case "$PROV: two async batches in flight: their notifications come in the order their futures completed" noteorder_2
 notemulti_2() { FABRPC_NOTIFY_QUEUE=8 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notemulti; }
 run_case "$PROV: 3 threads waiting at once: each notification taken once, each waiter's in the order sent" notemulti_2
+notestats_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notestats; }
+run_case "$PROV: frpc_get_stats read while calls and notifying batches run: no counter goes down" notestats_2
 ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
 run_case "$PROV: over the owner's max_msg_size only: refused by the owner, FRPC_ETOOBIG" ownersmall_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2

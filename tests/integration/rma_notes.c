@@ -42,12 +42,18 @@
  *           notifications (then an end mark for each): each is taken
  *           once, by one waiter, and each waiter's come in the order sent
  *           (a take is the oldest).
+ *   notestats  each rank reads frpc_get_stats for 3 s while its other
+ *           threads make calls and async batches with notifications to
+ *           the other: no counter ever goes down (calls_started did: a
+ *           batch's notification renews its entry's id, and the count was
+ *           made of ids less renewals, read apart).
  *   noteorder  rounds of two async batches in flight at once, a big one
  *           started first and a small one: rank 1 takes their
  *           notifications in the order their futures completed (told by
  *           rank 0 after both, where frpc_wait_any tells them apart).
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -972,4 +978,104 @@ static void multi_owner(void)
 int mode_notemulti(void)
 {
     return pair_mode("notemulti", 4096, NULL, multi_sender, multi_owner);
+}
+
+/* ---- notestats --------------------------------------------------------- */
+
+#define STATS_MS 3000
+
+static atomic_int stats_stop;
+
+static void drop_note(frpc_agent *a, int src, const void *msg, size_t len,
+                      void *user)
+{
+    (void)a;
+    (void)src;
+    (void)msg;
+    (void)len;
+    (void)user;
+}
+
+/* Async batches of one put, each with a notification, to the peer: each
+ * renews its entry's id when its data has landed (pending.c). */
+static void *stats_batches(void *arg)
+{
+    (void)arg;
+    uint8_t desc[FRPC_MEM_DESC_SIZE], *lbuf;
+    frpc_mem *l = local_region(4096, &lbuf);
+    desc_of(1 - me, desc);
+    frpc_xfer op = put_op(l, desc, 0, 64);
+    while (!atomic_load(&stats_stop)) {
+        frpc_future *f;
+        CHECK(frpc_transfer_async(&op, 1, "n", 1, TIMEOUT_MS, &f) == 0,
+              "a batch");
+        CHECK(frpc_future_wait(f, TIMEOUT_MS) == 0, "the batch's end");
+        frpc_future_free(f);
+    }
+    CHECK(frpc_mem_deregister(l, 10000) == 0, "deregister");
+    free(lbuf);
+    return NULL;
+}
+
+static void *stats_calls(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stats_stop))
+        CHECK(frpc_call(agent, 1 - me, "desc", NULL, 0, TIMEOUT_MS, NULL) ==
+                  0,
+              "a call");
+    return NULL;
+}
+
+/* The header: "Counters since frpc_init": none of them goes down while
+ * calls, transfers and notifications run on other threads (fields read
+ * one by one may disagree with each other, never with their past). */
+int mode_notestats(void)
+{
+    start(4096);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "notestats needs 2 ranks");
+    CHECK(frpc_on_notify(agent, drop_note, NULL) == 0, "on_notify");
+    barrier("fn set");
+    pthread_t tb, tc;
+    CHECK(pthread_create(&tb, NULL, stats_batches, NULL) == 0 &&
+              pthread_create(&tc, NULL, stats_calls, NULL) == 0,
+          "threads");
+    frpc_stats p = stats_now(), q;
+    long reads = 0;
+    double until = now_ms() + STATS_MS;
+    while (now_ms() < until) {
+        q = stats_now();
+        reads++;
+#define MONOTONIC(f)                                                          \
+    CHECK(q.f >= p.f, "read %ld: " #f " went down: %llu -> %llu", reads,      \
+          (unsigned long long)p.f, (unsigned long long)q.f)
+        MONOTONIC(calls_started);
+        MONOTONIC(calls_ok);
+        MONOTONIC(calls_failed);
+        MONOTONIC(requests_received);
+        MONOTONIC(requests_answered);
+        MONOTONIC(messages_sent);
+        MONOTONIC(bytes_sent);
+        MONOTONIC(bytes_received);
+        MONOTONIC(transfers_put);
+        MONOTONIC(transfer_bytes);
+        MONOTONIC(transfer_batches);
+        MONOTONIC(notifications_sent);
+        MONOTONIC(notifications_received);
+#undef MONOTONIC
+        p = q;
+        if (reads % 64 == 0)
+            sched_yield(); /* the other threads need the cores too */
+    }
+    atomic_store(&stats_stop, 1);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    printf("ok: rank %d: %ld reads of frpc_get_stats while calls and "
+           "notifying batches ran: no counter went down (%llu calls "
+           "started)\n", me, reads, (unsigned long long)p.calls_started);
+    barrier("threads done");
+    CHECK(frpc_on_notify(agent, NULL, NULL) == 0, "on_notify NULL");
+    finish();
+    return 0;
 }
