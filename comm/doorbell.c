@@ -301,14 +301,27 @@ static void hold_give(_Atomic uint64_t *row, int i)
     atomic_fetch_sub(&row[i], 1);
 }
 
+/* 1 if tag can name a live region in a slot. */
+static int tag_ok(int slot, uint64_t tag)
+{
+    return slot >= 0 && slot < FR_DOORBELL_REGIONS && tag &&
+           tag != FR_REGION_SEALED;
+}
+
+int fr_doorbell_region_listed(fr_doorbell *d, uint32_t owner, int slot,
+                              uint64_t tag)
+{
+    bell *b = peer_bell(d, owner);
+    return !b || (tag_ok(slot, tag) && atomic_load(&b->region[slot]) == tag);
+}
+
 int fr_doorbell_region_hold(fr_doorbell *d, uint32_t owner, int slot,
                             uint64_t tag)
 {
     bell *b = peer_bell(d, owner);
     if (!b)
         return FR_REGION_UNCHECKED;
-    if (slot < 0 || slot >= FR_DOORBELL_REGIONS || !tag ||
-        tag == FR_REGION_SEALED)
+    if (!tag_ok(slot, tag))
         return FR_REGION_GONE;
     _Atomic uint64_t *row = hold_row(b, d->rank);
     int i = hold_take(row, slot);

@@ -127,6 +127,11 @@ void fr_doorbell_region_close(fr_doorbell *d, int slot);
 int fr_doorbell_region_hold(fr_doorbell *d, uint32_t owner, int slot,
                             uint64_t tag);
 void fr_doorbell_region_release(fr_doorbell *d, uint32_t owner, int hold);
+/* 0 if owner's slot does not hold tag now (FR_REGION_GONE's case), else 1
+ * (also when nothing can be checked): a look, no hold, so a transfer
+ * refused for it is refused before it begins. Never blocks. */
+int fr_doorbell_region_listed(fr_doorbell *d, uint32_t owner, int slot,
+                              uint64_t tag);
 
 /* The holds peer has on this rank's slot now (its catch-all included). */
 uint64_t fr_doorbell_region_held_by(fr_doorbell *d, uint32_t peer,

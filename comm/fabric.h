@@ -268,6 +268,11 @@ void fr_fabric_region_seal(fr_fabric *f, uint32_t slot);
 void fr_fabric_region_unseal(fr_fabric *f, uint32_t slot, uint64_t id);
 void fr_fabric_region_unlist(fr_fabric *f, uint32_t slot);
 int fr_fabric_region_held(fr_fabric *f, uint32_t slot);
+/* 0 if dst's slot no longer lists region id (a stale descriptor: its
+ * transfer would be refused), else 1 (also where nothing is checked, or
+ * slot is 0). A look before a transfer begins; its hold checks again. */
+int fr_fabric_region_listed(fr_fabric *f, uint32_t dst, uint32_t slot,
+                            uint64_t id);
 
 struct fr_rma;
 /* status: 0 or an FRPC_E* code; why: static text or NULL. op is the

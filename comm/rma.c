@@ -268,6 +268,13 @@ void fr_fabric_region_unlist(fr_fabric *f, uint32_t slot)
         fr_doorbell_region_close(f->bell, (int)slot - 1);
 }
 
+int fr_fabric_region_listed(fr_fabric *f, uint32_t dst, uint32_t slot,
+                            uint64_t id)
+{
+    return !slot || !f || !fr_fabric_regions_checked(f) || dst >= f->world ||
+           fr_doorbell_region_listed(f->bell, dst, (int)slot - 1, id);
+}
+
 int fr_fabric_region_held(fr_fabric *f, uint32_t slot)
 {
     if (!slot)

@@ -101,6 +101,12 @@ static void batch_done(const fr_rma *op, int status, const char *why)
     free(b);
 }
 
+/* 1 if a transfer with d's owner goes by messages (see the notes). */
+static int by_messages(const frpc_agent *a, const fr_memdesc *d)
+{
+    return a->rma_emulated || (d->flags & FR_MEMDESC_F_MESSAGES);
+}
+
 /* Everything checked before anything is posted: FRPC_E* or 0, with the
  * descriptor decoded into *d. desc is not NULL: the callers refuse a NULL
  * themselves, uncounted, before anything here counts a refusal. */
@@ -124,6 +130,13 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
     rc = fr_call_check_peer(a, (int)d->rank, write ? "frpc_put" : "frpc_get",
                             &why);
     free(why);
+    /* Native shm: a region no longer listed by its owner is refused here,
+     * as the other refusals before posting are (no call begun); one
+     * deregistered after this look is refused by the hold at posting. A
+     * len of 0 does not ask (the header). */
+    if (!rc && len && !by_messages(a, d) &&
+        !fr_fabric_region_listed(a->fab, d->rank, d->slot, d->region))
+        rc = FRPC_EACCES;
     return rc;
 }
 
@@ -134,12 +147,6 @@ static void count_refusal(frpc_agent *a, int rc)
     if (rc == FRPC_EPROTO || rc == FRPC_EACCES || rc == FRPC_EINVAL ||
         rc == FRPC_ENORANK)
         atomic_fetch_add(&a->xfer_refused, 1);
-}
-
-/* 1 if a transfer with d's owner goes by messages (see the notes). */
-static int by_messages(const frpc_agent *a, const fr_memdesc *d)
-{
-    return a->rma_emulated || (d->flags & FR_MEMDESC_F_MESSAGES);
 }
 
 /* Lays one checked op out for the emulation, which names the slice by

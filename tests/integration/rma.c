@@ -770,8 +770,13 @@ static int mode_bad(void)
     } else if (strcmp(frpc_provider(agent), "shm") == 0) {
         /* shm checks no key: fabrpc checks the owner's list of its
          * regions before anything is posted, so the async form returns
-         * the code itself, as for any descriptor refused so. */
+         * the code itself, as for any descriptor refused so: counted in
+         * transfers_refused, no call begun. */
         expect(rc, FRPC_EACCES, "shm: a deregistered region's descriptor");
+        frpc_stats st0;
+        CHECK(frpc_get_stats(agent, &st0) == 0, "stats");
+        expect(frpc_get(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096, 3000),
+               FRPC_EACCES, "shm: the same, again");
         frpc_future *g = NULL;
         expect(frpc_put_async(local, 0, bad, FRPC_MEM_DESC_SIZE, 0, 4096,
                               3000, &g),
@@ -784,6 +789,17 @@ static int mode_bad(void)
              .desc = bad, .desc_len = FRPC_MEM_DESC_SIZE, .len = 8}};
         expect(frpc_transfer(two, 2, NULL, 0, 3000), FRPC_EACCES,
                "shm: a batch with one deregistered region");
+        frpc_stats st1;
+        CHECK(frpc_get_stats(agent, &st1) == 0, "stats");
+        CHECK(st1.transfers_refused - st0.transfers_refused == 3 &&
+                  st1.calls_started == st0.calls_started &&
+                  st1.calls_failed == st0.calls_failed,
+              "shm: 3 stale refusals counted %llu refused, %llu calls "
+              "started, %llu failed; want 3, 0, 0",
+              (unsigned long long)(st1.transfers_refused -
+                                   st0.transfers_refused),
+              (unsigned long long)(st1.calls_started - st0.calls_started),
+              (unsigned long long)(st1.calls_failed - st0.calls_failed));
         printf("ok: shm: a deregistered region's descriptor is refused, "
                "get, async put and batch\n");
     } else {
