@@ -403,7 +403,9 @@ static void report(fr_rma_xfer *x)
 static void after_unlock(fr_fabric *f, fr_rma_xfer *x, int run, int free_it)
 {
     if (run) {
-        if (!x->err)
+        /* What moved counts, whatever ended the rest (a deadline, a
+         * refusal part way), but for a transport error (frpc_stats). */
+        if (x->err != FRPC_ETRANSPORT)
             atomic_fetch_add(&f->st.rma_bytes, x->bytes_done);
         report(x);
     }

@@ -195,7 +195,7 @@ static void send_piece(emu_xfer *x, emu_piece *c)
 /* Ends x: its done, then it is freed. */
 static void end(emu_xfer *x)
 {
-    if (!x->err)
+    if (x->err != FRPC_ETRANSPORT) /* as native ones (comm/rma.c) */
         atomic_fetch_add(&x->a->emu_bytes, x->bytes_done);
     x->op.done(&x->op, x->err, x->err ? x->why : NULL);
     free(x->why);

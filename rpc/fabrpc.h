@@ -1801,11 +1801,13 @@ typedef struct frpc_stats {
                                     deadline kept back (since 1.1; until
                                     1.5 those counted too) */
     uint64_t transfers_put;      /* puts posted, likewise (since 1.1) */
-    uint64_t transfer_bytes;     /* bytes moved by transfers that ended
-                                    without a transport error, also one
-                                    cancelled or timed out (its future's
-                                    status) after its bytes moved
-                                    (since 1.1) */
+    uint64_t transfer_bytes;     /* bytes moved by transfers: each
+                                    piece that completed, also of one
+                                    cancelled, timed out or refused part
+                                    way (a batch whose deadline kept ops
+                                    back counts those it moved; since
+                                    1.5), but none of one that ended with
+                                    a transport error (since 1.1) */
     uint64_t transfers_refused;  /* refused before posting: bad descriptor
                                     or slice, access not granted, a
                                     batch naming two owners (not

@@ -9,7 +9,8 @@
  *           and batches refused whole before anything is posted (a bad
  *           descriptor among good ops, two owners, bad arguments), and
  *           a batch of 20,000 puts with a 1 ms timeout: FRPC_ETIMEDOUT,
- *           only the puts posted before its deadline counted.
+ *           only the puts posted before its deadline counted, and the
+ *           bytes they moved in transfer_bytes.
  *   notify  per-source order of notifications sent alone and after
  *           batches, to a thread that takes them while the sender goes on
  *           (with FABRPC_NOTIFY_QUEUE small, a sender meets FRPC_EAGAIN
@@ -364,9 +365,19 @@ static void timed_out(frpc_mem *l, const uint8_t *next_desc)
     CHECK(s1.transfers_put - s0.transfers_put == posted, "%llu puts "
           "posted after the batch ended",
           (unsigned long long)(s1.transfers_put - s0.transfers_put - posted));
+    /* The header (transfer_bytes): what moved counts, also of a batch
+     * whose deadline kept ops back. Natively each put posted moves; an
+     * emulated one moves if its piece's call ended 0 (one piece each). */
+    uint64_t moved = s1.transfer_bytes - s0.transfer_bytes;
+    uint64_t want = (rma_emulated() ? s1.calls_ok - s0.calls_ok : posted) *
+                    PUT_LEN;
+    CHECK(moved == want, "the timed-out batch's transfer_bytes: %llu, want "
+          "%llu (%llu posted, %llu pieces ok)", (unsigned long long)moved,
+          (unsigned long long)want, (unsigned long long)posted,
+          (unsigned long long)(s1.calls_ok - s0.calls_ok));
     printf("ok: a batch of %d puts with a 1 ms timeout: FRPC_ETIMEDOUT, %llu "
-           "of them posted and counted\n", TIMED_OPS,
-           (unsigned long long)posted);
+           "of them posted and counted, %llu bytes moved counted\n",
+           TIMED_OPS, (unsigned long long)posted, (unsigned long long)moved);
 }
 
 int mode_batch(void)
