@@ -1152,7 +1152,10 @@ int frpc_call_async(frpc_agent *agent, int dst, const char *name,
  * frpc_future_free of a lent future that is not done does not wait: args
  * then stay the call's until the future would have been done (over shm,
  * where the free's cancel takes them back, that is when the free
- * returns, unless the answer came first).
+ * returns, unless the answer came first). Elsewhere nothing tells when
+ * that is, short of frpc_shutdown's return: to reuse or free args
+ * sooner, end the call with frpc_future_cancel, then frpc_future_wait
+ * (done means args are the caller's again), then free the future.
  *
  * Everything else (errors, *out, timeouts, refilling, callbacks, waits)
  * is frpc_call_async's; frpc_stats.zerocopy_sent counts the lent args.
