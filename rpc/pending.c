@@ -401,9 +401,6 @@ int fr_pending_add(fr_pending_table *t, fr_pending *p, uint32_t dst,
                                     on_done, NULL, 0, NULL);
 }
 
-/* Counts one more entry in flight unless t->limit are already: the
- * check and the count are one compare-and-swap, so adders racing at the
- * limit cannot all pass it. The new count, or 0 when refused. */
 /* Set while fabrpc itself starts calls the limit must not refuse
  * (fr_pending_unlimited). */
 static _Thread_local int unlimited FR_TLS_FAST;
@@ -415,6 +412,10 @@ int fr_pending_unlimited(int on)
     return was;
 }
 
+/* Counts one more entry in flight unless t->limit are already (or this
+ * thread is unlimited): the check and the count are one
+ * compare-and-swap, so adders racing at the limit cannot all pass it.
+ * The new count, or 0 when refused. */
 static size_t take_slot(fr_pending_table *t)
 {
     if (unlimited)

@@ -15,10 +15,12 @@ need_var FABRPC_RUN RMA PROV
 # FABRPC_TEST_SCALE < 100); RMA_MAX overrides both.
 : "${RMA_MAX:=$(( ${FABRPC_TEST_SCALE:-100} >= 100 ? 256 << 20 : 64 << 20 ))}"
 export RMA_MAX
+# rma_2 MODE: the rma test's MODE on 2 ranks of $PROV, bounded.
+rma_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" "$1"; }
 sizes_2() { run_bounded 400 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 360 "$RMA" sizes; }
 threads_4() { run_bounded 300 "$FABRPC_RUN" -n 4 --provider "$PROV" --timeout 260 "$RMA" threads; }
 threads_blocking() { FABRPC_PROGRESS=blocking threads_4; }
-bad_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" bad; }
+bad_2() { rma_2 bad; }
 batch_3() { run_bounded 300 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 260 "$RMA" batch; }
 # sockets takes milliseconds a get here; sanitizers slow everything.
 if [ "$PROV" = sockets ] || [ "${FABRPC_TEST_SCALE:-100}" -lt 100 ]; then
@@ -38,32 +40,32 @@ longbatch_2() { run_bounded 300 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 
 run_case "$PROV: a batch of 70,000 puts (more than a callee's window of request ids) and its notification" longbatch_2
 run_case "$PROV: notifications: order per source, full queue, callback and its end" notify_3
 run_case "$PROV: the same in blocking progress" notify_blocking
-noteshut_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" noteshut; }
+noteshut_2() { rma_2 noteshut; }
 run_case "$PROV: notifications: a slow callback, their figures, refused once the receiver's shutdown began" noteshut_2
-notebig_2() { FABRPC_MAX_MSG=300 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notebig; }
+notebig_2() { FABRPC_MAX_MSG=300 rma_2 notebig; }
 run_case "$PROV: a batch's notification over max_msg_size refused before posting" notebig_2
 # Notifications of batches and frpc_notify_wait (rma_notes.c): each case
 # sets the environment its mode counts on.
-notezero_2() { FABRPC_NOTIFY_QUEUE=2 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notezero; }
+notezero_2() { FABRPC_NOTIFY_QUEUE=2 rma_2 notezero; }
 run_case "$PROV: a batch of 0 bytes with a notification delivers it, sync and async; to a full queue FRPC_EAGAIN" notezero_2
-notefail_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notefail; }
+notefail_2() { rma_2 notefail; }
 run_case "$PROV: a batch with a put to a deregistered region fails and sends no notification" notefail_2
-notewait_2() { FABRPC_TIMEOUT_MS=1500 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notewait; }
+notewait_2() { FABRPC_TIMEOUT_MS=1500 rma_2 notewait; }
 notewait_blocking() { FABRPC_PROGRESS=blocking notewait_2; }
 run_case "$PROV: frpc_notify_wait: timeout 0 is the default, not a poll; with no limit, ended FRPC_ESHUTDOWN by the shutdown" notewait_2
 run_case "$PROV: frpc_notify_wait's timeouts and shutdown in blocking progress" notewait_blocking
-noteorder_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" noteorder; }
+noteorder_2() { rma_2 noteorder; }
 run_case "$PROV: two async batches in flight: their notifications come in the order their futures completed" noteorder_2
-notemulti_2() { FABRPC_NOTIFY_QUEUE=8 run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notemulti; }
+notemulti_2() { FABRPC_NOTIFY_QUEUE=8 rma_2 notemulti; }
 run_case "$PROV: 3 threads waiting at once: each notification taken once, each waiter's in the order sent" notemulti_2
-notestats_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" notestats; }
+notestats_2() { rma_2 notestats; }
 run_case "$PROV: frpc_get_stats read while calls and notifying batches run: no counter goes down" notestats_2
-ownersmall_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" ownersmall; }
+ownersmall_2() { rma_2 ownersmall; }
 run_case "$PROV: over the owner's max_msg_size only: refused by the owner, FRPC_ETOOBIG" ownersmall_2
 run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident set flat" cycles_2
 # Natively over tcp a stale descriptor's get drops the connection, and
 # only the getter sees it: it must tell the owner.
-told_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" told; }
+told_2() { rma_2 told; }
 if [ "$PROV" = tcp ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a call in flight to the rank that saw the connection drop ends FRPC_ETRANSPORT, not at its timeout" told_2
 fi
@@ -79,7 +81,7 @@ if [ "${FABRPC_RMA:-}" = emulate ]; then
 fi
 # Emulated, a get stays out while its owner's poll is held: the
 # deregister waiting for it when the shutdown ends it.
-dereg_shutdown_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" dereg-shutdown; }
+dereg_shutdown_2() { rma_2 dereg-shutdown; }
 if [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: a deregister waiting for a transfer that frpc_shutdown ends: FRPC_ESHUTDOWN, mem kept, freed after" dereg_shutdown_2
 fi
@@ -87,14 +89,14 @@ fi
 # emulated"): it waits for that poll natively over tcp and emulated, not
 # on native shm. Emulated, every provider's transfers are the same
 # calls: shm and tcp stand for them.
-held_owner_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-owner; }
+held_owner_2() { rma_2 held-owner; }
 if [ "$PROV" = shm ] || [ "$PROV" = tcp ]; then
     run_case "$PROV: a get from an owner whose poll an inline handler holds: FRPC_ETIMEDOUT where the owner's poll moves it, 0 on native shm" held_owner_2
 fi
 # A descriptor of memory its owner unmapped: natively on shm the provider
 # names no transfer in its report (comm/ledger.c); emulated, the owner
 # looks the region up.
-unmapped_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" unmapped; }
+unmapped_2() { rma_2 unmapped; }
 if [ "$PROV" = shm ] || [ "${FABRPC_RMA:-}" = emulate ]; then
     run_case "$PROV: a descriptor of memory its owner unmapped: gets and puts end FRPC_EACCES within seconds, no time limit too; the local region free at once" unmapped_2
 fi
@@ -108,8 +110,8 @@ if [ "$PROV" != tcp ] || [ "${FABRPC_RMA:-}" = emulate ]; then
 fi
 # Native shm's listing: a hold kept by a peer, and more regions than
 # listed (comm/doorbell.h).
-held_listing_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-listing; }
-held_shutdown_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" held-shutdown; }
+held_listing_2() { rma_2 held-listing; }
+held_shutdown_2() { rma_2 held-shutdown; }
 # Rank 0 kills itself: fabrpc-run --keep-going ends 137, rank 1 says ok.
 held_lost_2() {
     local out st=0
@@ -124,8 +126,8 @@ held_lost_2() {
     fi
     rm -f "$out"
 }
-listing_full_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" listing-full; }
-slot_reuse_2() { run_bounded 200 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 160 "$RMA" slot-reuse; }
+listing_full_2() { rma_2 listing-full; }
+slot_reuse_2() { rma_2 slot-reuse; }
 if [ "$PROV" = shm ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a peer keeping its hold on a region's listing: the deregistration ends FRPC_ETIMEDOUT, the region still serves" held_listing_2
     run_case "$PROV: the owner's frpc_shutdown while a live peer keeps its hold: waits a second, no more" held_shutdown_2
