@@ -66,8 +66,13 @@ run_case "$PROV: ${RMA_CYCLES:-10000} register/get/deregister cycles, resident s
 # Natively over tcp a stale descriptor's get drops the connection, and
 # only the getter sees it: it must tell the owner.
 told_2() { rma_2 told; }
+# The same with 2 calls in flight allowed, both taken on the rank that
+# saw the drop: its word to the other is fabrpc's own and passes the
+# limit (refused, the other's call ended at its 5 s timeout).
+told_limited_2() { FABRPC_MAX_INFLIGHT=2 rma_2 told; }
 if [ "$PROV" = tcp ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a call in flight to the rank that saw the connection drop ends FRPC_ETRANSPORT, not at its timeout" told_2
+    run_case "$PROV: the same with FABRPC_MAX_INFLIGHT=2: the word that the connection dropped passes the limit" told_limited_2
 fi
 # The choice of mode (rma_modes.c), once per provider, with the emulated
 # suite: the cases set FABRPC_RMA themselves.
