@@ -683,7 +683,7 @@ enum {
  * if the time ran out; FRPC_EPEERLOST (graceful only) if a rank was lost
  * before or during it, rank 0 included (stderr names it, once; the
  * ranks that leave after the same last barrier are not: 0, though an
- * frpc_on_peer_lost fn still set reports them LEFT meanwhile);
+ * frpc_on_peer_lost fn still set may report them LEFT meanwhile);
  * immediate returns 0 whatever ranks were lost and however long it
  * waited (past timeout_ms it takes lent args back, see frpc_call, and
  * stops waiting for the provider); FRPC_EBOOTSTRAP (graceful only) if the
