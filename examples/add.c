@@ -7,6 +7,15 @@ static int is_int(const msgpack_object *o)
            o->type == MSGPACK_OBJECT_NEGATIVE_INTEGER;
 }
 
+/* An answer that could not be sent (the caller gone, or out of time):
+ * req is freed all the same, and the caller's call ends by its own
+ * timeout or peer loss; the callee can only say so. */
+static void answered(int rc)
+{
+    if (rc != 0)
+        fprintf(stderr, "add: answer not sent: %s\n", frpc_strerror(rc));
+}
+
 /* Runs on the callee. The request is answered exactly once, and the view
  * is freed on every path. */
 static void add(frpc_request *req, void *user)
@@ -14,14 +23,14 @@ static void add(frpc_request *req, void *user)
     (void)user;                        /* no state of its own */
     frpc_mp_view args;                 /* zero-copy msgpack view */
     if (frpc_request_unpack(req, &args) != 0) {
-        frpc_respond_error(req, 1, "add wants msgpack [a, b]");
+        answered(frpc_respond_error(req, 1, "add wants msgpack [a, b]"));
         return;
     }
     const msgpack_object *o = &args.obj;
     if (o->type != MSGPACK_OBJECT_ARRAY || o->via.array.size != 2 ||
         !is_int(&o->via.array.ptr[0]) || !is_int(&o->via.array.ptr[1])) {
         frpc_mp_view_free(&args);
-        frpc_respond_error(req, 1, "add wants [a, b] of integers");
+        answered(frpc_respond_error(req, 1, "add wants [a, b] of integers"));
         return;
     }
     int64_t sum = o->via.array.ptr[0].via.i64 + o->via.array.ptr[1].via.i64;
@@ -30,9 +39,9 @@ static void add(frpc_request *req, void *user)
     frpc_mp_buf out;
     frpc_mp_buf_init(&out);
     if (msgpack_pack_int64(&out.pk, sum) != 0)
-        frpc_respond_error(req, 2, "out of memory");
-    else
-        frpc_respond(req, out.sbuf.data, out.sbuf.size);   /* copies */
+        answered(frpc_respond_error(req, 2, "out of memory"));
+    else   /* frpc_respond copies */
+        answered(frpc_respond(req, out.sbuf.data, out.sbuf.size));
     frpc_mp_buf_destroy(&out);
 }
 
@@ -41,9 +50,14 @@ static int call_add(frpc_agent *agent, int dst, const int64_t *v, int n)
 {
     frpc_mp_buf args;
     frpc_mp_buf_init(&args);
-    msgpack_pack_array(&args.pk, (size_t)n);
-    for (int i = 0; i < n; i++)
-        msgpack_pack_int64(&args.pk, v[i]);
+    int packed = msgpack_pack_array(&args.pk, (size_t)n) == 0;
+    for (int i = 0; packed && i < n; i++)
+        packed = msgpack_pack_int64(&args.pk, v[i]) == 0;
+    if (!packed) {                     /* -1: out of memory */
+        frpc_mp_buf_destroy(&args);
+        printf("add of %d numbers: no memory for the args\n", n);
+        return FRPC_ENOMEM;
+    }
 
     frpc_result res;                   /* owns the reply; clear it */
     int rc = frpc_call(agent, dst, "add", args.sbuf.data, args.sbuf.size,
