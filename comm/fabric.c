@@ -205,9 +205,9 @@ int fr_fabric_open(const struct fi_info *info, const fr_fabric_opts *opts,
     f->opts = *opts;
     pthread_mutex_init(&f->slot_lock, NULL);
     pthread_mutex_init(&f->poll_lock, NULL);
-    pthread_mutex_init(&f->rndv_lock, NULL);
+    fr_spin_init(&f->rndv_lock);
     pthread_mutex_init(&f->batch_lock, NULL);
-    pthread_mutex_init(&f->led_lock, NULL);
+    fr_spin_init(&f->led_lock);
     fr__block_cache_init(&f->out_cache, FI_REMOTE_READ);
     fr__block_cache_init(&f->in_cache, 0);
     atomic_init(&f->poll_owned, 0);
@@ -2011,9 +2011,7 @@ void fr_fabric_close(fr_fabric *f)
         fi_freeinfo(f->info);
     pthread_mutex_destroy(&f->slot_lock);
     pthread_mutex_destroy(&f->poll_lock);
-    pthread_mutex_destroy(&f->rndv_lock);
     pthread_mutex_destroy(&f->batch_lock);
-    pthread_mutex_destroy(&f->led_lock);
     if (keep) {
         pthread_mutex_lock(&parked_lock);
         f->parked_next = parked;

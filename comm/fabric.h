@@ -313,6 +313,11 @@ typedef struct fr_rma {
      * segs, from the first, had a chunk posted (the deadline may stop the
      * posting of a long list; those after it were never posted). */
     unsigned *segs_posted;
+    /* Set by the fabric for done: when the poll that ended the transfer
+     * took its last completion (fr_taken_ns), or 0 (ended elsewhere, or
+     * no time taken): the caller's figures need no clock read of their
+     * own (one is about 25 ns under kvm-clock, 1% of an 8-byte get). */
+    uint64_t done_ns;
 } fr_rma;
 
 /*

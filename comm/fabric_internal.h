@@ -17,6 +17,7 @@
 
 #include "comm/doorbell.h"
 #include "comm/fabric.h"
+#include "comm/spin.h"
 #include "comm/parts.h"
 
 /* Every operation posted to libfabric carries one of these as its context,
@@ -295,7 +296,7 @@ struct fr_fabric {
     fi_addr_t msg_src;
 
     fr_block_cache out_cache, in_cache;
-    pthread_mutex_t rndv_lock;
+    fr_spin rndv_lock; /* short sections only (spin.h) */
     fr_rndv_out *rndv_out;
     fr_rndv_in *rndv_in;
     fr_rndv_in *rndv_abandoned; /* lost peers' transfers with reads posted */
@@ -303,7 +304,7 @@ struct fr_fabric {
     fr_rma_xfer *rma_abandoned; /* ended with chunks still posted */
     /* shm's one-sided operations posted and not completed, and the
      * provider's error reports that named none of them (ledger.c). */
-    pthread_mutex_t led_lock;
+    fr_spin led_lock;
     fr_op *led_head;
     unsigned led_n;
     atomic_uint led_errs;

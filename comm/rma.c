@@ -84,12 +84,12 @@ int fr_fabric_mr_reg(fr_fabric *f, void *buf, size_t len, unsigned remote,
     m->f = f;
     m->buf = buf;
     atomic_init(&m->refs, 1);
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     m->next = f->mrs;
     if (m->next)
         m->next->prev = m;
     f->mrs = m;
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     *out = m;
     return 0;
 }
@@ -171,14 +171,14 @@ uint64_t fr_fabric_mr_key(const fr_fabric_mr *m)
 static void close_region(fr_fabric_mr *m)
 {
     fr_fabric *f = m->f;
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     if (m->prev)
         m->prev->next = m->next;
     else
         f->mrs = m->next;
     if (m->next)
         m->next->prev = m->prev;
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     fi_close(&m->mr->fid);
     free(m);
 }
@@ -376,9 +376,9 @@ static void list_x_locked(fr_fabric *f, fr_rma_xfer *x)
 
 static void list_x(fr_fabric *f, fr_rma_xfer *x)
 {
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     list_x_locked(f, x);
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
 }
 
 /* Under rndv_lock: ends x if it can end now (not posting, every chunk
@@ -390,6 +390,15 @@ static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
     x->ended = 1;
     unlink_x(&f->rma_active, x);
     fr__transfers_add_locked(f, -1);
+    /* What moved counts, whatever ended the rest (a deadline, a refusal
+     * part way), but for a transport error (frpc_stats). Its only writer,
+     * under rndv_lock: a load and a store, not a locked add. */
+    if (x->err != FRPC_ETRANSPORT)
+        atomic_store_explicit(
+            &f->st.rma_bytes,
+            atomic_load_explicit(&f->st.rma_bytes, memory_order_relaxed) +
+                x->bytes_done,
+            memory_order_relaxed);
     return 1;
 }
 
@@ -402,13 +411,8 @@ static void report(fr_rma_xfer *x)
  * once nothing of it is left with the provider (free_it). */
 static void after_unlock(fr_fabric *f, fr_rma_xfer *x, int run, int free_it)
 {
-    if (run) {
-        /* What moved counts, whatever ended the rest (a deadline, a
-         * refusal part way), but for a transport error (frpc_stats). */
-        if (x->err != FRPC_ETRANSPORT)
-            atomic_fetch_add(&f->st.rma_bytes, x->bytes_done);
+    if (run)
         report(x);
-    }
     if (free_it)
         free_xfer(f, x);
 }
@@ -480,7 +484,7 @@ static void chunk_over(fr_fabric *f, fr_rma_chunk *c, int err)
     fr_rma_xfer *x = c->parent;
     int run, free_it;
 
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     x->out--;
     x->chunks_done++;
     if (err && !x->err) {
@@ -493,7 +497,11 @@ static void chunk_over(fr_fabric *f, fr_rma_chunk *c, int err)
     free_it = x->ended && x->out == 0 && !x->posting;
     if (free_it && !run)
         unlink_x(&f->rma_abandoned, x);
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
+    /* In a poll (handle_now, fail_ledger): fr_taken_ns is this poll's
+     * time or 0 (each poll clears it first), never an older poll's. */
+    if (run)
+        x->op.done_ns = fr_taken_ns;
     after_unlock(f, x, run, free_it);
 }
 
@@ -524,6 +532,7 @@ static fr_rma_xfer *new_xfer(fr_fabric *f, const fr_rma *op, unsigned n)
     memcpy(x->seg, op->segs, op->nsegs * sizeof(x->seg[0]));
     x->op.segs = x->seg;
     x->op.segs_posted = NULL; /* the caller's, read only while it posts */
+    x->op.done_ns = 0;
     x->chunks = n;
     unsigned k = 0;
     for (unsigned s = 0; s < op->nsegs; s++)
@@ -624,7 +633,7 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
     if (op->segs_posted) /* before the lock: x may be gone after it */
         *op->segs_posted = i ? x->chunk[i - 1].seg + 1 : 0;
 
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     if (!listed && i > 0)
         list_x_locked(f, x);
     x->posting = 0;
@@ -644,7 +653,7 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
             unlink_x(&f->rma_active, x);
             fr__transfers_add_locked(f, -1);
         }
-        pthread_mutex_unlock(&f->rndv_lock);
+        fr_spin_unlock(&f->rndv_lock);
         free_xfer(f, x);
         return rc;
     }
@@ -653,7 +662,7 @@ int fr_fabric_rma(fr_fabric *f, const fr_rma *op)
     if (!run && !x->ended && fr__lost(f, op->dst))
         atomic_fetch_add(&f->lost_work, 1);
     free_it = x->ended && x->out == 0;
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     after_unlock(f, x, run, free_it);
     return 0;
 }
@@ -663,7 +672,7 @@ int fr__rma_end_lost(fr_fabric *f)
     fr_rma_xfer *x, *next, *ended = NULL;
     int n = 0;
 
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     for (x = f->rma_active; x; x = next) {
         next = x->next;
         if (x->posting || !fr__lost(f, x->op.dst))
@@ -676,15 +685,15 @@ int fr__rma_end_lost(fr_fabric *f)
         x->next = ended; /* a private list until reported */
         ended = x;
     }
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     for (x = ended; x; x = next, n++) {
         next = x->next;
         report(x);
-        pthread_mutex_lock(&f->rndv_lock);
+        fr_spin_lock(&f->rndv_lock);
         int free_it = x->out == 0;
         if (!free_it)
             link_x(&f->rma_abandoned, x);
-        pthread_mutex_unlock(&f->rndv_lock);
+        fr_spin_unlock(&f->rndv_lock);
         if (free_it)
             free_xfer(f, x);
     }

@@ -192,12 +192,12 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     d.len = len;
     /* Everything read from o happens before it is published: once on the
      * list, the receiver's RNDV_DONE may free it on another thread. */
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     o->cookie = d.cookie = take_cookie(f, o);
     o->next = f->rndv_out;
     f->rndv_out = o;
     fr__transfers_add_locked(f, 1);
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     e.flags |= FR_ENV_F_RNDV;
     /* Counted before the frame goes: the receiver may read the payload
      * and end its call before this thread runs again (a call to this
@@ -227,7 +227,7 @@ static int end_outs(fr_fabric *f, uint32_t peer, int lent_only)
 {
     fr_rndv_out **pp, *gone = NULL;
     int n = 0;
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     for (pp = &f->rndv_out; *pp;) {
         fr_rndv_out *o = *pp;
         if ((peer == ANY_PEER || o->dst == peer) &&
@@ -240,7 +240,7 @@ static int end_outs(fr_fabric *f, uint32_t peer, int lent_only)
             pp = &o->next;
         }
     }
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     for (; gone; n++) {
         fr_rndv_out *o = gone;
         gone = o->next;
@@ -267,9 +267,9 @@ int fr_fabric_payloads_unread(fr_fabric *f)
 {
     if (!f)
         return 0;
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     int any = f->rndv_out != NULL;
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     return any;
 }
 
@@ -280,7 +280,7 @@ static fr_rndv_out *take_out(fr_fabric *f,
                              const void *key)
 {
     fr_rndv_out **pp, *o = NULL;
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     for (pp = &f->rndv_out; *pp; pp = &(*pp)->next) {
         if (match(*pp, key)) {
             o = *pp;
@@ -289,7 +289,7 @@ static fr_rndv_out *take_out(fr_fabric *f,
             break;
         }
     }
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     return o;
 }
 
@@ -350,10 +350,10 @@ static void link_in_locked(fr_rndv_in **head, fr_rndv_in *in)
 
 static void unlink_in(fr_fabric *f, fr_rndv_in *in)
 {
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     fr__transfers_add_locked(f, -1);
     unlink_in_locked(&f->rndv_in, in);
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
 }
 
 static void free_in(fr_fabric *f, fr_rndv_in *in)
@@ -482,9 +482,9 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
         /* Ended already (lost peer, expired): the last read lets the
          * sender go and frees it. */
         if (in->reads_out == 0) {
-            pthread_mutex_lock(&f->rndv_lock);
+            fr_spin_lock(&f->rndv_lock);
             unlink_in_locked(&f->rndv_abandoned, in);
-            pthread_mutex_unlock(&f->rndv_lock);
+            fr_spin_unlock(&f->rndv_lock);
             send_done(f, in);
             free_in(f, in);
         }
@@ -500,10 +500,10 @@ void fr__rndv_on_read(fr_fabric *f, fr_read_chunk *c, int err)
         in->err = FRPC_ETRANSPORT;
     } else if (in->moving_deadline) {
         uint64_t next = fr_deadline_ms(FR_FABRIC_ANSWER_MS);
-        pthread_mutex_lock(&f->rndv_lock); /* the expiry scan reads it */
+        fr_spin_lock(&f->rndv_lock); /* the expiry scan reads it */
         if (next > in->deadline)
             in->deadline = next;
-        pthread_mutex_unlock(&f->rndv_lock);
+        fr_spin_unlock(&f->rndv_lock);
     }
     if (++in->chunks_done == in->chunks)
         finish_in(f, in);
@@ -611,10 +611,10 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
         free_in(f, in);
         return;
     }
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     link_in_locked(&f->rndv_in, in);
     fr__transfers_add_locked(f, 1);
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     in->posting = 1; /* not ended under post_reads' feet */
     rc = post_reads(f, in);
     in->posting = 0;
@@ -640,7 +640,7 @@ int fr__rndv_end_lost(fr_fabric *f)
         n = fr__rma_end_lost(f);
     if (!work && !expiry)
         return n;
-    pthread_mutex_lock(&f->rndv_lock);
+    fr_spin_lock(&f->rndv_lock);
     for (in = f->rndv_in; in; in = next) {
         next = in->next;
         if (in->posting ||
@@ -651,16 +651,16 @@ int fr__rndv_end_lost(fr_fabric *f)
         in->next = ended;
         ended = in;
     }
-    pthread_mutex_unlock(&f->rndv_lock);
+    fr_spin_unlock(&f->rndv_lock);
     for (in = ended; in; in = next, n++) {
         next = in->next;
         fail_in(f, in, FRPC_ETIMEDOUT,
                 "rendezvous read of the payload did not complete in time");
         if (in->reads_out > 0) {
             in->abandoned = 1;
-            pthread_mutex_lock(&f->rndv_lock);
+            fr_spin_lock(&f->rndv_lock);
             link_in_locked(&f->rndv_abandoned, in);
-            pthread_mutex_unlock(&f->rndv_lock);
+            fr_spin_unlock(&f->rndv_lock);
         } else {
             free_in(f, in);
         }

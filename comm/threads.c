@@ -26,4 +26,4 @@ int fr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg)
     return rc;
 }
 
-_Thread_local int fr_woke_sleeper;
+_Thread_local int fr_woke_sleeper FR_TLS_FAST;

@@ -16,6 +16,8 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include "comm/clock.h" /* FR_TLS_FAST */
+
 /* Fills set with every signal but those a thread raises itself (SIGSEGV,
  * SIGBUS, SIGILL, SIGFPE, SIGTRAP, SIGSYS, SIGABRT, SIGPIPE). */
 void fr_async_signals(sigset_t *set);
@@ -33,6 +35,6 @@ int fr_thread_create(pthread_t *t, void *(*fn)(void *), void *arg);
  * queue the woken thread on this very CPU, where it waited out the
  * whole spin window (200 us): perf trace showed a callee's futex return
  * 250 us after the ring. */
-extern _Thread_local int fr_woke_sleeper;
+extern _Thread_local int fr_woke_sleeper FR_TLS_FAST;
 
 #endif /* FR_COMM_THREADS_H */

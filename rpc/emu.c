@@ -277,6 +277,7 @@ int fr_emu_rma(frpc_agent *a, const fr_rma *op, const fr_emu_seg *segs,
     x->op = *op;
     x->op.segs = NULL;
     x->op.nsegs = 0;
+    x->op.done_ns = 0; /* ended by a call's answer: its time is not kept */
     x->chunk = a->set.max_msg - FR_EMU_HDR;
     if (x->chunk > FR_EMU_CHUNK)
         x->chunk = FR_EMU_CHUNK;

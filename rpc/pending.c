@@ -313,6 +313,15 @@ static void bump_locked(atomic_uint_fast64_t *c)
                           memory_order_relaxed);
 }
 
+/* The next epoch, under the table lock (its only writers): released, so
+ * that a reader of the new value sees what was done before it. */
+static void bump_epoch_locked(fr_pending_table *t)
+{
+    atomic_store_explicit(
+        &t->epoch, atomic_load_explicit(&t->epoch, memory_order_relaxed) + 1,
+        memory_order_release);
+}
+
 static void count_locked(fr_pending_table *t, int status)
 {
     switch (status) {
@@ -355,11 +364,17 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
         fr_woke_sleeper = 1;
     }
     /* Last of p: a spinning waiter reads done without the lock and may
-     * free p (a sync call's entry is on its stack) as soon as it sees it. */
-    atomic_store(&p->done, 1);
+     * free p (a sync call's entry is on its stack) as soon as it sees it.
+     * A release store: whoever sees done sees the result written before
+     * it; nothing pairs it with a look at another variable (a sleeper's
+     * cond_made is read under the lock above). An exchange here, and a
+     * locked add for epoch, were two of an 8-byte get's atomic steps. */
+    atomic_store_explicit(&p->done, 1, memory_order_release);
     /* After done: a waiter that reads the new epoch without the lock then
-     * sees p done (wait_any's look, and its nap, rely on it). */
-    atomic_fetch_add(&t->epoch, 1);
+     * sees p done (wait_any's look, and its nap, rely on it): the store
+     * releases done with it. Only under the lock (here, fr_pending_kick):
+     * a load and a store, not a locked add. */
+    bump_epoch_locked(t);
     if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
         fr_woke_sleeper = 1;
@@ -603,6 +618,14 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err)
 {
+    return fr_pending_complete_at(t, id, src, status, remote_code, data, len,
+                                  err, 0);
+}
+
+int fr_pending_complete_at(fr_pending_table *t, uint64_t id, uint32_t src,
+                           int status, int remote_code, void *data,
+                           size_t len, char *err, uint64_t taken)
+{
     /* Field by field: an initializer would zero small, which a single
      * answer never uses (its data is the caller's). */
     fr_answer x;
@@ -613,7 +636,7 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
     x.data = data;
     x.len = len;
     x.err = err;
-    return (int)fr_pending_complete_many(t, &x, 1, 0);
+    return (int)fr_pending_complete_many(t, &x, 1, taken);
 }
 
 int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
@@ -645,7 +668,7 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
 void fr_pending_kick(fr_pending_table *t)
 {
     pthread_mutex_lock(&t->lock);
-    atomic_fetch_add(&t->epoch, 1);
+    bump_epoch_locked(t);
     if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
         fr_woke_sleeper = 1;

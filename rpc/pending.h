@@ -193,6 +193,12 @@ int fr_pending_complete(fr_pending_table *t, uint64_t id, uint32_t src,
                         int status, int remote_code, void *data, size_t len,
                         char *err);
 
+/* fr_pending_complete with when its completion was taken (as
+ * fr_pending_complete_many's taken; 0: read the clock). */
+int fr_pending_complete_at(fr_pending_table *t, uint64_t id, uint32_t src,
+                           int status, int remote_code, void *data,
+                           size_t len, char *err, uint64_t taken);
+
 /* Replies up to this size travel in the answer itself (fr_answer.small)
  * and land in the call's reply_room when it has one. */
 #define FR_SMALL_REPLY 64

@@ -46,8 +46,8 @@ static void finish(frpc_agent *a, const fr_rma *op, int status,
         fr_liveness_suspect(a, op->dst, op->id, status,
                             why ? why : "transport failure");
     else
-        fr_pending_complete(&a->pend, op->id, op->dst, status, 0, NULL, 0,
-                            why ? strdup(why) : NULL);
+        fr_pending_complete_at(&a->pend, op->id, op->dst, status, 0, NULL,
+                               0, why ? strdup(why) : NULL, op->done_ns);
 }
 
 /* A transfer no longer holds m (frpc_mem_deregister's wait). */
