@@ -381,6 +381,20 @@ static void list_x(fr_fabric *f, fr_rma_xfer *x)
     fr_spin_unlock(&f->rndv_lock);
 }
 
+/* Under rndv_lock, as x ends (its err set): what moved counts, whatever
+ * ended the rest (a deadline, a refusal part way, its owner's loss), but
+ * for a transport error (frpc_stats). rndv_lock's holders are the only
+ * writers: a load and a store, not a locked add. */
+static void count_moved_locked(fr_fabric *f, const fr_rma_xfer *x)
+{
+    if (x->err != FRPC_ETRANSPORT)
+        atomic_store_explicit(
+            &f->st.rma_bytes,
+            atomic_load_explicit(&f->st.rma_bytes, memory_order_relaxed) +
+                x->bytes_done,
+            memory_order_relaxed);
+}
+
 /* Under rndv_lock: ends x if it can end now (not posting, every chunk
  * done, not ended yet). Returns 1 if the caller is to run its done. */
 static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
@@ -390,15 +404,7 @@ static int end_if_complete_locked(fr_fabric *f, fr_rma_xfer *x)
     x->ended = 1;
     unlink_x(&f->rma_active, x);
     fr__transfers_add_locked(f, -1);
-    /* What moved counts, whatever ended the rest (a deadline, a refusal
-     * part way), but for a transport error (frpc_stats). Its only writer,
-     * under rndv_lock: a load and a store, not a locked add. */
-    if (x->err != FRPC_ETRANSPORT)
-        atomic_store_explicit(
-            &f->st.rma_bytes,
-            atomic_load_explicit(&f->st.rma_bytes, memory_order_relaxed) +
-                x->bytes_done,
-            memory_order_relaxed);
+    count_moved_locked(f, x);
     return 1;
 }
 
@@ -682,6 +688,7 @@ int fr__rma_end_lost(fr_fabric *f)
         fr__transfers_add_locked(f, -1);
         x->err = FRPC_EPEERLOST;
         x->why = "peer lost during a one-sided transfer";
+        count_moved_locked(f, x);
         x->next = ended; /* a private list until reported */
         ended = x;
     }
