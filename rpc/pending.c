@@ -306,20 +306,13 @@ static void explain(fr_pending *p)
 }
 
 /* One more of c, under the table lock (the only writer of the outcome
- * counts): a load and a store, not a locked add; readers load it. */
+ * counts and of epoch): a load and a store, not a locked add; readers
+ * load it. Released (a plain store on x86): a reader of the new epoch
+ * sees what was done before it. */
 static void bump_locked(atomic_uint_fast64_t *c)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
-                          memory_order_relaxed);
-}
-
-/* The next epoch, under the table lock (its only writers): released, so
- * that a reader of the new value sees what was done before it. */
-static void bump_epoch_locked(fr_pending_table *t)
-{
-    atomic_store_explicit(
-        &t->epoch, atomic_load_explicit(&t->epoch, memory_order_relaxed) + 1,
-        memory_order_release);
+                          memory_order_release);
 }
 
 static void count_locked(fr_pending_table *t, int status)
@@ -374,7 +367,7 @@ static void finish_locked(fr_pending_table *t, fr_pending *p, int status,
      * sees p done (wait_any's look, and its nap, rely on it): the store
      * releases done with it. Only under the lock (here, fr_pending_kick):
      * a load and a store, not a locked add. */
-    bump_epoch_locked(t);
+    bump_locked(&t->epoch);
     if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
         fr_woke_sleeper = 1;
@@ -668,7 +661,7 @@ int fr_pending_wait(fr_pending_table *t, fr_pending *p, uint64_t until_ns,
 void fr_pending_kick(fr_pending_table *t)
 {
     pthread_mutex_lock(&t->lock);
-    bump_epoch_locked(t);
+    bump_locked(&t->epoch);
     if (t->any_waiters) {
         pthread_cond_broadcast(&t->any_cond);
         fr_woke_sleeper = 1;
