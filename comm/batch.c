@@ -30,13 +30,20 @@
  *   takes no lock. Other threads share batches under batch_lock.
  * - Frames need not arrive in order (RDM endpoints do not promise it and
  *   the protocol never relies on it), so a batch is sent outside the lock.
- * - A batch is given as long to find room at the provider as the latest
- *   deadline among its frames (a call's own deadline; an answer's
- *   respond bound): a peer that is slow to read, and so holds our sends
- *   back, is not a failure. Past that, the batch fails the calls of each
- *   of its frames through on_send_error, like a failed send completion.
- *   (It was a flat second once, and a peer whose inline handler kept its
- *   poll for longer failed calls with 120 s left to run.)
+ * - A flush gives each batch one try at the provider and never waits for
+ *   room: a batch without room (a peer that stops reading) is kept
+ *   (f->stalled) and tried again by every later flush, until the latest
+ *   deadline among its frames (a call's own; an answer's respond bound);
+ *   past that, its frames' calls fail through on_send_error, like a
+ *   failed send completion. Waits sleep 1 ms at most meanwhile
+ *   (FR_STALL_RETRY_US). A thread that sends a batch for its own frame
+ *   (nobody polls; or the batch is full) waits for room as long as its
+ *   own frame may, never longer. (A flush once waited until the batch's
+ *   deadline: a frame of a 60 s call held toward a stopped rank kept
+ *   every thread that flushed it, a 1 s call's or the progress thread,
+ *   waiting 6-8 s, until the rank resumed. Before that the wait was a
+ *   flat second, and a peer whose inline handler kept its poll longer
+ *   failed calls with 120 s left to run.)
  */
 #include "config.h"
 
@@ -103,25 +110,74 @@ typedef struct taken {
     uint64_t deadline; /* the latest of its frames' */
 } taken;
 
-/* Sends len bytes of frames from sl (taken out of a batch) to dst. */
-static void send_batch(fr_fabric *f, uint32_t dst, fr_send_slot *sl,
-                       size_t len, uint64_t deadline)
+/* Keeps sl (len bytes of frames to dst, due by deadline) for the next
+ * flush; counted in stalled_n unless it already was (again). */
+static void stall(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
+                  uint64_t deadline, int again)
+{
+    sl->dst = dst;
+    sl->len = len;
+    sl->stall_deadline = deadline;
+    pthread_mutex_lock(&f->batch_lock);
+    sl->next_free = f->stalled;
+    f->stalled = sl;
+    pthread_mutex_unlock(&f->batch_lock);
+    if (!again)
+        atomic_fetch_add(&f->stalled_n, 1);
+}
+
+/* Sends len bytes of frames from sl to dst, waiting for room until
+ * wait_until (0: one try). Without room by then a batch whose deadline
+ * is still ahead is kept (stall): 1; else 0, sent, or its frames failed
+ * and the slot back in the pool. */
+static int send_batch(fr_fabric *f, uint32_t dst, fr_send_slot *sl,
+                      size_t len, uint64_t deadline, uint64_t wait_until)
 {
     int rc;
-    if (len <= f->inject_max) {
-        rc = fr__inject(f, dst, sl->buf, len, deadline);
-        if (rc)
-            fr__fail_frames(f, dst, sl->buf, len, rc);
-        fr__put_slot(f, sl);
-        return;
-    }
-    sl->len = len;
+    if (wait_until > deadline)
+        wait_until = deadline;
     sl->raw = 0;
-    /* On failure the slot is back in the pool but its bytes intact until
-     * the next get: fail the frames before anyone can take it. */
-    rc = fr__post_slot(f, sl, dst, len, deadline);
+    sl->ctl = 0;
+    if (len <= f->inject_max) {
+        rc = fr__inject(f, dst, sl->buf, len, wait_until);
+    } else {
+        sl->len = len;
+        rc = fr__post_slot_or_keep(f, sl, dst, len, wait_until);
+        if (!rc)
+            return 0; /* the provider's until its completion */
+    }
+    if (rc == FRPC_ETIMEDOUT && fr_now_ns() < deadline)
+        return 1;
     if (rc)
         fr__fail_frames(f, dst, sl->buf, len, rc);
+    fr__put_slot(f, sl);
+    return 0;
+}
+
+static void send_or_stall(fr_fabric *f, const taken *t, uint64_t wait_until)
+{
+    if (t->sl && send_batch(f, t->dst, t->sl, t->len, t->deadline, wait_until))
+        stall(f, t->sl, t->dst, t->len, t->deadline, 0);
+}
+
+/* Gives each stalled batch one more try. Taken out all at once, so that
+ * one kept again waits for the next flush. */
+static void retry_stalled(fr_fabric *f)
+{
+    if (!fr__batches_stalled(f))
+        return;
+    pthread_mutex_lock(&f->batch_lock);
+    fr_send_slot *sl = f->stalled;
+    f->stalled = NULL;
+    pthread_mutex_unlock(&f->batch_lock);
+    while (sl) {
+        fr_send_slot *next = sl->next_free;
+        if (send_batch(f, sl->dst, sl, sl->len, sl->stall_deadline, 0))
+            stall(f, sl, sl->dst, sl->len, sl->stall_deadline, 1);
+        else
+            atomic_fetch_sub(&f->stalled_n, 1);
+        sl = next;
+    }
 }
 
 /* Takes dst's batch b out into *out; the caller sends it. */
@@ -147,11 +203,11 @@ static size_t take_dirty_locked(fr_batches *set, taken *out, size_t max)
     return n;
 }
 
+/* One try each (a flush never waits for room). */
 static void send_taken(fr_fabric *f, taken *t, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        if (t[i].sl)
-            send_batch(f, t[i].dst, t[i].sl, t[i].len, t[i].deadline);
+        send_or_stall(f, &t[i], 0);
 }
 
 void fr__batch_flush_own(fr_fabric *f)
@@ -166,6 +222,7 @@ void fr__batch_flush_own(fr_fabric *f)
  * (fr__batch_flush_own), so none is ever left to this. */
 void fr__batch_flush(fr_fabric *f)
 {
+    retry_stalled(f);
     while (atomic_load(&f->batched) > 0) {
         taken t[16]; /* batches taken per lock */
         pthread_mutex_lock(&f->batch_lock);
@@ -231,7 +288,7 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                                  memory_order_relaxed) != pass)
         return 0;
 
-    taken full = {.sl = NULL};
+    taken full = {.sl = NULL}, mine = {.sl = NULL};
     int listed = 0, took;
     if (owner) {
         took = append(f, &f->own, dst, hdr, payload, len, deadline, &listed,
@@ -242,11 +299,20 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                       &listed, &full);
         if (listed)
             atomic_fetch_add(&f->batched, 1);
+        /* Nobody will poll for it: we send it now, ourselves (the add
+         * and the leave each write, then read the other's counter). */
+        if (took && !someone_will_poll(f))
+            take_locked(&f->shared.per_peer[dst], dst, &mine);
         pthread_mutex_unlock(&f->batch_lock);
     }
-    send_taken(f, &full, 1);
-    if (took && !owner && !someone_will_poll(f))
-        fr__batch_flush(f); /* nobody polls: do not leave it waiting */
+    /* What this thread sends for itself may wait for room as long as its
+     * own frame may, never longer (the batch may hold later deadlines):
+     * past that, the batch is kept for the next flush. */
+    send_or_stall(f, &full, deadline);
+    if (mine.sl) {
+        send_or_stall(f, &mine, deadline);
+        fr__batch_flush(f); /* the other batches: one try each */
+    }
     return took;
 }
 

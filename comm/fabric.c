@@ -614,18 +614,28 @@ static void wake_receiver(fr_fabric *f, uint32_t dst)
         fr_woke_sleeper = 1;
 }
 
-/* After the attempt that settled (ret not -FI_EAGAIN): 0 once posted, or
- * the code, the slot back on the free list. */
-static int slot_posted(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
-                       ssize_t ret)
+/* After the attempt that settled (ret not -FI_EAGAIN): 0 once posted,
+ * else the code (the slot still the caller's). */
+static int post_settled(fr_fabric *f, uint32_t dst, ssize_t ret)
 {
-    if (ret) {
-        fr__put_slot(f, sl);
+    if (ret)
         return fr__peer_err((int)ret, NULL);
-    }
     atomic_fetch_add_explicit(&f->st.messages, 1, memory_order_relaxed);
     wake_receiver(f, dst);
     return 0;
+}
+
+int fr__post_slot_or_keep(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
+                          size_t len, uint64_t deadline_ns)
+{
+    ssize_t ret;
+    int rc;
+    if (fr__unsendable(f, dst))
+        return FRPC_EPEERLOST;
+    while ((ret = post_slot_once(f, sl, dst, len)) == -FI_EAGAIN)
+        if ((rc = fr__backoff(f, dst, deadline_ns)))
+            return rc;
+    return post_settled(f, dst, ret);
 }
 
 /* Sends len bytes of slot's buffer; the slot returns to the free list on
@@ -633,18 +643,10 @@ static int slot_posted(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
 int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                      uint64_t deadline_ns)
 {
-    ssize_t ret;
-    int rc;
-    if (fr__unsendable(f, dst)) {
+    int rc = fr__post_slot_or_keep(f, sl, dst, len, deadline_ns);
+    if (rc)
         fr__put_slot(f, sl);
-        return FRPC_EPEERLOST;
-    }
-    while ((ret = post_slot_once(f, sl, dst, len)) == -FI_EAGAIN)
-        if ((rc = fr__backoff(f, dst, deadline_ns))) {
-            fr__put_slot(f, sl);
-            return rc;
-        }
-    return slot_posted(f, sl, dst, ret);
+    return rc;
 }
 
 /* Sends len bytes from buf with fi_inject (len <= inject_max). */
@@ -1572,6 +1574,10 @@ static void wait_impl(fr_fabric *f, unsigned timeout_us,
      * us and wakes us (fr_fabric_wake_sleepers). */
     if (waiter)
         atomic_fetch_add(&f->waiters, 1);
+    /* Batches kept for want of room are tried by polls only: a sleep
+     * must not outlast them by much (nor end before their deadlines). */
+    if (fr__batches_stalled(f) && timeout_us > FR_STALL_RETRY_US)
+        timeout_us = FR_STALL_RETRY_US;
     if (f->wait_fd < 0 && f->bell) {
         recheck_ctx c = {.f = f, .done = done, .arg = arg, .waiter = waiter};
         fr_doorbell_sleep(f->bell, timeout_us, recheck_cq, &c);
@@ -1820,8 +1826,9 @@ static int connect_pass(fr_fabric *f, const uint8_t *hdr, uint8_t *todo,
             continue;
         }
         todo[r] = 0;
-        if ((rc = slot_posted(f, sl, r, ret))) {
+        if ((rc = post_settled(f, r, ret))) {
             atomic_fetch_sub(&f->ctl_pending, 1);
+            fr__put_slot(f, sl);
             return rc;
         }
     }
@@ -1873,10 +1880,10 @@ static int connect_round(fr_fabric *f, uint64_t deadline_ns,
 }
 
 /* Slot sends still with the provider, to peers not lost (a lost peer's
- * may never complete). */
+ * may never complete), and batches kept for want of room. */
 static int sends_out(fr_fabric *f)
 {
-    int n = 0;
+    int n = (int)fr__batches_stalled(f);
     pthread_mutex_lock(&f->slot_lock);
     for (unsigned i = 0; i < f->nslots; i++) {
         unsigned to = atomic_load_explicit(&f->all_slots[i]->posted_to,

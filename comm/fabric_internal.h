@@ -59,6 +59,9 @@ typedef struct fr_recv_buf {
 
 #define FR_SLOT_ORPHAN 0xffffffffu /* fr_send_slot.posted_to */
 
+/* How long a wait sleeps at most while batches are stalled (batch.c). */
+#define FR_STALL_RETRY_US 1000u
+
 typedef struct fr_send_slot {
     fr_op op;
     struct fr_send_slot *next_free;
@@ -66,6 +69,9 @@ typedef struct fr_send_slot {
     size_t len; /* bytes sent: the frames to fail if the send fails */
     int raw;    /* fr_fabric_send_raw: no frames, no call to fail */
     int ctl;    /* fr_fabric_connect_peers' frame: counted in ctl_pending */
+    /* A batch kept for want of room (batch.c, f->stalled): the latest of
+     * its frames' deadlines, past which they fail. */
+    uint64_t stall_deadline;
     /* dst + 1 while with the provider (until its completion), else 0: one
      * word, so fr_fabric_flush reads where it went without reading dst,
      * which the slot's next sender may be writing. FR_SLOT_ORPHAN: posted
@@ -357,6 +363,15 @@ struct fr_fabric {
     pthread_mutex_t batch_lock;
     fr_batches shared;   /* under batch_lock */
     atomic_uint batched; /* == shared.ndirty, read without the lock */
+    /* Batches that found no room at the provider, linked by next_free,
+     * under batch_lock: every flush tries each once more, until its own
+     * deadline. A flush never waits for room, so a thread with a short
+     * timeout never waits out another's long one (a call's 60 s held in
+     * a batch toward a stopped rank kept a 1 s call, notify, get or
+     * shutdown flushing it for 6-8 s). stalled_n counts them, also while
+     * a flush has them out to try. */
+    fr_send_slot *stalled;
+    atomic_uint stalled_n;
     /* Frames added by the thread that holds poll_lock (inline handlers'
      * answers, mostly): only that thread touches these, and it sends
      * them before it lets go of the lock, so they need no lock. */
@@ -424,6 +439,10 @@ static inline void fr__rma_ops_add(fr_fabric *f, uint32_t dst, int delta)
 }
 int fr__post_slot(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
                   uint64_t deadline_ns);
+/* As fr__post_slot, but on any error the slot stays the caller's, its
+ * bytes intact (FRPC_ETIMEDOUT: no room by deadline_ns; 0 tries once). */
+int fr__post_slot_or_keep(fr_fabric *f, fr_send_slot *sl, uint32_t dst,
+                          size_t len, uint64_t deadline_ns);
 int fr__inject(fr_fabric *f, uint32_t dst, const void *buf, size_t len,
                uint64_t deadline_ns);
 fr_send_slot *fr__get_slot(fr_fabric *f);
@@ -452,7 +471,14 @@ int fr__batch_init(fr_fabric *f);
 void fr__batch_free(fr_fabric *f);
 int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
                   const void *payload, size_t len, uint64_t deadline);
+/* Gives every held batch one try at the provider (never waits for
+ * room): those without room are kept (stalled) for the next flush. */
 void fr__batch_flush(fr_fabric *f);
+/* Batches kept for want of room: while any are, waits sleep briefly. */
+static inline unsigned fr__batches_stalled(fr_fabric *f)
+{
+    return atomic_load_explicit(&f->stalled_n, memory_order_relaxed);
+}
 /* Sends the batches of the poll owner; the poll owner calls it before it
  * lets go of poll_lock. */
 void fr__batch_flush_own(fr_fabric *f);

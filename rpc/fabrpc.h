@@ -1177,11 +1177,13 @@ int frpc_call_async_lent(frpc_agent *agent, int dst, const char *name,
  * "Refilling a window". Use it around a loop of frpc_call_async
  * when many small calls go out together. Pairs nest and may be used from
  * any threads; an unpaired begin holds frames only until the next poll.
- * frpc_batch_begin never blocks. An frpc_batch_end that leaves no thread
- * polling sends what is held, and so waits as frpc_call_async does, only
- * while the provider has no room (a peer that stops reading), at most
- * until the held calls' timeouts (then those calls end as if their sends
- * failed). 0, or
+ * Neither blocks: what is held goes out at once where the provider has
+ * room; toward a rank that has stopped reading, it is kept and sent by
+ * later polls (the progress thread's among them) as room comes, until
+ * the held calls' timeouts (then those calls end as if their sends
+ * failed). Held frames never make another wait outlast its own timeout
+ * (before 1.5, a thread whose poll sent them waited for room until
+ * their deadline). 0, or
  * FRPC_EINVAL for a NULL agent and for an
  * frpc_batch_end with no frpc_batch_begin left to end.
  */

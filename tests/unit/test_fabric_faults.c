@@ -9,6 +9,10 @@
  * source (sockets' habit), while another endpoint's is a stranger's.
  * Also frames sent in parts (comm/parts.h) over shm: whole and exact, from
  * threads at once; and forged parts dropped, counted, nothing else lost.
+ * And a batch of frames held (comm/batch.c) toward a peer with no room
+ * to receive: a flush never waits for it (it waited until the batch's
+ * deadline, whatever the flushing thread's own), it goes once the peer
+ * reads, and its frames fail at their deadline or with the peer's loss.
  */
 #include <check.h>
 #include <pthread.h>
@@ -30,6 +34,10 @@
 
 static atomic_int received, corrupt;
 
+/* The frame on_msg or on_send_error watch for (req_id), and what came. */
+static atomic_ullong watched;
+static atomic_int watched_in, watched_failed, watched_err;
+
 /* Frames of this function carry pattern_byte(req_id, i) at i. */
 #define PATTERN_FUNC 77
 
@@ -47,11 +55,26 @@ static void on_msg(void *ctx, fr_fabric_msg *m)
                 atomic_fetch_add(&corrupt, 1);
                 break;
             }
+    if (m->env.req_id == atomic_load(&watched))
+        atomic_fetch_add(&watched_in, 1);
     atomic_fetch_add(&received, 1);
 }
 
-/* The eager limit and the parts limit of the endpoints open_one opens. */
+static void on_send_error(void *ctx, uint32_t dst, const fr_env *env,
+                          int err)
+{
+    (void)ctx;
+    (void)dst;
+    if (env->req_id == atomic_load(&watched)) {
+        atomic_store(&watched_err, err);
+        atomic_fetch_add(&watched_failed, 1);
+    }
+}
+
+/* The eager limit, the parts limit and coalescing of the endpoints
+ * open_one opens. */
 static size_t eager = 4096, split = 0;
+static int coalesce = 0;
 
 /* shm's first send to a peer waits for the peer's progress: the receiver
  * is polled by a thread of its own, as an agent's would be. */
@@ -99,8 +122,10 @@ static int open_one(const char *tag, fr_fabric **out, char *err, size_t len)
                         .eager_max = eager,
                         .split_max = split,
                         .recv_count = RECVS,
+                        .coalesce = coalesce,
                         .ep_name = name,
-                        .cb = {.on_msg = on_msg}};
+                        .cb = {.on_msg = on_msg,
+                               .on_send_error = on_send_error}};
     return fr_fabric_open(b->info, &o, out, err, len);
 }
 
@@ -578,6 +603,137 @@ START_TEST(forged_parts_are_dropped_and_counted)
 }
 END_TEST
 
+/* Held batches: a (rank 0) sends to b (rank 1), which stops reading. */
+
+/* Plain ints, for readable assertion messages. */
+static int failed_count(void)
+{
+    return atomic_load(&watched_failed);
+}
+
+static int in_count(void)
+{
+    return atomic_load(&watched_in);
+}
+
+static int failed_err(void)
+{
+    return atomic_load(&watched_err);
+}
+
+/* Sends one 1-byte frame (req_id id) from a to rank 1 by deadline. */
+static int frame_to_b(fr_fabric *a, uint64_t id, uint64_t deadline)
+{
+    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = id, .func_id = 42};
+    return fr_fabric_send(a, 1, &e, "x", 1, deadline);
+}
+
+/* Coalescing pair whose rank 1 is polled until its first frame is in
+ * (shm's first send waits for the receiver), then no more: a's frames
+ * fill its queue until one finds no room for 5 ms. */
+static void stopped_reader(fr_fabric *f[2])
+{
+    coalesce = 1;
+    pair(f);
+    ck_assert_int_eq(one_frame(f[0], 1), 1);
+    stop_polling_now();
+    int rc = 0;
+    for (uint64_t i = 0; i < 100000 && rc == 0; i++)
+        rc = frame_to_b(f[0], 1000 + i, fr_deadline_ms(5));
+    ck_assert_msg(rc == FRPC_ETIMEDOUT, "filling: %s", frpc_err_name(rc));
+}
+
+/* Holds frame id (to be sent by deadline) in a's batch for rank 1: a
+ * poller is in (so it may wait), and rank 1 already had a frame in this
+ * pass (the one that found no room). Returns once the poller left,
+ * which flushes; how long that took, in ms. */
+static uint64_t hold_and_flush(fr_fabric *a, uint64_t id, uint64_t deadline)
+{
+    atomic_store(&watched, id);
+    fr_fabric_poller_enter(a);
+    ck_assert_int_eq(frame_to_b(a, 1, fr_deadline_ms(5)), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frame_to_b(a, id, deadline), 0); /* held */
+    uint64_t t0 = fr_now_ns();
+    fr_fabric_poller_leave(a); /* the last poller sends what is held */
+    return (fr_now_ns() - t0) / 1000000;
+}
+
+START_TEST(a_flush_never_waits_for_room_a_held_frame_goes_once_read)
+{
+    fr_fabric *f[2];
+    stopped_reader(f);
+    uint64_t ms = hold_and_flush(f[0], 7777, fr_deadline_ms(60000));
+    /* It waited for room until the held frame's deadline: 60 s. */
+    ck_assert_msg(ms < 20000, "the flush took %llu ms",
+                  (unsigned long long)ms);
+    uint64_t t0 = fr_now_ns();
+    for (int i = 0; i < 100; i++)
+        fr_fabric_progress(f[0]);
+    ck_assert_uint_lt((fr_now_ns() - t0) / 1000000, 20000);
+    /* Kept, not lost, not failed: a flush of the fabric waits for it. */
+    ck_assert_int_eq(fr_fabric_flush(f[0], fr_deadline_ms(50)),
+                     FRPC_ETIMEDOUT);
+    ck_assert_int_eq(failed_count(), 0);
+    ck_assert_int_eq(in_count(), 0);
+    start_polling(f[1]); /* it reads again */
+    uint64_t end = fr_deadline_ms(20000);
+    while (atomic_load(&watched_in) == 0 && fr_now_ns() < end) {
+        fr_fabric_progress(f[0]);
+        usleep(200);
+    }
+    ck_assert_int_eq(in_count(), 1);
+    ck_assert_int_eq(failed_count(), 0);
+    ck_assert_int_eq(fr_fabric_flush(f[0], fr_deadline_ms(20000)), 0);
+    unpair(f);
+}
+END_TEST
+
+/* Polls a until the watched frame failed, 20 s at most. */
+static int wait_watched_failed(fr_fabric *a)
+{
+    uint64_t end = fr_deadline_ms(20000);
+    while (atomic_load(&watched_failed) == 0 && fr_now_ns() < end) {
+        fr_fabric_progress(a);
+        usleep(200);
+    }
+    return atomic_load(&watched_failed);
+}
+
+START_TEST(a_held_frame_without_room_fails_at_its_deadline_once)
+{
+    fr_fabric *f[2];
+    stopped_reader(f);
+    uint64_t t0 = fr_now_ns();
+    hold_and_flush(f[0], 8888, fr_deadline_ms(300));
+    ck_assert_int_eq(failed_count(), 0);
+    ck_assert_int_eq(wait_watched_failed(f[0]), 1);
+    ck_assert_uint_ge(fr_now_ns() - t0, 300 * 1000000ull);
+    ck_assert_int_eq(failed_err(), FRPC_ETIMEDOUT);
+    /* Nothing kept: the fabric's flush is done at once. */
+    ck_assert_int_eq(fr_fabric_flush(f[0], fr_deadline_ms(5000)), 0);
+    for (int i = 0; i < 10; i++)
+        fr_fabric_progress(f[0]);
+    ck_assert_int_eq(failed_count(), 1);
+    start_polling(f[1]);
+    unpair(f);
+}
+END_TEST
+
+START_TEST(a_held_frame_to_a_lost_peer_fails_peer_lost)
+{
+    fr_fabric *f[2];
+    stopped_reader(f);
+    hold_and_flush(f[0], 9999, fr_deadline_ms(60000));
+    ck_assert_int_eq(failed_count(), 0);
+    ck_assert_int_eq(fr_fabric_peer_lost(f[0], 1), 0);
+    ck_assert_int_eq(wait_watched_failed(f[0]), 1);
+    ck_assert_int_eq(failed_err(), FRPC_EPEERLOST);
+    ck_assert_int_eq(fr_fabric_flush(f[0], fr_deadline_ms(5000)), 0);
+    start_polling(f[1]);
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -602,6 +758,12 @@ int main(void)
          threads_sending_at_once_lose_and_mix_nothing},
         {"forged parts are dropped and counted; later frames arrive",
          forged_parts_are_dropped_and_counted},
+        {"a flush never waits for room; a held frame goes once read",
+         a_flush_never_waits_for_room_a_held_frame_goes_once_read, 120},
+        {"a held frame without room fails at its deadline, once",
+         a_held_frame_without_room_fails_at_its_deadline_once, 120},
+        {"a held frame to a peer lost fails FRPC_EPEERLOST",
+         a_held_frame_to_a_lost_peer_fails_peer_lost, 120},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
