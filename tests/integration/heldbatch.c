@@ -6,7 +6,7 @@
  * HELDBATCH_DIR), 30 s at most. Rank 2 fills rank 1's receive queue
  * with calls (5000 B, 5 ms timeout) until one finds no room. Rank 0 then
  * holds frames to rank 1: while its progress thread is kept in an inline
- * handler (so no poll pass begins), inside frpc_batch_begin/_end, a call
+ * handler until then (so no poll pass begins), inside frpc_batch_begin/_end, a call
  * with a 5 ms timeout finds no room (FRPC_ETIMEDOUT) and two calls with
  * HELD_MS (20 s) timeouts are held (they return at once). With rank 1
  * still stopped, rank 0's frpc_batch_end, a 1000 ms call to rank 2, a
@@ -87,15 +87,17 @@ static void h_echo(frpc_request *req, void *u)
     frpc_respond(req, a, n);
 }
 
-/* Inline: keeps rank 0's progress thread in its poll for 500 ms, so that
- * no poll pass begins while rank 0 holds its frames. */
-static volatile sig_atomic_t holding;
+/* Inline: keeps rank 0's progress thread in its poll until rank 0 holds
+ * its frames (10 s at most), so that no poll pass begins meanwhile. */
+static volatile sig_atomic_t holding, released;
 
 static void h_hold(frpc_request *req, void *u)
 {
     (void)u;
     holding = 1;
-    msleep(500);
+    long long t = now_ms();
+    while (!released && now_ms() - t < 10000)
+        msleep(1);
     frpc_respond(req, NULL, 0);
 }
 
@@ -178,6 +180,7 @@ static void hold_and_time(frpc_agent *a)
             FAIL("held call %d: %s", i, frpc_strerror(rc));
     if (now_ms() - t > VICTIM_BOUND_MS)
         FAIL("the calls were not held: they took %lld ms", now_ms() - t);
+    released = 1;
     VICTIM("frpc_batch_end", frpc_batch_end(a));
     VICTIM("frpc_call to rank 2",
            frpc_call(a, 2, "echo", x, sizeof x, VICTIM_MS, NULL));
