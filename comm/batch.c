@@ -36,7 +36,8 @@
  *   deadline among its frames (a call's own; an answer's respond bound);
  *   past that, its frames' calls fail through on_send_error, like a
  *   failed send completion. Waits sleep 1 ms at most meanwhile
- *   (FR_STALL_RETRY_US). A thread that sends a batch for its own frame
+ *   (FR_STALL_RETRY_US), and that peer gets no new batch (its frames go
+ *   alone). A thread that sends a batch for its own frame
  *   (nobody polls; or the batch is full) waits for room as long as its
  *   own frame may, never longer. (A flush once waited until the batch's
  *   deadline: a frame of a 60 s call held toward a stopped rank kept
@@ -82,8 +83,9 @@ static int batches_init(fr_batches *set, uint32_t world)
 int fr__batch_init(fr_fabric *f)
 {
     f->last_pass = calloc(f->world, sizeof(*f->last_pass));
+    f->stalled_to = calloc(f->world, sizeof(*f->stalled_to));
     if (batches_init(&f->shared, f->world) || batches_init(&f->own, f->world) ||
-        !f->last_pass)
+        !f->last_pass || !f->stalled_to)
         return FRPC_ENOMEM;
     for (uint32_t i = 0; i < f->world; i++)
         atomic_init(&f->last_pass[i], UINT64_MAX);
@@ -100,6 +102,7 @@ void fr__batch_free(fr_fabric *f)
         free(sets[i]->dirty);
     }
     free((void *)f->last_pass);
+    free((void *)f->stalled_to);
 }
 
 /* A batch taken out of its set, to be sent. */
@@ -122,8 +125,10 @@ static void stall(fr_fabric *f, fr_send_slot *sl, uint32_t dst, size_t len,
     sl->next_free = f->stalled;
     f->stalled = sl;
     pthread_mutex_unlock(&f->batch_lock);
-    if (!again)
+    if (!again) {
+        atomic_fetch_add(&f->stalled_to[dst], 1);
         atomic_fetch_add(&f->stalled_n, 1);
+    }
 }
 
 /* Sends len bytes of frames from sl to dst, waiting for room until
@@ -172,10 +177,13 @@ static void retry_stalled(fr_fabric *f)
     pthread_mutex_unlock(&f->batch_lock);
     while (sl) {
         fr_send_slot *next = sl->next_free;
-        if (send_batch(f, sl->dst, sl, sl->len, sl->stall_deadline, 0))
-            stall(f, sl, sl->dst, sl->len, sl->stall_deadline, 1);
-        else
+        uint32_t dst = sl->dst;
+        if (send_batch(f, dst, sl, sl->len, sl->stall_deadline, 0)) {
+            stall(f, sl, dst, sl->len, sl->stall_deadline, 1);
+        } else {
+            atomic_fetch_sub(&f->stalled_to[dst], 1);
             atomic_fetch_sub(&f->stalled_n, 1);
+        }
         sl = next;
     }
 }
@@ -282,7 +290,12 @@ int fr__batch_add(fr_fabric *f, uint32_t dst, const uint8_t *hdr,
     uint64_t pass = atomic_load_explicit(&f->pass, memory_order_relaxed);
     int owner = 0;
 
+    /* A peer with a batch kept for want of room gets no more: its frames
+     * go alone, each sender waiting for room as long as its frame may (a
+     * batch kept per pass would take the slots other peers' sends need). */
     if (!f->batch_cap || frame > f->batch_cap ||
+        (fr__batches_stalled(f) &&
+         atomic_load_explicit(&f->stalled_to[dst], memory_order_relaxed)) ||
         !((owner = fr_fabric_polling_here(f)) || someone_will_poll(f)) ||
         atomic_exchange_explicit(&f->last_pass[dst], pass,
                                  memory_order_relaxed) != pass)

@@ -372,6 +372,7 @@ struct fr_fabric {
      * a flush has them out to try. */
     fr_send_slot *stalled;
     atomic_uint stalled_n;
+    atomic_uint *stalled_to; /* per peer: its batches among them */
     /* Frames added by the thread that holds poll_lock (inline handlers'
      * answers, mostly): only that thread touches these, and it sends
      * them before it lets go of the lock, so they need no lock. */

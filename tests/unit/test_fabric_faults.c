@@ -673,6 +673,12 @@ START_TEST(a_flush_never_waits_for_room_a_held_frame_goes_once_read)
     /* Kept, not lost, not failed: a flush of the fabric waits for it. */
     ck_assert_int_eq(fr_fabric_flush(f[0], fr_deadline_ms(50)),
                      FRPC_ETIMEDOUT);
+    /* No more batches for that peer meanwhile: the frame a pass would
+     * have held goes alone, and finds no room. */
+    fr_fabric_poller_enter(f[0]);
+    ck_assert_int_eq(frame_to_b(f[0], 2, fr_deadline_ms(5)), FRPC_ETIMEDOUT);
+    ck_assert_int_eq(frame_to_b(f[0], 3, fr_deadline_ms(5)), FRPC_ETIMEDOUT);
+    fr_fabric_poller_leave(f[0]);
     ck_assert_int_eq(failed_count(), 0);
     ck_assert_int_eq(in_count(), 0);
     start_polling(f[1]); /* it reads again */
@@ -758,7 +764,8 @@ int main(void)
          threads_sending_at_once_lose_and_mix_nothing},
         {"forged parts are dropped and counted; later frames arrive",
          forged_parts_are_dropped_and_counted},
-        {"a flush never waits for room; a held frame goes once read",
+        {"a flush never waits for room; a held frame goes once read; no "
+         "more are held for that peer meanwhile",
          a_flush_never_waits_for_room_a_held_frame_goes_once_read, 120},
         {"a held frame without room fails at its deadline, once",
          a_held_frame_without_room_fails_at_its_deadline_once, 120},
