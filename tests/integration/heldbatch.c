@@ -101,19 +101,21 @@ static void h_hold(frpc_request *req, void *u)
     frpc_respond(req, NULL, 0);
 }
 
-/* Rank 1: stopped by a child until rank 0 marks "resume" (30 s at most). */
+/* Rank 1: stopped by a child until rank 0 marks "resume" (30 s at most).
+ * The child says "stopping" once the stop is sent: the rank itself may be
+ * stopped before it could say anything. */
 static void stop_until_resumed(void)
 {
-    pid_t me = getpid();
+    pid_t self = getpid();
     if (fork() == 0) {
-        kill(me, SIGSTOP);
+        kill(self, SIGSTOP);
+        mark("stopping");
         long long t = now_ms();
         while (!marked("resume") && now_ms() - t < 30000)
             msleep(5);
-        kill(me, SIGCONT);
+        kill(self, SIGCONT);
         _exit(0);
     }
-    mark("stopping");
 }
 
 /* Rank 2: fills rank 1's queue until a call finds no room for 5 ms. */
