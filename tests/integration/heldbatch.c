@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +90,7 @@ static void h_echo(frpc_request *req, void *u)
 
 /* Inline: keeps rank 0's progress thread in its poll until rank 0 holds
  * its frames (10 s at most), so that no poll pass begins meanwhile. */
-static volatile sig_atomic_t holding, released;
+static atomic_int holding, released; /* _Atomic: plain uses are atomic (TSan) */
 
 static void h_hold(frpc_request *req, void *u)
 {
