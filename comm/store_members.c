@@ -197,6 +197,18 @@ static int admit_launcher(const fr_store_members *m, const fr_store_hello *h,
     return 0;
 }
 
+/* Who asked, for a refusal's words: a second process as this store's
+ * own rank is not "rank 0 ..., rank 0 has one". */
+static void asker(char *buf, size_t n, const fr_store_members *m,
+                  const fr_store_hello *h)
+{
+    if (h->rank == m->self)
+        snprintf(buf, n, "a second process started as rank %d",
+                 (int)h->rank);
+    else
+        snprintf(buf, n, "rank %d", (int)h->rank);
+}
+
 /* Admits an authenticated h: 0, or a refusal code with msg (store.h).
  * other_process: h is known not to come from the serving process. */
 static int admit(fr_store_members *m, const fr_store_hello *h,
@@ -207,14 +219,15 @@ static int admit(fr_store_members *m, const fr_store_hello *h,
     /* Once everyone has joined, a mismatch too is only refused: it had
      * poisoned every later barrier of a running job. */
     if (h->world != m->world || h->version != m->version) {
+        char them[64];
+        asker(them, sizeof(them), m, h);
         if (h->world != m->world)
-            snprintf(msg, n, "rank %d was started with world size %d, rank "
-                     "%d with %d", (int)h->rank, (int)h->world, m->self,
-                     m->world);
+            snprintf(msg, n, "%s was started with world size %d, rank %d "
+                     "with %d", them, (int)h->world, m->self, m->world);
         else
-            snprintf(msg, n, "rank %d speaks fabrpc protocol %u, rank %d "
-                     "speaks %u", (int)h->rank, (unsigned)h->version,
-                     m->self, (unsigned)m->version);
+            snprintf(msg, n, "%s speaks fabrpc protocol %u, rank %d speaks "
+                     "%u", them, (unsigned)h->version, m->self,
+                     (unsigned)m->version);
         poison_joining(m, msg);
         if (h->rank >= 0 && h->rank < m->world && h->rank != m->self &&
             h->role == FR_STORE_ROLE_MAIN)
@@ -297,21 +310,22 @@ int fr_store_members_auth(fr_store_members *m, const fr_store_hello *h,
 {
     uint8_t want[FR_STORE_MAC_LEN];
     bool ok;
+    char them[64];
+    asker(them, sizeof(them), m, h);
     if (m->key_len) {
         fr_store__proof(m->key, m->key_len, false, raw, nonce_s, want);
         ok = h->has_key && vlen == FR_STORE_MAC_LEN &&
              fr_ct_equal(val, want, FR_STORE_MAC_LEN);
         if (!ok)
-            snprintf(msg, n, "rank %d %s, rank %d has one (key mismatch)",
-                     (int)h->rank,
+            snprintf(msg, n, "%s %s, rank %d has one (key mismatch)", them,
                      h->has_key ? "could not prove the job key"
                                 : "has no job key",
                      m->self);
     } else {
         ok = !h->has_key && vlen == 0;
         if (!ok)
-            snprintf(msg, n, "rank %d has a job key, rank %d has none (key "
-                     "mismatch)", (int)h->rank, m->self);
+            snprintf(msg, n, "%s has a job key, rank %d has none (key "
+                     "mismatch)", them, m->self);
     }
     if (!ok) {
         key_failed(m, h->rank, msg);

@@ -136,17 +136,33 @@ static int ask_store_as_me(frpc_agent *a, int ms, char *why, size_t whylen)
 /* How long rank 0 that cannot listen looks for its job's store there. */
 #define RANK0_PROBE_MS 1000
 
+/* 1 if fr_store_connect's failure (rc, its text in why) is a store's
+ * refusal for good: a store of a job answered and refused this process
+ * (fr_store_connect words it "... refused rank N: the store's words");
+ * 0 if no store answered (unreachable, not a store, or a store of an
+ * earlier run still refusing). */
+static int store_refused(int rc, const char *why)
+{
+    return rc == FRPC_EACCES || rc == FRPC_EEXIST ||
+           (rc == FRPC_EBOOTSTRAP && strstr(why, " refused rank ") &&
+            !strstr(why, "still refused"));
+}
+
 /*
  * Rank 0 could not listen at the store's address. If this job's store
  * answers there, another process serves it, which only a rank 0 does: two
  * processes were started as rank 0. Asked as rank 0, the store refuses
- * this one (FRPC_EEXIST) and, while the job joins, poisons it, so that
- * the other ranks' frpc_init fails at once ("rank 0 was claimed twice")
- * rather than the first rank 0 waiting for ranks that never come. 1 (err
- * says so) if that is what happened; else 0, err kept.
+ * this one and, while the job joins, poisons it, so that the other
+ * ranks' frpc_init fails at once ("rank 0 was claimed twice") rather than
+ * the first rank 0 waiting for ranks that never come. Returns this
+ * process's code, err saying why: FRPC_EINVAL (rank 0 taken), or the
+ * store's own refusal, as a rank other than 0 gets it (FRPC_EACCES: the
+ * job key is not the job's; FRPC_EBOOTSTRAP: world size or version);
+ * 0 if no store of a job answers there (err kept: why it could not
+ * listen).
  */
-static int rank0_taken(frpc_agent *a, uint64_t deadline, char *err,
-                       size_t errlen)
+static int rank0_verdict(frpc_agent *a, uint64_t deadline, char *err,
+                         size_t errlen)
 {
     const fr_settings *s = &a->set;
     char why[512] = "";
@@ -155,14 +171,15 @@ static int rank0_taken(frpc_agent *a, uint64_t deadline, char *err,
      * refused. */
     int rc = ask_store_as_me(a, ms < RANK0_PROBE_MS ? ms : RANK0_PROBE_MS,
                              why, sizeof(why));
-    if (rc != FRPC_EEXIST && rc != 0)
-        return 0;
-    if (rc == FRPC_EEXIST)
-        say(err, errlen, "%s", why);
-    else
+    if (rc == 0) {
         say(err, errlen, "rank 0 of this job already serves its store at "
             "%s", s->store_at);
-    return 1;
+        return rank_taken(s, err, errlen);
+    }
+    if (!store_refused(rc, why))
+        return 0;
+    say(err, errlen, "%s", why);
+    return rc == FRPC_EEXIST ? rank_taken(s, err, errlen) : rc;
 }
 
 static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
@@ -177,8 +194,9 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
         rc = fr_store_server_start(s->store_host, s->store_port, &me,
                                    &a->store_srv, err, errlen);
         if (rc) {
-            if (rank0_taken(a, deadline, err, errlen))
-                return rank_taken(s, err, errlen);
+            int verdict = rank0_verdict(a, deadline, err, errlen);
+            if (verdict)
+                return verdict;
             store_hint(s, err, errlen); /* could not listen there */
             return rc;
         }

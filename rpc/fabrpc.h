@@ -564,7 +564,11 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * twice"; rank 0's after the wait for late ranks above, and a rank started
  * within it is told too); once every rank has joined, it is only refused.
  * Rank 0 alike: the second one, which cannot listen at the store's address,
- * asks the store there (within a second) and is refused by it. A world of
+ * asks the store there (within a second) and is refused by it, with the
+ * code a second rank 1 would get: FRPC_EINVAL as above, FRPC_EACCES if its
+ * job key is not the job's, FRPC_EBOOTSTRAP if its world size or version
+ * differs (since 1.5; before, FRPC_EBOOTSTRAP "cannot listen" for the
+ * last two). A world of
  * one rank has no store, so nothing tells two such processes (or two
  * agents in one process) apart: each is a job of its own. cfg may be
  * NULL (every field unset); one not filled by frpc_config_init (its size

@@ -119,11 +119,22 @@ key_one_side() {
     codes onekey FRPC_EBOOTSTRAP FRPC_EACCES
 }
 
+# job_starts PID0 PID1 NAME0 NAME1: the two members' inits (outputs in
+# $TMPD/NAME0, NAME1) both work (init-only's status 3), within 60 s each.
+job_starts() {
+    local r st
+    for r in "$1" "$2"; do
+        st=0
+        wait_bounded 60 "$r" || st=$?
+        [ $st -eq 3 ] || { cat "$TMPD/$3" "$TMPD/$4"; fail "a member's init failed (status $st; 3: it worked)"; }
+    done
+}
+
 # A stranger without the key claims rank 1 while rank 0 waits for it: it
 # is refused, and the real rank 1, started after, joins: the job starts
 # (one keyless process had made every rank's init fail).
 stranger_while_joining() {
-    local r0 r1 st
+    local r0
     port=$(free_port)
     start_keyed st0 0 2 30000 "key-$$"
     r0=$!
@@ -134,13 +145,31 @@ stranger_while_joining() {
     grep -q 'rc=FRPC_EACCES' "$TMPD/st1x" ||
         fail "the keyless process was not refused with FRPC_EACCES"
     start_keyed st1 1 2 30000 "key-$$"
-    r1=$!
-    for r in "$r0" "$r1"; do
-        st=0
-        wait_bounded 60 "$r" || st=$?
-        [ $st -eq 3 ] || { cat "$TMPD/st0" "$TMPD/st1"; fail "a member's init failed (status $st; 3: it worked)"; }
-    done
+    job_starts "$r0" $! st0 st1
     sed "s/^/    rank 0: /" "$TMPD/st0"
+}
+
+# A second process started as rank 0 (it cannot listen at the store's
+# address, so it asks the store there) with another key, then with none:
+# each is refused as a keyless rank 1 is, FRPC_EACCES naming the key (it
+# got FRPC_EBOOTSTRAP "cannot listen ... Address already in use", the
+# store's answer dropped), and the job still starts.
+second_rank0_keyless() {
+    local r0 k
+    port=$(free_port)
+    start_keyed sk0 0 2 30000 "key-$$"
+    r0=$!
+    sleep 1
+    for k in "other-$$" -; do
+        start_keyed sk0x 0 2 30000 "$k"
+        wait_bounded 30 $! >/dev/null || true
+        sed "s/^/    second rank 0 (key $k): /" "$TMPD/sk0x"
+        grep -q 'rc=FRPC_EACCES .*second process started as rank 0.*key mismatch' \
+            "$TMPD/sk0x" ||
+            fail "a second rank 0 with key $k: want FRPC_EACCES naming the key"
+    done
+    start_keyed sk1 1 2 30000 "key-$$"
+    job_starts "$r0" $! sk0 sk1
 }
 
 # RANK=2 WORLD_SIZE=2 where rank 1 was meant: that rank fails at once
@@ -260,6 +289,7 @@ for PROV in shm tcp; do
     run_case "$PROV: different job keys: rank 1's init fails at once, rank 0's at its timeout naming it" key_mismatch
     run_case "$PROV: a job key on one rank only: the same" key_one_side
     run_case "$PROV: a keyless stranger claiming rank 1 while the job joins is refused; the job starts" stranger_while_joining
+    run_case "$PROV: a second rank 0 with another key or none is refused FRPC_EACCES; the job starts" second_rank0_keyless
     run_case "$PROV: rank 2 of world size 2: both ranks' init fails at once, naming it" rank_outside
     run_case "$PROV: rank 0's failed init keeps the store for a stopped rank 3 s at most" linger_cap
     run_case "$PROV: ... and never past its init deadline" linger_deadline
