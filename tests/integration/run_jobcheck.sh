@@ -172,6 +172,23 @@ second_rank0_keyless() {
     job_starts "$r0" $! sk0 sk1
 }
 
+# A second process started as rank 0 with another world size: refused
+# with the store's words (it got "cannot listen ... Address already in
+# use"); the job, still joining, fails at once too (fabrpc.h, frpc_init).
+second_rank0_world() {
+    port=$(free_port)
+    start_keyed sw0 0 2 30000 "key-$$"
+    local r0=$!
+    sleep 1
+    start_keyed sw0x 0 3 30000 "key-$$"
+    wait_bounded 30 $! >/dev/null || true
+    sed "s/^/    second rank 0 (world size 3): /" "$TMPD/sw0x"
+    grep -q 'rc=FRPC_EBOOTSTRAP .*second process started as rank 0 was started with world size 3, rank 0 with 2' \
+        "$TMPD/sw0x" || fail "a second rank 0 of world size 3: want the store's refusal naming both sizes"
+    wait_bounded 30 "$r0" >/dev/null || true
+    grep -q 'rc=FRPC_EBOOTSTRAP' "$TMPD/sw0" || fail "the joining job's rank 0 did not fail"
+}
+
 # RANK=2 WORLD_SIZE=2 where rank 1 was meant: that rank fails at once
 # (FRPC_EINVAL) and tells the store, so rank 0 does not wait for a rank 1
 # until its init timeout (it used to: "rank 1 of 2 never joined").
@@ -290,6 +307,7 @@ for PROV in shm tcp; do
     run_case "$PROV: a job key on one rank only: the same" key_one_side
     run_case "$PROV: a keyless stranger claiming rank 1 while the job joins is refused; the job starts" stranger_while_joining
     run_case "$PROV: a second rank 0 with another key or none is refused FRPC_EACCES; the job starts" second_rank0_keyless
+    run_case "$PROV: a second rank 0 of another world size is refused naming both sizes" second_rank0_world
     run_case "$PROV: rank 2 of world size 2: both ranks' init fails at once, naming it" rank_outside
     run_case "$PROV: rank 0's failed init keeps the store for a stopped rank 3 s at most" linger_cap
     run_case "$PROV: ... and never past its init deadline" linger_deadline
