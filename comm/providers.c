@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <rdma/fi_errno.h>
 
@@ -21,8 +22,23 @@ static int has_name(char names[][FR_BACKEND_NAME], int n, const char *s)
     return 0;
 }
 
-int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
-                      int max)
+/* An element of a user's list that names no provider, kept as written
+ * (too long: its start and "...") so that it reaches the user as an
+ * unknown provider, named, rather than being dropped or failing the
+ * whole list without saying which. */
+static void keep_as_written(char *out, const char *s, size_t len)
+{
+    if (len < FR_BACKEND_NAME) {
+        memcpy(out, s, len);
+        out[len] = '\0';
+    } else {
+        memcpy(out, s, FR_BACKEND_NAME - 4);
+        strcpy(out + FR_BACKEND_NAME - 4, "...");
+    }
+}
+
+static int parse(const char *list, char names[][FR_BACKEND_NAME], int max,
+                 int keep_bad)
 {
     int n = 0;
     const char *p = list;
@@ -38,21 +54,37 @@ int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
             s++;
         while (e > s && isspace((unsigned char)e[-1]))
             e--;
-        const char *semi = memchr(s, ';', (size_t)(e - s));
+        size_t whole = (size_t)(e - s); /* >= 0: e never passes s */
+        const char *semi = memchr(s, ';', whole);
         if (semi)
             e = semi; /* "tcp;ofi_rxm" names the core provider "tcp" */
+        char name[FR_BACKEND_NAME];
+        if (keep_bad && whole &&
+            (e == s || *s == '^' || (size_t)(e - s) >= FR_BACKEND_NAME)) {
+            keep_as_written(name, s, whole);
+            if (!has_name(names, n, name) && n < max)
+                strcpy(names[n++], name);
+            continue;
+        }
         if (e == s || *s == '^')
             continue;
         if ((size_t)(e - s) >= FR_BACKEND_NAME)
             return FRPC_EINVAL;
-        char name[FR_BACKEND_NAME];
-        memcpy(name, s, (size_t)(e - s));
+        /* libfabric's names are lower case and it matches any case */
+        for (size_t i = 0; i < (size_t)(e - s); i++)
+            name[i] = (char)tolower((unsigned char)s[i]);
         name[e - s] = '\0';
         if (has_name(names, n, name) || n == max)
             continue;
         strcpy(names[n++], name);
     }
     return n > 0 ? n : FRPC_EINVAL;
+}
+
+int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
+                      int max)
+{
+    return parse(list, names, max, 0);
 }
 
 /* rma: ask for RMA (always, but for the question below: why did a
@@ -140,17 +172,34 @@ static int getinfo_all(struct fi_info *hints, struct fi_info **all)
  * list without it, or "^..." with it), else NULL. libfabric applies it
  * whatever fabrpc's own list says, so FABRPC_PROVIDER=shm under an
  * exported FI_PROVIDER=tcp can never have shm. */
+/* Whether libfabric 1.17 reads list (FI_PROVIDER's, after any "^") as
+ * naming name: its names are split at commas and taken as written,
+ * spaces included, in any case, and "core;util" names core (fi_info -t
+ * FI_EP_RDM: FI_PROVIDER="udp, tcp" offers udp alone, "TCP" and
+ * "tcp;ofi_rxm" offer tcp). Read any other way, fabrpc said FI_PROVIDER
+ * allowed a provider that libfabric had hidden. */
+static int fi_filter_names(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len >= n && strncasecmp(p, name, n) == 0 &&
+            (len == n || p[n] == ';'))
+            return 1;
+        if (!end)
+            return 0;
+        p = end + 1;
+    }
+}
+
 static const char *fi_provider_hides(const char *name)
 {
     const char *f = getenv("FI_PROVIDER");
-    char names[FR_BACKEND_MAX][FR_BACKEND_NAME];
     if (!f || !*f)
         return NULL;
-    int neg = *f == '^', named = 0;
-    int n = fr_backends_parse(f + neg, names, FR_BACKEND_MAX);
-    for (int i = 0; i < n; i++)
-        named |= strcmp(names[i], name) == 0;
-    return n > 0 && named == neg ? f : NULL;
+    int neg = *f == '^';
+    return fi_filter_names(f + neg, name) == neg ? f : NULL;
 }
 
 static void match_all(fr_backends *bs, struct fi_info *all, int ret)
@@ -193,14 +242,22 @@ static void match_all(fr_backends *bs, struct fi_info *all, int ret)
         if (b->unknown)
             snprintf(b->reason, sizeof(b->reason),
                      "unknown provider '%s' (no libfabric provider has that "
-                     "name); these came up here: %s", b->name,
+                     "name%s); these came up here: %s", b->name,
+                     b->name[0] == '^' ? "; \"^\" excluding is "
+                                         "FI_PROVIDER's, before its whole "
+                                         "list"
+                                       : "",
                      up[0] ? up : "none");
         else if (hider)
             snprintf(b->reason, sizeof(b->reason),
                      "hidden by FI_PROVIDER=\"%.64s\", which limits what "
                      "libfabric offers to every caller (unset it, or %s "
-                     "%s); these came up: %s", hider,
+                     "%s%s); these came up: %s", hider,
                      *hider == '^' ? "take out" : "add", b->name,
+                     strchr(hider, ' ') ? ": libfabric takes the names "
+                                          "there as written, spaces "
+                                          "included"
+                                        : "",
                      up[0] ? up : "none");
         else if (!b->up)
             snprintf(b->reason, sizeof(b->reason),
@@ -317,8 +374,10 @@ int fr_backends_discover(fr_backends *bs, const char *list)
         return FRPC_EINVAL;
     memset(bs, 0, sizeof(*bs));
     bs->from_user = list != NULL;
-    n = fr_backends_parse(list ? list : FR_BACKENDS_DEFAULT, names,
-                          FR_BACKEND_MAX);
+    /* A user's list keeps what names no provider ("^udp", ";rxm", a
+     * name too long): each fails frpc_init as an unknown provider. */
+    n = parse(list ? list : FR_BACKENDS_DEFAULT, names, FR_BACKEND_MAX,
+              list != NULL);
     if (n < 0)
         return n;
     for (int i = 0; i < n; i++)

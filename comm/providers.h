@@ -38,8 +38,9 @@ typedef struct fr_backends {
 
 /*
  * Splits a comma list into short provider names: blanks are trimmed,
- * "tcp;ofi_rxm" becomes "tcp", duplicates and "^excluded" items are
- * skipped. Returns how many names were written (<= max), or FRPC_EINVAL for
+ * names lowered, "tcp;ofi_rxm" becomes "tcp", duplicates and "^excluded"
+ * items are skipped (fr_backends_discover keeps a user's "^x" as a name,
+ * unknown). Returns how many names were written (<= max), or FRPC_EINVAL for
  * an empty list or a name too long.
  */
 int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],

@@ -282,6 +282,27 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
                      const fr_store_ident *me, fr_store_client **out,
                      char *errbuf, size_t errlen);
 
+/* How a fr_store_connect_how attempt ended, beside its code: what a
+ * caller that must tell "no store there" from "a store said no" reads,
+ * rather than the message's words. */
+typedef enum fr_store_outcome {
+    FR_STORE_JOINED,    /* 0 was returned */
+    FR_STORE_UNREACHED, /* nothing answered by the deadline ("cannot
+                           reach"), or only with a broken handshake */
+    FR_STORE_STALE,     /* a store of another run kept refusing ("still
+                           refused"): not this job's */
+    FR_STORE_REFUSED,   /* a store of a job answered and refused this
+                           rank for good (key, rank held, world, version):
+                           its own words in errbuf */
+    FR_STORE_FOREIGN    /* something other than a store answered
+                           (FRPC_EPROTO), or the arguments were bad */
+} fr_store_outcome;
+
+/* fr_store_connect, also saying how it ended in *how (when not NULL). */
+int fr_store_connect_how(const char *host, uint16_t port, int timeout_ms,
+                         const fr_store_ident *me, fr_store_client **out,
+                         char *errbuf, size_t errlen, fr_store_outcome *how);
+
 /* The longest text a GONE may carry. */
 #define FR_STORE_GONE_MAX 160
 

@@ -172,6 +172,18 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
                      const fr_store_ident *me, fr_store_client **out,
                      char *errbuf, size_t errlen)
 {
+    return fr_store_connect_how(host, port, timeout_ms, me, out, errbuf,
+                                errlen, NULL);
+}
+
+int fr_store_connect_how(const char *host, uint16_t port, int timeout_ms,
+                         const fr_store_ident *me, fr_store_client **out,
+                         char *errbuf, size_t errlen, fr_store_outcome *how)
+{
+    fr_store_outcome unused;
+    if (!how)
+        how = &unused;
+    *how = FR_STORE_FOREIGN;
     if (out)
         *out = NULL;
     if (!host || !*host || port == 0 || !out || !me || me->world < 1 ||
@@ -233,6 +245,7 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
         backoff = backoff * 2 < BACKOFF_MAX_MS ? backoff * 2 : BACKOFF_MAX_MS;
     }
     if (rc == 0) {
+        *how = FR_STORE_JOINED;
         c->main = me->role == FR_STORE_ROLE_MAIN;
         c->shut_fd = fcntl(c->fd, F_DUPFD_CLOEXEC, 3);
         *out = c;
@@ -242,16 +255,20 @@ int fr_store_connect(const char *host, uint16_t port, int timeout_ms,
     if (rc == FRPC_EPROTO) /* not a store at all */
         fr_store__errf(errbuf, errlen, "bootstrap store address %s (rank "
                        "%d): %s", addr, me->rank, c->err);
-    else if (!retry) /* refused for good: the store's own words */
+    else if (!retry) { /* refused for good: the store's own words */
+        *how = FR_STORE_REFUSED;
         fr_store__errf(errbuf, errlen, "bootstrap store at %s refused rank "
                        "%d: %s", addr, me->rank, c->err);
-    else if (refused)
+    } else if (refused) {
+        *how = FR_STORE_STALE;
         fr_store__errf(errbuf, errlen, "bootstrap store at %s still refused "
                        "rank %d after %lld ms (a store from an earlier run?): "
                        "%s", addr, me->rank, ms, why);
-    else
+    } else {
+        *how = FR_STORE_UNREACHED;
         fr_store__errf(errbuf, errlen, "cannot reach bootstrap store at %s "
                        "after %lld ms: %s", addr, ms, why);
+    }
     fr_store_close(c);
     return rc;
 }

@@ -123,30 +123,19 @@ static int rank_taken(const fr_settings *s, char *err, size_t errlen)
  * whose store refuses it and, while the job joins, poisons it
  * (store_members.c). The store's answer, 0 if it took this rank; its
  * text in why. */
-static int ask_store_as_me(frpc_agent *a, int ms, char *why, size_t whylen)
+static int ask_store_as_me(frpc_agent *a, int ms, char *why, size_t whylen,
+                           fr_store_outcome *how)
 {
     fr_store_ident me = fr_agent_store_ident(a, FR_STORE_ROLE_MAIN);
     fr_store_client *c = NULL;
-    int rc = fr_store_connect(a->set.store_host, a->set.store_port, ms, &me,
-                              &c, why, whylen);
+    int rc = fr_store_connect_how(a->set.store_host, a->set.store_port, ms,
+                                  &me, &c, why, whylen, how);
     fr_store_close(c);
     return rc;
 }
 
 /* How long rank 0 that cannot listen looks for its job's store there. */
 #define RANK0_PROBE_MS 1000
-
-/* 1 if fr_store_connect's failure (rc, its text in why) is a store's
- * refusal for good: a store of a job answered and refused this process
- * (fr_store_connect words it "... refused rank N: the store's words");
- * 0 if no store answered (unreachable, not a store, or a store of an
- * earlier run still refusing). */
-static int store_refused(int rc, const char *why)
-{
-    return rc == FRPC_EACCES || rc == FRPC_EEXIST ||
-           (rc == FRPC_EBOOTSTRAP && strstr(why, " refused rank ") &&
-            !strstr(why, "still refused"));
-}
 
 /*
  * Rank 0 could not listen at the store's address. If this job's store
@@ -169,15 +158,25 @@ static int rank0_verdict(frpc_agent *a, uint64_t deadline, char *err,
     int ms = left_ms(deadline);
     /* 0: joined (a first rank 0 not connected yet): it will be the one
      * refused. */
+    fr_store_outcome how;
     int rc = ask_store_as_me(a, ms < RANK0_PROBE_MS ? ms : RANK0_PROBE_MS,
-                             why, sizeof(why));
+                             why, sizeof(why), &how);
     if (rc == 0) {
         say(err, errlen, "rank 0 of this job already serves its store at "
             "%s", s->store_at);
         return rank_taken(s, err, errlen);
     }
-    if (!store_refused(rc, why))
+    /* Unreachable, not a store, or a store of an earlier run still
+     * refusing: no store of a job answered. Another program holding the
+     * port says what it is (its answer's start, as rank 1 hears it). */
+    if (how != FR_STORE_REFUSED) {
+        size_t n = strlen(err);
+        if (rc == FRPC_EPROTO && n + 4 < errlen) {
+            const char *its = strstr(why, "not a fabrpc bootstrap store");
+            snprintf(err + n, errlen - n, " (%s)", its ? its : why);
+        }
         return 0;
+    }
     say(err, errlen, "%s", why);
     return rc == FRPC_EEXIST ? rank_taken(s, err, errlen) : rc;
 }
@@ -202,10 +201,11 @@ static int connect_store(frpc_agent *a, uint64_t deadline, char *err,
         }
         me.own_server = a->store_srv;
     }
-    rc = fr_store_connect(s->store_host, s->store_port, left_ms(deadline),
-                          &me, &a->store, err, errlen);
+    fr_store_outcome how;
+    rc = fr_store_connect_how(s->store_host, s->store_port, left_ms(deadline),
+                              &me, &a->store, err, errlen, &how);
     /* Not when the store answered: a refusal is about the rank. */
-    if (rc == FRPC_EBOOTSTRAP && strstr(err, "cannot reach"))
+    if (how == FR_STORE_UNREACHED)
         store_hint(s, err, errlen);
     if (rc == FRPC_EEXIST) /* another process holds this rank */
         rc = rank_taken(s, err, errlen);
@@ -230,7 +230,7 @@ static void tell_rank_outside(frpc_agent *a, char *err, size_t errlen)
     char why[256] = "";
     int ms = s->init_timeout_ms < TELL_OUTSIDE_MS ? s->init_timeout_ms
                                                   : TELL_OUTSIDE_MS;
-    int rc = ask_store_as_me(a, ms, why, sizeof(why));
+    int rc = ask_store_as_me(a, ms, why, sizeof(why), NULL);
     size_t n = strlen(err);
     if (n + 1 >= errlen)
         return;

@@ -264,7 +264,11 @@ typedef enum frpc_rma_mode {
  *                    once. A name that does not resolve is tried again
  *                    until init_timeout_ms; another program answering on
  *                    the port fails frpc_init at once (FRPC_EBOOTSTRAP,
- *                    "not a fabrpc bootstrap store", quoting its answer).
+ *                    "not a fabrpc bootstrap store", quoting its answer;
+ *                    rank 0 says it too, after "cannot listen"); one
+ *                    that accepts and says nothing, or closes, looks
+ *                    like a stopped or ending rank 0: it is waited for
+ *                    until init_timeout_ms.
  *                    Rank 0 serves the bootstrap store
  *                    there; the others connect. A world of one rank has
  *                    no store (nothing to meet): store_addr is unused,
@@ -280,11 +284,15 @@ typedef enum frpc_rma_mode {
  *                    provider it hides cannot come up, whatever
  *                    FABRPC_PROVIDER says (frpc_backend_report and
  *                    frpc_init's messages name FI_PROVIDER as the reason).
- *                    A name no libfabric provider has (a typo) fails
- *                    frpc_init with FRPC_EINVAL, naming it and the
- *                    providers that came up; so does an empty name in
- *                    config.providers or FABRPC_PROVIDER ("tcp,,shm",
- *                    "shm,"). Spaces around a name are ignored.
+ *                    libfabric takes FI_PROVIDER's names as written,
+ *                    spaces included ("tcp, shm" hides shm), in any case.
+ *                    A name no libfabric provider has (a typo, or what is
+ *                    no name: "^udp" inside a list, ";rxm", 32 characters
+ *                    or more) fails frpc_init with FRPC_EINVAL, naming it
+ *                    and the providers that came up; so does an empty
+ *                    name in config.providers or FABRPC_PROVIDER
+ *                    ("tcp,,shm", "shm,"). In fabrpc's own list spaces
+ *                    around a name are ignored, and case ("TCP" is tcp).
  *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
  *                    provider in the list must come up, or frpc_init fails
  *                    with FRPC_ENOBACKEND naming each missing one and why;

@@ -118,17 +118,17 @@ static long long now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* frpc_init as rank 1 of 2 with the store at addr (config.store_addr, or
+/* frpc_init as rank of 2 with the store at addr (config.store_addr, or
  * the environment when NULL) and init_timeout_ms; it must fail with
  * want_rc and a message holding needle. Returns how long it took, ms. */
-static long long init_rank1_fails(const char *addr, int init_timeout_ms,
-                                  int want_rc, const char *needle)
+static long long init_fails(int rank, const char *addr, int init_timeout_ms,
+                            int want_rc, const char *needle)
 {
     char err[1024] = "";
     frpc_agent *a = NULL;
     frpc_config c;
     frpc_config_init(&c);
-    c.rank = 1;
+    c.rank = rank;
     c.world_size = 2;
     c.store_addr = addr;
     c.init_timeout_ms = init_timeout_ms;
@@ -144,6 +144,12 @@ static long long init_rank1_fails(const char *addr, int init_timeout_ms,
     return ms;
 }
 
+static long long init_rank1_fails(const char *addr, int init_timeout_ms,
+                                  int want_rc, const char *needle)
+{
+    return init_fails(1, addr, init_timeout_ms, want_rc, needle);
+}
+
 /* Before: 60 s of "the bootstrap store did not answer in time". */
 START_TEST(another_program_on_the_store_port_fails_init_at_once)
 {
@@ -155,6 +161,23 @@ START_TEST(another_program_on_the_store_port_fails_init_at_once)
                                     "not a fabrpc bootstrap store: its "
                                     "answer began 'HTTP/1.0 200 OK.'");
     ck_assert_int_lt(ms, 30000); /* not its init timeout */
+    other_program_stop(&w);
+}
+END_TEST
+
+/* Rank 0 cannot listen there, and says what holds the port (it said
+ * only "Address already in use"). */
+START_TEST(another_program_on_the_store_port_is_named_to_rank_0)
+{
+    other_program w;
+    char addr[32];
+    other_program_start(&w);
+    snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)w.port);
+    long long ms = init_fails(0, addr, 60000, FRPC_EBOOTSTRAP,
+                              "not a fabrpc bootstrap store: its answer "
+                              "began 'HTTP/1.0 200 OK.'");
+    ck_assert_int_lt(ms, 30000); /* not its init timeout */
+    init_fails(0, addr, 60000, FRPC_EBOOTSTRAP, "cannot listen on");
     other_program_stop(&w);
 }
 END_TEST
@@ -235,6 +258,8 @@ int main(void)
         {"another program on the store's port fails frpc_init at once, "
          "quoting its answer",
          another_program_on_the_store_port_fails_init_at_once},
+        {"another program on the store port is named to rank 0",
+         another_program_on_the_store_port_is_named_to_rank_0},
         {"a store host that is neither a name nor an address fails "
          "frpc_init at once",
          a_store_host_that_is_no_host_fails_init_at_once},

@@ -5,8 +5,11 @@
 #include <check.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "comm/providers.h"
 #include "rpc/registry.h"
@@ -244,10 +247,72 @@ START_TEST(report_keeps_a_long_reason_whole)
 }
 END_TEST
 
+/* What in a user's list names no provider is kept, named, as an
+ * unknown provider (frpc_init fails naming it): not dropped ("tcp,^udp"
+ * ran on tcp) nor failing the list without saying which. Case is
+ * libfabric's: any. */
+START_TEST(user_list_keeps_what_is_no_name_as_unknown)
+{
+    fr_backends bs;
+    ck_assert_int_eq(
+        fr_backends_discover(&bs, "TCP,^udp, ;rxm,"
+                                  "averyveryverylongtypoprovidernamexyz"),
+        0);
+    ck_assert_int_eq(bs.n, 4);
+    ck_assert_str_eq(bs.b[0].name, "tcp");
+    ck_assert_int_eq(bs.b[0].unknown, 0);
+    const char *bad[3] = {"'^udp'", "';rxm'", "'averyveryverylongtypoprovide...'"};
+    for (int i = 1; i < 4; i++) {
+        ck_assert_int_eq(bs.b[i].unknown, 1);
+        ck_assert_int_eq(bs.b[i].up, 0);
+        ck_assert_msg(strstr(bs.b[i].reason, bad[i - 1]) &&
+                          strstr(bs.b[i].reason, "unknown provider"),
+                      "reason: %s", bs.b[i].reason);
+    }
+    ck_assert_ptr_nonnull(strstr(bs.b[1].reason, "FI_PROVIDER's"));
+    fr_backends_free(&bs);
+    /* fabrpc's own lists (rank 0's order) still skip them. */
+    char n[FR_BACKEND_MAX][FR_BACKEND_NAME];
+    ck_assert_int_eq(fr_backends_parse("SHM,^udp,;rxm", n, FR_BACKEND_MAX), 1);
+    ck_assert_str_eq(n[0], "shm");
+}
+END_TEST
+
+/* FI_PROVIDER as libfabric reads it: "tcp, shm" hides shm (" shm" is
+ * not a name libfabric has), and the reason says so; fabrpc trimmed the
+ * space and blamed no one. In a child of its own: libfabric reads
+ * FI_PROVIDER once, at its first use in a process. */
+START_TEST(fi_provider_names_are_read_as_written)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setenv("FI_PROVIDER", "tcp, shm", 1);
+        fr_backends bs;
+        int ok = fr_backends_discover(&bs, "shm") == 0 && bs.n == 1 &&
+                 !bs.b[0].up && !bs.b[0].unknown &&
+                 strstr(bs.b[0].reason, "hidden by FI_PROVIDER=\"tcp, shm\"") &&
+                 strstr(bs.b[0].reason, "spaces included");
+        if (!ok)
+            fprintf(stderr, "shm: up %d, reason: %s\n", bs.b[0].up,
+                    bs.b[0].reason);
+        fr_backends_free(&bs);
+        _exit(ok ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
         {"add then find returns the entry", add_then_find_returns_the_entry},
+        {"a user's provider list keeps what is no name as unknown",
+         user_list_keeps_what_is_no_name_as_unknown},
+        {"FI_PROVIDER's names are read as libfabric reads them",
+         fi_provider_names_are_read_as_written},
         {"duplicate name is refused", duplicate_name_is_refused},
         {"id collision is refused", id_collision_is_refused},
         {"bad arguments are refused", bad_arguments_are_refused},

@@ -76,8 +76,11 @@ static fr_store_client *join_ok(const fr_store_ident *me)
 {
     fr_store_client *c = NULL;
     char err[256] = "";
-    int rc = fr_store_connect(HOST, port, 10000, me, &c, err, sizeof(err));
+    fr_store_outcome how = FR_STORE_FOREIGN;
+    int rc = fr_store_connect_how(HOST, port, 10000, me, &c, err, sizeof(err),
+                                  &how);
     ck_assert_msg(rc == 0, "connect: %d %s", rc, err);
+    ck_assert_int_eq(how, FR_STORE_JOINED);
     return c;
 }
 
@@ -408,10 +411,13 @@ START_TEST(test_connect_no_server)
     fr_store_client *c = (fr_store_client *)1;
     fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
     char err[256] = "", want[64];
+    fr_store_outcome how = FR_STORE_JOINED;
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, p, 500, &me, &c, err, sizeof(err)),
+    ck_assert_int_eq(fr_store_connect_how(HOST, p, 500, &me, &c, err,
+                                          sizeof(err), &how),
                      FRPC_EBOOTSTRAP);
     int64_t dt = now_ms() - t0;
+    ck_assert_int_eq(how, FR_STORE_UNREACHED);
     ck_assert_int_ge(dt, 400);
     ck_assert_int_lt(dt, 15000);
     ck_assert_ptr_null(c);
@@ -429,6 +435,9 @@ START_TEST(test_connect_no_server)
                      FRPC_EINVAL);
     ck_assert_int_eq(fr_store_connect(HOST, p, 0, NULL, &c, NULL, 0),
                      FRPC_EINVAL);
+    ck_assert_int_eq(fr_store_connect_how(NULL, p, 0, &me, &c, NULL, 0, &how),
+                     FRPC_EINVAL);
+    ck_assert_int_eq(how, FR_STORE_FOREIGN);
 }
 END_TEST
 
@@ -441,9 +450,11 @@ START_TEST(test_connect_to_another_program_fails_at_once)
     fr_store_client *c = (fr_store_client *)1;
     fr_store_ident me = ident(1, FR_STORE_ROLE_MAIN);
     char err[320] = "";
+    fr_store_outcome how = FR_STORE_JOINED;
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, w.port, 60000, &me, &c, err,
-                                      sizeof(err)), FRPC_EPROTO);
+    ck_assert_int_eq(fr_store_connect_how(HOST, w.port, 60000, &me, &c, err,
+                                          sizeof(err), &how), FRPC_EPROTO);
+    ck_assert_int_eq(how, FR_STORE_FOREIGN);
     ck_assert_int_lt(now_ms() - t0, 30000); /* not its 60 s */
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err, "not a fabrpc bootstrap store") &&
@@ -906,9 +917,15 @@ START_TEST(test_wrong_key_refused_job_goes_on)
     ck_assert_int_lt(now_ms() - t0, JOIN_RETRIED_MS); /* not retried */
     ck_assert_ptr_null(c1);
     ck_assert_msg(strstr(err, "key mismatch"), "error text: %s", err);
+    /* A refusal for good, told apart from no store (rank 0's probe of a
+     * second rank 0 reads this, rpc/agent.c). */
+    fr_store_outcome how = FR_STORE_JOINED;
+    ck_assert_int_eq(fr_store_connect_how(HOST, port, 600, &bad, &c1, err,
+                                          sizeof(err), &how), FRPC_EACCES);
+    ck_assert_int_eq(how, FR_STORE_REFUSED);
     ck_assert_int_eq(join(&none, &c1, err, sizeof(err)), FRPC_EACCES);
     ck_assert_uint_eq(fr_store_server_key_failures(srv, last, sizeof(last)),
-                      2);
+                      3);
     ck_assert_msg(strstr(last, "claiming rank 1") && strstr(last, "no job key"),
                   "last key failure: %s", last);
     sleep_ms(300);
@@ -1814,9 +1831,11 @@ START_TEST(test_stale_store_refused_after_retries)
     /* Rank 0 left (its shutdown): rank 1's MAIN, still connected, is the
      * previous run's. */
     ck_assert_int_eq(fr_store_leave(mains[0]), 0);
+    fr_store_outcome how = FR_STORE_JOINED;
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, port, 600, &r1, &c, err,
-                                      sizeof(err)), FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(fr_store_connect_how(HOST, port, 600, &r1, &c, err,
+                                          sizeof(err), &how), FRPC_EBOOTSTRAP);
+    ck_assert_int_eq(how, FR_STORE_STALE); /* not this job's: no verdict */
     ck_assert_int_ge(now_ms() - t0, 500); /* retried until the timeout */
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err, "still refused rank 1") &&
@@ -1844,9 +1863,11 @@ START_TEST(test_rank_claimed_twice_refused_at_once)
     fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
     fr_store_client *c = (fr_store_client *)1;
     char err[256];
+    fr_store_outcome how = FR_STORE_JOINED;
     int64_t t0 = now_ms();
-    ck_assert_int_eq(fr_store_connect(HOST, port, 10000, &r1, &c, err,
-                                      sizeof(err)), FRPC_EEXIST);
+    ck_assert_int_eq(fr_store_connect_how(HOST, port, 10000, &r1, &c, err,
+                                          sizeof(err), &how), FRPC_EEXIST);
+    ck_assert_int_eq(how, FR_STORE_REFUSED);
     ck_assert_int_lt(now_ms() - t0, 5000);
     ck_assert_ptr_null(c);
     ck_assert_msg(strstr(err, "refused rank 1: rank 1 is already held by a "
