@@ -1976,6 +1976,12 @@ void fr_fabric_close(fr_fabric *f)
         fr_exit_unlink_drop(f->exit_name);
     fr__rndv_free_all(f, keep);
     fr__rma_free_all(f, keep);
+    /* The cached blocks' registrations before the domain: closed after
+     * it, the domain was still busy with them and stayed open (valgrind:
+     * fi_fabric's and fi_domain's memory lost after frpc_shutdown once a
+     * payload between the inject size and zerocopy_min had used a block). */
+    fr__block_cache_destroy(&f->out_cache);
+    fr__block_cache_destroy(&f->in_cache);
     if (!keep) {
         fr__rma_close_regions(f); /* before the domain */
         if (f->av)
@@ -1987,8 +1993,6 @@ void fr_fabric_close(fr_fabric *f)
         if (f->fabric)
             fi_close(&f->fabric->fid);
     }
-    fr__block_cache_destroy(&f->out_cache);
-    fr__block_cache_destroy(&f->in_cache);
     if (f->recv && !keep)
         for (unsigned i = 0; i < f->opts.recv_count; i++)
             free(f->recv[i].buf);

@@ -41,12 +41,22 @@ static void wait_for_busy_at_exit(void)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
 }
 
+/* A fork child has only the forking thread: the others' holds (a
+ * frpc_init under way on another thread of the parent) are not its own,
+ * and its exit waited 10 s for threads it does not have. */
+static void child_forgets_other_threads(void)
+{
+    atomic_store(&busy, busy_here());
+    atomic_store(&exiting, 0);
+}
+
 /* At load: an exit that begins before the first frpc_init is seen too.
  * Handlers registered before (a program that loads libfabrpc with dlopen)
  * run after this one: the exiting thread itself never stops. */
 __attribute__((constructor)) static void register_exit_wait(void)
 {
     atexit(wait_for_busy_at_exit);
+    pthread_atfork(NULL, NULL, child_forgets_other_threads);
 }
 
 static int another_thread_exits(void)

@@ -523,7 +523,12 @@ void frpc_config_init_sized(frpc_config *cfg, size_t size);
  * meanwhile, exit waits (at most 10 s) until the thread in frpc_init or
  * frpc_shutdown reaches such a wait, where it stops for good, and the
  * process ends; the exiting thread itself goes on (an exit handler of the
- * program's may shut an agent down).
+ * program's may shut an agent down). A child of fork() does not wait for
+ * the parent's other threads (since 1.5); but as POSIX has it for any
+ * multithreaded parent, such a child should end with _exit or exec, not
+ * exit: exit runs libfabric's destructor, which waits for good on a lock
+ * that another thread of the parent held at the fork (inside frpc_init,
+ * say).
  *
  * Open files: rank 0 serves two store connections per rank, and every
  * rank holds a handle on each same-host peer's process and, over tcp, a

@@ -286,6 +286,31 @@ START_TEST(the_exiting_thread_may_hold_in_an_exit_handler)
 }
 END_TEST
 
+/* A fork child has only the forking thread: another thread's hold in
+ * the parent (frpc_init under way there) is not waited for by the
+ * child's exit, which took 10 s. (A child of a process whose other
+ * thread is inside libfabric can still hang in libfabric's destructor:
+ * the header tells such children to use _exit.) */
+START_TEST(a_fork_child_does_not_wait_for_the_parents_held_thread)
+{
+    pthread_t th;
+    ck_assert_int_eq(pipe(report), 0);
+    ck_assert_int_eq(pthread_create(&th, NULL, held_thread, NULL), 0);
+    while (!atomic_load(&began))
+        usleep(1000);
+    double t0 = now_s();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        exit(7);
+    int st = wait_child(pid, 30);
+    double took = now_s() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 7, "status %#x", st);
+    ck_assert_msg(took < 5, "the child's exit took %.1f s", took);
+    pthread_detach(th); /* it stops at its wait; the test process ends */
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -305,6 +330,8 @@ int main(void)
          a_held_thread_that_exits_is_not_waited_for},
         {"the exiting thread may hold in a later exit handler",
          the_exiting_thread_may_hold_in_an_exit_handler},
+        {"a fork child's exit does not wait for the parent's held thread",
+         a_fork_child_does_not_wait_for_the_parents_held_thread},
     };
     return fr_run_tests("signal_hold", tests, sizeof(tests) / sizeof(tests[0]),
                         60);
