@@ -537,13 +537,26 @@ int fr_fabric_payloads_unread(fr_fabric *f);
 
 /* Ends loan now if a reader that copies straight from this process's
  * memory must still read it (shm's fast path: the doorbell's loan slot,
- * closed first, makes a copy finished after that thrown away); returns 1
- * then, with the loan returned. 0 when loan is not out, or is out where
- * no such slot guards it (another provider: a read the provider serves
- * from the bytes may be under way, so they are not taken back). For a
+ * closed first, makes a copy finished after that thrown away), or if the
+ * connection to its reader dropped since it was lent
+ * (fr_fabric_loans_dropped); returns 1 then, with the loan returned. 0
+ * when loan is not out, or is out where neither holds (another provider:
+ * a read the provider serves from the bytes may be under way, so they
+ * are not taken back). For a
  * sync call that ended (its timeout) while a stopped callee had yet to
  * read its args. Any thread. */
 int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan);
+
+/* The connection to dst dropped (on_connection_dropped, or dst said so):
+ * the payloads announced to dst before it are read, if at all, over that
+ * connection, which serves no read any more (tcp;ofi_rxm fails the reads
+ * on it, and the reader posts a failed chunk no more), and the reader's
+ * RNDV_DONE for them may have been lost with it: their loans can be taken
+ * back from now on (fr_fabric_revoke_loan; the registration is closed
+ * first, so a read that still came would be refused, not served). Lent
+ * calls over tcp in flight at a stale descriptor's drop were done only
+ * when the callee ended (49 s in a probe). Any thread. */
+void fr_fabric_loans_dropped(fr_fabric *f, uint32_t dst);
 
 /* 1 if the CQ has an fd wait object (tcp, sockets). */
 int fr_fabric_has_fd(const fr_fabric *f);

@@ -142,6 +142,8 @@ typedef struct fr_rndv_out {
     fr_block blk;          /* LENT and GIVEN: buf and its own mr */
     fr_fabric_loan *loan;  /* LENT */
     int slot;              /* its doorbell loan slot, or -1 (rndv.c) */
+    int reader_dropped;    /* the connection to dst dropped since it was
+                              announced (under rndv_lock; rndv.c) */
 } fr_rndv_out;
 
 struct fr_rndv_in;

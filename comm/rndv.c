@@ -293,11 +293,23 @@ static fr_rndv_out *take_out(fr_fabric *f,
     return o;
 }
 
-/* A loan a reader copies straight from our memory: only those can be
- * taken back before the reader is done (their slot tells it). */
+/* A loan that can be taken back before the reader said it is done: one
+ * it copies straight from our memory (its slot tells it), or one whose
+ * connection to the reader dropped since (fr_fabric_loans_dropped). */
 static int is_revocable_loan(const fr_rndv_out *o, const void *loan)
 {
-    return o->loan == loan && o->slot >= 0;
+    return o->loan == loan && (o->slot >= 0 || o->reader_dropped);
+}
+
+void fr_fabric_loans_dropped(fr_fabric *f, uint32_t dst)
+{
+    if (!f)
+        return;
+    fr_spin_lock(&f->rndv_lock);
+    for (fr_rndv_out *o = f->rndv_out; o; o = o->next)
+        if (o->dst == dst)
+            o->reader_dropped = 1;
+    fr_spin_unlock(&f->rndv_lock);
 }
 
 int fr_fabric_revoke_loan(fr_fabric *f, fr_fabric_loan *loan)

@@ -10,6 +10,12 @@
  *   flight to that rank is suspected (fr_liveness_suspect). Answered
  *   within about a second it ends well; else with FRPC_ETRANSPORT, saying
  *   it may or may not have run. Never at its own timeout.
+ * - Lent args count as read over that connection too: the reader's word
+ *   that it is done (RNDV_DONE) may have gone onto the dying connection,
+ *   and a lent call's future, done only when its loan is back, was then
+ *   done only when the callee ended. The loans to that rank can be taken
+ *   back from the drop on (fr_fabric_loans_dropped), so such a call ends
+ *   with the others.
  * - Only the side whose operation failed sees the drop, so it tells the
  *   other with a call to FR_DROPPED_NAME, whose handler suspects that
  *   side's calls in turn. The first telling, sent as the drop is seen,
@@ -35,6 +41,10 @@
 static void suspect_calls_to(frpc_agent *a, uint32_t rank)
 {
     uint64_t some[64], *ids = some;
+    /* Before the calls end: a lent call ending FRPC_ETRANSPORT takes its
+     * args back then, its reader's RNDV_DONE perhaps lost with the
+     * connection. */
+    fr_fabric_loans_dropped(a->fab, rank);
     size_t n = fr_pending_ids_to(&a->pend, rank, some, 64);
     if (n > 64) { /* ids added meanwhile are newer: left out */
         ids = malloc(n * sizeof(*ids));

@@ -70,9 +70,13 @@ told_2() { rma_2 told; }
 # saw the drop: its word to the other is fabrpc's own and passes the
 # limit (refused, the other's call ended at its 5 s timeout).
 told_limited_2() { FABRPC_MAX_INFLIGHT=2 rma_2 told; }
+# Lent args being read when the connection drops: their reader's word
+# that it is done is lost with it.
+told_lent_2() { rma_2 told-lent; }
 if [ "$PROV" = tcp ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a call in flight to the rank that saw the connection drop ends FRPC_ETRANSPORT, not at its timeout" told_2
     run_case "$PROV: the same with FABRPC_MAX_INFLIGHT=2: the word that the connection dropped passes the limit" told_limited_2
+    run_case "$PROV: lent calls in flight when the connection drops end within seconds, not when the callee ends" told_lent_2
 fi
 # The choice of mode (rma_modes.c), once per provider, with the emulated
 # suite: the cases set FABRPC_RMA themselves.
