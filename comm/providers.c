@@ -168,10 +168,6 @@ static int getinfo_all(struct fi_info *hints, struct fi_info **all)
 
 /* One fi_getinfo for all providers: each call rescans them all, which
  * costs a noticeable part of a second. */
-/* FI_PROVIDER's value when it hides name from libfabric's answers (a
- * list without it, or "^..." with it), else NULL. libfabric applies it
- * whatever fabrpc's own list says, so FABRPC_PROVIDER=shm under an
- * exported FI_PROVIDER=tcp can never have shm. */
 /* Whether libfabric 1.17 reads list (FI_PROVIDER's, after any "^") as
  * naming name: its names are split at commas and taken as written,
  * spaces included, in any case, and "core;util" names core (fi_info -t
@@ -193,6 +189,10 @@ static int fi_filter_names(const char *list, const char *name)
     }
 }
 
+/* FI_PROVIDER's value when it hides name from libfabric's answers (a
+ * list without it, or "^..." with it), else NULL. libfabric applies it
+ * whatever fabrpc's own list says, so FABRPC_PROVIDER=shm under an
+ * exported FI_PROVIDER=tcp can never have shm. */
 static const char *fi_provider_hides(const char *name)
 {
     const char *f = getenv("FI_PROVIDER");
