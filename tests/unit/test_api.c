@@ -2577,12 +2577,26 @@ END_TEST
 /* "another thread may still answer it while frpc_shutdown runs (the
  * answer is sent, or, immediate, fails FRPC_ESHUTDOWN)": a request kept
  * by "hold" is answered from a thread that waits for the shutdown to
- * begin; the sanitizer runs would see a use after free. */
+ * begin; the sanitizer runs would see a use after free. The shutdown is
+ * kept running until that answer is given by a second handler, "stall",
+ * which frpc_shutdown waits for (its pool runs it): without it an
+ * immediate shutdown could return, and free the agent, before the
+ * answering thread saw it begin (the answer would then come after the
+ * return, which the header calls a use after free). */
 struct late_answer {
     frpc_agent *a;
     frpc_request *req;
     int rc;
+    atomic_int answered;
 };
+
+static void stall_until_answered(frpc_request *req, void *user)
+{
+    struct late_answer *w = user;
+    for (int i = 0; i < 60000 && !atomic_load(&w->answered); i++)
+        usleep(1000);
+    frpc_respond(req, NULL, 0);
+}
 
 static void *answer_once_shutdown_began(void *arg)
 {
@@ -2590,6 +2604,7 @@ static void *answer_once_shutdown_began(void *arg)
     while (!atomic_load(&w->a->shutting_down))
         sched_yield();
     w->rc = frpc_respond(w->req, "late", 4);
+    atomic_store(&w->answered, 1);
     return NULL;
 }
 
@@ -2597,13 +2612,19 @@ START_TEST(a_kept_request_answered_while_shutdown_runs)
 {
     const int hows[2] = {FRPC_SHUTDOWN_GRACEFUL, FRPC_SHUTDOWN_IMMEDIATE};
     for (int i = 0; i < 2; i++) {
-        frpc_future *f = NULL;
+        frpc_future *f = NULL, *stalled = NULL;
+        struct late_answer w = {.a = agent, .rc = 1};
+        ck_assert_int_eq(frpc_register(agent, "stall", stall_until_answered,
+                                       &w, 0),
+                         0);
         ck_assert_int_eq(frpc_call_async(agent, 0, "hold", NULL, 0, 20000,
                                          &f), 0);
         while (!holding())
             sched_yield();
+        ck_assert_int_eq(frpc_call_async(agent, 0, "stall", NULL, 0, 20000,
+                                         &stalled), 0);
         pthread_mutex_lock(&held_lock);
-        struct late_answer w = {.a = agent, .req = held, .rc = 1};
+        w.req = held;
         held = NULL;
         pthread_mutex_unlock(&held_lock);
         pthread_t t;
@@ -2613,7 +2634,9 @@ START_TEST(a_kept_request_answered_while_shutdown_runs)
         pthread_join(t, NULL);
         agent = NULL;
         ck_assert_int_eq(rc, 0);
+        ck_assert_int_eq(atomic_load(&w.answered), 1);
         ck_assert_int_eq(frpc_future_test(f), 1);
+        ck_assert_int_eq(frpc_future_test(stalled), 1);
         if (hows[i] == FRPC_SHUTDOWN_GRACEFUL) {
             size_t len = 0;
             ck_assert_int_eq(w.rc, 0);
@@ -2621,11 +2644,14 @@ START_TEST(a_kept_request_answered_while_shutdown_runs)
             const void *d = frpc_future_data(f, &len);
             ck_assert_uint_eq(len, 4);
             ck_assert_mem_eq(d, "late", 4);
+            ck_assert_int_eq(frpc_future_wait(stalled, 0), 0);
         } else {
             ck_assert_int_eq(w.rc, FRPC_ESHUTDOWN);
             ck_assert_int_eq(frpc_future_wait(f, 0), FRPC_ESHUTDOWN);
+            ck_assert_int_eq(frpc_future_wait(stalled, 0), FRPC_ESHUTDOWN);
         }
         frpc_future_free(f);
+        frpc_future_free(stalled);
         if (i == 0)
             agent_up();
     }
