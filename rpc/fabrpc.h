@@ -268,7 +268,9 @@ typedef enum frpc_rma_mode {
  *                    rank 0 says it too, after "cannot listen"); one
  *                    that accepts and says nothing, or closes, looks
  *                    like a stopped or ending rank 0: it is waited for
- *                    until init_timeout_ms.
+ *                    until init_timeout_ms (rank 0 itself, which cannot
+ *                    listen there, fails within about a second:
+ *                    FRPC_EBOOTSTRAP, "cannot listen").
  *                    Rank 0 serves the bootstrap store
  *                    there; the others connect. A world of one rank has
  *                    no store (nothing to meet): store_addr is unused,

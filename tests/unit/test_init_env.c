@@ -182,6 +182,30 @@ START_TEST(another_program_on_the_store_port_is_named_to_rank_0)
 }
 END_TEST
 
+/* The header and README: a program that accepts and says nothing, or
+ * closes each connection, looks like a stopped or ending rank 0 and is
+ * waited for until init_timeout_ms, then FRPC_EBOOTSTRAP naming the
+ * address; rank 0, which cannot listen there, fails within about a
+ * second (not its init timeout, 60 s here). */
+START_TEST(a_silent_or_closing_program_on_the_store_port_is_waited_for)
+{
+    const int hows[2] = {OTHER_SILENT, OTHER_CLOSES};
+    for (int i = 0; i < 2; i++) {
+        other_program w;
+        char addr[32];
+        other_program_start_as(&w, hows[i]);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%u", (unsigned)w.port);
+        long long ms = init_fails(1, addr, 1500, FRPC_EBOOTSTRAP, addr);
+        ck_assert_msg(ms >= 1400, "%s program: rank 1 failed after %lld "
+                      "ms, before its init timeout",
+                      i ? "a closing" : "a silent", ms);
+        ms = init_fails(0, addr, 60000, FRPC_EBOOTSTRAP, "cannot listen on");
+        ck_assert_int_lt(ms, 30000);
+        other_program_stop(&w);
+    }
+}
+END_TEST
+
 /* Before: every try's name lookup failed until the init timeout. */
 START_TEST(a_store_host_that_is_no_host_fails_init_at_once)
 {
@@ -260,6 +284,9 @@ int main(void)
          another_program_on_the_store_port_fails_init_at_once},
         {"another program on the store port is named to rank 0",
          another_program_on_the_store_port_is_named_to_rank_0},
+        {"a silent or closing program on the store port is waited for "
+         "until the init timeout; rank 0 fails within a second",
+         a_silent_or_closing_program_on_the_store_port_is_waited_for},
         {"a store host that is neither a name nor an address fails "
          "frpc_init at once",
          a_store_host_that_is_no_host_fails_init_at_once},
