@@ -1922,6 +1922,11 @@ static int rma_ops_owed(fr_fabric *f)
     return 0;
 }
 
+int fr_fabric_rma_ops_to(fr_fabric *f, uint32_t dst)
+{
+    return dst < f->world ? atomic_load(&f->rma_ops_to[dst]) : 0;
+}
+
 int fr_fabric_quiesce(fr_fabric *f, uint64_t deadline_ns)
 {
     while (rma_ops_owed(f)) {

@@ -268,6 +268,10 @@ void fr_fabric_region_seal(fr_fabric *f, uint32_t slot);
 void fr_fabric_region_unseal(fr_fabric *f, uint32_t slot, uint64_t id);
 void fr_fabric_region_unlist(fr_fabric *f, uint32_t slot);
 int fr_fabric_region_held(fr_fabric *f, uint32_t slot);
+
+/* One-sided operations this rank has out to dst (RMA chunks, rendezvous
+ * reads) that the provider has not given back. Never blocks. */
+int fr_fabric_rma_ops_to(fr_fabric *f, uint32_t dst);
 /* 0 if dst's slot no longer lists region id (a stale descriptor: its
  * transfer would be refused), else 1 (also where nothing is checked, or
  * slot is 0). A look before a transfer begins; its hold checks again. */

@@ -955,6 +955,7 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     pthread_cond_init(&a->notify_done, NULL);
     fr_fnstats_init(&a->fnstats);
     if ((rc = fr_registry_init(&a->reg)) || (rc = fr_notify_register(a)) ||
+        (rc = fr_fence_register(a)) ||
         (rc = fr_dropped_register(a)) ||
         (rc = fr_emu_register(a)) ||
         (rc = fr_pending_init(&a->pend)))

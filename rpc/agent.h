@@ -541,6 +541,15 @@ void fr_request_to_pool(frpc_agent *a, frpc_request *req);
 #define FR_RESERVED_PREFIX "frpc." /* frpc_register refuses these names */
 #define FR_NOTIFY_NAME FR_RESERVED_PREFIX "notify"
 int fr_notify_register(frpc_agent *a);
+
+/* fence.c: after a region's registration was closed, a call to every
+ * peer not lost, whose answers come behind what the provider still
+ * served from the region (see there). */
+#define FR_FENCE_NAME FR_RESERVED_PREFIX "fence"
+int fr_fence_register(frpc_agent *a);
+/* 0 once each peer answered, was lost or dropped; FRPC_ETIMEDOUT (one
+ * did not answer by deadline), FRPC_ESHUTDOWN, FRPC_ENOMEM. Blocks. */
+int fr_fence_peers(frpc_agent *a, uint64_t deadline);
 void fr_notify_free_all(frpc_agent *a);
 void fr_notify_send_for(frpc_agent *a, uint32_t dst, uint64_t id,
                         uint64_t deadline, const void *msg, size_t len);

@@ -84,7 +84,7 @@ static int lookup(frpc_agent *a, const uint8_t *args, size_t alen,
         if (m->id != d.region)
             continue;
         uint64_t base = fr_mem_addr(m, 0);
-        if (d.key == fr_mem_key(m) && (m->access & need) &&
+        if (!m->fencing && d.key == fr_mem_key(m) && (m->access & need) &&
             d.addr >= base && d.addr - base <= m->len &&
             d.len <= m->len - (d.addr - base)) {
             atomic_fetch_add(&m->serving, 1);

@@ -1492,8 +1492,18 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * mem that passed their check are waited for too (see "Native shm"
  * above; a peer marked lost is not), and a peer's transfer completes
  * only in its polls: one whose progress is held past timeout_ms makes
- * this FRPC_ETIMEDOUT. Peers' descriptors of mem become stale: their
- * transfers fail.
+ * this FRPC_ETIMEDOUT. Where this rank's provider moves the bytes of
+ * peers' native transfers itself (tcp, sockets), it may still serve
+ * those it took before the registration closed: the registration is
+ * closed first, then each peer not lost is asked, and answers once it
+ * has no transfer to this rank out (since 1.5; 1.4 ranks answer at
+ * once): a peer stopped, or that does not answer by timeout_ms, makes
+ * this FRPC_ETIMEDOUT, mem then closed already (its descriptors stale,
+ * this rank's own transfers with it refused FRPC_EINVAL) but valid, to
+ * be deregistered again. A region that gives peers no access
+ * (access 0), or a world of one, asks no one. Peers' descriptors of mem
+ * become stale: their transfers fail; those already under way end 0
+ * with the bytes mem held, or fail.
  * After frpc_shutdown, which ends every registration, this only frees
  * mem. Returns 0, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN (frpc_shutdown, on
  * another thread, ended the transfers waited for: mem stays as for
@@ -1889,7 +1899,9 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * order first seen; a name past that has none, and frpc_get_fn_stats
  * gives it zeros). fabrpc's own functions count too: frpc_notify's calls
  * appear as "frpc.notify" (on the receiver a batch's notification counts
- * there too; on its sender it does not: the batch is a transfer), and a
+ * there too; on its sender it does not: the batch is a transfer),
+ * frpc_mem_deregister's questions to its peers (tcp, sockets) count
+ * as calls to "frpc.fence" on the rank that asks, and a
  * fresh agent lists "fabrpc.internal.bye" (registered by frpc_init; one
  * of the FRPC_FN_STATS_MAX); a request for a name not registered here
  * (answered FRPC_ENOFUNC) counts on the caller's side only, since the

@@ -177,10 +177,49 @@ static int wait_unheld(frpc_agent *a, frpc_mem *m, uint64_t deadline)
     return rc;
 }
 
+/* 1 if peers' native transfers on m are moved by this rank's provider
+ * from and into m's memory after their key was checked (tcp, sockets):
+ * not where m is listed (shm: the holds), served by messages, or offers
+ * peers no access. */
+static int needs_fence(const frpc_agent *a, const frpc_mem *m)
+{
+    return m->mr && !m->slot && !m->by_messages && m->access &&
+           a->set.world > 1;
+}
+
+/* Closes m's registration, fenced against what the provider still
+ * serves of it; then m is unlisted and freed. FRPC_ETIMEDOUT or
+ * FRPC_ESHUTDOWN leave m linked, closed, to be deregistered again. */
+static int close_fenced(frpc_agent *a, frpc_mem *m, uint64_t deadline)
+{
+    if (!m->fencing) {
+        int fence = needs_fence(a, m);
+        pthread_mutex_lock(&a->mem_lock);
+        m->fencing = fence;
+        pthread_mutex_unlock(&a->mem_lock);
+        fr_fabric_mr_close(m->mr);
+        m->mr = NULL;
+    }
+    if (m->fencing) {
+        int rc = fr_fence_peers(a, deadline);
+        if (rc)
+            return rc;
+    }
+    pthread_mutex_lock(&a->mem_lock);
+    unlink_locked(a, m);
+    pthread_mutex_unlock(&a->mem_lock);
+    fr_fabric_region_unlist(a->fab, m->slot);
+    atomic_fetch_sub(&a->mem_registered, 1);
+    free(m);
+    return 0;
+}
+
 static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
 {
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     int waited = 0, rc;
+    if (m->fencing) /* closed by an earlier call that timed out */
+        return close_fenced(a, m, deadline);
     while (atomic_load(&m->busy) > 0) {
         waited = 1;
         if (fr_now_ns() >= deadline)
@@ -214,11 +253,13 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
-    fr_fabric_mr_close(m->mr);
-    fr_fabric_region_unlist(a->fab, m->slot);
-    atomic_fetch_sub(&a->mem_registered, 1);
-    free(m);
-    return 0;
+    /* Linked again while peers are fenced: a shutdown meanwhile must
+     * find it (fr_mem_end_all), and a peer's emulated request does not
+     * use it (fencing). */
+    pthread_mutex_lock(&a->mem_lock);
+    link_locked(a, m);
+    pthread_mutex_unlock(&a->mem_lock);
+    return close_fenced(a, m, deadline);
 }
 
 /* Peers' transfers that passed their check on a region of a (shm's
@@ -262,14 +303,18 @@ void fr_mem_end_all(frpc_agent *a)
     atomic_store(&a->mem_registered, 0);
 }
 
+/* A region whose registration is closed (fencing) has neither: 0,
+ * which no peer's provider takes. */
 uint64_t fr_mem_addr(const frpc_mem *m, size_t off)
 {
-    return m->by_messages ? (uint64_t)off : fr_fabric_mr_addr(m->mr, off);
+    return m->by_messages ? (uint64_t)off
+           : m->mr        ? fr_fabric_mr_addr(m->mr, off)
+                          : 0;
 }
 
 uint64_t fr_mem_key(const frpc_mem *m)
 {
-    return m->by_messages ? m->id : fr_fabric_mr_key(m->mr);
+    return m->by_messages ? m->id : m->mr ? fr_fabric_mr_key(m->mr) : 0;
 }
 
 /* The descriptors this thread verified last. A program transfers from

@@ -28,6 +28,9 @@ struct frpc_mem {
     /* its descriptors say it is served by messages: emulated here (mr
      * NULL), or not listed where it had to be (every slot taken) */
     int by_messages;
+    /* Its registration is closed and peers are being fenced (fence.c): a
+     * deregistration timed out there, and the next one goes on from it. */
+    int fencing;
 };
 
 /* What a descriptor of m's byte off carries: the provider's address and

@@ -47,6 +47,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 #include <time.h>
 
@@ -263,6 +264,22 @@ void owner_check(int rank, size_t off, size_t len, uint32_t seed)
     CHECK(rc == 0, "rank %d's own check of %zu B at %zu: %s", rank, len, off,
           res.error ? res.error : frpc_strerror(rc));
     frpc_result_clear(&res);
+}
+
+/* An anonymous mapping of len bytes, each fill, registered with access
+ * and described whole into desc (its handle in *mem): a region its
+ * owner may unmap once deregistered. */
+uint8_t *map_region(size_t len, int fill, int access, frpc_mem **mem,
+                    uint8_t desc[FRPC_MEM_DESC_SIZE])
+{
+    uint8_t *b = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(b != MAP_FAILED, "mmap %zu", len);
+    memset(b, fill, len);
+    CHECK(frpc_mem_register(agent, b, len, access, mem) == 0 &&
+              frpc_mem_describe(*mem, 0, len, desc) == 0,
+          "register and describe a mapped region");
+    return b;
 }
 
 void finish(void)
@@ -1041,12 +1058,92 @@ static int mode_told_lent(void)
         free(lbuf);
     }
     /* Rank 1 polls meanwhile, as a live callee does. */
-    CHECK(frpc_barrier(agent, 60000) == 0, "last barrier");
-    CHECK(frpc_mem_deregister(region, 10000) == 0, "deregister");
-    int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 60000);
-    CHECK(rc == 0, "frpc_shutdown: %s", frpc_strerror(rc));
-    free(region_buf);
-    printf("ok: rank %d done\n", me);
+    finish();
+    return 0;
+}
+
+/* ---- dereg-in-flight ---------------------------------------------------- */
+
+/* The header: the caller keeps buf valid "until frpc_mem_deregister
+ * returns 0", and peers' transfers then fail. Rank 1 deregisters a
+ * region while rank 0's get of all of it is in flight, then unmaps it.
+ * Over tcp the provider had taken the get's requests and kept sending
+ * from the region after the deregistration returned: the get read bytes
+ * written after it, and once the region was unmapped every call between
+ * the two ranks timed out. Now rank 0's get ends 0 with the bytes the
+ * region held, or fails; the ranks go on calling each other. */
+#define BIG_LEN (128u << 20)
+
+static uint8_t *big_buf;
+
+static void h_big_drop(frpc_request *req, void *user)
+{
+    (void)user;
+    int rc = frpc_mem_deregister(spare, 30000);
+    spare = NULL;
+    if (rc == 0)
+        munmap(big_buf, BIG_LEN); /* what the header allows now */
+    if (rc)
+        frpc_respond_error(req, rc, frpc_strerror(rc));
+    else
+        frpc_respond(req, NULL, 0);
+}
+
+static int mode_dereg_in_flight(void)
+{
+    start(4096);
+    CHECK(world == 2, "dereg-in-flight needs 2 ranks");
+    CHECK(frpc_register(agent, "spare_desc", h_spare_desc, NULL, 0) == 0 &&
+              frpc_register(agent, "big_drop", h_big_drop, NULL, 0) == 0,
+          "register");
+    if (me == 1) {
+        big_buf = map_region(BIG_LEN, 0x5c, FRPC_MEM_REMOTE_READ, &spare,
+                             spare_desc);
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier");
+    if (me == 0) {
+        uint8_t d[FRPC_MEM_DESC_SIZE];
+        desc_by(1, "spare_desc", NULL, 0, d);
+        uint8_t *lbuf = malloc(BIG_LEN);
+        frpc_mem *local;
+        frpc_future *f;
+        frpc_result res;
+        CHECK(lbuf && frpc_mem_register(agent, lbuf, BIG_LEN, 0, &local) == 0,
+              "register the local side");
+        memset(lbuf, 0, BIG_LEN);
+        CHECK(frpc_get_async(local, 0, d, sizeof(d), 0, BIG_LEN, 60000,
+                             &f) == 0,
+              "the get");
+        nanosleep(&(struct timespec){0, 20 * 1000000L}, NULL);
+        int rc = frpc_call(agent, 1, "big_drop", NULL, 0, 60000, &res);
+        CHECK(rc == 0, "the owner's deregistration: %s (%s)",
+              frpc_err_name(rc), res.error ? res.error : "");
+        frpc_result_clear(&res);
+        rc = frpc_future_wait(f, 60000);
+        CHECK(rc == 0 || rc == FRPC_EACCES || rc == FRPC_ETRANSPORT,
+              "the get in flight: %s", frpc_err_name(rc));
+        size_t other = 0;
+        for (size_t i = 0; rc == 0 && i < BIG_LEN; i++)
+            other += lbuf[i] != 0x5c;
+        CHECK(other == 0, "the get ended 0 with %zu bytes the region did "
+              "not hold", other);
+        printf("ok: the get in flight ended %s\n", frpc_err_name(rc));
+        frpc_future_free(f);
+        for (int i = 0; i < 5; i++) {
+            double t0 = now_ms();
+            rc = frpc_call(agent, 1, "spare_desc", NULL, 0, 10000, &res);
+            double ms = now_ms() - t0;
+            /* The first may find the connection the get dropped. */
+            CHECK(rc == 0 || (i == 0 && rc == FRPC_ETRANSPORT),
+                  "call %d to the owner after: %s after %.0f ms", i,
+                  frpc_err_name(rc), ms);
+            frpc_result_clear(&res);
+        }
+        printf("ok: calls to the owner after it unmapped the region\n");
+        CHECK(frpc_mem_deregister(local, 10000) == 0, "deregister");
+        free(lbuf);
+    }
+    finish();
     return 0;
 }
 
@@ -1076,6 +1173,8 @@ int main(int argc, char **argv)
         return mode_told();
     if (!strcmp(mode, "told-lent"))
         return mode_told_lent();
+    if (!strcmp(mode, "dereg-in-flight"))
+        return mode_dereg_in_flight();
     if (!strcmp(mode, "modes"))
         return mode_modes();
     if (!strcmp(mode, "fallback"))

@@ -45,6 +45,8 @@ frpc_mem *local_region(size_t len, uint8_t **buf);
 void owner_check(int rank, size_t off, size_t len, uint32_t seed);
 /* A barrier, the region deregistered, a graceful shutdown. */
 void finish(void);
+uint8_t *map_region(size_t len, int fill, int access, frpc_mem **mem,
+                    uint8_t desc[FRPC_MEM_DESC_SIZE]);
 void expect(int rc, int want, const char *what);
 /* CLOCK_MONOTONIC in milliseconds. */
 double now_ms(void);

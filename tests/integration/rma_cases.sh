@@ -73,6 +73,8 @@ told_limited_2() { FABRPC_MAX_INFLIGHT=2 rma_2 told; }
 # Lent args being read when the connection drops: their reader's word
 # that it is done is lost with it.
 told_lent_2() { rma_2 told-lent; }
+dereg_in_flight_2() { rma_2 dereg-in-flight; }
+run_case "$PROV: a region deregistered (and unmapped) while a peer's get of it is in flight: the get ends with its bytes or fails, calls go on" dereg_in_flight_2
 if [ "$PROV" = tcp ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: a call in flight to the rank that saw the connection drop ends FRPC_ETRANSPORT, not at its timeout" told_2
     run_case "$PROV: the same with FABRPC_MAX_INFLIGHT=2: the word that the connection dropped passes the limit" told_limited_2

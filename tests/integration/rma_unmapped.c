@@ -80,15 +80,9 @@ int mode_unmapped(void)
     me = frpc_rank(agent);
     CHECK(world == 2, "unmapped needs 2 ranks");
     if (me == 1) {
-        gone = mmap(NULL, GONE_LEN, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        CHECK(gone != MAP_FAILED, "mmap");
-        memset(gone, 0x5a, GONE_LEN);
-        CHECK(frpc_mem_register(agent, gone, GONE_LEN,
-                                FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
-                                &gone_mem) == 0 &&
-                  frpc_mem_describe(gone_mem, 0, GONE_LEN, gone_desc) == 0,
-              "register and describe the region to unmap");
+        gone = map_region(GONE_LEN, 0x5a,
+                          FRPC_MEM_REMOTE_READ | FRPC_MEM_REMOTE_WRITE,
+                          &gone_mem, gone_desc);
     }
     CHECK(frpc_register(agent, "gone_desc", h_gone_desc, NULL, 0) == 0 &&
               frpc_register(agent, "unmap", h_unmap, NULL, 0) == 0,

@@ -1,0 +1,94 @@
+/*
+ * Fences a region's deregistration against peers' transfers that the
+ * owner's provider still serves from its memory.
+ *
+ * Where the owner's CPU moves the bytes of a peer's native transfer
+ * (tcp;ofi_rxm, sockets), the provider checks the key when the request
+ * arrives and then sends a get's bytes from the region as the socket
+ * takes them, or writes a put's as they come in: closing the
+ * registration refuses new requests but not those already taken. So a
+ * deregistration that returned after the close let a peer's 256 MiB get
+ * end 0 with bytes written after it, and a region unmapped then made the
+ * provider fail its socket (every call between the two ranks timed out
+ * afterwards).
+ *
+ * After the close, a call to FR_FENCE_NAME on each peer, answered once
+ * that peer has no one-sided operation out to us: each of those was
+ * either taken before the close (and is over, its bytes moved) or comes
+ * after it (refused). A call's answer alone proves nothing: over
+ * tcp;ofi_rxm it overtook 256 MiB of get answers queued before it. A
+ * peer whose answer does not come by the deadline (stopped, or its
+ * transfers to us held) makes the deregistration FRPC_ETIMEDOUT, as a
+ * stopped peer's hold does over shm; one lost, or whose connection
+ * dropped (which ends what was queued on it), does not hold it. An older
+ * peer without the function answers FRPC_ENOFUNC at once: it is not
+ * waited for.
+ */
+#include "config.h"
+
+#include <stdlib.h>
+#include <time.h>
+
+#include "comm/clock.h"
+#include "rpc/agent.h"
+
+/* On the pool: it waits for this rank's operations to the caller to be
+ * given back, polling (or napping while another thread polls), until
+ * the caller's deadline, and answers either way (the caller's own
+ * timeout decides). */
+static void on_fence(frpc_request *req, void *user)
+{
+    frpc_agent *a = user;
+    while (fr_fabric_rma_ops_to(a->fab, req->src) > 0 &&
+           fr_now_ns() < req->caller_deadline &&
+           !fr_pending_closed(&a->pend)) {
+        if (fr_fabric_progress(a->fab) <= 0) {
+            struct timespec ts = {0, 100000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    frpc_respond(req, NULL, 0);
+}
+
+int fr_fence_register(frpc_agent *a)
+{
+    return fr_registry_add(&a->reg, fr_func_id(FR_FENCE_NAME), FR_FENCE_NAME,
+                           on_fence, a, FR_FUNC_UNCOUNTED);
+}
+
+int fr_fence_peers(frpc_agent *a, uint64_t deadline)
+{
+    int world = a->set.world, n = 0, rc = 0;
+    uint64_t now = fr_now_ns();
+    if (world == 1)
+        return 0;
+    /* At least 1 ms: a call past its deadline is still sent. */
+    int ms = deadline > now ? (int)((deadline - now + 999999) / 1000000) : 1;
+    frpc_future **f = calloc((size_t)world, sizeof(*f));
+    if (!f)
+        return FRPC_ENOMEM;
+    int was = fr_call_own_names(1), was_unlimited = fr_pending_unlimited(1);
+    for (int r = 0; r < world && !rc; r++) {
+        if (r == a->set.rank ||
+            fr_agent_call_refused_why(a, (uint32_t)r, FR_FENCE_NAME))
+            continue;
+        int s = frpc_call_async(a, r, FR_FENCE_NAME, NULL, 0, ms, &f[n]);
+        if (s == 0)
+            n++;
+        else if (s == FRPC_ESHUTDOWN || s == FRPC_ENOMEM)
+            rc = s;
+    }
+    fr_pending_unlimited(was_unlimited);
+    fr_call_own_names(was);
+    frpc_wait_all(f, (size_t)n, ms);
+    for (int i = 0; i < n; i++) {
+        int s = frpc_future_error(f[i], NULL, NULL);
+        if (s == FRPC_EINPROGRESS)
+            s = FRPC_ETIMEDOUT;
+        if (!rc && (s == FRPC_ETIMEDOUT || s == FRPC_ESHUTDOWN))
+            rc = s;
+        frpc_future_free(f[i]);
+    }
+    free(f);
+    return rc;
+}
