@@ -1345,10 +1345,12 @@ int frpc_wait_any(frpc_future *const *futures, size_t n, int timeout_ms,
  *
  * Trust: a descriptor is checked before anything is posted. Its check
  * value is keyed with the job's token: random or truncated bytes, or
- * bytes whose fixed fields (format mark, version, flag and reserved bits:
- * bytes 0-7 and 48-55 of the 64) are not a descriptor's, whoever altered
- * them (FRPC_EPROTO), and any other byte altered or another job's
- * descriptors (FRPC_EACCES: the check value does not match) are refused,
+ * bytes whose fixed fields (in bytes 0-7 and 48-55 of the 64: the format
+ * mark, the version, and the bits no descriptor sets) are not a
+ * descriptor's, whoever altered them (FRPC_EPROTO), and any other byte
+ * or bit altered (the access and flag bits a descriptor may carry
+ * included) or another job's descriptors (FRPC_EACCES: the check value
+ * does not match) are refused,
  * as are a
  * rank outside the job (FRPC_ENORANK), a slice outside the described one
  * (FRPC_EINVAL) and an access the owner did not grant (FRPC_EACCES). A

@@ -87,6 +87,35 @@ START_TEST(every_byte_counts)
 }
 END_TEST
 
+/* The header: in bytes 0-7 and 48-55, a bit no descriptor sets is
+ * FRPC_EPROTO; the access and flag bits a descriptor may carry are
+ * covered by the check value, so flipping one is FRPC_EACCES. */
+START_TEST(every_fixed_bit_counts_access_and_flag_bits_by_the_check)
+{
+    uint8_t good[FR_MEMDESC_SIZE], b[FR_MEMDESC_SIZE];
+    fr_memdesc d;
+    fr_memdesc_encode(&sample, TOKEN, good);
+    int bytes[16], n = 0;
+    for (int i = 0; i < 8; i++)
+        bytes[n++] = i;
+    for (int i = 48; i < 56; i++)
+        bytes[n++] = i;
+    for (int k = 0; k < n; k++) {
+        for (int bit = 0; bit < 8; bit++) {
+            int i = bytes[k];
+            memcpy(b, good, sizeof(b));
+            b[i] ^= (uint8_t)(1u << bit);
+            int carried = (i == 5 && (1u << bit) & (FR_MEMDESC_READ |
+                                                     FR_MEMDESC_WRITE)) ||
+                          (i == 6 && (1u << bit) == FR_MEMDESC_F_MESSAGES);
+            int rc = fr_memdesc_decode(b, sizeof(b), TOKEN, 4, &d);
+            ck_assert_msg(rc == (carried ? FRPC_EACCES : FRPC_EPROTO),
+                          "byte %d bit %d flipped: %d", i, bit, rc);
+        }
+    }
+}
+END_TEST
+
 START_TEST(another_jobs_is_eacces)
 {
     uint8_t b[FR_MEMDESC_SIZE];
@@ -132,6 +161,9 @@ int main(void)
          the_messages_flag_round_trips_unknown_flags_are_eproto},
         {"wrong sizes are FRPC_EPROTO", wrong_sizes_are_eproto},
         {"every byte is format or checked", every_byte_counts},
+        {"every bit of the fixed bytes is FRPC_EPROTO but the access and "
+         "flag bits, which the check covers",
+         every_fixed_bit_counts_access_and_flag_bits_by_the_check},
         {"another job's descriptor is FRPC_EACCES", another_jobs_is_eacces},
         {"a rank outside the job is FRPC_ENORANK",
          rank_outside_the_job_is_enorank},
