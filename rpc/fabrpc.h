@@ -633,8 +633,11 @@ enum {
  * 0 resumed from a stop, say), meets it and returns 0; one that has
  * learnt it first returns FRPC_EPEERLOST. Before the others learn that it left,
  * it polls until its sends to live ranks have completed (at most a
- * second), so that an answer it sent is not overtaken by the news and
- * the call ended FRPC_EPEERLOST on the caller's side. Immediate:
+ * second; when its barrier failed or rank 0 was lost, also until the
+ * handlers running have returned and their callers have read large
+ * answers from this rank, at most half a second whatever timeout_ms), so
+ * that an answer it sent is not overtaken by the news and the call ended
+ * FRPC_EPEERLOST on the caller's side. Immediate:
  * in-flight calls end with FRPC_ESHUTDOWN and no barrier is held. Either
  * way, requests that were never answered are released, all threads are
  * joined and the agent is freed: it must not be used again.
@@ -674,11 +677,12 @@ enum {
  * store that would have told it is gone), tells the others itself (a
  * call to each, waited for at most half a second and never past
  * timeout_ms, but sent even once that has passed; immediate: after its
- * calls in flight have ended; graceful, rank 0 lost: once it has stopped
+ * calls in flight have ended; graceful: once it has stopped
  * taking requests, whose calls then end FRPC_EPEERLOST, and the handlers
  * running have returned and their callers have read the answers (a large
- * one is read from this rank), waited for at most another half second,
- * so that their answers arrive before the goodbye ends the calls; an answer
+ * one is read from this rank), waited for at most another half second
+ * whatever timeout_ms (since 1.5; before, only with rank 0 lost, and
+ * never past timeout_ms), so that their answers arrive before the goodbye ends the calls; an answer
  * deferred past that may find its call ended FRPC_EPEERLOST), so that
  * they see it LEFT rather than
  * DEAD: a rank stopped meanwhile reads these goodbyes when it resumes,

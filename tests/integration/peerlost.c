@@ -3462,6 +3462,59 @@ static int mode_term_in_init(void)
     return 0;
 }
 
+/* ---- answer-then-leave --------------------------------------------------- */
+
+/* The header: "Before the others learn that it left, it polls until ...
+ * their callers have read large answers from this rank ... at most half a
+ * second whatever timeout_ms". Rank 1 answers a 16 MB call from an inline
+ * handler and at once shuts down, gracefully with a 1 ms timeout (its
+ * barrier fails: rank 0 is still in its call); rank 0's call must get
+ * the answer, not FRPC_EPEERLOST (before: 20 of 20 over tcp, 6 of 10 over
+ * shm). */
+#define ATL_BYTES (16u << 20)
+static atomic_int atl_answered;
+
+static void atl_big(frpc_request *req, void *user)
+{
+    (void)user;
+    void *reply = au_msg(77, ATL_BYTES);
+    int rc = frpc_respond_owned(req, reply, ATL_BYTES);
+    CHECK(rc == 0, "answer: %s", frpc_err_name(rc));
+    atomic_store(&atl_answered, 1);
+}
+
+static int mode_answer_then_leave(void)
+{
+    start_lost();
+    CHECK(nranks == 2, "answer-then-leave needs 2 ranks");
+    au_register("big", atl_big, NULL, FRPC_INLINE);
+    au_barrier();
+    double ms;
+    if (me == 1) {
+        CHECK(wait_count(&atl_answered, 1, BOUND_MS), "never called");
+        int rc = frpc_shutdown(agent, FRPC_SHUTDOWN_GRACEFUL, 1);
+        agent = NULL;
+        CHECK(rc == FRPC_ETIMEDOUT || rc == 0, "shutdown(GRACEFUL, 1): %s",
+              frpc_err_name(rc));
+        printf("ok: rank 1 answered and left: %s\n", frpc_err_name(rc));
+        return 0;
+    }
+    frpc_result res;
+    int rc = frpc_call(agent, 1, "big", NULL, 0, 60000, &res);
+    uint64_t seed = 0;
+    CHECK(rc == 0, "the call answered before its callee left: %s (%s)",
+          frpc_err_name(rc), au_why(rc, res.error));
+    CHECK(res.len == ATL_BYTES && au_msg_check(res.data, res.len, &seed) &&
+              seed == 77,
+          "the answer's %zu bytes", res.len);
+    frpc_result_clear(&res);
+    printf("ok: rank 0 got the 16 MB answer of a rank that left at once\n");
+    rc = timed_shutdown(SHUTDOWN_MS, &ms);
+    CHECK(rc == 0 || rc == FRPC_EPEERLOST, "shutdown: %s",
+          frpc_err_name(rc));
+    return 0;
+}
+
 /* ---- leave-answers ------------------------------------------------------ */
 
 #define LA_WINDOW 32
@@ -3747,6 +3800,7 @@ int main(int argc, char **argv)
                  {"left-in-shutdown", mode_left_in_shutdown},
                  {"bye-bound", mode_bye_bound},
                  {"answers-before-bye", mode_answers_before_bye},
+                 {"answer-then-leave", mode_answer_then_leave},
                  {"replay-order", mode_replay_order},
                  {"drain", mode_drain},
                  {"own-threads", mode_own_threads},

@@ -400,6 +400,12 @@ replay_order() {
 # while ranks 1 and 2 keep 32 calls each in flight to it: none that it
 # answered ends FRPC_EPEERLOST. 3 jobs: the race is lost in about 1 of 2
 # sockets jobs without the fix.
+answer_then_leave() {
+    local k
+    for k in 1 2 3; do
+        clean "atl$k" 2 60 answer-then-leave "0 1"
+    done
+}
 leave_answers() {
     local k
     for k in 1 2 3; do
@@ -588,5 +594,6 @@ for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
 done
 for PROV in ${PEERLOST_LEAVE_PROVIDERS-shm tcp sockets}; do
     run_case "$PROV: a rank leaves with 64 calls in flight to it: none it answered ends FRPC_EPEERLOST" leave_answers
+    run_case "$PROV: a rank answers 16 MB and at once shuts down with a 1 ms timeout: the answer arrives" answer_then_leave
 done
 finish_cases
