@@ -1262,9 +1262,9 @@ typedef void (*frpc_future_fn)(frpc_future *f, void *user);
  * futures' callbacks inside it, so such calls nest and past the nesting
  * limit end FRPC_EDEADLK (a config.queue_len above the number of futures
  * in flight keeps callbacks on the pool). Once frpc_shutdown has stopped the
- * pool, it runs on the thread that completes f: a lent future
- * (frpc_call_async_lent) done only at the end, on the one calling
- * frpc_shutdown, before it returns. f completes before fn runs: a wait
+ * pool, it runs on the thread that completes f: for a lent future
+ * (frpc_call_async_lent) that the shutdown ends, one of the agent's own
+ * threads or the one calling frpc_shutdown, before it returns. f completes before fn runs: a wait
  * on f (or frpc_future_test) may return while fn has yet to run or is
  * still running, so what fn touches is not the waiter's to free then;
  * frpc_shutdown returns only after it. fn may read f and may free it. One
@@ -1941,7 +1941,9 @@ typedef struct frpc_fn_stats {
     uint64_t call_ns_min, call_ns_max, call_ns_p50, call_ns_p99;
     /* This rank as the callee: requests for its handler of this name that
      * were answered (frpc_respond*, or an error: by the handler, or by
-     * fabrpc for it), timed from their arrival to the answer. */
+     * fabrpc for it), timed from their arrival to the answer. A request
+     * whose args pass this rank's max_msg_size is refused (FRPC_ETOOBIG)
+     * before it is one, and is not counted here. */
     uint64_t handled;
     uint64_t handled_error;  /* of them, answered with an error */
     uint64_t handle_ns_total;
