@@ -47,12 +47,17 @@
  * up to 4 MiB, and posting stops at the deadline, so frpc_get and
  * frpc_put of many MiB return FRPC_ETIMEDOUT once the piece being copied
  * then is done (256 MiB, timeout_ms 10, 8 runs here: 11-18 ms, 8-32 MiB
- * of it moved; what a transfer that timed out moved is undefined). A
+ * of it moved; what a transfer that timed out moved is undefined).
+ * Emulated (see "Native or emulated"), a put sends its bytes as
+ * requests, and one under way is not cut short either: 256 MiB over shm,
+ * timeout_ms 10, 15 runs on an idle machine, 10.0-210 ms, median 24 (a
+ * get: 10.0-32 ms, median 10.2). A
  * batch's posting stops at its deadline too, but its ops are all checked
  * first and those posted end as they can: 20,000 ops of 4 KiB with a 5
  * ms timeout, 20 runs each, quiet machine, returned FRPC_ETIMEDOUT after
  * 5.3-16 ms over shm, 5.3-66 ms over tcp (medians 6-10), emulated over
- * tcp 14.0-14.9 ms; on a loaded machine later.
+ * tcp 14.0-15.1 ms; on a loaded machine later (20.2-20.6 ms beside a
+ * test suite).
  * FRPC_TIMEOUT_NONE (-1, or any negative value): no limit; a call with
  * no limit still ends when its peer is lost or the agent shuts down
  * (immediate: at once; graceful: only at the shutdown's own timeout,
