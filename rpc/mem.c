@@ -187,28 +187,17 @@ static int needs_fence(const frpc_agent *a, const frpc_mem *m)
            a->set.world > 1;
 }
 
-/* Closes m's registration, fenced against what the provider still
- * serves of it; then m is unlisted and freed. FRPC_ETIMEDOUT or
- * FRPC_ESHUTDOWN leave m linked, closed, to be deregistered again. */
-static int close_fenced(frpc_agent *a, frpc_mem *m, uint64_t deadline)
+/* m's registration is closed and peers are asked (fence.c); then m is
+ * unlinked, unlisted and freed. FRPC_ETIMEDOUT or FRPC_ESHUTDOWN leave m
+ * linked, closed, to be deregistered again. */
+static int finish_fenced(frpc_agent *a, frpc_mem *m, uint64_t deadline)
 {
-    if (!m->fencing) {
-        int fence = needs_fence(a, m);
-        pthread_mutex_lock(&a->mem_lock);
-        m->fencing = fence;
-        pthread_mutex_unlock(&a->mem_lock);
-        fr_fabric_mr_close(m->mr);
-        m->mr = NULL;
-    }
-    if (m->fencing) {
-        int rc = fr_fence_peers(a, deadline);
-        if (rc)
-            return rc;
-    }
+    int rc = fr_fence_peers(a, deadline);
+    if (rc)
+        return rc;
     pthread_mutex_lock(&a->mem_lock);
     unlink_locked(a, m);
     pthread_mutex_unlock(&a->mem_lock);
-    fr_fabric_region_unlist(a->fab, m->slot);
     atomic_fetch_sub(&a->mem_registered, 1);
     free(m);
     return 0;
@@ -219,7 +208,7 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
     uint64_t deadline = fr_agent_deadline(a, timeout_ms);
     int waited = 0, rc;
     if (m->fencing) /* closed by an earlier call that timed out */
-        return close_fenced(a, m, deadline);
+        return finish_fenced(a, m, deadline);
     while (atomic_load(&m->busy) > 0) {
         waited = 1;
         if (fr_now_ns() >= deadline)
@@ -253,13 +242,23 @@ static int deregister(frpc_agent *a, frpc_mem *m, int timeout_ms)
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
-    /* Linked again while peers are fenced: a shutdown meanwhile must
-     * find it (fr_mem_end_all), and a peer's emulated request does not
-     * use it (fencing). */
-    pthread_mutex_lock(&a->mem_lock);
-    link_locked(a, m);
-    pthread_mutex_unlock(&a->mem_lock);
-    return close_fenced(a, m, deadline);
+    int fence = needs_fence(a, m);
+    fr_fabric_mr_close(m->mr);
+    m->mr = NULL;
+    fr_fabric_region_unlist(a->fab, m->slot);
+    if (fence) {
+        /* Linked again while peers are asked: a shutdown meanwhile must
+         * find it (fr_mem_end_all). Marked before, under the lock: a
+         * peer's emulated request must not find it usable again. */
+        pthread_mutex_lock(&a->mem_lock);
+        m->fencing = 1;
+        link_locked(a, m);
+        pthread_mutex_unlock(&a->mem_lock);
+        return finish_fenced(a, m, deadline);
+    }
+    atomic_fetch_sub(&a->mem_registered, 1);
+    free(m);
+    return 0;
 }
 
 /* Peers' transfers that passed their check on a region of a (shm's
