@@ -41,10 +41,9 @@ static void block_free(fr_block *b)
     b->mr = NULL;
 }
 
-int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
+int fr__block_get_cached(fr_block_cache *c, size_t len, fr_block *out)
 {
     size_t cap = fr__block_class(len);
-    int rc = 0;
 
     pthread_mutex_lock(&c->lock);
     for (unsigned i = 0; i < c->n; i++) {
@@ -57,6 +56,16 @@ int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
         }
     }
     pthread_mutex_unlock(&c->lock);
+    return FRPC_ENOMEM;
+}
+
+int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
+{
+    size_t cap = fr__block_class(len);
+    int rc = 0;
+
+    if (fr__block_get_cached(c, len, out) == 0)
+        return 0;
     out->cap = cap;
     out->mr = NULL;
     if (!(out->buf = malloc(cap)))

@@ -183,6 +183,9 @@ typedef struct fr_fabric_stats {
     uint64_t sent, received, bytes_sent, bytes_received;
     uint64_t dropped_malformed, dropped_token, send_errors, rndv_sent,
         rndv_received;
+    /* rendezvous payloads read into a block used before (the receive
+     * cache): see fr_fabric_release_block, fr_fabric_recycle_reply */
+    uint64_t rndv_blocks_reused;
     uint64_t messages;  /* messages posted (a batch is one) */
     uint64_t coalesced; /* frames that rode in another frame's message */
     /* frames whose libfabric source address is not the member rank they
@@ -646,6 +649,19 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
  * the payload length), to be reused for a later one. Any thread, before
  * fr_fabric_close. */
 void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len);
+
+/* Scratch of at least len bytes from the same cache (malloc'ed when it
+ * holds none of len's size; NULL when that fails), to be given back with
+ * fr_fabric_release_block(f, buf, len): for a large message built in
+ * pieces again and again, which fresh memory would make pay a page fault
+ * a page each time. Any thread, before fr_fabric_close. */
+void *fr_fabric_take_block(fr_fabric *f, size_t len);
+
+/* Frees a reply's payload (frpc_result.data: malloc'ed, len bytes) that
+ * the upper layer has read, keeping it for a later receive when its
+ * length is a block size (a power of two, 64 KiB or more). Any thread,
+ * before fr_fabric_close. */
+void fr_fabric_recycle_reply(fr_fabric *f, void *buf, size_t len);
 
 /* Sends len raw bytes (1..eager_max) to dst as one message, with no
  * envelope: for fault tests that play a misbehaving peer. Errors as

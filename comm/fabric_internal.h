@@ -392,7 +392,7 @@ struct fr_fabric {
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
             recv_repost_failed, recv_unposted, cq_errors_unmatched,
-            rma_bytes, rndv_lent, split_sent;
+            rma_bytes, rndv_lent, split_sent, rndv_blocks_reused;
     } st;
 };
 
@@ -490,6 +490,9 @@ void fr__batch_flush_own(fr_fabric *f);
 size_t fr__block_class(size_t len);
 void fr__block_cache_init(fr_block_cache *c, uint64_t access);
 int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out);
+/* A block of len's class only if the cache holds one (FRPC_ENOMEM if
+ * not): nothing is allocated. */
+int fr__block_get_cached(fr_block_cache *c, size_t len, fr_block *out);
 void fr__block_put(fr_block_cache *c, fr_block *b);
 void fr__block_cache_destroy(fr_block_cache *c);
 

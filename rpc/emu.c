@@ -41,6 +41,10 @@
 
 typedef struct emu_xfer emu_xfer;
 
+/* A put's piece this long or longer is built in a block of the fabric's
+ * cache (blocks are 64 KiB and up); a shorter one in malloc'ed bytes. */
+#define FR_EMU_BLOCK_MIN (64u << 10)
+
 /* A piece lives until both its sender and its entry's end let go of it
  * (refs): the entry may end on another thread (a lost peer, a deadline
  * already past) while the sender still reads it. */
@@ -139,6 +143,9 @@ static void piece_done(fr_pending *p)
         if (p->res.len == c->len) {
             memcpy(s->local->buf + s->local_off + c->off, p->res.data,
                    c->len);
+            /* kept for the next piece's answer: see send_piece */
+            fr_fabric_recycle_reply(x->a->fab, p->res.data, p->res.len);
+            p->res.data = NULL;
         } else {
             status = FRPC_EPROTO;
             free(why);
@@ -173,7 +180,14 @@ static void send_piece(emu_xfer *x, emu_piece *c)
         piece_over(x, len, rc, NULL);
         return;
     }
-    if (s->write && !(args = malloc(alen))) {
+    /* A put's piece is built in a block of the fabric's cache, given
+     * back once sent (the send copies it), and a get's answer is read
+     * into one and given back in piece_done: fresh memory for each
+     * piece of MiBs cost a page fault a page, and a 16 MiB transfer
+     * moved 0.22-0.29 GB/s against 5.2-5.4 at 1 MiB (shm, W 1). */
+    int in_block = alen >= FR_EMU_BLOCK_MIN;
+    if (s->write && !(args = in_block ? fr_fabric_take_block(a->fab, alen)
+                                      : malloc(alen))) {
         fr_pending_abort(&a->pend, &c->p, FRPC_ENOMEM, "out of memory");
         piece_unref(c);
         return;
@@ -187,7 +201,9 @@ static void send_piece(emu_xfer *x, emu_piece *c)
     /* On an error the entry has ended with it (piece_done ran). */
     fr_call_send_id(a, c->p.id, x->op.dst, name, x->op.deadline_ns, args,
                     alen);
-    if (args != hdr)
+    if (args != hdr && in_block)
+        fr_fabric_release_block(a->fab, args, alen);
+    else if (args != hdr)
         free(args);
     piece_unref(c);
 }
