@@ -1510,7 +1510,8 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * has no transfer to this rank out (since 1.5; 1.4 ranks answer at
  * once): a peer stopped, or that does not answer by timeout_ms, makes
  * this FRPC_ETIMEDOUT, mem then closed already (its descriptors stale,
- * this rank's own transfers with it refused FRPC_EINVAL) but valid, to
+ * this rank's own transfers with it refused FRPC_EINVAL, of 0 bytes
+ * too) but valid, to
  * be deregistered again. A region that gives peers no access
  * (access 0), or a world of one, asks no one. Peers' descriptors of mem
  * become stale: their transfers fail; those already under way end 0
@@ -1911,8 +1912,10 @@ int frpc_get_stats_sized(const frpc_agent *agent, frpc_stats *out,
  * gives it zeros). fabrpc's own functions count too: frpc_notify's calls
  * appear as "frpc.notify" (on the receiver a batch's notification counts
  * there too; on its sender it does not: the batch is a transfer),
- * frpc_mem_deregister's questions to its peers (tcp, sockets) count
- * as calls to "frpc.fence" on the rank that asks, and a
+ * frpc_mem_deregister's questions to its peers (where their transfers
+ * are native over tcp or sockets: not over shm, nor emulated) count as
+ * calls to "frpc.fence" on the rank that asks (the peers that answer
+ * count nothing for them), and a
  * fresh agent lists "fabrpc.internal.bye" (registered by frpc_init; one
  * of the FRPC_FN_STATS_MAX); a request for a name not registered here
  * (answered FRPC_ENOFUNC) counts on the caller's side only, since the

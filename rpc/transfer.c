@@ -118,7 +118,9 @@ static int check(frpc_mem *local, size_t loff, const void *desc,
     char *why = NULL;
     int rc;
 
-    if (loff > local->len || len > local->len - loff ||
+    /* fencing: closed by a deregistration that timed out (mem.c); the
+     * header refuses every transfer with it, of 0 bytes too. */
+    if (loff > local->len || len > local->len - loff || local->fencing ||
         (!write && !local->writable)) /* a get into read-only memory */
         return FRPC_EINVAL;
     if ((rc = fr_mem_decode(a, desc, dlen, d)))

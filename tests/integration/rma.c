@@ -39,6 +39,10 @@
  *   notezero, notefail, notewait, noteorder  notifications of batches
  *            of 0 bytes and of failed ones, frpc_notify_wait's timeouts
  *            and shutdown, the order of async batches' (rma_notes.c).
+ *   fence-stopped, fence-none, fence-alone, fence-count  the
+ *            deregistration's questions to peers ("frpc.fence"): a
+ *            stopped peer, access 0, a world of one, their count
+ *            (rma_fence.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1211,10 +1215,19 @@ int main(int argc, char **argv)
         return mode_notemulti();
     if (!strcmp(mode, "notestats"))
         return mode_notestats();
+    if (!strcmp(mode, "fence-stopped"))
+        return mode_fence_stopped();
+    if (!strcmp(mode, "fence-none"))
+        return mode_fence_none();
+    if (!strcmp(mode, "fence-alone"))
+        return mode_fence_alone();
+    if (!strcmp(mode, "fence-count"))
+        return mode_fence_count();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
             "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
             "listing-full|slot-reuse|notezero|notefail|notewait|"
-            "noteorder|notemulti|notestats\n");
+            "noteorder|notemulti|notestats|fence-stopped|fence-none|"
+            "fence-alone|fence-count\n");
     return 2;
 }

@@ -85,5 +85,9 @@ int mode_notewait(void);
 int mode_noteorder(void);
 int mode_notemulti(void);
 int mode_notestats(void);
+int mode_fence_stopped(void);
+int mode_fence_none(void);
+int mode_fence_alone(void);
+int mode_fence_count(void);
 
 #endif /* FR_TEST_RMA_H */

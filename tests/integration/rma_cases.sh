@@ -5,9 +5,11 @@
 # every rank while putting into disjoint slices of rank 0's region (also
 # in blocking progress); bad descriptors and arguments refused, a
 # deregistered region's descriptor failing, the agent working on;
-# batches and notifications (rma_batch.c, rma_notes.c). With FABRPC_RMA=emulate
-# (run_rma_emulated_*.sh) the same cases run on the emulation by
-# messages, and two more check the choice of mode (rma_modes.c).
+# batches and notifications (rma_batch.c, rma_notes.c); the
+# deregistration's questions to peers, "frpc.fence" (rma_fence.c). With
+# FABRPC_RMA=emulate (run_rma_emulated_*.sh) the same cases run on the
+# emulation by messages, and two more check the choice of mode
+# (rma_modes.c).
 . "$(dirname "$0")/lib.sh"
 need_var FABRPC_RUN RMA PROV
 
@@ -146,4 +148,36 @@ if [ "$PROV" = shm ] && [ "${FABRPC_RMA:-}" != emulate ]; then
     run_case "$PROV: 1030 regions registered: those past the 1024 listed are served by messages; a freed slot lists the next" listing_full_2
     run_case "$PROV: a stale descriptor on the slot a live region took since, in a batch after it: refused, no byte moved" slot_reuse_2
 fi
+# The deregistration's questions to peers (rma_fence.c, rpc/fence.c):
+# asked where the owner's provider moves the bytes of peers' native
+# transfers itself (tcp, sockets natively; auto emulates sockets, so
+# FABRPC_RMA=native there), never on native shm nor emulated.
+# FENCE_TRANSFERS: how the agents must say they transfer (rma_fence.c
+# checks it: a count of 0 in another mode would prove nothing).
+if [ "${FABRPC_RMA:-}" != emulate ] && { [ "$PROV" = tcp ] || [ "$PROV" = sockets ]; }; then
+    FENCE_RMA=native FENCE_ASKS=1 FENCE_TRANSFERS=native
+elif [ "${FABRPC_RMA:-}" = emulate ]; then
+    FENCE_RMA=emulate FENCE_ASKS=0 FENCE_TRANSFERS=emulated
+else
+    FENCE_RMA=${FABRPC_RMA:-auto} FENCE_ASKS=0 FENCE_TRANSFERS=
+    [ "$PROV" != shm ] || FENCE_TRANSFERS="native over shm"
+fi
+# fence_n N MODE: the rma test's MODE on N ranks of $PROV, bounded, in
+# the transfer mode whose fence is checked.
+fence_n() {
+    FABRPC_RMA=$FENCE_RMA FENCE_ASKS=$FENCE_ASKS FENCE_TRANSFERS=$FENCE_TRANSFERS \
+        run_bounded 200 "$FABRPC_RUN" -n "$1" --provider "$PROV" --timeout 160 "$RMA" "$2"
+}
+fence_stopped_3() { fence_n 3 fence-stopped; }
+fence_none_2() { fence_n 2 fence-none; }
+fence_alone_1() { fence_n 1 fence-alone; }
+fence_count_3() { fence_n 3 fence-count; }
+if [ "$FENCE_ASKS" = 1 ]; then
+    run_case "$PROV: a region peers may access deregistered while a peer is stopped: FRPC_ETIMEDOUT, closed (own transfers FRPC_EINVAL, a peer's descriptor stale), deregistered again once it resumes" fence_stopped_3
+    run_case "$PROV: each deregistration of a region peers may access counts world - 1 frpc.fence calls on the rank that asks, none for access 0 (3 ranks)" fence_count_3
+else
+    run_case "$PROV ($FENCE_RMA): deregistrations ask no peer: no frpc.fence call counted (3 ranks)" fence_count_3
+fi
+run_case "$PROV: a region of access 0 deregistered while a peer is stopped: 0, asking no one (no frpc.fence call)" fence_none_2
+run_case "$PROV: a world of one: a region peers may access deregisters 0, asking no one (no frpc.fence call)" fence_alone_1
 finish_cases
