@@ -50,8 +50,9 @@
  * of it moved; what a transfer that timed out moved is undefined).
  * Emulated (see "Native or emulated"), a put sends its bytes as
  * requests, and one under way is not cut short either: 256 MiB over shm,
- * timeout_ms 10, 15 runs on an idle machine, 10.0-210 ms, median 24 (a
- * get: 10.0-32 ms, median 10.2). A
+ * timeout_ms 10, 6 sets of 15 runs on an idle machine (2026-12-07): puts
+ * mostly 10.0-28 ms, but 1 or 2 of the 15 took 190-360 ms in 5 of the 6
+ * sets (gets 10.0-73 ms, most 10.0-10.2). A
  * batch's posting stops at its deadline too, but its ops are all checked
  * first and those posted end as they can: 20,000 ops of 4 KiB with a 5
  * ms timeout, 20 runs each, quiet machine, returned FRPC_ETIMEDOUT after
