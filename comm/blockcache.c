@@ -59,13 +59,12 @@ int fr__block_get_cached(fr_block_cache *c, size_t len, fr_block *out)
     return FRPC_ENOMEM;
 }
 
-int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
+int fr__block_alloc(fr_fabric *f, fr_block_cache *c, size_t len,
+                    fr_block *out)
 {
     size_t cap = fr__block_class(len);
     int rc = 0;
 
-    if (fr__block_get_cached(c, len, out) == 0)
-        return 0;
     out->cap = cap;
     out->mr = NULL;
     if (!(out->buf = malloc(cap)))
@@ -74,6 +73,13 @@ int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
                                          &out->mr)))
         block_free(out);
     return rc;
+}
+
+int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out)
+{
+    return fr__block_get_cached(c, len, out) == 0
+               ? 0
+               : fr__block_alloc(f, c, len, out);
 }
 
 void fr__block_put(fr_block_cache *c, fr_block *b)

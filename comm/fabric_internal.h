@@ -493,6 +493,10 @@ int fr__block_get(fr_fabric *f, fr_block_cache *c, size_t len, fr_block *out);
 /* A block of len's class only if the cache holds one (FRPC_ENOMEM if
  * not): nothing is allocated. */
 int fr__block_get_cached(fr_block_cache *c, size_t len, fr_block *out);
+/* A new block of len's class (registered with the cache's access), never
+ * a cached one: FRPC_ENOMEM, or the registration's code. */
+int fr__block_alloc(fr_fabric *f, fr_block_cache *c, size_t len,
+                    fr_block *out);
 void fr__block_put(fr_block_cache *c, fr_block *b);
 void fr__block_cache_destroy(fr_block_cache *c);
 

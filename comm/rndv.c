@@ -630,7 +630,7 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
             in->buf = in->blk.buf;
             atomic_fetch_add(&f->st.rndv_blocks_reused, 1);
         } else if (request) {
-            if (fr__block_get(f, &f->in_cache, in->desc.len, &in->blk) == 0)
+            if (fr__block_alloc(f, &f->in_cache, in->desc.len, &in->blk) == 0)
                 in->buf = in->blk.buf;
         } else {
             in->buf = malloc(in->desc.len);

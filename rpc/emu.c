@@ -41,10 +41,6 @@
 
 typedef struct emu_xfer emu_xfer;
 
-/* A put's piece this long or longer is built in a block of the fabric's
- * cache (blocks are 64 KiB and up); a shorter one in malloc'ed bytes. */
-#define FR_EMU_BLOCK_MIN (64u << 10)
-
 /* A piece lives until both its sender and its entry's end let go of it
  * (refs): the entry may end on another thread (a lost peer, a deadline
  * already past) while the sender still reads it. */
@@ -185,9 +181,7 @@ static void send_piece(emu_xfer *x, emu_piece *c)
      * into one and given back in piece_done: fresh memory for each
      * piece of MiBs cost a page fault a page, and a 16 MiB transfer
      * moved 0.22-0.29 GB/s against 5.2-5.4 at 1 MiB (shm, W 1). */
-    int in_block = alen >= FR_EMU_BLOCK_MIN;
-    if (s->write && !(args = in_block ? fr_fabric_take_block(a->fab, alen)
-                                      : malloc(alen))) {
+    if (s->write && !(args = fr_fabric_take_block(a->fab, alen))) {
         fr_pending_abort(&a->pend, &c->p, FRPC_ENOMEM, "out of memory");
         piece_unref(c);
         return;
@@ -201,10 +195,8 @@ static void send_piece(emu_xfer *x, emu_piece *c)
     /* On an error the entry has ended with it (piece_done ran). */
     fr_call_send_id(a, c->p.id, x->op.dst, name, x->op.deadline_ns, args,
                     alen);
-    if (args != hdr && in_block)
+    if (args != hdr)
         fr_fabric_release_block(a->fab, args, alen);
-    else if (args != hdr)
-        free(args);
     piece_unref(c);
 }
 

@@ -525,6 +525,11 @@ int mode_fence_count(void)
         CHECK(me == turn || after.calls == before.calls,
               "rank %d counted %llu %s calls for rank %d's deregistrations",
               me, (unsigned long long)(after.calls - before.calls),
+              FENCE_NAME, turn);        /* the peers that answer count nothing for them (the header) */
+        CHECK(after.handled == before.handled && after.handled == 0,
+              "rank %d counted %llu %s requests handled during rank %d's "
+              "deregistrations", me,
+              (unsigned long long)(after.handled - before.handled),
               FENCE_NAME, turn);
     }
     const char *names[64];

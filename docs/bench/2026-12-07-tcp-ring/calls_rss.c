@@ -3,7 +3,8 @@
  * see README.md): MODE sync (frpc_call, no args), async (frpc_call_async,
  * wait, free) or reg (register 64 KiB readable by peers, deregister). A
  * warm-up of 2,000 first. Build against a build tree B:
- *   cc -O2 -Irpc -Iserialization -IB/rpc calls_rss.c -o calls_rss \
+ *   cc -O2 -Irpc -Iserialization -IB/rpc -Itests/integration \
+ *      docs/bench/2026-12-07-tcp-ring/calls_rss.c -o calls_rss \
  *      -LB/rpc/.libs -lfabrpc -Wl,-rpath,B/rpc/.libs
  * Run: tools/fabrpc-run -n 2 --provider tcp ./calls_rss sync 300000
  */
@@ -14,17 +15,7 @@
 
 #include <fabrpc.h>
 
-static long rss_kib(void)
-{
-    long pages = 0, resident = 0;
-    FILE *f = fopen("/proc/self/statm", "r");
-    if (f) {
-        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
-            resident = 0;
-        fclose(f);
-    }
-    return resident * 4;
-}
+#include "rss.h" /* tests/integration: rss_kib */
 
 static void echo(frpc_request *req, void *user)
 {
