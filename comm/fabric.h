@@ -145,7 +145,9 @@ typedef struct fr_fabric_callbacks {
      * waits. A response's rendezvous read may then take as long as its
      * call allows, not only FR_FABRIC_ANSWER_MS without progress: a peer
      * paused for longer (a stopped process, a loaded machine) must not
-     * fail a call that still has time. May be NULL. Any thread. */
+     * fail a call that still has time. A response whose call no longer
+     * waits is not read at all (its sender is told it may free it).
+     * May be NULL. Any thread. */
     uint64_t (*call_deadline)(void *ctx, uint32_t src, uint64_t req_id);
     void *ctx;
 } fr_fabric_callbacks;
@@ -186,6 +188,9 @@ typedef struct fr_fabric_stats {
     /* rendezvous payloads read into a block used before (the receive
      * cache): see fr_fabric_release_block, fr_fabric_recycle_reply */
     uint64_t rndv_blocks_reused;
+    /* responses' rendezvous payloads not read: their call had ended (see
+     * fr_fabric_callbacks.call_deadline) */
+    uint64_t rndv_unread_late;
     uint64_t messages;  /* messages posted (a batch is one) */
     uint64_t coalesced; /* frames that rode in another frame's message */
     /* frames whose libfabric source address is not the member rank they

@@ -392,7 +392,8 @@ struct fr_fabric {
             dropped_malformed, dropped_token, send_errors, rndv_sent,
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
             recv_repost_failed, recv_unposted, cq_errors_unmatched,
-            rma_bytes, rndv_lent, split_sent, rndv_blocks_reused;
+            rma_bytes, rndv_lent, split_sent, rndv_blocks_reused,
+            rndv_unread_late;
     } st;
 };
 

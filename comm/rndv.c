@@ -582,9 +582,29 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
     return 0;
 }
 
+/* A response's payload whose call has ended already (its deadline
+ * passed, it was cancelled): its answer would be dropped once read, so
+ * it is not read. Reading it cost a block of its size and the copy: an
+ * emulated get whose timeout ended it, with the owner still answering its
+ * 4 MiB pieces, had each next get's pieces read into fresh memory. */
+static int answers_ended_call(fr_fabric *f, const fr_env *env)
+{
+    return env->kind != FR_ENV_REQUEST && f->opts.cb.call_deadline &&
+           f->opts.cb.call_deadline(f->opts.cb.ctx, env->src_rank,
+                                    env->req_id) == 0;
+}
+
 void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
                       size_t len)
 {
+    if (answers_ended_call(f, env)) {
+        fr_rndv_in late = {.env = *env, .src = env->src_rank};
+        if (fr_rndv_decode(desc, len, f->opts.max_msg, &late.desc) == 0) {
+            atomic_fetch_add(&f->st.rndv_unread_late, 1);
+            send_done(f, &late);
+            return;
+        }
+    }
     fr_rndv_in *in = calloc(1, sizeof(*in));
     int rc;
 

@@ -1554,6 +1554,7 @@ int frpc_get_stats_sized(const frpc_agent *a, frpc_stats *out, size_t size)
     o->requests_answered = atomic_load(&m->requests_answered);
     if (m->fab)
         fr_fabric_get_stats(m->fab, &fs);
+    o->answers_dropped += fs.rndv_unread_late; /* dropped unread */
     o->frames_malformed = fs.dropped_malformed;
     o->frames_bad_token = fs.dropped_token;
     o->frames_stranger = fs.dropped_stranger;

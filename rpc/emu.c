@@ -64,7 +64,7 @@ struct emu_xfer {
     frpc_agent *a;
     fr_rma op;          /* what done gets */
     int timeout_ms;     /* for the pieces' timeout messages */
-    size_t chunk;
+    size_t chunk;       /* a piece's most bytes on the wire */
     pthread_mutex_t lock;
     unsigned seg_next;  /* the next piece to send: segment, offset */
     size_t off_next;
@@ -88,8 +88,13 @@ static int next_piece_locked(emu_xfer *x, emu_piece *c)
     }
     if (x->err || x->seg_next == x->nsegs)
         return 0;
+    /* A put's piece carries its header too: within the chunk, so that
+     * its args fill a block of FR_EMU_CHUNK exactly (4 MiB and 80 bytes
+     * took an 8 MiB block at both ends, and twice the page faults when
+     * the caches ran dry); a get's answer is the bytes alone. */
+    size_t chunk = x->chunk - (x->segs[x->seg_next].write ? FR_EMU_HDR : 0);
     size_t left = x->segs[x->seg_next].len - x->off_next;
-    size_t len = left < x->chunk ? left : x->chunk;
+    size_t len = left < chunk ? left : chunk;
     if (x->out >= FR_EMU_WINDOW_CHUNKS ||
         (x->out && x->bytes_out + len > FR_EMU_WINDOW_BYTES))
         return 0;
@@ -286,9 +291,7 @@ int fr_emu_rma(frpc_agent *a, const fr_rma *op, const fr_emu_seg *segs,
     x->op.segs = NULL;
     x->op.nsegs = 0;
     x->op.done_ns = 0; /* ended by a call's answer: its time is not kept */
-    x->chunk = a->set.max_msg - FR_EMU_HDR;
-    if (x->chunk > FR_EMU_CHUNK)
-        x->chunk = FR_EMU_CHUNK;
+    x->chunk = a->set.max_msg < FR_EMU_CHUNK ? a->set.max_msg : FR_EMU_CHUNK;
     x->timeout_ms = -1;
     if (op->deadline_ns != UINT64_MAX) {
         uint64_t now = fr_now_ns();

@@ -13,6 +13,8 @@
  * to receive: a flush never waits for it (it waited until the batch's
  * deadline, whatever the flushing thread's own), it goes once the peer
  * reads, and its frames fail at their deadline or with the peer's loss.
+ * A rendezvous reply whose call has ended is not read (a block and a copy
+ * for an answer dropped at once), though its sender is told it may free it.
  */
 #include <check.h>
 #include <pthread.h>
@@ -92,6 +94,18 @@ static void on_msg(void *ctx, fr_fabric_msg *m)
     atomic_fetch_add(&received, 1);
 }
 
+/* Responses with these req_ids answer calls that have ended (the agent's
+ * pending table would say 0); the rest, calls with 10 s left. */
+#define ENDED_FIRST 900u
+#define ENDED_COUNT 100u
+
+static uint64_t call_deadline(void *ctx, uint32_t src, uint64_t req_id)
+{
+    (void)ctx;
+    (void)src;
+    return req_id - ENDED_FIRST < ENDED_COUNT ? 0 : fr_deadline_ms(10000);
+}
+
 static void on_send_error(void *ctx, uint32_t dst, const fr_env *env,
                           int err)
 {
@@ -156,7 +170,8 @@ static int open_one(const char *tag, fr_fabric **out, char *err, size_t len)
                         .coalesce = coalesce,
                         .ep_name = name,
                         .cb = {.on_msg = on_msg,
-                               .on_send_error = on_send_error}};
+                               .on_send_error = on_send_error,
+                               .call_deadline = call_deadline}};
     return fr_fabric_open(b->info, &o, out, err, len);
 }
 
@@ -811,6 +826,52 @@ START_TEST(rendezvous_blocks_given_back_are_read_into_again)
 }
 END_TEST
 
+static int rndv_all_done(fr_fabric *sender)
+{
+    return !fr_fabric_payloads_unread(sender);
+}
+
+START_TEST(a_reply_to_a_call_that_ended_is_not_read)
+{
+    /* Reading it cost a block of its size and the copy, for an answer
+     * dropped at once: an emulated get that timed out, its 4 MiB pieces
+     * still answered, had the next get's pieces read into fresh memory
+     * (0.2-0.9 s past a 10 ms timeout beside a test suite). Its sender
+     * is told it may free the payload all the same; a later reply to a
+     * call still waiting is read as before. */
+    enum { LATE = 3 };
+    const size_t len = 256u << 10;
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    uint8_t *buf = malloc(len);
+    ck_assert_ptr_nonnull(buf);
+    for (int i = 0; i <= LATE; i++) {
+        fr_env e = {.kind = FR_ENV_RESPONSE, .func_id = BLOCK_FUNC,
+                    .req_id = i < LATE ? ENDED_FIRST + (uint64_t)i : 42};
+        for (size_t k = 0; k < len; k++)
+            buf[k] = pattern_byte(e.req_id, k);
+        ck_assert_int_eq(fr_fabric_send(f[0], 1, &e, buf, len,
+                                        fr_deadline_ms(10000)), 0);
+    }
+    uint64_t end = fr_deadline_ms(10000);
+    while ((atomic_load(&blocks_seen) < 1 || !rndv_all_done(f[0])) &&
+           fr_now_ns() < end) {
+        fr_fabric_progress(f[0]); /* the sender's RNDV_DONEs */
+        usleep(200);
+    }
+    ck_assert_msg(rndv_all_done(f[0]), "a payload's sender was never told");
+    ck_assert_int_eq(atomic_load(&blocks_seen), 1); /* the waited-for one */
+    ck_assert_int_eq(atomic_load(&blocks_wrong), 0);
+    fr_fabric_get_stats(f[1], &st);
+    ck_assert_uint_eq(st.rndv_unread_late, LATE);
+    ck_assert_uint_eq(st.rndv_received, 1);
+    ck_assert_uint_eq(st.rndv_blocks_reused, 0); /* nothing came back */
+    free(buf);
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -845,6 +906,9 @@ int main(void)
         {"rendezvous payloads handed up are blocks, and one given back is "
          "read into again (requests; replies of a block's size)",
          rendezvous_blocks_given_back_are_read_into_again},
+        {"a reply whose call has ended is not read; its sender may free "
+         "it; a reply to a call that waits is read",
+         a_reply_to_a_call_that_ended_is_not_read},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
