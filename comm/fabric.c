@@ -869,6 +869,22 @@ int fr_fabric_send_given(fr_fabric *f, uint32_t dst, const fr_env *env,
                          deadline_ns);
 }
 
+int fr_fabric_send_block(fr_fabric *f, uint32_t dst, const fr_env *env,
+                         void *block, size_t len, uint64_t deadline_ns)
+{
+    int rc = send_check(f, dst, env, block, len);
+    if (rc || len == 0 || FR_ENV_HDR_SIZE + len <= f->opts.eager_max) {
+        if (!rc)
+            rc = len ? fr__fabric_send_frame(f, dst, env, block, len,
+                                             deadline_ns)
+                     : FRPC_EINVAL;
+        fr_fabric_release_block(f, block, len);
+        return rc;
+    }
+    return fr__rndv_send(f, dst, env, FR_RNDV_BLOCK, NULL, block, len,
+                         deadline_ns);
+}
+
 /* ---- receiving and progress ---------------------------------------- */
 
 void fr__fabric_deliver(fr_fabric *f, fr_fabric_msg *msg)

@@ -657,10 +657,20 @@ void fr_fabric_release_block(fr_fabric *f, void *buf, size_t len);
 
 /* Scratch of at least len bytes from the same cache (malloc'ed when it
  * holds none of len's size; NULL when that fails), to be given back with
- * fr_fabric_release_block(f, buf, len): for a large message built in
- * pieces again and again, which fresh memory would make pay a page fault
- * a page each time. Any thread, before fr_fabric_close. */
+ * fr_fabric_release_block(f, buf, len), or sent with fr_fabric_send_block:
+ * for a large message built in pieces again and again, which fresh memory
+ * would make pay a page fault a page each time. Any thread, before
+ * fr_fabric_close. */
 void *fr_fabric_take_block(fr_fabric *f, size_t len);
+
+/* Sends block[0..len) (len >= 1, block from fr_fabric_take_block(f, len))
+ * for env to dst: the fabric owns the block from this call on, whatever
+ * it returns. Over the eager size the receiver reads it where it is (no
+ * copy), and it goes back to the cache once the receiver is done with it;
+ * else it is copied into the frame and goes back at once. Same errors as
+ * fr_fabric_send. */
+int fr_fabric_send_block(fr_fabric *f, uint32_t dst, const fr_env *env,
+                         void *block, size_t len, uint64_t deadline_ns);
 
 /* Frees a reply's payload (frpc_result.data: malloc'ed, len bytes) that
  * the upper layer has read, keeping it for a later receive when its

@@ -117,7 +117,7 @@ typedef struct fr_block {
  * rendezvous, whose reads of a departed peer fail cleanly. */
 #define FR_RXM_EAGER_MAX (16384u - 512u)
 
-#define FR_BLOCK_CACHE_SLOTS 8
+#define FR_BLOCK_CACHE_SLOTS 32
 typedef struct fr_block_cache {
     pthread_mutex_t lock;
     fr_block slot[FR_BLOCK_CACHE_SLOTS];
@@ -130,7 +130,9 @@ typedef struct fr_block_cache {
 typedef enum {
     FR_RNDV_COPY,  /* a block of out_cache, copied into */
     FR_RNDV_LENT,  /* the caller's, registered for the loan */
-    FR_RNDV_GIVEN  /* given from malloc: freed at the end */
+    FR_RNDV_GIVEN, /* given from malloc: freed at the end */
+    FR_RNDV_BLOCK  /* given from in_cache (fr_fabric_take_block): back to
+                      it at the end */
 } fr_rndv_source;
 
 /* An outgoing rendezvous payload waiting for the receiver's RNDV_DONE. */
@@ -139,7 +141,8 @@ typedef struct fr_rndv_out {
     uint64_t cookie;
     uint32_t dst;
     fr_rndv_source source;
-    fr_block blk;          /* LENT and GIVEN: buf and its own mr */
+    fr_block blk;          /* LENT, GIVEN, BLOCK: buf and its own mr;
+                              cap its length */
     fr_fabric_loan *loan;  /* LENT */
     int slot;              /* its doorbell loan slot, or -1 (rndv.c) */
     int reader_dropped;    /* the connection to dst dropped since it was

@@ -98,6 +98,8 @@ static void release_out(fr_fabric *f, fr_rndv_out *o)
             fi_close(&o->blk.mr->fid);
         if (o->source == FR_RNDV_GIVEN) {
             free(o->blk.buf);
+        } else if (o->source == FR_RNDV_BLOCK) {
+            fr_fabric_release_block(f, o->blk.buf, o->blk.cap);
         } else {
             void (*returned)(void *) = o->loan->returned;
             void *ctx = o->loan->ctx;
@@ -177,6 +179,8 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     if (rc) {
         if (source == FR_RNDV_GIVEN)
             free((void *)payload);
+        else if (source == FR_RNDV_BLOCK)
+            fr_fabric_release_block(f, (void *)payload, len);
         else if (source == FR_RNDV_LENT && loan->returned)
             loan->returned(loan->ctx); /* nothing lent: see fabric.h */
         free(o);
@@ -202,8 +206,11 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
     /* Counted before the frame goes: the receiver may read the payload
      * and end its call before this thread runs again (a call to this
      * rank under TSan read frpc_stats.zerocopy_sent one short). */
+    /* zerocopy_sent counts the user's args and replies, not fabrpc's
+     * own blocks (an emulated put's pieces) */
+    int users = source == FR_RNDV_LENT || source == FR_RNDV_GIVEN;
     atomic_fetch_add(&f->st.rndv_sent, 1);
-    if (source != FR_RNDV_COPY)
+    if (users)
         atomic_fetch_add(&f->st.rndv_lent, 1);
     rc = fr_rndv_encode(&d, descbuf, sizeof(descbuf));
     if (!rc)
@@ -211,7 +218,7 @@ int fr__rndv_send(fr_fabric *f, uint32_t dst, const fr_env *env,
                                    deadline_ns);
     if (rc) {
         atomic_fetch_sub(&f->st.rndv_sent, 1);
-        if (source != FR_RNDV_COPY)
+        if (users)
             atomic_fetch_sub(&f->st.rndv_lent, 1);
         fr__rndv_on_done(f, dst, d.cookie); /* nobody will read it */
         return rc;

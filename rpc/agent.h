@@ -560,6 +560,12 @@ void fr_notify_send_for(frpc_agent *a, uint32_t dst, uint64_t id,
 int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
                     const char *name, uint64_t deadline, const void *args,
                     size_t len);
+/* As fr_call_send_id, the args a block from fr_fabric_take_block(a->fab,
+ * len), the fabric's from this call on whatever it returns (read by the
+ * callee where it is: fr_fabric_send_block). */
+int fr_call_send_block_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                          const char *name, uint64_t deadline, void *block,
+                          size_t len);
 
 /* mem.c: ends every region still registered (shutdown): their handles
  * stay for frpc_mem_deregister to free. */

@@ -103,11 +103,13 @@ void fr_call_shutdown_own(int on)
  * left it to fr_liveness_suspect (the entry stays in the table and ends
  * FRPC_EPEERLOST or, a moment later, with that error: liveness.c);
  * otherwise the code, with *lost_why set for FRPC_EPEERLOST. Ends
- * nothing itself. */
+ * nothing itself. args are copied, lent (loan), or, when block is set,
+ * are that block of the fabric's cache, the fabric's from here on. */
 static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
                         const char *name, uint64_t fid, int time_left_ms,
                         uint64_t deadline, const void *args, size_t len,
-                        fr_fabric_loan *loan, const char **lost_why)
+                        fr_fabric_loan *loan, void *block,
+                        const char **lost_why)
 {
     /* The request carries its caller's time left (envelope status, ms;
      * 0: no limit), so that the callee's answer waits for room no longer
@@ -120,11 +122,14 @@ static int send_request(frpc_agent *a, uint64_t id, uint32_t dst,
     if ((*lost_why = fr_agent_call_refused_why(a, dst, name))) {
         if (loan && loan->returned) /* once per loan (comm/fabric.h) */
             loan->returned(loan->ctx);
+        fr_fabric_release_block(a->fab, block, len);
         return FRPC_EPEERLOST;
     }
-    int rc = loan ? fr_fabric_send_lent(a->fab, dst, &e, args, len, deadline,
-                                        loan)
-                  : fr_fabric_send(a->fab, dst, &e, args, len, deadline);
+    int rc = block  ? fr_fabric_send_block(a->fab, dst, &e, block, len,
+                                           deadline)
+             : loan ? fr_fabric_send_lent(a->fab, dst, &e, args, len,
+                                          deadline, loan)
+                    : fr_fabric_send(a->fab, dst, &e, args, len, deadline);
     if (rc == FRPC_ETRANSPORT) {
         char msg[96];
         snprintf(msg, sizeof(msg), "sending the request to rank %u failed: "
@@ -144,15 +149,15 @@ int fr_call_send(frpc_agent *a, fr_pending *p, const char *name,
     /* The name's figures know its id: no second hash of the name. */
     uint64_t fid = p->fstat ? p->fstat->id : fr_func_id(name);
     int rc = send_request(a, p->id, p->dst, name, fid, p->timeout_ms,
-                          p->deadline, args, len, loan, &lost);
+                          p->deadline, args, len, loan, NULL, &lost);
     if (rc)
         fr_pending_abort(&a->pend, p, rc, lost);
     return rc;
 }
 
-int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
-                    const char *name, uint64_t deadline, const void *args,
-                    size_t len)
+static int send_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                   const char *name, uint64_t deadline, const void *args,
+                   size_t len, void *block)
 {
     const char *lost = NULL;
     int left_ms = 0;
@@ -162,11 +167,25 @@ int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
         left_ms = ms < 1 ? 1 : ms > INT_MAX ? INT_MAX : (int)ms;
     }
     int rc = send_request(a, id, dst, name, fr_func_id(name), left_ms,
-                          deadline, args, len, NULL, &lost);
+                          deadline, args, len, NULL, block, &lost);
     if (rc)
         fr_pending_complete(&a->pend, id, dst, rc, 0, NULL, 0,
                             lost ? strdup(lost) : NULL);
     return rc;
+}
+
+int fr_call_send_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                    const char *name, uint64_t deadline, const void *args,
+                    size_t len)
+{
+    return send_id(a, id, dst, name, deadline, args, len, NULL);
+}
+
+int fr_call_send_block_id(frpc_agent *a, uint64_t id, uint32_t dst,
+                          const char *name, uint64_t deadline, void *block,
+                          size_t len)
+{
+    return send_id(a, id, dst, name, deadline, block, len, block);
 }
 
 static int fail_early(frpc_result *res, int status, char *why)

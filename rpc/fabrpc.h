@@ -49,12 +49,11 @@
  * then is done (256 MiB, timeout_ms 10, 8 runs here: 11-18 ms, 8-32 MiB
  * of it moved; what a transfer that timed out moved is undefined).
  * Emulated (see "Native or emulated"), a put sends its bytes as
- * requests, and one under way is not cut short either: 256 MiB over shm,
- * timeout_ms 10, 6 sets of 15 runs on an idle machine (2026-12-07): puts
- * mostly 10.0-28 ms, but 1 or 2 of the 15 took 190-360 ms in 5 of the 6
- * sets (gets 10.0-73 ms, most 10.0-10.2); beside a test suite, 3 sets:
- * puts 11-84 ms, but 0.21, 0.49 and 1.24 s once each, gets 10-41 ms and
- * 0.89 s once (docs/bench/2026-12-07-emu-timeout). A
+ * requests of up to 4 MiB, and one under way is not cut short either:
+ * 256 MiB over shm, timeout_ms 10, sets of 15 runs one after another
+ * (docs/bench/2026-12-07-emu-timeout; 1.5.0): idle machine, 3 sets, gets
+ * 10.0-10.5 ms, puts 14.8-30.6 ms; beside a test suite, 3 sets, gets
+ * 10.0-17.9 ms, puts 12.5-108 ms. A
  * batch's posting stops at its deadline too, but its ops are all checked
  * first and those posted end as they can: 20,000 ops of 4 KiB with a 5
  * ms timeout, 20 runs each, quiet machine, returned FRPC_ETIMEDOUT after

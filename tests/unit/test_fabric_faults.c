@@ -872,6 +872,54 @@ START_TEST(a_reply_to_a_call_that_ended_is_not_read)
 }
 END_TEST
 
+START_TEST(a_block_sent_is_read_where_it_is_and_comes_back)
+{
+    /* fr_fabric_send_block: an emulated put's piece, built in a block,
+     * went through a second block and a second copy before. Large, the
+     * receiver reads the block itself and the sender's cache has it back
+     * after RNDV_DONE; small, it is copied into the frame and back at
+     * once. Neither counts as the user's zero-copy args. */
+    const size_t sizes[2] = {256u << 10, 100};
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    for (int i = 0; i < 2; i++) {
+        size_t len = sizes[i];
+        uint8_t *b = fr_fabric_take_block(f[0], len);
+        ck_assert_ptr_nonnull(b);
+        fr_env e = {.kind = FR_ENV_REQUEST, .req_id = 700 + (uint64_t)i,
+                    .func_id = i == 0 ? BLOCK_FUNC : PATTERN_FUNC};
+        atomic_store(&watched, e.req_id);
+        for (size_t k = 0; k < len; k++)
+            b[k] = pattern_byte(e.req_id, k);
+        int before = atomic_load(&blocks_seen) + atomic_load(&watched_in);
+        ck_assert_int_eq(fr_fabric_send_block(f[0], 1, &e, b, len,
+                                              fr_deadline_ms(10000)), 0);
+        uint64_t end = fr_deadline_ms(10000);
+        while ((atomic_load(&blocks_seen) + atomic_load(&watched_in) ==
+                    before ||
+                fr_fabric_payloads_unread(f[0])) &&
+               fr_now_ns() < end) {
+            fr_fabric_progress(f[0]);
+            usleep(200);
+        }
+        ck_assert_int_eq(atomic_load(&blocks_seen) + atomic_load(&watched_in),
+                         before + 1);
+        ck_assert(!fr_fabric_payloads_unread(f[0]));
+        /* the cache's block of that size is the one sent */
+        uint8_t *again = fr_fabric_take_block(f[0], len);
+        ck_assert_ptr_eq(again, b);
+        fr_fabric_release_block(f[0], again, len);
+    }
+    ck_assert_int_eq(atomic_load(&blocks_wrong), 0);
+    ck_assert_int_eq(atomic_load(&corrupt), 0);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.rndv_sent, 1);
+    ck_assert_uint_eq(st.rndv_lent, 0);
+    unpair(f);
+}
+END_TEST
+
 int main(void)
 {
     const fr_test_case tests[] = {
@@ -909,6 +957,9 @@ int main(void)
         {"a reply whose call has ended is not read; its sender may free "
          "it; a reply to a call that waits is read",
          a_reply_to_a_call_that_ended_is_not_read},
+        {"a block sent is read where it is (large) or copied (small), "
+         "and comes back to the cache",
+         a_block_sent_is_read_where_it_is_and_comes_back},
     };
     return fr_run_tests_with_fixture("fabric faults", tests,
                                      sizeof(tests) / sizeof(tests[0]), 60,
