@@ -612,6 +612,15 @@ int fr_progress_wait_call(frpc_agent *a, fr_pending *p, uint64_t until_ns,
 int fr_progress_wait_posted(frpc_agent *a, fr_pending *p, uint64_t until_ns,
                             int give_up);
 
+/* One step of a wait outside the nesting guard (a deregistration's): a
+ * poll, or a nap of 0.1 ms when it found nothing (another thread polls).
+ * Any thread, the polling one too. */
+void fr_progress_poll_or_nap(frpc_agent *a);
+/* Polls or naps (fr_progress_poll_or_nap) until done(arg), until_ns, or
+ * the agent's end (the pending table closed). Returns 1 if done. */
+int fr_progress_poll_until(frpc_agent *a, int (*done)(void *), void *arg,
+                           uint64_t until_ns);
+
 /* Drives progress until done(arg) is true or until_ns passes. Returns 1 if
  * done. Used by the multi-future waits. */
 int fr_progress_wait_until(frpc_agent *a, int (*done)(void *), void *arg,

@@ -1522,7 +1522,10 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * mem. Returns 0, FRPC_ETIMEDOUT, FRPC_ESHUTDOWN (frpc_shutdown, on
  * another thread, ended the transfers waited for: mem stays as for
  * FRPC_ETIMEDOUT, to be freed by a call after frpc_shutdown returned), or
- * FRPC_EINVAL (NULL mem). Blocks. Since 1.1.
+ * FRPC_EINVAL (NULL mem). Blocks, from a handler too: where a wait for
+ * calls would fail FRPC_EDEADLK (the pool handler of config.threads 1,
+ * past the nesting limit) it polls instead, and never fails so (1.5;
+ * before, asking the peers there ended FRPC_ETIMEDOUT at once). Since 1.1.
  */
 int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
 

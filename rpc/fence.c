@@ -26,8 +26,8 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "comm/clock.h"
 #include "rpc/agent.h"
@@ -36,18 +36,31 @@
  * given back, polling (or napping while another thread polls), until
  * the caller's deadline, and answers either way (the caller's own
  * timeout decides). */
+static int no_ops_to_caller(void *req)
+{
+    frpc_request *r = req;
+    return fr_fabric_rma_ops_to(r->agent->fab, r->src) == 0;
+}
+
 static void on_fence(frpc_request *req, void *user)
 {
     frpc_agent *a = user;
-    while (fr_fabric_rma_ops_to(a->fab, req->src) > 0 &&
-           fr_now_ns() < req->caller_deadline &&
-           !fr_pending_closed(&a->pend)) {
-        if (fr_fabric_progress(a->fab) <= 0) {
-            struct timespec ts = {0, 100000};
-            nanosleep(&ts, NULL);
-        }
-    }
+    fr_progress_poll_until(a, no_ops_to_caller, req, req->caller_deadline);
     frpc_respond(req, NULL, 0);
+}
+
+typedef struct asked {
+    frpc_future **f;
+    int n;
+} asked;
+
+static int all_answered(void *arg)
+{
+    const asked *q = arg;
+    for (int i = 0; i < q->n; i++)
+        if (!frpc_future_test(q->f[i]))
+            return 0;
+    return 1;
 }
 
 int fr_fence_register(frpc_agent *a)
@@ -62,8 +75,12 @@ int fr_fence_peers(frpc_agent *a, uint64_t deadline)
     uint64_t now = fr_now_ns();
     if (world == 1)
         return 0;
-    /* At least 1 ms: a call past its deadline is still sent. */
-    int ms = deadline > now ? (int)((deadline - now + 999999) / 1000000) : 1;
+    /* At least 1 ms: a call past its deadline is still sent. None for
+     * no deadline (the cast made some number of a 584-year one). */
+    uint64_t left = deadline > now ? (deadline - now + 999999) / 1000000 : 1;
+    int ms = deadline == UINT64_MAX ? FRPC_TIMEOUT_NONE
+             : left > INT_MAX        ? INT_MAX
+                                     : (int)left;
     frpc_future **f = calloc((size_t)world, sizeof(*f));
     if (!f)
         return FRPC_ENOMEM;
@@ -80,7 +97,12 @@ int fr_fence_peers(frpc_agent *a, uint64_t deadline)
     }
     fr_pending_unlimited(was_unlimited);
     fr_call_own_names(was);
-    frpc_wait_all(f, (size_t)n, ms);
+    /* A thread that may not wait so (the one pool thread of threads 1, an
+     * inline handler past the nesting limit) polls instead, as the rest
+     * of a deregistration does: frpc_mem_deregister blocks, and gave up
+     * at once, FRPC_ETIMEDOUT, from such a handler. */
+    if (frpc_wait_all(f, (size_t)n, ms) == FRPC_EDEADLK)
+        fr_progress_poll_until(a, all_answered, &(asked){f, n}, deadline);
     for (int i = 0; i < n; i++) {
         int s = frpc_future_error(f[i], NULL, NULL);
         if (s == FRPC_EINPROGRESS)

@@ -143,19 +143,11 @@ int frpc_mem_deregister(frpc_mem *m, int timeout_ms)
  * the transfers, but they stay with the fabric until it gives them back,
  * after this thread left, and the end finishes the region itself
  * (fr_mem_end_all). */
-static void poll_or_nap(frpc_agent *a)
-{
-    if (fr_fabric_progress(a->fab) <= 0) {
-        struct timespec ts = {0, 100000};
-        nanosleep(&ts, NULL);
-    }
-}
-
 static int wait_step(frpc_agent *a)
 {
     if (fr_pending_closed(&a->pend))
         return FRPC_ESHUTDOWN;
-    poll_or_nap(a);
+    fr_progress_poll_or_nap(a);
     return 0;
 }
 
@@ -282,7 +274,7 @@ static void wait_peers_done(frpc_agent *a)
             any = fr_fabric_region_held(a->fab, m->slot);
         pthread_mutex_unlock(&a->mem_lock);
         if (any)
-            poll_or_nap(a);
+            fr_progress_poll_or_nap(a);
     }
 }
 

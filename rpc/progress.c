@@ -635,3 +635,25 @@ int fr_progress_wait_until(frpc_agent *a, int (*done)(void *), void *arg,
                 .epoch = atomic_load(&a->pend.epoch)};
     return wait_for(a, &w, until, 0);
 }
+
+/* ---- waits outside the nesting guard -------------------------------- */
+
+void fr_progress_poll_or_nap(frpc_agent *a)
+{
+    if (fr_fabric_progress(a->fab) <= 0) {
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+int fr_progress_poll_until(frpc_agent *a, int (*done)(void *), void *arg,
+                           uint64_t until_ns)
+{
+    for (;;) {
+        if (done(arg))
+            return 1;
+        if (fr_now_ns() >= until_ns || fr_pending_closed(&a->pend))
+            return 0;
+        fr_progress_poll_or_nap(a);
+    }
+}

@@ -39,10 +39,11 @@
  *   notezero, notefail, notewait, noteorder  notifications of batches
  *            of 0 bytes and of failed ones, frpc_notify_wait's timeouts
  *            and shutdown, the order of async batches' (rma_notes.c).
- *   fence-stopped, fence-none, fence-alone, fence-count  the
- *            deregistration's questions to peers ("frpc.fence"): a
- *            stopped peer, access 0, a world of one, their count
- *            (rma_fence.c).
+ *   fence-stopped, fence-none, fence-alone, fence-count,
+ *   fence-in-handler  the deregistration's questions to peers
+ *            ("frpc.fence"): a stopped peer, access 0, a world of one,
+ *            their count, asked from a pool handler that may not wait
+ *            for futures (rma_fence.c).
  *
  * Prints "ok: ..." per check; exits 1 at the first failure.
  */
@@ -1223,11 +1224,13 @@ int main(int argc, char **argv)
         return mode_fence_alone();
     if (!strcmp(mode, "fence-count"))
         return mode_fence_count();
+    if (!strcmp(mode, "fence-in-handler"))
+        return mode_fence_in_handler();
     fprintf(stderr, "usage: rma sizes|threads|bad|batch|longbatch|notify|cycles|"
             "notebig|ownersmall|told|modes|fallback|dereg-shutdown|held-owner|"
             "unmapped|noteshut|race|held-listing|held-shutdown|held-lost|"
             "listing-full|slot-reuse|notezero|notefail|notewait|"
             "noteorder|notemulti|notestats|fence-stopped|fence-none|"
-            "fence-alone|fence-count\n");
+            "fence-alone|fence-count|fence-in-handler\n");
     return 2;
 }

@@ -89,5 +89,6 @@ int mode_fence_stopped(void);
 int mode_fence_none(void);
 int mode_fence_alone(void);
 int mode_fence_count(void);
+int mode_fence_in_handler(void);
 
 #endif /* FR_TEST_RMA_H */

@@ -172,12 +172,14 @@ fence_stopped_3() { fence_n 3 fence-stopped; }
 fence_none_2() { fence_n 2 fence-none; }
 fence_alone_1() { fence_n 1 fence-alone; }
 fence_count_3() { fence_n 3 fence-count; }
+fence_in_handler_2() { fence_n 2 fence-in-handler; }
 if [ "$FENCE_ASKS" = 1 ]; then
     run_case "$PROV: a region peers may access deregistered while a peer is stopped: FRPC_ETIMEDOUT, closed (own transfers FRPC_EINVAL, a peer's descriptor stale), deregistered again once it resumes" fence_stopped_3
     run_case "$PROV: each deregistration of a region peers may access counts world - 1 frpc.fence calls on the rank that asks, none for access 0 (3 ranks)" fence_count_3
 else
     run_case "$PROV ($FENCE_RMA): deregistrations ask no peer: no frpc.fence call counted (3 ranks)" fence_count_3
 fi
+run_case "$PROV: a deregistration in a pool handler of a pool of one (which may not wait for futures): 0, not FRPC_ETIMEDOUT at once" fence_in_handler_2
 run_case "$PROV: a region of access 0 deregistered while a peer is stopped: 0, asking no one (no frpc.fence call)" fence_none_2
 run_case "$PROV: a world of one: a region peers may access deregisters 0, asking no one (no frpc.fence call)" fence_alone_1
 finish_cases

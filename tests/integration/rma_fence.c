@@ -30,6 +30,13 @@
  *            world - 1 calls of "frpc.fence" (none failed) on the rank
  *            that deregisters it and none elsewhere; access 0 none; with
  *            FENCE_ASKS=0 (native shm, emulated) none at all.
+ *   fence-in-handler  2 ranks, config.threads 1 (FABRPC_THREADS), where
+ *            a pool handler may not wait for futures (FRPC_EDEADLK):
+ *            rank 1 calls rank 0's handler that registers a region peers
+ *            may read and write and deregisters it, 20 s timeout: 0 (it
+ *            was FRPC_ETIMEDOUT at once where the deregistration asks
+ *            its peers; frpc_mem_deregister blocks, and names no
+ *            FRPC_EDEADLK).
  *
  * A stopped rank is resumed by rank 0 (also when one of its checks
  * fails) and, should rank 0 die, by a child of its own after 60 s.
@@ -540,6 +547,58 @@ int mode_fence_count(void)
     CHECK(!asks || listed, "%s counted calls but is not listed", FENCE_NAME);
     printf("ok: rank %d: %s's calls counted where it asked (%s)\n", me,
            FENCE_NAME, asks ? "each peer" : "none");
+    finish();
+    return 0;
+}
+
+/* Registers a region peers may read and write, deregisters it: the
+ * code, and how long the deregistration took (ms), as two int32. */
+static void h_dereg_here(frpc_request *req, void *user)
+{
+    (void)user;
+    int32_t out[2] = {FRPC_ENOMEM, 0};
+    uint8_t *b = calloc(1, FENCE_LEN);
+    frpc_mem *m = NULL;
+    if (b && (out[0] = frpc_mem_register(agent, b, FENCE_LEN,
+                                         FRPC_MEM_REMOTE_READ |
+                                             FRPC_MEM_REMOTE_WRITE,
+                                         &m)) == 0) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        out[0] = frpc_mem_deregister(m, 20000);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        out[1] = (int32_t)((t1.tv_sec - t0.tv_sec) * 1000 +
+                           (t1.tv_nsec - t0.tv_nsec) / 1000000);
+    }
+    if (out[0] == 0 || !m)
+        free(b);
+    frpc_respond(req, out, sizeof(out));
+}
+
+int mode_fence_in_handler(void)
+{
+    setenv("FABRPC_THREADS", "1", 1);
+    start(FENCE_LEN);
+    me = frpc_rank(agent);
+    CHECK(world == 2, "fence-in-handler needs 2 ranks");
+    CHECK(frpc_register(agent, "dereg_here", h_dereg_here, NULL, 0) == 0,
+          "register");
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier: registered");
+    if (me == 1) {
+        frpc_result res;
+        int rc = frpc_call(agent, 0, "dereg_here", NULL, 0, 60000, &res);
+        CHECK(rc == 0 && res.len == 8, "dereg_here: %s (%zu bytes)",
+              frpc_strerror(rc), res.len);
+        int32_t out[2];
+        memcpy(out, res.data, sizeof(out));
+        frpc_result_clear(&res);
+        CHECK(out[0] == 0, "a deregistration in a pool handler of a pool "
+              "of one: %s after %d ms", frpc_strerror(out[0]), (int)out[1]);
+        printf("ok: a deregistration in the one pool thread's handler: 0 "
+               "after %d ms (%s)\n", (int)out[1],
+               fence_asks() ? "its peer asked" : "no peer asked");
+    }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier: done");
     finish();
     return 0;
 }
