@@ -1526,10 +1526,9 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * calls would fail FRPC_EDEADLK (the pool handler of config.threads 1,
  * past the nesting limit) it polls instead, and never fails so (1.5;
  * before, asking the peers there ended FRPC_ETIMEDOUT at once). A peer
- * answers the question on its pool: two ranks of config.threads 1 that
- * deregister in pool handlers at once each wait for the other's one pool
- * thread and end FRPC_ETIMEDOUT at timeout_ms (with no limit they wait
- * for ever: give such a deregistration a timeout). Since 1.1.
+ * answers the question on the thread that polls, not its pool, so two
+ * ranks of config.threads 1 that deregister in pool handlers at once do
+ * not wait for each other. Since 1.1.
  */
 int frpc_mem_deregister(frpc_mem *mem, int timeout_ms);
 

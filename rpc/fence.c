@@ -32,10 +32,13 @@
 #include "comm/clock.h"
 #include "rpc/agent.h"
 
-/* On the pool: it waits for this rank's operations to the caller to be
- * given back, polling (or napping while another thread polls), until
- * the caller's deadline, and answers either way (the caller's own
- * timeout decides). */
+/* Inline, on the thread that polls: answered at once when this rank has
+ * no one-sided operation out to the caller (the usual case), else once
+ * those are given back, polling (nested in the poll that ran it) until
+ * the caller's deadline, and answered either way (the caller's own
+ * timeout decides). Not on the pool: a pool of one busy in a handler
+ * that deregisters, on two ranks at once, left each rank's question
+ * unanswered until its timeout (for ever with none). */
 static int no_ops_to_caller(void *req)
 {
     frpc_request *r = req;
@@ -66,7 +69,7 @@ static int all_answered(void *arg)
 int fr_fence_register(frpc_agent *a)
 {
     return fr_registry_add(&a->reg, fr_func_id(FR_FENCE_NAME), FR_FENCE_NAME,
-                           on_fence, a, FR_FUNC_UNCOUNTED);
+                           on_fence, a, FRPC_INLINE | FR_FUNC_UNCOUNTED);
 }
 
 int fr_fence_peers(frpc_agent *a, uint64_t deadline)

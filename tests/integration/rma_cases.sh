@@ -179,7 +179,7 @@ if [ "$FENCE_ASKS" = 1 ]; then
 else
     run_case "$PROV ($FENCE_RMA): deregistrations ask no peer: no frpc.fence call counted (3 ranks)" fence_count_3
 fi
-run_case "$PROV: a deregistration in a pool handler of a pool of one (which may not wait for futures): 0, not FRPC_ETIMEDOUT at once" fence_in_handler_2
+run_case "$PROV: a deregistration in a pool handler of a pool of one (which may not wait for futures): 0, not FRPC_ETIMEDOUT at once; on both ranks at once: 0, neither waits for the other" fence_in_handler_2
 run_case "$PROV: a region of access 0 deregistered while a peer is stopped: 0, asking no one (no frpc.fence call)" fence_none_2
 run_case "$PROV: a world of one: a region peers may access deregisters 0, asking no one (no frpc.fence call)" fence_alone_1
 finish_cases

@@ -36,7 +36,11 @@
  *            may read and write and deregisters it, 20 s timeout: 0 (it
  *            was FRPC_ETIMEDOUT at once where the deregistration asks
  *            its peers; frpc_mem_deregister blocks, and names no
- *            FRPC_EDEADLK).
+ *            FRPC_EDEADLK). Then both ranks at once, each in its one
+ *            pool thread's handler (which holds it 300 ms first): 0 on
+ *            both, in well under the 20 s (a question answered on the
+ *            pool waited for the other rank's pool: FRPC_ETIMEDOUT at
+ *            20 s on both).
  *
  * A stopped rank is resumed by rank 0 (also when one of its checks
  * fails) and, should rank 0 die, by a child of its own after 60 s.
@@ -557,6 +561,10 @@ static void h_dereg_here(frpc_request *req, void *user)
 {
     (void)user;
     int32_t out[2] = {FRPC_ENOMEM, 0};
+    size_t alen;
+    const void *args = frpc_request_args(req, &alen);
+    if (alen == 1 && *(const uint8_t *)args) /* both at once: overlap */
+        msleep(300);
     uint8_t *b = calloc(1, FENCE_LEN);
     frpc_mem *m = NULL;
     if (b && (out[0] = frpc_mem_register(agent, b, FENCE_LEN,
@@ -598,6 +606,27 @@ int mode_fence_in_handler(void)
                "after %d ms (%s)\n", (int)out[1],
                fence_asks() ? "its peer asked" : "no peer asked");
     }
+    CHECK(frpc_barrier(agent, 60000) == 0, "barrier: one");
+    /* each rank has the other deregister in its handler, at once */
+    uint8_t both = 1;
+    frpc_future *f;
+    CHECK(frpc_call_async(agent, 1 - me, "dereg_here", &both, 1, 60000, &f) ==
+              0,
+          "dereg_here, both at once");
+    int rc = frpc_future_wait(f, 60000);
+    size_t len = 0;
+    const int32_t *got = frpc_future_data(f, &len);
+    CHECK(rc == 0 && len == 8, "dereg_here, both at once: %s (%zu bytes)",
+          frpc_strerror(rc), len);
+    int32_t out2[2];
+    memcpy(out2, got, sizeof(out2));
+    frpc_future_free(f);
+    CHECK(out2[0] == 0 && out2[1] < 10000,
+          "rank %d's deregistration in its one pool thread, both ranks at "
+          "once: %s after %d ms", 1 - me, frpc_strerror(out2[0]),
+          (int)out2[1]);
+    printf("ok: rank %d deregistered in its one pool thread while this "
+           "rank did too: 0 after %d ms\n", 1 - me, (int)out2[1]);
     CHECK(frpc_barrier(agent, 60000) == 0, "barrier: done");
     finish();
     return 0;
