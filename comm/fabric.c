@@ -872,6 +872,8 @@ int fr_fabric_send_given(fr_fabric *f, uint32_t dst, const fr_env *env,
 int fr_fabric_send_block(fr_fabric *f, uint32_t dst, const fr_env *env,
                          void *block, size_t len, uint64_t deadline_ns)
 {
+    if (!f)
+        return FRPC_EINVAL; /* no cache to give the block back to */
     int rc = send_check(f, dst, env, block, len);
     if (rc || len == 0 || FR_ENV_HDR_SIZE + len <= f->opts.eager_max) {
         if (!rc)

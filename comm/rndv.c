@@ -589,22 +589,27 @@ static int post_reads(fr_fabric *f, fr_rndv_in *in)
     return 0;
 }
 
-/* A response's payload whose call has ended already (its deadline
- * passed, it was cancelled): its answer would be dropped once read, so
- * it is not read. Reading it cost a block of its size and the copy: an
- * emulated get whose timeout ended it, with the owner still answering its
- * 4 MiB pieces, had each next get's pieces read into fresh memory. */
-static int answers_ended_call(fr_fabric *f, const fr_env *env)
+/* The deadline of the call a response answers (UINT64_MAX: none, or
+ * not known here), or 0 when that call has ended or its deadline has
+ * passed: its answer would be dropped once read (the pending table drops
+ * one taken after the deadline), so it is not read. Reading it cost a
+ * block of its size and the copy: an emulated get whose timeout ended
+ * it, with the owner still answering its 4 MiB pieces, had each next
+ * get's pieces read into fresh memory. */
+static uint64_t answered_call_deadline(fr_fabric *f, const fr_env *env)
 {
-    return env->kind != FR_ENV_REQUEST && f->opts.cb.call_deadline &&
-           f->opts.cb.call_deadline(f->opts.cb.ctx, env->src_rank,
-                                    env->req_id) == 0;
+    if (env->kind == FR_ENV_REQUEST || !f->opts.cb.call_deadline)
+        return UINT64_MAX;
+    uint64_t d = f->opts.cb.call_deadline(f->opts.cb.ctx, env->src_rank,
+                                          env->req_id);
+    return d <= fr_coarse_now_ns() ? 0 : d; /* that clock is never ahead */
 }
 
 void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
                       size_t len)
 {
-    if (answers_ended_call(f, env)) {
+    uint64_t call = answered_call_deadline(f, env);
+    if (call == 0) {
         fr_rndv_in late = {.env = *env, .src = env->src_rank};
         if (fr_rndv_decode(desc, len, f->opts.max_msg, &late.desc) == 0) {
             atomic_fetch_add(&f->st.rndv_unread_late, 1);
@@ -633,12 +638,9 @@ void fr__rndv_on_desc(fr_fabric *f, const fr_env *env, const uint8_t *desc,
             in->deadline = fr_now_ns() + FR_FABRIC_ANSWER_MS * 1000000ull +
                            in->desc.len * FR_RNDV_NS_PER_BYTE;
             in->moving_deadline = 1;
-            if (env->kind != FR_ENV_REQUEST && f->opts.cb.call_deadline) {
-                uint64_t call = f->opts.cb.call_deadline(
-                    f->opts.cb.ctx, env->src_rank, env->req_id);
-                if (call > in->deadline)
-                    in->deadline = call;
-            }
+            if (env->kind != FR_ENV_REQUEST && f->opts.cb.call_deadline &&
+                call > in->deadline)
+                in->deadline = call;
         }
         in->chunks = (unsigned)((in->desc.len + f->rma_chunk - 1) /
                                 f->rma_chunk);
