@@ -1523,8 +1523,8 @@ int frpc_mem_register(frpc_agent *agent, void *buf, size_t len, int access,
  * another thread, ended the transfers waited for: mem stays as for
  * FRPC_ETIMEDOUT, to be freed by a call after frpc_shutdown returned), or
  * FRPC_EINVAL (NULL mem). Blocks, from a handler too: where a wait for
- * calls would fail FRPC_EDEADLK (the pool handler of config.threads 1,
- * past the nesting limit) it polls instead, and never fails so (1.5;
+ * calls would fail FRPC_EDEADLK (the pool handler of config.threads 1)
+ * it polls instead, and never fails so (1.5;
  * before, asking the peers there ended FRPC_ETIMEDOUT at once). A peer
  * answers the question on the thread that polls, not its pool, so two
  * ranks of config.threads 1 that deregister in pool handlers at once do

@@ -2771,6 +2771,43 @@ static uint64_t zerocopy_sent(void)
     return st.zerocopy_sent;
 }
 
+/* Answers 1 MiB after 300 ms: later than the 50 ms its caller waits. */
+static void slow_big_reply(frpc_request *req, void *user)
+{
+    (void)user;
+    static uint8_t big[1 << 20];
+    usleep(300 * 1000);
+    frpc_respond(req, big, sizeof(big));
+}
+
+START_TEST(a_large_reply_after_its_timeout_is_dropped_and_counted)
+{
+    /* "answers_dropped: late or unknown answers": a reply too large for
+     * one message, which the caller no longer reads once its call has
+     * ended (comm/rndv.c), counts there as a short late one does, and
+     * the next call is answered. */
+    frpc_result res;
+    frpc_stats s0, s1;
+    ck_assert_int_eq(frpc_register(agent, "slow_big", slow_big_reply, NULL,
+                                   0), 0);
+    ck_assert_int_eq(frpc_get_stats(agent, &s0), 0);
+    ck_assert_int_eq(frpc_call(agent, 0, "slow_big", NULL, 0, 50, &res),
+                     FRPC_ETIMEDOUT);
+    frpc_result_clear(&res);
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_int_eq(frpc_get_stats(agent, &s1), 0);
+        if (s1.answers_dropped > s0.answers_dropped)
+            break;
+        usleep(10 * 1000);
+    }
+    ck_assert_uint_eq(s1.answers_dropped - s0.answers_dropped, 1);
+    ck_assert_int_eq(frpc_call(agent, 0, "echo_owned", "z", 1, 10000, &res),
+                     0);
+    ck_assert_uint_eq(res.len, 1);
+    frpc_result_clear(&res);
+}
+END_TEST
+
 START_TEST(long_args_are_lent_and_owned_replies_given)
 {
     static uint8_t args[2 * ZEROCOPY_MIN];
@@ -3311,6 +3348,10 @@ int main(void)
          a_wait_skips_an_agent_shut_down, .fixture = &with_agent},
         {"FRPC_EDEADLK and FRPC_EINPROGRESS are codes of their own",
          every_new_code_has_a_name_and_text},
+        {"a large reply after its call's timeout is dropped and counted "
+         "in answers_dropped; the next call is answered",
+         a_large_reply_after_its_timeout_is_dropped_and_counted,
+         .fixture = &with_agent},
         {"long args are lent, owned replies given, both counted",
          long_args_are_lent_and_owned_replies_given, .fixture = &with_agent},
         {"bytes_sent and bytes_received count frames, not lent payloads",
