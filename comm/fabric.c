@@ -1678,6 +1678,9 @@ void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *o)
     o->rndv_received = atomic_load(&m->st.rndv_received);
     o->rndv_blocks_reused = atomic_load(&m->st.rndv_blocks_reused);
     o->rndv_unread_late = atomic_load(&m->st.rndv_unread_late);
+    o->blocks_trimmed = atomic_load(&m->st.blocks_trimmed);
+    o->blocks_cached_bytes = fr__block_cache_bytes(&m->out_cache) +
+                             fr__block_cache_bytes(&m->in_cache);
     o->coalesced = atomic_load(&m->st.coalesced);
     o->messages = atomic_load(&m->st.messages);
     o->dropped_stranger = atomic_load(&m->st.dropped_stranger);

@@ -191,6 +191,9 @@ typedef struct fr_fabric_stats {
     /* responses' rendezvous payloads not read: their call had ended (see
      * fr_fabric_callbacks.call_deadline) */
     uint64_t rndv_unread_late;
+    /* cached rendezvous blocks freed unused (fr_fabric_trim_blocks), and
+     * the bytes the two caches hold now */
+    uint64_t blocks_trimmed, blocks_cached_bytes;
     uint64_t messages;  /* messages posted (a batch is one) */
     uint64_t coalesced; /* frames that rode in another frame's message */
     /* frames whose libfabric source address is not the member rank they
@@ -649,6 +652,16 @@ void fr_fabric_set_doorbell(fr_fabric *f, fr_doorbell *bell);
 void fr_fabric_unlink_name(fr_fabric *f);
 
 void fr_fabric_get_stats(const fr_fabric *f, fr_fabric_stats *out);
+
+/* How long a rendezvous block may sit unused in a cache before
+ * fr_fabric_trim_blocks frees it. */
+#define FR_BLOCK_IDLE_NS (10ull * 1000000000ull)
+
+/* Frees the cached rendezvous blocks unused for FR_BLOCK_IDLE_NS at time
+ * now (fr_now_ns or fr_coarse_now_ns), looking at most once a second;
+ * cheap otherwise (a load and a compare), so an idle poller calls it
+ * every round. Any thread, before fr_fabric_close. */
+void fr_fabric_trim_blocks(fr_fabric *f, uint64_t now);
 
 /* Gives back a request's payload block taken from fr_fabric_msg.owned (len:
  * the payload length), to be reused for a later one. Any thread, before

@@ -104,6 +104,7 @@ typedef struct fr_block {
     void *buf;
     size_t cap;
     struct fid_mr *mr;
+    uint64_t idle_since; /* in a cache: when it was put back (coarse ns) */
 } fr_block;
 
 /* The longest frame sent as one message over ofi_rxm (tcp;ofi_rxm,
@@ -122,7 +123,7 @@ typedef struct fr_block_cache {
     pthread_mutex_t lock;
     fr_block slot[FR_BLOCK_CACHE_SLOTS];
     unsigned n;
-    size_t bytes;
+    atomic_size_t bytes; /* changed under lock; read without (stats) */
     uint64_t access; /* registration for cached blocks; 0: none */
 } fr_block_cache;
 
@@ -396,8 +397,9 @@ struct fr_fabric {
             rndv_received, dropped_stranger, dropped_oversize, dropped_lost,
             recv_repost_failed, recv_unposted, cq_errors_unmatched,
             rma_bytes, rndv_lent, split_sent, rndv_blocks_reused,
-            rndv_unread_late;
+            rndv_unread_late, blocks_trimmed;
     } st;
+    atomic_uint_fast64_t blocks_trimmed_at; /* fr_fabric_trim_blocks */
 };
 
 /* fabric.c */
@@ -502,6 +504,10 @@ int fr__block_get_cached(fr_block_cache *c, size_t len, fr_block *out);
 int fr__block_alloc(fr_fabric *f, fr_block_cache *c, size_t len,
                     fr_block *out);
 void fr__block_put(fr_block_cache *c, fr_block *b);
+/* Frees the cached blocks put back before idle_before (fr_coarse_now_ns
+ * time): returns how many. */
+unsigned fr__block_cache_trim(fr_block_cache *c, uint64_t idle_before);
+size_t fr__block_cache_bytes(const fr_block_cache *c);
 void fr__block_cache_destroy(fr_block_cache *c);
 
 /* rndv.c */

@@ -282,6 +282,7 @@ static void *progress_main(void *arg)
             backoff = FR_BACKOFF_MIN_US;
             continue;
         }
+        fr_fabric_trim_blocks(a->fab, now);
         if (busy_goes_on(a, n))
             continue;
         if (n == FRPC_EAGAIN) {

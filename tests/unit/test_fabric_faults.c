@@ -876,6 +876,31 @@ START_TEST(a_reply_to_a_call_that_ended_is_not_read)
 }
 END_TEST
 
+/* Fills block b (len bytes, from fr_fabric_take_block) with request id's
+ * pattern, sends it to f[1] with fr_fabric_send_block and polls until the
+ * receiver has seen it and f is told it may reuse the block. */
+static void send_block_and_see_it_read(fr_fabric *f, uint8_t *b, size_t len,
+                                       uint64_t id, uint32_t func)
+{
+    fr_env e = {.kind = FR_ENV_REQUEST, .req_id = id, .func_id = func};
+    atomic_store(&watched, e.req_id);
+    for (size_t k = 0; k < len; k++)
+        b[k] = pattern_byte(e.req_id, k);
+    int before = atomic_load(&blocks_seen) + atomic_load(&watched_in);
+    ck_assert_int_eq(
+        fr_fabric_send_block(f, 1, &e, b, len, fr_deadline_ms(10000)), 0);
+    uint64_t end = fr_deadline_ms(10000);
+    while ((atomic_load(&blocks_seen) + atomic_load(&watched_in) == before ||
+            fr_fabric_payloads_unread(f)) &&
+           fr_now_ns() < end) {
+        fr_fabric_progress(f);
+        usleep(200);
+    }
+    ck_assert_int_eq(atomic_load(&blocks_seen) + atomic_load(&watched_in),
+                     before + 1);
+    ck_assert(!fr_fabric_payloads_unread(f));
+}
+
 START_TEST(a_block_sent_is_read_where_it_is_and_comes_back)
 {
     /* fr_fabric_send_block: an emulated put's piece, built in a block,
@@ -891,25 +916,8 @@ START_TEST(a_block_sent_is_read_where_it_is_and_comes_back)
         size_t len = sizes[i];
         uint8_t *b = fr_fabric_take_block(f[0], len);
         ck_assert_ptr_nonnull(b);
-        fr_env e = {.kind = FR_ENV_REQUEST, .req_id = 700 + (uint64_t)i,
-                    .func_id = i == 0 ? BLOCK_FUNC : PATTERN_FUNC};
-        atomic_store(&watched, e.req_id);
-        for (size_t k = 0; k < len; k++)
-            b[k] = pattern_byte(e.req_id, k);
-        int before = atomic_load(&blocks_seen) + atomic_load(&watched_in);
-        ck_assert_int_eq(fr_fabric_send_block(f[0], 1, &e, b, len,
-                                              fr_deadline_ms(10000)), 0);
-        uint64_t end = fr_deadline_ms(10000);
-        while ((atomic_load(&blocks_seen) + atomic_load(&watched_in) ==
-                    before ||
-                fr_fabric_payloads_unread(f[0])) &&
-               fr_now_ns() < end) {
-            fr_fabric_progress(f[0]);
-            usleep(200);
-        }
-        ck_assert_int_eq(atomic_load(&blocks_seen) + atomic_load(&watched_in),
-                         before + 1);
-        ck_assert(!fr_fabric_payloads_unread(f[0]));
+        send_block_and_see_it_read(f[0], b, len, 700 + (uint64_t)i,
+                                   i == 0 ? BLOCK_FUNC : PATTERN_FUNC);
         /* the cache's block of that size is the one sent */
         uint8_t *again = fr_fabric_take_block(f[0], len);
         ck_assert_ptr_eq(again, b);
@@ -920,6 +928,64 @@ START_TEST(a_block_sent_is_read_where_it_is_and_comes_back)
     fr_fabric_get_stats(f[0], &st);
     ck_assert_uint_eq(st.rndv_sent, 1);
     ck_assert_uint_eq(st.rndv_lent, 0);
+    unpair(f);
+}
+END_TEST
+
+START_TEST(blocks_unused_for_a_while_are_freed)
+{
+    /* After a burst of large payloads the caches kept up to 128 MiB each,
+     * registered, for good. A block put back is kept while it may serve
+     * again soon, and freed once unused for FR_BLOCK_IDLE_NS. */
+    const size_t len = 1u << 20;
+    fr_fabric *f[2];
+    fr_fabric_stats st;
+    pair(f);
+    uint8_t *b[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_ptr_nonnull(b[i] = fr_fabric_take_block(f[0], len));
+    for (int i = 0; i < 3; i++)
+        fr_fabric_release_block(f[0], b[i], len);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.blocks_cached_bytes, 3 * len);
+
+    uint64_t now = fr_coarse_now_ns();
+    fr_fabric_trim_blocks(f[0], now + FR_BLOCK_IDLE_NS / 2); /* recent */
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.blocks_cached_bytes, 3 * len);
+    ck_assert_uint_eq(st.blocks_trimmed, 0);
+
+    /* one taken and given back later is newer than the other two */
+    uint8_t *kept = fr_fabric_take_block(f[0], len);
+    ck_assert_ptr_nonnull(kept);
+    uint64_t taken = fr_coarse_now_ns();
+    while (fr_coarse_now_ns() < taken + 20000000ull) /* 20 ms, coarse */
+        usleep(1000);
+    fr_fabric_release_block(f[0], kept, len);
+    uint64_t t2 = taken + 10000000ull + FR_BLOCK_IDLE_NS;
+    fr_fabric_trim_blocks(f[0], t2);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.blocks_trimmed, 2);
+    ck_assert_uint_eq(st.blocks_cached_bytes, len);
+    ck_assert_ptr_eq(fr_fabric_take_block(f[0], len), kept); /* still kept */
+    fr_fabric_release_block(f[0], kept, len);
+
+    /* looked at less than a second ago: not looked at again, though kept
+     * would be old enough by then */
+    fr_fabric_trim_blocks(f[0], t2 + 500000000ull);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.blocks_cached_bytes, len);
+
+    fr_fabric_trim_blocks(f[0], t2 + 2 * FR_BLOCK_IDLE_NS);
+    fr_fabric_get_stats(f[0], &st);
+    ck_assert_uint_eq(st.blocks_trimmed, 3);
+    ck_assert_uint_eq(st.blocks_cached_bytes, 0);
+
+    /* the caches serve as before: a large payload still goes and is read */
+    uint8_t *p = fr_fabric_take_block(f[0], len);
+    ck_assert_ptr_nonnull(p);
+    send_block_and_see_it_read(f[0], p, len, 800, BLOCK_FUNC);
+    ck_assert_int_eq(atomic_load(&corrupt), 0);
     unpair(f);
 }
 END_TEST
@@ -958,6 +1024,8 @@ int main(void)
         {"rendezvous payloads handed up are blocks, and one given back is "
          "read into again (requests; replies of a block's size)",
          rendezvous_blocks_given_back_are_read_into_again},
+        {"cached blocks unused for a while are freed; the caches serve on",
+         blocks_unused_for_a_while_are_freed},
         {"a reply whose call has ended is not read; its sender may free "
          "it; a reply to a call that waits is read",
          a_reply_to_a_call_that_ended_is_not_read},
