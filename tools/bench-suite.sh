@@ -4,6 +4,8 @@
 #   OUTDIR/run-N.jsonl
 # Then prints the median over the runs of each target figure (issues 4
 # and 15: coalescing off against Mercury, 1 and 16 MiB calls, tcp p99),
+# each run's figure marked with the machine's state in its row (f fast,
+# s slow, ! disturbed: see the summary's code),
 # an 8 B call to a handler on the pool against an inline one, and an 8 B
 # round trip with both ranks on one core (taskset -c 0).
 #
@@ -78,10 +80,19 @@ function field(name,   m, re) {
     gsub(/"/, "", m)
     return m
 }
-function add(key, v) { if (v != "" && v != "null") vals[key] = vals[key] " " v }
+# Each figure carries the state its row ran in (fabrpc-bench --help: the
+# machine'"'"'s state): "f" fast, "s" slow (a cache line round trip between
+# the two CPUs under, or from, 300 ns, before the row), "!" disturbed.
+# Rows of different states differ 2x and more: compare like with like.
+function add(key, v) {
+    if (v != "" && v != "null") vals[key] = vals[key] " " v tag
+}
 {
     sys = field("system"); prov = field("provider"); met = field("metric")
     size = field("size"); w = field("inflight")
+    core = field("core_ns_before")
+    tag = (core == "" || core == "null") ? "" : (core + 0 < 300 ? "f" : "s")
+    if (field("disturbed") == "true") tag = tag "!"
     # The blocking ping-pongs come after the fabrpc row of their run.
     if (FNR == 1) cur = ""
     if (sys == "tcp_pingpong" && size == 8) tcp_blk[FILENAME, cur] = field("p50_us")
@@ -167,7 +178,7 @@ END {
             for (j = i; j > 1 && a[j - 1] + 0 > a[j] + 0; j--) {
                 t = a[j]; a[j] = a[j - 1]; a[j - 1] = t
             }
-        med = n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+        med = n % 2 ? a[(n + 1) / 2] + 0 : (a[n / 2] + a[n / 2 + 1]) / 2
         printf "%-62s median %-10s (%s)\n", k, med, substr(vals[k], 2)
     }
 }' "$out"/run-*.jsonl | sort
