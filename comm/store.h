@@ -16,7 +16,9 @@
  *   ADD=3 (add arg to the key's counter, created at 0; returns the new
  *   value in num), WAIT_GE=4 (wait until the counter key reaches arg; the
  *   value is the timeout as an i64 of ms, <= 0: no limit; num returns the
- *   counter).
+ *   counter), UNARRIVE=10 (takes 1 from the counter key unless it has
+ *   reached arg: a barrier's arrival taken back, but only while the
+ *   barrier has not completed; num returns the counter, after).
  *   session ops (no key): HELLO=5, AUTH=6 (below), WATCH=7 (arg = events
  *   the client has seen, value = i64 timeout ms, <= 0: no limit; parks
  *   until the server has more events, then returns those from number
@@ -155,9 +157,9 @@
 #define FR_STORE_MAX_KEY 255u
 #define FR_STORE_MAX_VALUE (1u << 20)
 
-#define FR_STORE_PROTO 3u /* bump when the store wire protocol changes
+#define FR_STORE_PROTO 4u /* bump when the store wire protocol changes
                             (2: pushed WATCH events; 3: WATCH events in
-                            pages from the client's count) */
+                            pages from the client's count; 4: UNARRIVE) */
 /* The status of a frame the server sends a WATCH connection unasked: the
  * events, as a WATCH's answer (see WATCH above). */
 #define FR_STORE_PUSHED 1
@@ -385,6 +387,17 @@ int fr_store_wait_ge(fr_store_client *c, const char *key, int64_t target,
  */
 int fr_store_arrive(fr_store_client *c, const char *key, int64_t target,
                     int timeout_ms, int *added);
+
+/*
+ * Takes 1 from the counter key unless it is >= target, in one step at the
+ * store, and returns the counter after in *result (may be NULL): a
+ * barrier's arrival taken back when it timed out, unless the barrier
+ * completed meanwhile (*result >= target). Two ranks taking back at once
+ * after the last arrival each see it completed (an ADD of -1 and a check
+ * let the second see target - 2). Errors as fr_store_add.
+ */
+int fr_store_unarrive(fr_store_client *c, const char *key, int64_t target,
+                      int64_t *result);
 
 /*
  * Barrier for world ranks: adds 1 to the counter key, then waits until it

@@ -730,6 +730,19 @@ int fr_store_add(fr_store_client *c, const char *key, int64_t delta,
     return rc;
 }
 
+int fr_store_unarrive(fr_store_client *c, const char *key, int64_t target,
+                      int64_t *result)
+{
+    int64_t num = 0;
+    if (!c || !key_ok(key))
+        return c ? fail(c, FRPC_EINVAL, "invalid argument") : FRPC_EINVAL;
+    int rc = roundtrip(c, FR_STORE_OP_UNARRIVE, key, target, NULL, 0, 0,
+                       &num, NULL, NULL);
+    if (rc == 0 && result)
+        *result = num;
+    return rc;
+}
+
 /* The 8-byte timeout value of WAIT_GE and WATCH. */
 static void put_timeout(uint8_t tmo[8], int timeout_ms)
 {

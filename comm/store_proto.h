@@ -26,7 +26,8 @@ enum fr_store_op {
     FR_STORE_OP_AUTH = 6,
     FR_STORE_OP_WATCH = 7,
     FR_STORE_OP_LEAVE = 8,
-    FR_STORE_OP_GONE = 9
+    FR_STORE_OP_GONE = 9,
+    FR_STORE_OP_UNARRIVE = 10
 };
 
 /* request: u8 op, u16 keylen, u32 vallen, i64 arg */

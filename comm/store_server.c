@@ -421,6 +421,11 @@ static int handle(struct fr_store_server *s, struct conn *c, uint8_t op,
         if (rc == 0)
             wake(s, key);
         return conn_reply(c, rc, v, NULL, 0);
+    case FR_STORE_OP_UNARRIVE: /* nobody waits for a counter to drop */
+        rc = fr_store_table_counter(s->table, key, &v);
+        if (rc == 0 && v < arg)
+            rc = fr_store_table_add(s->table, key, -1, &v);
+        return conn_reply(c, rc, v, NULL, 0);
     default: /* GET, WAIT_GE, WATCH */
         if (op == FR_STORE_OP_WATCH && c->hello.role == FR_STORE_ROLE_WATCH)
             c->watching = true;
@@ -516,6 +521,7 @@ static bool header_ok(enum phase ph, uint8_t op, uint16_t klen, uint32_t vlen)
         return true;
     case FR_STORE_OP_GET:
     case FR_STORE_OP_ADD:
+    case FR_STORE_OP_UNARRIVE:
         return vlen == 0;
     case FR_STORE_OP_WAIT_GE:
         return vlen == 8;

@@ -1207,32 +1207,31 @@ static int lock_store_for_user(frpc_agent *a, uint64_t deadline)
 /* A barrier that ran out takes its entry back, so that the ranks stay in
  * step: this rank's next frpc_barrier is this barrier again (a loop that
  * retries on FRPC_ETIMEDOUT pairs with the others' first). If the others
- * had all arrived meanwhile it did complete: the entry goes back in (a
- * rank between two of its waits' slices waits a round trip more) and 0.
+ * had all arrived meanwhile it did complete: the store keeps the entry
+ * and says so (fr_store_unarrive: one step there, so that two ranks
+ * taking back at once after the last arrival both see it complete; with
+ * an ADD of -1 and a check the second saw world - 2), and 0.
  * A take-back that went out unanswered (rank 0 stopped) is applied when
- * the store resumes; one that could not go out leaves the entry, which
- * the next barrier then waits on without arriving again (barrier_kept).
+ * the store resumes, if the barrier has not completed by then; one that
+ * could not go out leaves the entry, which the next barrier then waits
+ * on without arriving again (barrier_kept).
  * Under store_lock, which barrier_gen's every change holds. */
 static int take_back(frpc_agent *a, const char *key, int added)
 {
     int64_t n = 0;
-    a->barrier_gen--; /* the next barrier is this one, whatever follows */
-    if (!added) /* the arrival never went out */
+    if (!added) { /* the arrival never went out */
+        a->barrier_gen--; /* the next barrier is this one */
         return FRPC_ETIMEDOUT;
-    int64_t old = cap_store(a, fr_deadline_ms(FR_BARRIER_TAKE_BACK_MS));
-    int rc = fr_store_add(a->store, key, -1, &n);
-    if (rc == 0 && n >= a->set.world - 1) {
-        /* It had completed: the entry goes back in, and it is done. */
-        rc = fr_store_add(a->store, key, 1, NULL);
-        if (rc == 0)
-            a->barrier_gen++;
-        else /* sent, it counts when the store reads it */
-            a->barrier_kept = fr_store_last_sent(a->store);
-    } else if (rc != 0) {
-        a->barrier_kept = !fr_store_last_sent(a->store);
     }
+    int64_t old = cap_store(a, fr_deadline_ms(FR_BARRIER_TAKE_BACK_MS));
+    int rc = fr_store_unarrive(a->store, key, a->set.world, &n);
     fr_store_cap(a->store, old);
-    return rc == 0 && n >= a->set.world - 1 ? 0 : FRPC_ETIMEDOUT;
+    if (rc == 0 && n >= a->set.world)
+        return 0; /* it had completed */
+    a->barrier_gen--; /* the next barrier is this one, whatever follows */
+    if (rc != 0)
+        a->barrier_kept = !fr_store_last_sent(a->store);
+    return FRPC_ETIMEDOUT;
 }
 
 /* frpc_barrier's: as barrier(), waiting in slices so that it ends

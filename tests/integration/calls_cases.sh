@@ -68,6 +68,14 @@ esac
 take() { TAKE_GIVEN_MIN=$TAKE_GIVEN_MIN run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" take; }
 take_unlent() { FABRPC_ZEROCOPY_MIN=0 take; }
 barrier_turns() { run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" barrier-turns; }
+barrier_retry() {
+    local f rc
+    f=$(mktemp) && truncate -s 4096 "$f" || return 1
+    BARRIER_FILE=$f run_bounded 120 "$FABRPC_RUN" -n 3 --provider "$PROV" --timeout 100 "$ITEST" barrier-retry
+    rc=$?
+    rm -f "$f"
+    return $rc
+}
 backend() { EXPECT_PROVIDER=$PROV run_bounded 120 "$FABRPC_RUN" -n 2 --provider "$PROV" --timeout 100 "$ITEST" backend; }
 
 run_case "$PROV: 2 ranks, all pairs, all sizes" calls_2
@@ -89,4 +97,5 @@ run_case "$PROV: zero-copy off: every payload copied" zc_off
 run_case "$PROV: handlers take their args: copied up to 1 KiB, handed over from $TAKE_GIVEN_MIN B" take
 run_case "$PROV: the same with lending off" take_unlent
 run_case "$PROV: a 20 ms barrier behind another thread's ends by its own timeout, entering nothing" barrier_turns
+run_case "$PROV: 20 ms barriers retried while a rank comes late: none times out once another rank passed it" barrier_retry
 finish_cases

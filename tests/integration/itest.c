@@ -29,6 +29,10 @@
  *   fnstats-off  (FABRPC_FN_STATS=0) calls and answers go on; no figures.
  *   barrier-turns  (2 ranks) a barrier behind another thread's ends by
  *            its own short timeout, entering nothing.
+ *   barrier-retry  (3 ranks) ranks 0 and 1 retry 20 ms barriers, rank 2
+ *            comes about 20 ms late: none returns FRPC_ETIMEDOUT from a
+ *            barrier another rank has passed (BARRIER_FILE: a file of
+ *            4096 zero bytes the ranks share).
  *   take     handlers take their args (frpc_request_take_args) and answer
  *            with them: every promise checked on the live request; args
  *            of TAKE_GIVEN_MIN bytes or more must come without a copy.
@@ -41,6 +45,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -457,6 +462,59 @@ static int mode_barrier_turns(void)
           "the barrier after: the timed-out ones entered something");
     printf("ok: rank %d: the held barrier and the next one paired\n", me);
     finish(turns_agent);
+    return 0;
+}
+
+/* ---- barrier-retry ---------------------------------------------------- */
+
+/* "if the others all arrived while it was taken back, the barrier
+ * completed and returns 0" (fabrpc.h, frpc_barrier): two ranks whose
+ * barriers ran out as the last one arrived took their entries back at
+ * once, and the second saw the count below complete: FRPC_ETIMEDOUT
+ * from a barrier the late rank had passed (1-9 of 100 here). Each rank
+ * writes the barriers it passed into a shared file; a timeout is checked
+ * against the others' counts. */
+static int mode_barrier_retry(void)
+{
+    const int iters = 60, ms = 20;
+    frpc_agent *a = start();
+    int n = frpc_world_size(a), timeouts = 0;
+    CHECK(n == 3, "run with 3 ranks");
+    const char *path = getenv("BARRIER_FILE");
+    CHECK(path, "BARRIER_FILE unset");
+    FILE *f = fopen(path, "r+");
+    CHECK(f, "open %s", path);
+    _Atomic int *passed = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                               MAP_SHARED, fileno(f), 0);
+    CHECK(passed != MAP_FAILED, "mmap %s", path);
+    fclose(f);
+    CHECK(frpc_barrier(a, 60000) == 0, "first barrier");
+    srand((unsigned)me * 7 + 1);
+    for (int i = 1; i <= iters; i++) {
+        int rc;
+        if (me == n - 1) {
+            usleep((useconds_t)(ms * 1000 - 2000 + rand() % 4000));
+            rc = frpc_barrier(a, 60000);
+        } else {
+            while ((rc = frpc_barrier(a, ms)) == FRPC_ETIMEDOUT) {
+                timeouts++;
+                for (int r = 0; r < n; r++)
+                    CHECK(r == me || atomic_load(&passed[r]) < i,
+                          "barrier %d: FRPC_ETIMEDOUT, but rank %d had "
+                          "passed it", i, r);
+            }
+        }
+        CHECK(rc == 0, "barrier %d: %s", i, frpc_strerror(rc));
+        atomic_store(&passed[me], i);
+        for (int r = 0; r < n; r++)
+            CHECK(atomic_load(&passed[r]) >= i - 1, "barrier %d passed "
+                  "while rank %d had passed only %d", i, r,
+                  atomic_load(&passed[r]));
+    }
+    printf("ok: rank %d: %d barriers, %d timed out and retried, none after "
+           "another rank had passed it\n", me, iters, timeouts);
+    munmap((void *)passed, 4096);
+    finish(a);
     return 0;
 }
 
@@ -1371,6 +1429,8 @@ int main(int argc, char **argv)
         return mode_fnstats();
     if (strcmp(argv[1], "barrier-turns") == 0)
         return mode_barrier_turns();
+    if (strcmp(argv[1], "barrier-retry") == 0)
+        return mode_barrier_retry();
     if (strcmp(argv[1], "take") == 0)
         return mode_take();
     if (strcmp(argv[1], "fnstats-off") == 0)

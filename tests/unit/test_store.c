@@ -318,6 +318,34 @@ START_TEST(test_arrive)
 }
 END_TEST
 
+START_TEST(test_unarrive)
+{
+    int64_t n = -1;
+    /* Before the barrier completes, an arrival is taken back. */
+    ck_assert_int_eq(fr_store_add(cli, "u", 2, NULL), 0);
+    ck_assert_int_eq(fr_store_unarrive(cli, "u", 3, &n), 0);
+    ck_assert_int_eq(n, 1);
+    /* Once it has (3 of 3), two ranks that ran out at that moment both
+     * see it complete: nothing is taken back. With an ADD of -1 and a
+     * check, the second saw 1 below the first's "complete". */
+    ck_assert_int_eq(fr_store_add(cli, "u", 2, NULL), 0);
+    ck_assert_int_eq(fr_store_unarrive(cli, "u", 3, &n), 0);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(fr_store_unarrive(cli, "u", 3, &n), 0);
+    ck_assert_int_eq(n, 3);
+    ck_assert_int_eq(fr_store_add(cli, "u", 0, &n), 0);
+    ck_assert_int_eq(n, 3);
+    /* a key never added to counts 0; a non-counter is refused */
+    ck_assert_int_eq(fr_store_unarrive(cli, "fresh", 2, &n), 0);
+    ck_assert_int_eq(n, -1);
+    ck_assert_int_eq(fr_store_set(cli, "utext", "abc", 3), 0);
+    ck_assert_int_eq(fr_store_unarrive(cli, "utext", 2, &n), FRPC_EPROTO);
+    expect_value(cli, "utext", "abc");
+    ck_assert_int_eq(fr_store_unarrive(NULL, "u", 3, &n), FRPC_EINVAL);
+    ck_assert_int_eq(fr_store_unarrive(cli, "", 3, &n), FRPC_EINVAL);
+}
+END_TEST
+
 static atomic_int arrived;
 
 struct member {
@@ -2183,6 +2211,8 @@ int main(void)
          &server},
         {"arrive: an ADD and a WAIT_GE in one write", test_arrive, 60,
          &server},
+        {"unarrive: an arrival taken back only while the barrier has not "
+         "completed, in one step", test_unarrive, 60, &server},
         {"barrier of 8 clients", test_barrier, 60, &server},
         {"empty and largest values", test_value_sizes, 60, &server},
         {"bad arguments are refused locally", test_bad_arguments, 30,
