@@ -79,6 +79,10 @@ typedef enum fr_fault_site {
                                region's listing (rma.c): as a peer
                                stalled before its provider gave the
                                transfer back */
+    FR_FAULT_ANSWERS_CLOSED_LATE, /* the rank sleeps FR_FAULT_LATE_MS
+                               in its shutdown once answers to kept
+                               requests are closed, before the transport
+                               closes (agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

@@ -863,6 +863,18 @@ static void guard_after_liveness(frpc_agent *a)
     free(peers);
 }
 
+/* Last: the requests never answered. An answer given meanwhile (answers
+ * closed: it only frees its request) is waited for first; one that
+ * starts after this is an answer after frpc_shutdown returned (fabrpc.h:
+ * a use after free). */
+static void release_kept_requests(frpc_agent *a)
+{
+    while (atomic_load(&a->users) > 0)
+        fr_hold_poll(NULL, 0, 1);
+    fr_agent_release_requests(a);
+    fr_agent_free_spare_requests(a);
+}
+
 /* Frees the agent; deadline bounds the wait for the provider to give
  * back the one-sided operations it holds (fr_fabric_quiesce). */
 static void destroy(frpc_agent *a, uint64_t deadline)
@@ -891,9 +903,15 @@ static void destroy(frpc_agent *a, uint64_t deadline)
                                       ? deadline
                                       : fr_deadline_ms(1000));
     /* After the quiesce, whose polls still deliver requests: an inline
-     * handler may answer a request kept earlier, or keep one. */
-    fr_agent_release_requests(a);
-    fr_agent_free_spare_requests(a);
+     * handler may answer a request kept earlier, or keep one. From here
+     * an answer fails FRPC_ESHUTDOWN; one under way is sent, and waited
+     * for. Kept requests stay valid until the end: an application thread
+     * may answer one while this runs (fabrpc.h), also one that a future's
+     * callback run by fr_fabric_close below lets go; they are freed last. */
+    atomic_store(&a->answers_closed, 1);
+    if (fr_fault_hit(FR_FAULT_ANSWERS_CLOSED_LATE))
+        nanosleep(&(struct timespec){0, FR_FAULT_LATE_MS * 1000000L}, NULL);
+    wait_users(a, deadline);
     fr_mem_end_all(a); /* before the domain closes */
     stop_shm_guard(a); /* before the regions it repairs are unmapped */
     fr_fabric_close(a->fab);
@@ -901,14 +919,15 @@ static void destroy(frpc_agent *a, uint64_t deadline)
     fr_store_close(a->store);
     fr_store_server_stop(a->store_srv);
     fr_backends_free(&a->backends);
-    fr_registry_destroy(&a->reg);
     fr_pending_destroy(&a->pend);
-    fr_fnstats_destroy(&a->fnstats);
     if (a->dedup_on)
         fr_dedup_destroy(&a->dedup);
     fr_liveness_destroy(a);
     fr_progress_free(a); /* after wait_users: no caller signals it now */
     pthread_mutex_destroy(&a->store_lock);
+    release_kept_requests(a);
+    fr_registry_destroy(&a->reg);   /* kept requests point into them */
+    fr_fnstats_destroy(&a->fnstats);
     pthread_mutex_destroy(&a->req_lock);
     pthread_mutex_destroy(&a->mem_lock);
     fr_notify_free_all(a);

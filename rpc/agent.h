@@ -159,6 +159,11 @@ struct frpc_agent {
     /* Application threads inside a call that may wait on this agent
      * (fr_agent_enter): frpc_shutdown frees nothing before they left. */
     atomic_int users;
+    /* Set by frpc_shutdown once the transport is about to close: an
+     * answer to a kept request fails FRPC_ESHUTDOWN from then on and
+     * touches nothing but the request (request.c), which frpc_shutdown
+     * frees last. */
+    atomic_int answers_closed;
 
     atomic_uint_fast64_t requests_received, requests_answered;
     /* frpc_stats' (standin.c) */

@@ -67,9 +67,11 @@ static void untrack_locked(frpc_agent *a, frpc_request *r)
 static void free_request(frpc_request *r)
 {
     frpc_agent *a = r->agent;
-    if (r->args_block)
+    /* Once answers are closed the transport may be gone: a block, plain
+     * malloc'ed memory (the receive cache registers none), is freed. */
+    if (r->args_block && !atomic_load(&a->answers_closed))
         fr_fabric_release_block(a->fab, r->args, r->len);
-    else if (r->args_malloced)
+    else if (r->args_block || r->args_malloced)
         free(r->args);
     if (!r->recycled) {
         free(r);
@@ -453,15 +455,12 @@ int frpc_request_unpack(const frpc_request *req, frpc_mp_view *view)
     return frpc_mp_parse(req->args, req->len, view);
 }
 
-/* Sends the answer frame; req is then gone for the caller, whatever the
- * outcome (freed here, or by its handler's return: see the notes). given:
- * data is the caller's malloc'ed buffer, ours from here on: lent to the
- * caller's rank without a copy when it is long enough, freed either way. */
-static int send_answer(frpc_request *req, const fr_env *e, const void *data,
-                       size_t len, int given)
+/* Counts the answer and hands it to the transport: FRPC_ESHUTDOWN
+ * instead in an immediate shutdown; given data is ours and freed. */
+static int transmit(frpc_request *req, const fr_env *e, const void *data,
+                    size_t len, int given)
 {
     frpc_agent *a = req->agent;
-
     /* Not fr_deadline_ms(time left) from now: a request answered 2 s
      * after it came, to a stopped caller, waited 2 s past the caller's
      * timeout, and every further answer owed to it as long again
@@ -491,6 +490,29 @@ static int send_answer(frpc_request *req, const fr_env *e, const void *data,
         rc = fr_fabric_send(a->fab, req->src, e, data, len, deadline);
         if (given)
             free((void *)data);
+    }
+    return rc;
+}
+
+/* Sends the answer frame; req is then gone for the caller, whatever the
+ * outcome (freed here, or by its handler's return: see the notes). given:
+ * data is the caller's malloc'ed buffer, ours from here on: lent to the
+ * caller's rank without a copy when it is long enough, freed either way.
+ * Once frpc_shutdown has closed answers nothing is sent (FRPC_ESHUTDOWN)
+ * and nothing but req is touched: the transport and the figures may be
+ * going. */
+static int send_answer(frpc_request *req, const fr_env *e, const void *data,
+                       size_t len, int given)
+{
+    frpc_agent *a = req->agent;
+    int rc;
+
+    if (atomic_load(&a->answers_closed)) {
+        if (given)
+            free((void *)data);
+        rc = FRPC_ESHUTDOWN;
+    } else {
+        rc = transmit(req, e, data, len, given);
     }
     int in_handler = FR_REQ_IN_HANDLER;
     if (atomic_compare_exchange_strong(&req->state, &in_handler,

@@ -2658,6 +2658,83 @@ START_TEST(a_kept_request_answered_while_shutdown_runs)
 }
 END_TEST
 
+/* "another thread may still answer it while frpc_shutdown runs ... but
+ * once frpc_shutdown has returned req is gone": late in the shutdown too.
+ * The requests were freed, and the transport closed, before the end: an
+ * answer from another thread then (released by a lent future's callback
+ * that fr_fabric_close ran) read freed memory (SIGSEGV; ASan:
+ * heap-use-after-free in respond). Now, once answers are closed, it
+ * fails FRPC_ESHUTDOWN, and req and its args stay valid until it is
+ * given. The fault site holds the shutdown there. */
+struct closed_answer {
+    frpc_agent *a;
+    frpc_request *req;
+    size_t len;
+    int rc, args_ok;
+};
+
+static void *answer_once_answers_closed(void *arg)
+{
+    struct closed_answer *w = arg;
+    while (!atomic_load(&w->a->answers_closed))
+        usleep(100);
+    size_t len = 0;
+    const uint8_t *args = frpc_request_args(w->req, &len);
+    w->args_ok = args && len == w->len;
+    for (size_t i = 0; w->args_ok && i < len; i += 4096)
+        w->args_ok = args[i] == (uint8_t)(i >> 12);
+    w->rc = frpc_respond(w->req, "late", 4);
+    return NULL;
+}
+
+START_TEST(a_kept_request_answered_late_in_the_shutdown)
+{
+    const int hows[2] = {FRPC_SHUTDOWN_GRACEFUL, FRPC_SHUTDOWN_IMMEDIATE};
+    const size_t len = 256u << 10; /* over the eager size: a block */
+    uint8_t *args = malloc(len);
+    ck_assert_ptr_nonnull(args);
+    for (size_t i = 0; i < len; i++)
+        args[i] = (uint8_t)(i >> 12);
+    for (int i = 0; i < 2; i++) {
+        /* an agent of its own: the fixture's takes 4 KiB at most */
+        frpc_config cfg;
+        frpc_agent *own = NULL;
+        frpc_config_init(&cfg);
+        cfg.rank = 0;
+        cfg.world_size = 1;
+        ck_assert_int_eq(frpc_init(&cfg, &own), 0);
+        ck_assert_int_eq(frpc_register(own, "hold", hold, NULL, 0), 0);
+        frpc_future *f = NULL;
+        struct closed_answer w = {.a = own, .len = len, .rc = 1};
+        ck_assert_int_eq(frpc_call_async(own, 0, "hold", args, len, 20000,
+                                         &f), 0);
+        while (!holding())
+            usleep(100);
+        pthread_mutex_lock(&held_lock);
+        w.req = held;
+        held = NULL;
+        pthread_mutex_unlock(&held_lock);
+        pthread_t t;
+        ck_assert_int_eq(pthread_create(&t, NULL, answer_once_answers_closed,
+                                        &w), 0);
+        fr_fault_arm(FR_FAULT_ANSWERS_CLOSED_LATE, 1);
+        /* graceful: the call in flight, to be answered only once answers
+         * are closed, holds the drain until the timeout, as documented */
+        int rc = frpc_shutdown(own, hows[i], 300);
+        fr_fault_arm(FR_FAULT_ANSWERS_CLOSED_LATE, 0);
+        pthread_join(t, NULL);
+        ck_assert_int_eq(rc, hows[i] == FRPC_SHUTDOWN_GRACEFUL
+                                 ? FRPC_ETIMEDOUT
+                                 : 0);
+        ck_assert_int_eq(w.args_ok, 1);
+        ck_assert_int_eq(w.rc, FRPC_ESHUTDOWN);
+        ck_assert_int_eq(frpc_future_wait(f, 0), FRPC_ESHUTDOWN);
+        frpc_future_free(f);
+    }
+    free(args);
+}
+END_TEST
+
 /* "Futures may be freed after frpc_shutdown: all are complete by then":
  * and read, waited for and cancelled (1: completed) without the agent,
  * which is gone (pre-fix: frpc_future_cancel locked the freed agent's
@@ -3327,6 +3404,9 @@ int main(void)
         {"a kept request answered from another thread while frpc_shutdown "
          "runs: sent (graceful) or FRPC_ESHUTDOWN (immediate)",
          a_kept_request_answered_while_shutdown_runs, .fixture = &with_agent},
+        {"a kept request answered late in frpc_shutdown (answers closed): "
+         "FRPC_ESHUTDOWN, its args intact until then",
+         a_kept_request_answered_late_in_the_shutdown},
         {"requests arriving while the agent's end quiesces: a kept one "
          "answered then, none left",
          requests_arriving_while_the_end_quiesces, .fixture = &with_agent},
