@@ -62,8 +62,11 @@ static int parse(const char *list, char names[][FR_BACKEND_NAME], int max,
         if (keep_bad && whole &&
             (e == s || *s == '^' || (size_t)(e - s) >= FR_BACKEND_NAME)) {
             keep_as_written(name, s, whole);
-            if (!has_name(names, n, name) && n < max)
-                strcpy(names[n++], name);
+            if (has_name(names, n, name))
+                continue;
+            if (n == max)
+                return FRPC_ETOOBIG;
+            strcpy(names[n++], name);
             continue;
         }
         if (e == s || *s == '^')
@@ -74,8 +77,10 @@ static int parse(const char *list, char names[][FR_BACKEND_NAME], int max,
         for (size_t i = 0; i < (size_t)(e - s); i++)
             name[i] = (char)tolower((unsigned char)s[i]);
         name[e - s] = '\0';
-        if (has_name(names, n, name) || n == max)
+        if (has_name(names, n, name))
             continue;
+        if (n == max) /* not dropped unread: it may be a typo */
+            return FRPC_ETOOBIG;
         strcpy(names[n++], name);
     }
     return n > 0 ? n : FRPC_EINVAL;

@@ -40,8 +40,9 @@ typedef struct fr_backends {
  * Splits a comma list into short provider names: blanks are trimmed,
  * names lowered, "tcp;ofi_rxm" becomes "tcp", duplicates and "^excluded"
  * items are skipped (fr_backends_discover keeps a user's "^x" as a name,
- * unknown). Returns how many names were written (<= max), or FRPC_EINVAL for
- * an empty list or a name too long.
+ * unknown). Returns how many names were written (<= max), FRPC_EINVAL for
+ * an empty list or a name too long, FRPC_ETOOBIG for more than max names
+ * (fr_backends_discover too; frpc_init reports it as FRPC_EINVAL).
  */
 int fr_backends_parse(const char *list, char names[][FR_BACKEND_NAME],
                       int max);

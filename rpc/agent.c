@@ -40,6 +40,7 @@ static void say(char *err, size_t errlen, const char *f, ...)
 }
 
 _Thread_local int fr_agent_inside FR_TLS_FAST;
+_Thread_local frpc_agent *fr_agent_inside_of[FR_INSIDE_KNOWN] FR_TLS_FAST;
 
 /* Remaining milliseconds until deadline, at least 1. */
 static int left_ms(uint64_t deadline)
@@ -1010,9 +1011,14 @@ static int init_held(const frpc_config *cfg, frpc_agent **out)
     if (rc) {
         if (rc == FRPC_ENOMEM)
             say(err, errlen, "out of memory listing libfabric's providers");
+        else if (rc == FRPC_ETOOBIG)
+            say(err, errlen, "provider list \"%s\" names more than %d "
+                "providers", a->set.providers, FR_BACKEND_MAX);
         else
             say(err, errlen, "malformed provider list \"%s\"",
                 a->set.providers);
+        if (rc == FRPC_ETOOBIG)
+            rc = FRPC_EINVAL;
         goto fail;
     }
     for (int i = 0; i < a->backends.n; i++)
@@ -1456,7 +1462,7 @@ static int shutdown_held(frpc_agent *a, int how, int timeout_ms)
         return FRPC_EINVAL;
     /* A thread of the agent's own (a handler, a callback), or one inside
      * a call on it, would wait for itself to end. */
-    if (fr_agent_inside || fr_agent_runs_handlers(a))
+    if (fr_agent_is_inside(a) || fr_agent_runs_handlers(a))
         return FRPC_EDEADLK;
     /* One shutdown per agent: a second, from another thread while the
      * first runs, would free what the first still uses. */

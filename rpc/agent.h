@@ -232,9 +232,37 @@ static inline uint64_t fr_agent_deadline(const frpc_agent *a, int timeout_ms)
 
 /* ---- threads inside the agent (see frpc_shutdown) ------------------ */
 
-/* This thread's fr_agent_enter not yet left, of any agent: a thread inside
- * a call (a callback run by its wait) must not shut the agent down. */
+/* The agents this thread is inside (fr_agent_enter not yet left, a
+ * callback or peer-lost function running), innermost last: a thread
+ * inside a call on an agent (a callback run by its wait) must not shut
+ * that agent down; another agent it may (two agents in one process). The
+ * first FR_INSIDE_KNOWN are named; deeper, any agent counts as inside. */
+#define FR_INSIDE_KNOWN 8
 extern _Thread_local int fr_agent_inside FR_TLS_FAST;
+extern _Thread_local frpc_agent *fr_agent_inside_of[FR_INSIDE_KNOWN]
+    FR_TLS_FAST;
+
+static inline void fr_agent_mark_inside(frpc_agent *a)
+{
+    if (fr_agent_inside < FR_INSIDE_KNOWN)
+        fr_agent_inside_of[fr_agent_inside] = a;
+    fr_agent_inside++;
+}
+
+static inline void fr_agent_unmark_inside(void)
+{
+    fr_agent_inside--;
+}
+
+static inline int fr_agent_is_inside(const frpc_agent *a)
+{
+    if (fr_agent_inside > FR_INSIDE_KNOWN)
+        return 1;
+    for (int i = 0; i < fr_agent_inside; i++)
+        if (fr_agent_inside_of[i] == a)
+            return 1;
+    return 0;
+}
 
 /* Around every public call that may wait: frpc_shutdown waits for the
  * threads inside to leave before it frees the agent (their waits end, as
@@ -243,12 +271,12 @@ extern _Thread_local int fr_agent_inside FR_TLS_FAST;
 static inline void fr_agent_enter(frpc_agent *a)
 {
     atomic_fetch_add(&a->users, 1);
-    fr_agent_inside++;
+    fr_agent_mark_inside(a);
 }
 
 static inline void fr_agent_leave(frpc_agent *a)
 {
-    fr_agent_inside--;
+    fr_agent_unmark_inside();
     atomic_fetch_sub(&a->users, 1);
 }
 

@@ -300,7 +300,8 @@ typedef enum frpc_rma_mode {
  *                    or more) fails frpc_init with FRPC_EINVAL, naming it
  *                    and the providers that came up; so does an empty
  *                    name in config.providers or FABRPC_PROVIDER
- *                    ("tcp,,shm", "shm,"). In fabrpc's own list spaces
+ *                    ("tcp,,shm", "shm,"), and a list of more than 16
+ *                    different names. In fabrpc's own list spaces
  *                    around a name are ignored, and case ("TCP" is tcp).
  *  strict            0 or 1; FABRPC_STRICT, else 0. When on, every
  *                    provider in the list must come up, or frpc_init fails

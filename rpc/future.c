@@ -78,9 +78,9 @@ static void run_callback(void *arg)
     /* Also on the caller's own thread (frpc_future_then on a done future,
      * cancel or free with the pool full): frpc_shutdown from the callback
      * would free the agent the caller is in. */
-    fr_agent_inside++;
+    fr_agent_mark_inside(f->agent);
     f->cb(f, f->cb_user);
-    fr_agent_inside--;
+    fr_agent_unmark_inside();
     unref(f);
 }
 

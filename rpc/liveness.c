@@ -627,11 +627,11 @@ static void report(frpc_agent *a)
         if (!x)
             return;
         if (run) {
-            fr_agent_inside++; /* fn may not shut the agent down */
+            fr_agent_mark_inside(a); /* fn may not shut a down */
             reporting = l;
             fn(a, (int)x->rank, x->state, x->why, user);
             reporting = NULL;
-            fr_agent_inside--;
+            fr_agent_unmark_inside();
             pthread_mutex_lock(&l->lock);
             l->running = 0;
             pthread_cond_broadcast(&l->idle);

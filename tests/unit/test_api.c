@@ -2794,6 +2794,22 @@ START_TEST(shutdown_from_a_callback_then_runs_at_once_is_edeadlk)
     ck_assert_int_eq(frpc_call(agent, 0, "echo", "y", 1, 5000, &res), 0);
     ck_assert_uint_eq(res.len, 1);
     frpc_result_clear(&res);
+
+    /* Another agent of the process is not "the agent": the same callback
+     * may shut it down (pre-fix: FRPC_EDEADLK, being inside any agent's
+     * call counted). */
+    frpc_config cfg;
+    frpc_agent *other = NULL;
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    ck_assert_int_eq(frpc_init(&cfg, &other), 0);
+    ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "x", 1, 5000, &f), 0);
+    ck_assert_int_eq(frpc_future_wait(f, 5000), 0);
+    shutdown_in_callback_rc = 1;
+    ck_assert_int_eq(frpc_future_then(f, shut_down_from_callback, other), 0);
+    ck_assert_int_eq(shutdown_in_callback_rc, 0);
+    frpc_future_free(f);
 }
 END_TEST
 
@@ -3420,7 +3436,8 @@ int main(void)
         {"after frpc_shutdown, futures are read, cancelled (1) and freed",
          futures_outlive_the_agent, .fixture = &with_agent},
         {"frpc_shutdown from a callback frpc_future_then runs at once on "
-         "the caller's thread is FRPC_EDEADLK, the agent stays",
+         "the caller's thread is FRPC_EDEADLK, the agent stays; another "
+         "agent it shuts down",
          shutdown_from_a_callback_then_runs_at_once_is_edeadlk,
          .fixture = &with_agent},
         {"frpc_wait_all drives the agent of a future in flight, not one "

@@ -167,6 +167,19 @@ START_TEST(provider_list_parsing)
     ck_assert_int_eq(fr_backends_parse(
                          "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", n,
                          FR_BACKEND_MAX), FRPC_EINVAL);
+    /* A name past the 16th distinct one is not dropped unread (a typo
+     * there passed frpc_init unnoticed): the list is refused. Repeats
+     * past it are no new name. */
+    char list[512] = "";
+    for (int i = 0; i < FR_BACKEND_MAX; i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "p%d,",
+                 i);
+    char repeated[600];
+    snprintf(repeated, sizeof(repeated), "%sp0,P1", list);
+    ck_assert_int_eq(fr_backends_parse(repeated, n, FR_BACKEND_MAX),
+                     FR_BACKEND_MAX);
+    strcat(list, "typo");
+    ck_assert_int_eq(fr_backends_parse(list, n, FR_BACKEND_MAX), FRPC_ETOOBIG);
 }
 END_TEST
 
