@@ -2666,6 +2666,19 @@ END_TEST
  * heap-use-after-free in respond). Now, once answers are closed, it
  * fails FRPC_ESHUTDOWN, and req and its args stay valid until it is
  * given. The fault site holds the shutdown there. */
+/* A world of one beside the fixture's agent (two agents in one process
+ * are allowed), with the defaults' limits. */
+static frpc_agent *second_agent(void)
+{
+    frpc_config cfg;
+    frpc_agent *a = NULL;
+    frpc_config_init(&cfg);
+    cfg.rank = 0;
+    cfg.world_size = 1;
+    ck_assert_int_eq(frpc_init(&cfg, &a), 0);
+    return a;
+}
+
 struct closed_answer {
     frpc_agent *a;
     frpc_request *req;
@@ -2697,12 +2710,7 @@ START_TEST(a_kept_request_answered_late_in_the_shutdown)
         args[i] = (uint8_t)(i >> 12);
     for (int i = 0; i < 2; i++) {
         /* an agent of its own: the fixture's takes 4 KiB at most */
-        frpc_config cfg;
-        frpc_agent *own = NULL;
-        frpc_config_init(&cfg);
-        cfg.rank = 0;
-        cfg.world_size = 1;
-        ck_assert_int_eq(frpc_init(&cfg, &own), 0);
+        frpc_agent *own = second_agent();
         ck_assert_int_eq(frpc_register(own, "hold", hold, NULL, 0), 0);
         frpc_future *f = NULL;
         struct closed_answer w = {.a = own, .len = len, .rc = 1};
@@ -2798,12 +2806,7 @@ START_TEST(shutdown_from_a_callback_then_runs_at_once_is_edeadlk)
     /* Another agent of the process is not "the agent": the same callback
      * may shut it down (pre-fix: FRPC_EDEADLK, being inside any agent's
      * call counted). */
-    frpc_config cfg;
-    frpc_agent *other = NULL;
-    frpc_config_init(&cfg);
-    cfg.rank = 0;
-    cfg.world_size = 1;
-    ck_assert_int_eq(frpc_init(&cfg, &other), 0);
+    frpc_agent *other = second_agent();
     ck_assert_int_eq(frpc_call_async(agent, 0, "echo", "x", 1, 5000, &f), 0);
     ck_assert_int_eq(frpc_future_wait(f, 5000), 0);
     shutdown_in_callback_rc = 1;
@@ -2819,14 +2822,9 @@ END_TEST
  * FRPC_EDEADLK, or crashed). */
 START_TEST(a_wait_skips_an_agent_shut_down)
 {
-    frpc_config cfg;
-    frpc_agent *other = NULL;
+    frpc_agent *other = second_agent();
     frpc_future *f[2] = {NULL, NULL};
     size_t idx = 99;
-    frpc_config_init(&cfg);
-    cfg.rank = 0;
-    cfg.world_size = 1;
-    ck_assert_int_eq(frpc_init(&cfg, &other), 0);
     ck_assert_int_eq(frpc_register(other, "echo", echo, NULL, 0), 0);
     ck_assert_int_eq(frpc_call_async(other, 0, "echo", "a", 1, 5000, &f[0]),
                      0);
