@@ -268,7 +268,7 @@ static int run_latency(frpc_agent *a, const bench_opts *o)
             maxiters = bench_iters(o, o->sizes[i]);
     }
     void *buf = calloc(1, maxsize);
-    double *lat = malloc(sizeof(double) * (size_t)maxiters);
+    double *lat = calloc((size_t)maxiters, sizeof(double));
     if (!buf || !lat) {
         fprintf(stderr, "fabrpc-bench: out of memory\n");
         rc = 1;
@@ -384,7 +384,11 @@ static int run_window(frpc_agent *a, start_fn start, const char *name,
             rc = fill(a, start, f, w, name, buf, len, n, &started, batch,
                       t);
     }
-    if (rc && rc != 1)
+    if (rc == FRPC_EAGAIN)
+        fprintf(stderr, "fabrpc-bench: a window of %ld is more than fabrpc "
+                "keeps in flight (%ld of %ld calls done; config.max_inflight,"
+                " FABRPC_MAX_INFLIGHT, 65536 unless set)\n", w, done, n);
+    else if (rc && rc != 1)
         fprintf(stderr, "fabrpc-bench: %s (%ld of %ld calls done)\n",
                 frpc_strerror(rc), done, n);
     for (long i = 0; i < w; i++)

@@ -121,7 +121,7 @@ int bench_rma_row(const bench_opts *o, const char *system,
     bench_wait waited = bench_wait_begin();
 
     if (w == 1) {
-        double sum = 0, *lat = malloc(sizeof(double) * (size_t)iters);
+        double sum = 0, *lat = calloc((size_t)iters, sizeof(double));
         if (!lat)
             return failed("latencies", FRPC_ENOMEM);
         for (long i = -warm; i < iters; i++) {

@@ -96,8 +96,8 @@
 int bench_times_init(bench_times *t, long w, long n)
 {
     *t = (bench_times){.w = w, .n = n};
-    t->issued = malloc(sizeof(double) * (size_t)w);
-    t->lat = malloc(sizeof(double) * (size_t)n);
+    t->issued = calloc((size_t)w, sizeof(double));
+    t->lat = calloc((size_t)n, sizeof(double));
     if (!t->issued || !t->lat) {
         bench_times_free(t);
         return FRPC_ENOMEM;

@@ -81,11 +81,13 @@ static const char usage_text[] =
     "                   max_inflight calls in flight, FABRPC_MAX_INFLIGHT,\n"
     "                   65536 unless set; a window above --iters is filled\n"
     "                   by --iters calls at most)\n"
-    "  --iters N        timed calls per row (latency, rate, bandwidth, rma,\n"
-    "                   timeouts; default: latency and rma 10000, fewer\n"
-    "                   over 64 KiB; rate 50000; bandwidth ~512 MiB/size;\n"
-    "                   rma's batch rows count single transfers)\n"
-    "  --warmup N       untimed calls first (latency, rate, bandwidth, rma;\n"
+    "  --iters N        timed calls per row, 1..100000000 (latency, rate,\n"
+    "                   bandwidth, rma, timeouts; default: latency and rma\n"
+    "                   10000, fewer over 64 KiB; rate 50000; bandwidth\n"
+    "                   ~512 MiB/size; rma's batch rows count single\n"
+    "                   transfers)\n"
+    "  --warmup N       untimed calls first, 0..100000000 (latency, rate,\n"
+    "                   bandwidth, rma;\n"
     "                   default iters/10; rate and bandwidth warm up with\n"
     "                   at least W calls, whatever N)\n"
     "  --batch          rate, bandwidth: take every call found complete,\n"
@@ -263,10 +265,14 @@ static int parse_count(const char *s, unsigned long long *val)
     unsigned long long v = strtoull(s, &end, 10);
     if (errno || end == s || *s == '-')
         return -1;
+    unsigned shift = 0;
     if (*end == 'k' || *end == 'K')
-        v <<= 10, end++;
+        shift = 10, end++;
     else if (*end == 'm' || *end == 'M')
-        v <<= 20, end++;
+        shift = 20, end++;
+    if (v > (ULLONG_MAX >> shift)) /* "17592186044417m" wrapped to 1 MiB */
+        return -1;
+    v <<= shift;
     if (*end || v == 0 || v > LONG_MAX)
         return -1;
     *val = v;
@@ -462,9 +468,12 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
         else if (!strcmp(a, "--iters") || !strcmp(a, "--warmup") ||
                  !strcmp(a, "--ranks")) {
             long n = strtol(val, &end, 10);
-            if (errno || *end || n < (a[2] == 'w' ? 0 : 1))
-                return bad("bad %s (%s): %s", a,
-                           a[2] == 'w' ? "0 or more" : "1 or more", val);
+            /* a bound, so that a row's per-call times fit in memory */
+            if (errno || *end || end == val || n < (a[2] == 'w' ? 0 : 1) ||
+                n > BENCH_ITERS_MAX)
+                return bad("bad %s (%s..%ld): %s", a,
+                           a[2] == 'w' ? "0" : "1", (long)BENCH_ITERS_MAX,
+                           val);
             if (a[2] == 'r' && n > 1024)
                 return bad("--ranks above 1024 (fabrpc-run's limit): %s",
                            val);
@@ -476,11 +485,13 @@ static int parse_opts(int argc, char **argv, bench_opts *o)
                 *(a[2] == 'i' ? &o->iters : &o->warmup) = n;
         } else if (!strcmp(a, "--gap-us")) {
             o->gap_us = strtol(val, &end, 10);
-            if (errno || *end || o->gap_us < 0 || o->gap_us > 10000000)
+            if (errno || *end || end == val || o->gap_us < 0 ||
+                o->gap_us > 10000000)
                 return bad("bad --gap-us (0..10000000): %s", val);
         } else if (!strcmp(a, "--seconds")) {
             o->seconds = strtod(val, &end);
-            if (errno || *end || !(o->seconds >= 0 && o->seconds < 1e6))
+            if (errno || *end || end == val ||
+                !(o->seconds >= 0 && o->seconds < 1e6))
                 return bad("bad --seconds: %s", val);
         } else if (!strcmp(a, "--progress")) {
             if (parse_progress(val, &o->progress))
@@ -537,9 +548,11 @@ static int launched(void)
     static const char *const vars[] = {
         "FABRPC_RANK", "FABRPC_WORLD_SIZE", "RANK", "WORLD_SIZE",
         "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
-    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
-        if (getenv(vars[i]))
+    for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) /* empty is unset, as frpc_init reads it */
             return 1;
+    }
     return 0;
 }
 

@@ -47,6 +47,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -83,6 +84,7 @@ static struct {
     long port;           /* rank 0's store */
     int init_timeout_ms; /* the ranks' (FABRPC_INIT_TIMEOUT_MS) */
     struct rlimit nofile; /* restored in the ranks */
+    pid_t launcher;       /* our pid: the ranks' parent */
 } J;
 
 static int self_pipe[2] = {-1, -1};
@@ -131,11 +133,13 @@ static const char usage_text[] =
     "Rank 0 reads fabrpc-run's stdin unless it is a terminal; the other\n"
     "ranks read /dev/null.\n"
     "\n"
-    "signals: SIGINT, SIGTERM and SIGHUP are forwarded to every rank's\n"
-    "process group (the rank and what it started, unless that left the\n"
-    "group: setsid); SIGKILL follows 3 s later. Signals that come while\n"
-    "the ranks are being stopped are not forwarded again; one that was\n"
-    "ignored when fabrpc-run started (nohup) stays ignored.\n"
+    "signals: SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and\n"
+    "SIGALRM are forwarded to every rank's process group (the rank and\n"
+    "what it started, unless that left the group: setsid); SIGKILL\n"
+    "follows 3 s later. Signals that come while the ranks are being\n"
+    "stopped are not forwarded again; one that was ignored when\n"
+    "fabrpc-run started (nohup) stays ignored. fabrpc-run killed by\n"
+    "SIGKILL takes its ranks with it (each rank's parent-death signal).\n"
     "\n"
     "exit status (the first that applies: --timeout, then a signal to\n"
     "fabrpc-run, then the first rank that failed):\n"
@@ -145,7 +149,9 @@ static const char usage_text[] =
     "  128+SIG  the first rank that failed was killed by signal SIG, or\n"
     "           fabrpc-run itself got SIG (SIGINT: 130, SIGTERM: 143)\n"
     "  124      --timeout passed\n"
-    "  1        internal error (fork, pipe)\n"
+    "  1        internal error (fork, pipe), or every rank exited 0 but\n"
+    "           writing their output failed (a full disk; not a reader\n"
+    "           that left: | head)\n"
     "  2        bad usage\n";
 
 /* One line saying what is wrong (getopt has said it when msg is NULL),
@@ -214,8 +220,12 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-/* SIGCHLD first; the others are forwarded to the ranks. */
-static const int caught[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP};
+/* SIGCHLD first; the others are forwarded to the ranks, and end the job:
+ * any signal whose default would end fabrpc-run without a word to the
+ * ranks, which sit in process groups of their own (Ctrl-\ left them
+ * running). */
+static const int caught[] = {SIGCHLD, SIGINT,  SIGTERM, SIGHUP,
+                             SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM};
 
 static int setup_signals(void)
 {
@@ -251,6 +261,10 @@ static void exec_rank(int i, char **argv, int out, int err,
             signal(caught[k], SIG_DFL);
     }
     signal(SIGPIPE, SIG_DFL);
+    /* fabrpc-run killed (SIGKILL: no handler) takes the rank with it; had
+     * it died before this line, the rank's parent is another already. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) == 0 && getppid() != J.launcher)
+        _exit(127);
     sigprocmask(SIG_SETMASK, mask, NULL);
     setrlimit(RLIMIT_NOFILE, &J.nofile);
     setpgid(0, 0);
@@ -634,6 +648,8 @@ int main(int argc, char **argv)
                 return usage_error("-n must be a number from 1 to 1024");
             break;
         case 'p':
+            if (!*optarg)
+                return usage_error("--provider needs a provider name");
             provider = optarg;
             break;
         case 't':
@@ -717,6 +733,7 @@ int main(int argc, char **argv)
     setrlimit(RLIMIT_NOFILE, &raised);
 
     J.n = (int)n;
+    J.launcher = getpid();
     J.ranks = calloc((size_t)n, sizeof *J.ranks);
     if (!J.ranks || setup_signals() < 0) {
         perror("fabrpc-run");
@@ -742,5 +759,13 @@ int main(int argc, char **argv)
         return 124;
     if (J.got_signal)
         return 128 + J.got_signal;
+    for (int fd = 1; fd <= 2; fd++)
+        if (run_output_lost(fd) && J.fail_code == 0) {
+            /* the ranks succeeded, but what they wrote is gone */
+            fprintf(stderr, "fabrpc-run: writing the ranks' %s failed: %s\n",
+                    fd == 1 ? "stdout" : "stderr",
+                    strerror(run_output_lost(fd)));
+            return 1;
+        }
     return J.fail_code;
 }

@@ -29,6 +29,12 @@
 #define READ_BYTES 65536
 
 static int broken[3]; /* writing to fd 1 or 2 failed: drop that output */
+static int lost[3];   /* ... for another reason than a reader gone */
+
+int run_output_lost(int fd)
+{
+    return fd == 1 || fd == 2 ? lost[fd] : 0;
+}
 
 void run_stream_init(struct run_stream *s, int rank, int fd, int dst,
                      int prefix)
@@ -52,6 +58,8 @@ static void write_all(int fd, struct iovec *iov, int cnt)
                 continue;
             }
             broken[fd] = 1;
+            if (errno != EPIPE) /* a full disk, /dev/full: output lost */
+                lost[fd] = errno;
             return;
         }
         while (cnt > 0 && (size_t)w >= iov->iov_len) {

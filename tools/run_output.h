@@ -31,6 +31,11 @@ void run_stream_init(struct run_stream *s, int rank, int fd, int dst,
  * SIGPIPE); else 0. Writing may block while the reader of dst is slow. */
 int run_stream_read(struct run_stream *s);
 
+/* The errno of a failed write to fd (1 or 2) other than EPIPE (whose
+ * reader left on purpose, as `| head` does): the ranks' output was lost
+ * from then on. 0 if none. */
+int run_output_lost(int fd);
+
 /* Writes out a held partial line (ending it with a newline), closes the
  * fd and frees the buffer. Does nothing if s is already closed. */
 void run_stream_close(struct run_stream *s);

@@ -336,6 +336,25 @@ fault_figures_usage() {
         fi
     done
 }
+# Counts past what a row can hold, wrapped or empty: usage errors. An
+# --iters of 2^61+1 wrapped the time table's size to 8 bytes (SIGSEGV), a
+# size of 2^44 MiB wrapped to 1 MiB, an empty --seconds read as 0.
+bad_counts() {
+    usage_error 'bad --iters' latency --iters 2305843009213693953 &&
+        usage_error 'bad --warmup' rate --warmup 100000001 &&
+        usage_error 'bad item "17592186044417m"' latency --sizes 17592186044417m &&
+        usage_error 'bad --seconds' idle --seconds '' &&
+        usage_error 'bad --gap-us' latency --gap-us ''
+}
+# A window over the calls fabrpc keeps in flight says so (it said
+# "resource temporarily unavailable").
+window_over_the_limit() {
+    local st=0
+    FABRPC_MAX_INFLIGHT=64 run_bounded 60 "$FABRPC_BENCH" rate --iters 3 \
+        --inflight 128 --warmup 0 >/dev/null 2>"$TMPD/win.err" || st=$?
+    cat "$TMPD/win.err"
+    [ $st = 1 ] && expect_grep 'a window of 128 is more than fabrpc keeps in flight' "$TMPD/win.err"
+}
 bad_gap() {
     usage_error 'bad --gap-us' latency --gap-us -1 &&
         usage_error 'gap-us goes with' rate --gap-us 100
@@ -356,7 +375,7 @@ bad_values() {
         usage_error "bad --provider" latency --provider '' &&
         usage_error "bad --provider" latency --provider 'shm,,tcp' &&
         usage_error "--inflight above 1048576" rate --inflight 4294967296 &&
-        usage_error "bad --iters \\(1 or more\\): 0" rate --iters 0
+        usage_error "bad --iters \\(1\\.\\.100000000\\): 0" rate --iters 0
 }
 
 # Three spinning shells beside the two ranks: some task waits for a CPU
@@ -426,6 +445,8 @@ run_case "unknown mode is a usage error" bad_usage
 run_case "a bad --coalesce is a usage error" bad_coalesce
 run_case "a bad --handler is a usage error" bad_handler
 run_case "a bad --gap-us is a usage error" bad_gap
+run_case "counts too large, wrapped or empty are usage errors" bad_counts
+run_case "a window over max_inflight says so" window_over_the_limit
 run_case "a bad --provider, --inflight or --iters is a usage error" bad_values
 run_case "fault-figures.sh without a built tree is a usage error" fault_figures_usage
 finish_cases

@@ -239,42 +239,58 @@ t_timeout_before_a_failure() {
     expect_grep '^fabrpc-run: rank 1 exited with status 5' "$TMPD/err"
 }
 
-t_sigterm_forwarded() {
+# signal_forwarded SIG STATUS: SIG sent to fabrpc-run (its default
+# restored: a background job starts with SIGINT and SIGQUIT ignored, which
+# fabrpc-run keeps) reaches the 3 ranks, and fabrpc-run exits STATUS.
+signal_forwarded() {
+    local sig=$1 want=$2 bg rc
+    env --default-signal="$sig" true 2>/dev/null || return 0
     prog trap.sh <<EOF
-trap 'echo term >"$TMPD/term.\$FABRPC_RANK"; exit 0' TERM
+trap 'echo got >"$TMPD/got.\$FABRPC_RANK"; exit 0' $sig
 echo \$PPID >"$TMPD/ready.\$FABRPC_RANK"
 sleep 60 &
 wait
 EOF
-    run_bounded 30 "$FABRPC_RUN" -n 3 "$TMPD/trap.sh" >"$TMPD/out" 2>"$TMPD/err" &
-    local bg=$! rc
+    env --default-signal="$sig" "$FABRPC_RUN" -n 3 --timeout 30 "$TMPD/trap.sh" \
+        >"$TMPD/out" 2>"$TMPD/err" &
+    bg=$!
     wait_files 3 "$TMPD/ready.*"
-    kill -TERM "$(cat "$TMPD/ready.0")"
+    kill -"$sig" "$(cat "$TMPD/ready.0")"
     wait "$bg"
     rc=$?
-    expect_status "$rc" 143
-    wait_files 3 "$TMPD/term.*"
+    expect_status "$rc" "$want"
+    wait_files 3 "$TMPD/got.*"
 }
 
-t_sigint_forwarded() {
-    # A background job starts with SIGINT ignored, and fabrpc-run keeps an
-    # ignored signal ignored; env gives it back its default first.
-    env --default-signal=INT true 2>/dev/null || return 0
-    prog int.sh <<EOF
-trap 'echo int >"$TMPD/int.\$FABRPC_RANK"; exit 0' INT
-echo \$PPID >"$TMPD/up.\$FABRPC_RANK"
-sleep 60 &
-wait
+t_sigterm_forwarded() { signal_forwarded TERM 143; }
+# Any signal that would end fabrpc-run ends the job: SIGQUIT (Ctrl-\\)
+# left the ranks running, in process groups of their own.
+t_sigquit_forwarded() { signal_forwarded QUIT 131; }
+
+# fabrpc-run killed (SIGKILL, no handler) takes its ranks with it.
+t_killed_launcher_takes_the_ranks() {
+    prog orphan.sh <<EOF
+echo \$\$ >"$TMPD/orphan.\$FABRPC_RANK.pid"
+exec sleep 60
 EOF
-    run_bounded 30 env --default-signal=INT "$FABRPC_RUN" -n 2 "$TMPD/int.sh" \
-        >"$TMPD/out" 2>"$TMPD/err" &
+    "$FABRPC_RUN" -n 2 "$TMPD/orphan.sh" >"$TMPD/out" 2>"$TMPD/err" &
     local bg=$!
-    wait_files 2 "$TMPD/up.*"
-    kill -INT "$(cat "$TMPD/up.0")"
-    wait "$bg"
-    expect_status $? 130
-    wait_files 2 "$TMPD/int.*"
+    wait_files 2 "$TMPD/orphan.*.pid"
+    kill -KILL "$bg"
+    wait "$bg" 2>/dev/null
+    expect_gone "$TMPD"/orphan.*.pid
 }
+
+# Output that could not be written (a full disk) is not a success.
+t_lost_output_is_an_error() {
+    [ -w /dev/full ] || return 0
+    run_bounded 30 "$FABRPC_RUN" -n 2 sh -c 'echo out; echo err >&2' \
+        >/dev/full 2>"$TMPD/err"
+    expect_status $? 1
+    expect_grep "^fabrpc-run: writing the ranks' stdout failed: No space left on device$" "$TMPD/err"
+}
+
+t_sigint_forwarded() { signal_forwarded INT 130; }
 
 t_help() {
     frun 10 --help
@@ -288,7 +304,7 @@ t_bad_usage() {
     local args
     for args in "" "-n" "-n 0 true" "-n 1025 true" "-n x true" "-n 2" \
         "--bogus -n 2 true" "-n 2 --timeout abc true" "-n 2 --timeout -1 true" \
-        "-n 2 --port 70000 true"; do
+        "-n 2 --port 70000 true" "-n 2 --provider= true"; do
         # shellcheck disable=SC2086  # split the argument list
         frun 10 $args
         expect_status $? 2
@@ -386,6 +402,9 @@ run_case "--timeout -> exit 124 with a message" t_timeout
 run_case "--timeout's 124 comes before an earlier rank's failure" t_timeout_before_a_failure
 run_case "SIGTERM to fabrpc-run reaches every rank" t_sigterm_forwarded
 run_case "SIGINT to fabrpc-run reaches every rank" t_sigint_forwarded
+run_case "SIGQUIT to fabrpc-run reaches every rank, status 131" t_sigquit_forwarded
+run_case "fabrpc-run killed by SIGKILL takes its ranks with it" t_killed_launcher_takes_the_ranks
+run_case "output lost to a full disk: status 1 and a message" t_lost_output_is_an_error
 run_case "--help exits 0 and documents the options" t_help
 run_case "bad usage exits 2 with one line and a pointer to --help" t_bad_usage
 run_case "a program that cannot run -> cannot execute, 127" t_cannot_execute
