@@ -205,17 +205,27 @@ int fr_store_connect_how(const char *host, uint16_t port, int timeout_ms,
     int64_t deadline = start + (timeout_ms > 0 ? timeout_ms : 0);
     int64_t backoff = BACKOFF_MIN_MS;
     const char *why = "unknown error";
+    /* after a refusal, why the store could not be reached since (its
+     * process ended): the refusal's words stay in why */
+    const char *gone_why = NULL;
     bool refused = false; /* the last attempt was a stale-store refusal */
     bool retry = true;    /* false: refused for good */
     char whybuf[sizeof(c->err)];
     int rc = FRPC_EBOOTSTRAP;
     for (;;) {
         int64_t now = fr_store__now_ms();
+        const char *dial_why = NULL;
         c->fd = fr_store__dial(host, portstr,
                             timeout_ms > 0 ? deadline
                                            : now + FR_STORE_SINGLE_ATTEMPT_MS,
-                            me->liveness_ms, &why);
-        if (c->fd >= 0) {
+                            me->liveness_ms, &dial_why);
+        if (c->fd < 0) {
+            if (refused)
+                gone_why = dial_why;
+            else
+                why = dial_why;
+        } else {
+            gone_why = NULL;
             if (me->role == FR_STORE_ROLE_MAIN)
                 fr_store_server_note_own(me->own_server, c->fd);
             /* The handshake too ends by deadline: a store whose process
@@ -259,6 +269,13 @@ int fr_store_connect_how(const char *host, uint16_t port, int timeout_ms,
         *how = FR_STORE_REFUSED;
         fr_store__errf(errbuf, errlen, "bootstrap store at %s refused rank "
                        "%d: %s", addr, me->rank, c->err);
+    } else if (refused && gone_why) {
+        /* "still refused ...: Connection refused" told neither */
+        *how = FR_STORE_STALE;
+        fr_store__errf(errbuf, errlen, "bootstrap store at %s refused rank "
+                       "%d (a store from an earlier run?): %s; then it could "
+                       "not be reached until %lld ms: %s", addr, me->rank,
+                       why, ms, gone_why);
     } else if (refused) {
         *how = FR_STORE_STALE;
         fr_store__errf(errbuf, errlen, "bootstrap store at %s still refused "

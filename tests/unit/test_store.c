@@ -1883,6 +1883,41 @@ START_TEST(test_stale_store_refused_after_retries)
 }
 END_TEST
 
+/* Refused as a stale store's rank, then the store's process ends: the
+ * error keeps the refusal's words and says the store went away (it said
+ * "still refused rank 1 ...: Connection refused"). */
+static void *stop_server_later(void *arg)
+{
+    (void)arg;
+    sleep_ms(300);
+    fr_store_server_stop(srv);
+    return NULL;
+}
+
+START_TEST(test_stale_store_refused_then_gone)
+{
+    fr_store_ident r1 = job(1, 3, KEY, FR_STORE_ROLE_MAIN);
+    fr_store_client *c = (fr_store_client *)1;
+    char err[512];
+    ck_assert_int_eq(fr_store_leave(mains[1]), 0);
+    fr_store_close(mains[1]);
+    mains[1] = NULL;
+    pthread_t t = spawn(stop_server_later, NULL);
+    fr_store_outcome how = FR_STORE_JOINED;
+    ck_assert_int_eq(fr_store_connect_how(HOST, port, 1500, &r1, &c, err,
+                                          sizeof(err), &how), FRPC_EBOOTSTRAP);
+    pthread_join(t, NULL);
+    srv = NULL; /* stopped */
+    ck_assert_int_eq(how, FR_STORE_STALE);
+    ck_assert_ptr_null(c);
+    ck_assert_msg(strstr(err, "refused rank 1") &&
+                  strstr(err, "already left") &&
+                  strstr(err, "then it could not be reached"),
+                  "error text: %s", err);
+    ck_assert_ptr_null(strstr(err, "still refused"));
+}
+END_TEST
+
 /* Two processes started as rank 1 of a job that has fully joined: the
  * second is refused at once (it used to be retried as a stale store's
  * refusal until its timeout), and the job goes on. */
@@ -2296,6 +2331,8 @@ int main(void)
          test_wait_gone, 30, &job3},
         {"stale store refusals are retried, then named at the timeout",
          test_stale_store_refused_after_retries, 30, &job3},
+        {"a stale store's refusal, then the store gone: both told",
+         test_stale_store_refused_then_gone, 30, &job3},
         {"a second process with a joined rank is refused at once",
          test_rank_claimed_twice_refused_at_once, 30, &job3},
         {"a mismatch once the job has joined is only refused",
