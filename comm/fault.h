@@ -79,10 +79,11 @@ typedef enum fr_fault_site {
                                region's listing (rma.c): as a peer
                                stalled before its provider gave the
                                transfer back */
-    FR_FAULT_ANSWERS_CLOSED_LATE, /* the rank sleeps FR_FAULT_LATE_MS
-                               in its shutdown once answers to kept
-                               requests are closed, before the transport
-                               closes (agent.c) */
+    FR_FAULT_ANSWERS_CLOSED_LATE, /* the rank waits in its shutdown,
+                               once answers to kept requests are closed
+                               and before the transport closes, until
+                               no kept request is left (at most 10 s;
+                               agent.c) */
     FR_FAULT_SITES
 } fr_fault_site;
 

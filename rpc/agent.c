@@ -864,16 +864,33 @@ static void guard_after_liveness(frpc_agent *a)
     free(peers);
 }
 
-/* Last: the requests never answered. An answer given meanwhile (answers
- * closed: it only frees its request) is waited for first; one that
- * starts after this is an answer after frpc_shutdown returned (fabrpc.h:
- * a use after free). */
+/* Last: the requests never answered. An answer under way (answers
+ * closed: it only frees its request) is waited for; one entering after
+ * the flag touches no request (request.c: answer), so none frees one
+ * twice or unlinks it from the list taken here. What starts after this
+ * races with frpc_shutdown's return (fabrpc.h: req is gone). */
 static void release_kept_requests(frpc_agent *a)
 {
+    atomic_store(&a->requests_released, 1);
     while (atomic_load(&a->users) > 0)
         fr_hold_poll(NULL, 0, 1);
     fr_agent_release_requests(a);
     fr_agent_free_spare_requests(a);
+}
+
+/* The test hook FR_FAULT_ANSWERS_CLOSED_LATE: once answers are closed,
+ * waits (up to 10 s) until no kept request is left, so that a test's
+ * thread answers in this stretch whatever the machine's load. */
+static void fault_wait_kept_answered(frpc_agent *a)
+{
+    for (int i = 0; i < 10000; i++) {
+        pthread_mutex_lock(&a->req_lock);
+        int left = a->requests != NULL;
+        pthread_mutex_unlock(&a->req_lock);
+        if (!left)
+            return;
+        fr_hold_poll(NULL, 0, 1);
+    }
 }
 
 /* Frees the agent; deadline bounds the wait for the provider to give
@@ -911,7 +928,7 @@ static void destroy(frpc_agent *a, uint64_t deadline)
      * callback run by fr_fabric_close below lets go; they are freed last. */
     atomic_store(&a->answers_closed, 1);
     if (fr_fault_hit(FR_FAULT_ANSWERS_CLOSED_LATE))
-        nanosleep(&(struct timespec){0, FR_FAULT_LATE_MS * 1000000L}, NULL);
+        fault_wait_kept_answered(a);
     wait_users(a, deadline);
     fr_mem_end_all(a); /* before the domain closes */
     stop_shm_guard(a); /* before the regions it repairs are unmapped */

@@ -164,6 +164,9 @@ struct frpc_agent {
      * touches nothing but the request (request.c), which frpc_shutdown
      * frees last. */
     atomic_int answers_closed;
+    /* Set by frpc_shutdown just before it frees the kept requests: an
+     * answer that enters after it touches no request (request.c). */
+    atomic_int requests_released;
 
     atomic_uint_fast64_t requests_received, requests_answered;
     /* frpc_stats' (standin.c) */

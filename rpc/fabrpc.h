@@ -862,12 +862,12 @@ size_t frpc_backend_report(const frpc_agent *agent, char *buf, size_t len);
  * a second answer is a use after free that fabrpc cannot detect. A
  * request never answered ends as a timeout on the caller's side (a call
  * without limit: as "Timeouts" says) and is released by frpc_shutdown:
- * another thread may still answer it, and read its args, while
- * frpc_shutdown runs (the answer is sent; in an immediate shutdown, and
- * in a graceful one once it has drained and met the other ranks, it
- * fails FRPC_ESHUTDOWN instead, req freed all the same), but once
- * frpc_shutdown has returned req is gone, and answering it is a use
- * after free. A
+ * another thread may still answer it, and read it, while frpc_shutdown
+ * runs (the answer is sent; in an immediate shutdown, and in a graceful
+ * one from its last polls on, just before the transport closes, it
+ * fails FRPC_ESHUTDOWN instead), but neither once frpc_shutdown has
+ * returned nor racing with its return: req is then gone, and answering
+ * or reading it is a use after free. A
  * thread cannot ask whether frpc_shutdown has returned, so a program
  * that answers from its own threads has them answer, or stop and be
  * joined, before it calls frpc_shutdown.

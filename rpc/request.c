@@ -535,7 +535,15 @@ static int answer(frpc_request *req, const fr_env *e, const void *data,
 {
     frpc_agent *a = req->agent;
     fr_agent_enter(a);
-    int rc = send_answer(req, e, data, len, given);
+    int rc;
+    if (atomic_load(&a->requests_released)) {
+        /* frpc_shutdown frees req now, not us (agent.c) */
+        if (given)
+            free((void *)data);
+        rc = FRPC_ESHUTDOWN;
+    } else {
+        rc = send_answer(req, e, data, len, given);
+    }
     fr_agent_leave(a);
     return rc;
 }
