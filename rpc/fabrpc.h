@@ -663,7 +663,10 @@ enum {
  * itself may not be called from the agent's own threads (a handler, a
  * future's or notification's callback, the peer-lost function) nor from
  * a thread inside another call on the agent: it returns FRPC_EDEADLK
- * there, and nothing is freed.
+ * there, and nothing is freed. From inside a call on another agent of
+ * the process (its callback, its handler) it may, and waits as any
+ * thread would: the agent being shut down must not be waiting on the
+ * calling one then (its peer-lost function setting the caller's, say).
  *
  * timeout_ms (see "Timeouts") bounds the whole of it: draining, the
  * barrier, and rank 0's wait for the others to leave the store it serves
