@@ -245,21 +245,24 @@ t_timeout_before_a_failure() {
 signal_forwarded() {
     local sig=$1 want=$2 bg rc
     env --default-signal="$sig" true 2>/dev/null || return 0
-    prog trap.sh <<EOF
-trap 'echo got >"$TMPD/got.\$FABRPC_RANK"; exit 0' $sig
-echo \$PPID >"$TMPD/ready.\$FABRPC_RANK"
+    # Files of this signal's own: the cases share $TMPD, and another
+    # signal's files, there already, were taken for this one's.
+    prog "trap.$sig.sh" <<EOF
+trap 'echo got >"$TMPD/got.$sig.\$FABRPC_RANK"; exit 0' $sig
+echo \$PPID >"$TMPD/ready.$sig.\$FABRPC_RANK.tmp"
+mv "$TMPD/ready.$sig.\$FABRPC_RANK.tmp" "$TMPD/ready.$sig.\$FABRPC_RANK"
 sleep 60 &
 wait
 EOF
-    env --default-signal="$sig" "$FABRPC_RUN" -n 3 --timeout 30 "$TMPD/trap.sh" \
-        >"$TMPD/out" 2>"$TMPD/err" &
+    env --default-signal="$sig" "$FABRPC_RUN" -n 3 --timeout 30 \
+        "$TMPD/trap.$sig.sh" >"$TMPD/out" 2>"$TMPD/err" &
     bg=$!
-    wait_files 3 "$TMPD/ready.*"
-    kill -"$sig" "$(cat "$TMPD/ready.0")"
+    wait_files 3 "$TMPD/ready.$sig.[0-9]"
+    kill -"$sig" "$(cat "$TMPD/ready.$sig.0")"
     wait "$bg"
     rc=$?
     expect_status "$rc" "$want"
-    wait_files 3 "$TMPD/got.*"
+    wait_files 3 "$TMPD/got.$sig.*"
 }
 
 t_sigterm_forwarded() { signal_forwarded TERM 143; }
